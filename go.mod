@@ -1,0 +1,3 @@
+module linger
+
+go 1.26

@@ -1,0 +1,278 @@
+package event
+
+import (
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MaxFrames is the most Go frames a captured site keeps.
+const MaxFrames = 8
+
+// EmitterOptions configures an Emitter.
+type EmitterOptions struct {
+	// SiteHook, if set, is called for every captured site and returns the
+	// notebook cell and line running now (empty cell when none). The kernel
+	// sets it; it must be cheap and safe to call while the Emitter is locked.
+	SiteHook func() (cell string, line int)
+}
+
+// Emitter produces the events of one trace: it numbers them, stamps their
+// time, tracks open scopes, interns strings and sites, and hands everything
+// to its Sink in order. It is safe for concurrent use; the Sink sees one
+// call at a time.
+//
+// An Emitter with a nil Sink records nothing and costs almost nothing: that
+// is "recording off".
+type Emitter struct {
+	mu      sync.Mutex
+	sink    Sink
+	start   time.Time
+	seq     uint64
+	strs    map[string]StringID
+	sites   map[siteKey]SiteID
+	nsites  SiteID
+	open    []openScope
+	nextSc  ScopeID
+	hook    func() (string, int)
+	scratch [MaxFrames]uintptr
+}
+
+type siteKey struct {
+	pcs  [MaxFrames]uintptr
+	cell string
+	line int
+}
+
+type openScope struct {
+	id   ScopeID
+	kind ScopeKind
+}
+
+// NewEmitter returns an Emitter that writes to sink, whose clock starts now.
+// sink may be nil (recording off).
+func NewEmitter(sink Sink, opts EmitterOptions) *Emitter {
+	return &Emitter{
+		sink:  sink,
+		start: time.Now(),
+		strs:  make(map[string]StringID),
+		sites: make(map[siteKey]SiteID),
+		hook:  opts.SiteHook,
+	}
+}
+
+// Enabled reports whether events are being recorded.
+func (e *Emitter) Enabled() bool { return e != nil && e.sink != nil }
+
+// SetSiteHook replaces the site hook (see EmitterOptions.SiteHook).
+func (e *Emitter) SetSiteHook(h func() (cell string, line int)) {
+	e.mu.Lock()
+	e.hook = h
+	e.mu.Unlock()
+}
+
+// Intern returns the id of s, defining it to the Sink on first use.
+func (e *Emitter) Intern(s string) StringID {
+	if !e.Enabled() || s == "" {
+		return 0
+	}
+	e.mu.Lock()
+	id := e.internLocked(s)
+	e.mu.Unlock()
+	return id
+}
+
+func (e *Emitter) internLocked(s string) StringID {
+	if id, ok := e.strs[s]; ok {
+		return id
+	}
+	id := StringID(len(e.strs) + 1)
+	s = strings.Clone(s) // callers may pass strings that alias reused buffers
+	e.strs[s] = id
+	e.sink.DefineString(id, s)
+	return id
+}
+
+// Caller returns the site of its caller's caller, skip frames further up:
+// Caller(0) called in f names f's caller. Go frames are interned by program
+// counter, so after the first time a site costs a stack capture and a map
+// lookup, not a symbolization. The notebook cell and line come from the
+// site hook.
+func (e *Emitter) Caller(skip int) SiteID {
+	if !e.Enabled() {
+		return 0
+	}
+	var k siteKey
+	runtime.Callers(skip+3, k.pcs[:])
+	e.mu.Lock()
+	if e.hook != nil {
+		k.cell, k.line = e.hook()
+	}
+	id, ok := e.sites[k]
+	if !ok {
+		id = e.defineSiteLocked(k)
+	}
+	e.mu.Unlock()
+	return id
+}
+
+func (e *Emitter) defineSiteLocked(k siteKey) SiteID {
+	s := Site{Cell: k.cell, Line: k.line}
+	n := 0
+	for n < len(k.pcs) && k.pcs[n] != 0 {
+		n++
+	}
+	if n > 0 {
+		frames := runtime.CallersFrames(k.pcs[:n])
+		for {
+			f, more := frames.Next()
+			if f.Function != "" && !strings.HasPrefix(f.Function, "runtime.") && !strings.HasPrefix(f.Function, "testing.") {
+				s.Frames = append(s.Frames, Frame{Func: f.Function, File: f.File, Line: f.Line})
+			}
+			if !more || len(s.Frames) == MaxFrames {
+				break
+			}
+		}
+	}
+	return e.siteLocked(k, s)
+}
+
+func (e *Emitter) siteLocked(k siteKey, s Site) SiteID {
+	e.nsites++
+	id := e.nsites
+	e.sites[k] = id
+	e.sink.DefineSite(id, s)
+	return id
+}
+
+// Site interns an explicitly given site, such as one made by a notebook
+// kernel for a cell line with no Go frames of interest. Equal sites given
+// twice get two ids; callers that repeat should keep the id.
+func (e *Emitter) Site(s Site) SiteID {
+	if !e.Enabled() {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// A key no PC capture can produce: PC 1 never appears in a real stack.
+	k := siteKey{cell: s.Cell, line: s.Line}
+	k.pcs[0] = 1
+	k.pcs[1] = uintptr(e.nsites + 1)
+	return e.siteLocked(k, s)
+}
+
+// Emit records ev, setting its Seq and Time, and its Scope to the innermost
+// open scope unless already set. It returns the event's sequence number
+// (0 when recording is off).
+func (e *Emitter) Emit(ev Event) uint64 {
+	if !e.Enabled() {
+		return 0
+	}
+	e.mu.Lock()
+	seq := e.emitLocked(&ev)
+	e.mu.Unlock()
+	return seq
+}
+
+func (e *Emitter) emitLocked(ev *Event) uint64 {
+	e.seq++
+	ev.Seq = e.seq
+	ev.Time = int64(time.Since(e.start))
+	if ev.Scope == 0 && len(e.open) > 0 {
+		ev.Scope = e.open[len(e.open)-1].id
+	}
+	e.sink.Emit(*ev)
+	return e.seq
+}
+
+// Begin opens a scope of the given kind inside the innermost open scope and
+// returns its id. End it with End. With recording off it returns 0.
+func (e *Emitter) Begin(kind ScopeKind, label string) ScopeID {
+	if !e.Enabled() {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var parent ScopeID
+	if len(e.open) > 0 {
+		parent = e.open[len(e.open)-1].id
+	}
+	e.nextSc++
+	id := e.nextSc
+	ev := Event{Kind: KindScopeBegin, Expect: kind, Addr: uint64(id), Extra: uint64(parent), Scope: parent}
+	if label != "" {
+		ev.Label = e.internLocked(label)
+	}
+	e.emitLocked(&ev)
+	e.open = append(e.open, openScope{id: id, kind: kind})
+	return id
+}
+
+// End closes the scope id. Scopes need not end innermost first (requests in
+// a dynamic batch end in any order); ending an unknown or already-ended
+// scope, or scope 0, does nothing.
+func (e *Emitter) End(id ScopeID) {
+	if !e.Enabled() || id == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := len(e.open) - 1; i >= 0; i-- {
+		if e.open[i].id != id {
+			continue
+		}
+		kind := e.open[i].kind
+		e.open = append(e.open[:i], e.open[i+1:]...)
+		var parent ScopeID
+		if len(e.open) > 0 {
+			parent = e.open[len(e.open)-1].id
+		}
+		e.emitLocked(&Event{Kind: KindScopeEnd, Expect: kind, Addr: uint64(id), Scope: parent})
+		return
+	}
+}
+
+// Current returns the innermost open scope, or 0.
+func (e *Emitter) Current() ScopeID {
+	if !e.Enabled() {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.open) == 0 {
+		return 0
+	}
+	return e.open[len(e.open)-1].id
+}
+
+// Mark records an instant annotation with the given text.
+func (e *Emitter) Mark(text string) uint64 {
+	if !e.Enabled() {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.emitLocked(&Event{Kind: KindMark, Label: e.internLocked(text)})
+}
+
+// Counter records a sampled value (bytes, entries, ...) under name, such as
+// "device_used" or "go_heap_inuse".
+func (e *Emitter) Counter(name string, value uint64) uint64 {
+	if !e.Enabled() {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.emitLocked(&Event{Kind: KindCounter, Label: e.internLocked(name), Size: value})
+}
+
+// Seq returns the sequence number of the last event emitted.
+func (e *Emitter) Seq() uint64 {
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seq
+}

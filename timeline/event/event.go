@@ -1,0 +1,241 @@
+// Package event defines Linger's memory event model: the one value type
+// Event, its enums with explicit wire numbers, interned sites and labels,
+// the Sink that consumes events, and the Emitter that produces them.
+//
+// The package imports only the standard library: the engine produces events,
+// the timeline consumes them, and neither knows the other.
+//
+// Wire numbers are part of the trace log format (see package timeline). They
+// are written out explicitly and must never be renumbered; new values are
+// appended.
+package event
+
+import "fmt"
+
+// Kind is what an event records. Values are wire numbers.
+type Kind uint8
+
+// Event kinds.
+const (
+	KindInvalid      Kind = 0
+	KindAlloc        Kind = 1 // a block was handed out by the allocator
+	KindFree         Kind = 2 // a block was returned to the allocator
+	KindSegmentAlloc Kind = 3 // the allocator took a segment from the device
+	KindSegmentFree  Kind = 4 // the allocator returned a segment to the device
+	KindScopeBegin   Kind = 5 // a scope (session, cell, request, ...) opened
+	KindScopeEnd     Kind = 6 // a scope closed
+	KindOOM          Kind = 7 // an allocation failed for lack of device memory
+	KindMark         Kind = 8 // a user or engine annotation at an instant
+	KindCounter      Kind = 9 // a sampled value, such as device memory in use
+
+	numKinds = 10
+)
+
+var kindNames = [numKinds]string{"invalid", "alloc", "free", "segment_alloc", "segment_free", "scope_begin", "scope_end", "oom", "mark", "counter"}
+
+// String returns the kind's name as used in exports and JSON, e.g. "segment_alloc".
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Valid reports whether k is a known kind other than KindInvalid.
+func (k Kind) Valid() bool { return k > KindInvalid && k < numKinds }
+
+// Category classifies what an allocation holds. Values are wire numbers.
+type Category uint8
+
+// Categories. CategoryNone is used by events that are not allocations.
+const (
+	CategoryNone           Category = 0
+	CategoryWeights        Category = 1
+	CategoryKVCache        Category = 2
+	CategoryAttnMask       Category = 3
+	CategoryActivation     Category = 4
+	CategoryLogits         Category = 5
+	CategoryWorkspace      Category = 6
+	CategoryTokenizerCache Category = 7
+	CategoryBatchScratch   Category = 8
+	CategoryOther          Category = 9
+
+	numCategories = 10
+)
+
+// NumCategories is one past the largest Category, for tables indexed by category.
+const NumCategories = numCategories
+
+var categoryNames = [numCategories]string{"none", "weights", "kv_cache", "attn_mask", "activation", "logits", "workspace", "tokenizer_cache", "batch_scratch", "other"}
+
+// String returns the category's name, e.g. "kv_cache".
+func (c Category) String() string {
+	if int(c) < len(categoryNames) {
+		return categoryNames[c]
+	}
+	return fmt.Sprintf("category(%d)", uint8(c))
+}
+
+// Valid reports whether c is a known category (CategoryNone included).
+func (c Category) Valid() bool { return c < numCategories }
+
+// ParseCategory returns the category named s, as printed by String.
+func ParseCategory(s string) (Category, error) {
+	for i, n := range categoryNames {
+		if n == s {
+			return Category(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown category %q", s)
+}
+
+// ScopeKind is the kind of a scope, and the lifetime an allocation is
+// expected to have. Values are wire numbers, ordered from the innermost
+// scope (layer) to the outermost (engine): a scope of kind K contains scopes
+// of every smaller kind.
+type ScopeKind uint8
+
+// Scope kinds, innermost first. ScopeNone means "no expectation": an
+// allocation with it never becomes lingering by scope exit.
+const (
+	ScopeNone    ScopeKind = 0
+	ScopeLayer   ScopeKind = 1
+	ScopeStep    ScopeKind = 2 // a prefill chunk or a decode step
+	ScopeRequest ScopeKind = 3
+	ScopeBatch   ScopeKind = 4
+	ScopeCell    ScopeKind = 5
+	ScopeSession ScopeKind = 6
+	ScopeEngine  ScopeKind = 7
+
+	numScopeKinds = 8
+)
+
+var scopeNames = [numScopeKinds]string{"none", "layer", "step", "request", "batch", "cell", "session", "engine"}
+
+// String returns the scope kind's name, e.g. "request".
+func (s ScopeKind) String() string {
+	if int(s) < len(scopeNames) {
+		return scopeNames[s]
+	}
+	return fmt.Sprintf("scope(%d)", uint8(s))
+}
+
+// Valid reports whether s is a known scope kind (ScopeNone included).
+func (s ScopeKind) Valid() bool { return s < numScopeKinds }
+
+// ParseScopeKind returns the scope kind named s, as printed by String.
+func ParseScopeKind(s string) (ScopeKind, error) {
+	for i, n := range scopeNames {
+		if n == s {
+			return ScopeKind(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown scope kind %q", s)
+}
+
+// StringID is an interned string: a label, a counter name, a file or
+// function name. 0 is the empty string. IDs are dense, starting at 1, and
+// are announced to a Sink with DefineString before first use.
+type StringID uint32
+
+// SiteID is an interned Site. 0 is "unknown site". IDs are dense, starting
+// at 1, and are announced to a Sink with DefineSite before first use.
+type SiteID uint32
+
+// ScopeID identifies one scope instance within a trace. 0 is "no scope".
+type ScopeID uint64
+
+// Event is one thing that happened to memory. It is a plain value: copy it
+// freely. Which fields are meaningful depends on Kind:
+//
+//	kind                 Addr          Size             Requested   Category/Expect   Label        Extra
+//	alloc, free          block address rounded bytes    requested   yes               block label  -
+//	segment_alloc/free   segment base  segment bytes    -           -                 -            pool: 0 small, 1 large, 2 outside the allocator
+//	scope_begin/end      scope id      -                -           Expect=scope kind scope label  parent scope id
+//	oom                  -             rounded request  requested   yes               block label  device free bytes
+//	mark                 -             -                -           -                 text         -
+//	counter              -             value            -           -                 name         -
+//
+// Scope is the innermost scope open when the event happened (for
+// scope_begin, the new scope's parent is in Extra and Scope is the parent
+// too). Site is where the event was caused.
+type Event struct {
+	Seq       uint64 // per trace, strictly increasing from 1, no gaps
+	Time      int64  // nanoseconds since the trace began
+	Kind      Kind
+	Category  Category
+	Expect    ScopeKind
+	Addr      uint64
+	Size      uint64
+	Requested uint64
+	Scope     ScopeID
+	Site      SiteID
+	Label     StringID
+	Extra     uint64
+}
+
+// Segment pools, the values of Event.Extra on segment events.
+const (
+	PoolSmall   = 0
+	PoolLarge   = 1
+	PoolOutside = 2 // memory taken from the device outside the caching allocator
+)
+
+// Frame is one Go or notebook stack frame.
+type Frame struct {
+	Func string
+	File string
+	Line int
+}
+
+// Site is where an event was caused: the notebook cell and line if the
+// event happened while a cell ran, then Go frames, innermost first.
+type Site struct {
+	Cell   string // notebook cell id; empty outside cells
+	Line   int    // 1-based line within the cell; 0 if unknown
+	Frames []Frame
+}
+
+// String formats the site as "cell abc:3 ← engine.(*KVCache).grow kv.go:88 ← ...".
+func (s Site) String() string {
+	var out string
+	if s.Cell != "" {
+		out = fmt.Sprintf("cell %s:%d", s.Cell, s.Line)
+	}
+	for _, f := range s.Frames {
+		if out != "" {
+			out += " ← "
+		}
+		out += fmt.Sprintf("%s %s:%d", f.Func, shortFile(f.File), f.Line)
+	}
+	if out == "" {
+		return "unknown"
+	}
+	return out
+}
+
+func shortFile(path string) string {
+	n := 0
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i] == '/' {
+			n++
+			if n == 2 {
+				return path[i+1:]
+			}
+		}
+	}
+	return path
+}
+
+// Sink consumes events. An Emitter calls its methods from one goroutine at
+// a time, in order: a string or site is always defined before the first
+// event that refers to it. A Site passed to DefineSite is never modified
+// afterwards, so a Sink may keep it.
+//
+// Emit is on the hot path of every allocation: implementations should
+// batch, and must not block for long.
+type Sink interface {
+	DefineString(id StringID, s string)
+	DefineSite(id SiteID, s Site)
+	Emit(e Event)
+}
