@@ -32,6 +32,7 @@ type Emitter struct {
 	seq     uint64
 	strs    map[string]StringID
 	sites   map[siteKey]SiteID
+	static  map[staticKey]SiteID
 	nsites  SiteID
 	open    []openScope
 	nextSc  ScopeID
@@ -41,6 +42,12 @@ type Emitter struct {
 
 type siteKey struct {
 	pcs  [MaxFrames]uintptr
+	cell string
+	line int
+}
+
+type staticKey struct {
+	c    *Callsite
 	cell string
 	line int
 }
@@ -57,8 +64,9 @@ func NewEmitter(sink Sink, opts EmitterOptions) *Emitter {
 		sink:  sink,
 		start: time.Now(),
 		strs:  make(map[string]StringID),
-		sites: make(map[siteKey]SiteID),
-		hook:  opts.SiteHook,
+		sites:  make(map[siteKey]SiteID),
+		static: make(map[staticKey]SiteID),
+		hook:   opts.SiteHook,
 	}
 }
 
@@ -139,10 +147,51 @@ func (e *Emitter) defineSiteLocked(k siteKey) SiteID {
 }
 
 func (e *Emitter) siteLocked(k siteKey, s Site) SiteID {
+	if id, ok := e.sites[k]; ok {
+		return id // a Callsite whose frames equal a captured site's
+	}
 	e.nsites++
 	id := e.nsites
 	e.sites[k] = id
 	e.sink.DefineSite(id, s)
+	return id
+}
+
+// Callsite is a fixed place in Go code that allocates on a hot path,
+// declared once as a package-level variable:
+//
+//	var siteKVGrow event.Callsite
+//	...
+//	site := em.At(&siteKVGrow, 0)
+//
+// Its Go frames are captured the first time any Emitter uses it, so later
+// uses cost a map lookup instead of a stack walk (runtime.Callers costs
+// 100–250 ns, which per-layer allocations cannot afford). The frames above
+// the call site are those of that first use. The zero value is ready to use.
+type Callsite struct {
+	once sync.Once
+	pcs  [MaxFrames]uintptr
+}
+
+// At returns the site of the Callsite c, with the notebook cell and line
+// from the site hook. skip is as for Caller, and only matters on c's first
+// use anywhere.
+func (e *Emitter) At(c *Callsite, skip int) SiteID {
+	if !e.Enabled() {
+		return 0
+	}
+	c.once.Do(func() { runtime.Callers(skip+6, c.pcs[:]) })
+	k := staticKey{c: c}
+	e.mu.Lock()
+	if e.hook != nil {
+		k.cell, k.line = e.hook()
+	}
+	id, ok := e.static[k]
+	if !ok {
+		id = e.defineSiteLocked(siteKey{pcs: c.pcs, cell: k.cell, line: k.line})
+		e.static[k] = id
+	}
+	e.mu.Unlock()
 	return id
 }
 

@@ -1,0 +1,253 @@
+package event_test
+
+import (
+	"strings"
+	"testing"
+
+	"linger/timeline/event"
+)
+
+// memSink keeps everything an Emitter sends.
+type memSink struct {
+	strs   map[event.StringID]string
+	sites  map[event.SiteID]event.Site
+	events []event.Event
+}
+
+func newMemSink() *memSink {
+	return &memSink{strs: map[event.StringID]string{}, sites: map[event.SiteID]event.Site{}}
+}
+
+func (s *memSink) DefineString(id event.StringID, v string) {
+	if _, dup := s.strs[id]; dup {
+		panic("string defined twice")
+	}
+	s.strs[id] = v
+}
+
+func (s *memSink) DefineSite(id event.SiteID, v event.Site) {
+	if _, dup := s.sites[id]; dup {
+		panic("site defined twice")
+	}
+	s.sites[id] = v
+}
+
+func (s *memSink) Emit(e event.Event) {
+	if e.Label != 0 {
+		if _, ok := s.strs[e.Label]; !ok {
+			panic("event uses undefined label")
+		}
+	}
+	if e.Site != 0 {
+		if _, ok := s.sites[e.Site]; !ok {
+			panic("event uses undefined site")
+		}
+	}
+	s.events = append(s.events, e)
+}
+
+func TestEmitterSequenceAndScopes(t *testing.T) {
+	sink := newMemSink()
+	em := event.NewEmitter(sink, event.EmitterOptions{})
+	req := em.Begin(event.ScopeRequest, "request 1")
+	step := em.Begin(event.ScopeStep, "prefill 1/2")
+	em.Emit(event.Event{Kind: event.KindAlloc, Addr: 4096, Size: 512})
+	other := em.Begin(event.ScopeRequest, "request 2")
+	em.End(req) // out of order: requests in a batch end in any order
+	em.Emit(event.Event{Kind: event.KindFree, Addr: 4096, Size: 512})
+	em.End(other)
+	em.End(step)
+	em.End(step) // already ended: nothing
+	em.End(0)
+
+	want := []struct {
+		kind  event.Kind
+		addr  uint64
+		scope event.ScopeID
+	}{
+		{event.KindScopeBegin, uint64(req), 0},
+		{event.KindScopeBegin, uint64(step), req},
+		{event.KindAlloc, 4096, step},
+		{event.KindScopeBegin, uint64(other), step},
+		{event.KindScopeEnd, uint64(req), other},
+		{event.KindFree, 4096, other},
+		{event.KindScopeEnd, uint64(other), step},
+		{event.KindScopeEnd, uint64(step), 0},
+	}
+	if len(sink.events) != len(want) {
+		t.Fatalf("got %d events, want %d: %+v", len(sink.events), len(want), sink.events)
+	}
+	var lastTime int64
+	for i, w := range want {
+		e := sink.events[i]
+		if e.Seq != uint64(i+1) {
+			t.Errorf("event %d: seq %d, want %d", i, e.Seq, i+1)
+		}
+		if e.Time < lastTime {
+			t.Errorf("event %d: time went back: %d < %d", i, e.Time, lastTime)
+		}
+		lastTime = e.Time
+		if e.Kind != w.kind || e.Addr != w.addr || e.Scope != w.scope {
+			t.Errorf("event %d = %v addr %d scope %d, want %v addr %d scope %d", i, e.Kind, e.Addr, e.Scope, w.kind, w.addr, w.scope)
+		}
+	}
+	if got := sink.events[1].Extra; got != uint64(req) {
+		t.Errorf("scope_begin parent = %d, want %d", got, req)
+	}
+	if got := sink.strs[sink.events[1].Label]; got != "prefill 1/2" {
+		t.Errorf("scope label = %q", got)
+	}
+	if sink.events[4].Expect != event.ScopeRequest {
+		t.Errorf("scope_end kind = %v, want request", sink.events[4].Expect)
+	}
+}
+
+func TestEmitterCallerSite(t *testing.T) {
+	sink := newMemSink()
+	cell, line := "", 0
+	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() (string, int) { return cell, line }})
+	capture := func() event.SiteID { return em.Caller(0) }
+
+	a := capture()
+	b := capture()
+	if a == 0 || a == b {
+		t.Fatalf("two captures from different lines got ids %d and %d, want distinct non-zero", a, b)
+	}
+	var again event.SiteID
+	for range 2 {
+		again = capture()
+	}
+	if again2 := capture(); again2 == again {
+		t.Fatalf("different lines share a site")
+	}
+	site := sink.sites[a]
+	if len(site.Frames) == 0 || !strings.HasSuffix(site.Frames[0].Func, "TestEmitterCallerSite") {
+		t.Fatalf("site %v: first frame should be the test function", site)
+	}
+	if !strings.HasSuffix(site.Frames[0].File, "emitter_test.go") || site.Frames[0].Line == 0 {
+		t.Errorf("site frame %+v lacks file and line", site.Frames[0])
+	}
+
+	// The same PC inside a loop interns to one id; a different cell line is a new site.
+	var ids []event.SiteID
+	for i := range 3 {
+		if i == 2 {
+			cell, line = "c1", 4
+		}
+		ids = append(ids, capture())
+	}
+	if ids[0] != ids[1] || ids[1] == ids[2] {
+		t.Fatalf("ids %v: want first two equal (same PC), third distinct (cell line)", ids)
+	}
+	if s := sink.sites[ids[2]]; s.Cell != "c1" || s.Line != 4 {
+		t.Errorf("site %+v, want cell c1 line 4", s)
+	}
+	if got := sink.sites[ids[2]].String(); !strings.HasPrefix(got, "cell c1:4 ← ") {
+		t.Errorf("Site.String() = %q", got)
+	}
+}
+
+func TestEmitterInternAndCounters(t *testing.T) {
+	sink := newMemSink()
+	em := event.NewEmitter(sink, event.EmitterOptions{})
+	if em.Intern("layer.0.k") != em.Intern("layer.0.k") {
+		t.Fatal("Intern not stable")
+	}
+	if em.Intern("") != 0 {
+		t.Fatal("empty string must be id 0")
+	}
+	em.Counter("device_used", 1<<30)
+	em.Mark("warm up done")
+	n := len(sink.events)
+	if sink.events[n-2].Kind != event.KindCounter || sink.events[n-2].Size != 1<<30 || sink.strs[sink.events[n-2].Label] != "device_used" {
+		t.Errorf("counter event %+v", sink.events[n-2])
+	}
+	if sink.events[n-1].Kind != event.KindMark || sink.strs[sink.events[n-1].Label] != "warm up done" {
+		t.Errorf("mark event %+v", sink.events[n-1])
+	}
+	if em.Seq() != uint64(n) {
+		t.Errorf("Seq() = %d, want %d", em.Seq(), n)
+	}
+}
+
+func TestEmitterOff(t *testing.T) {
+	em := event.NewEmitter(nil, event.EmitterOptions{})
+	if em.Enabled() || em.Emit(event.Event{Kind: event.KindAlloc}) != 0 || em.Begin(event.ScopeStep, "x") != 0 || em.Caller(0) != 0 {
+		t.Fatal("an emitter without a sink must record nothing")
+	}
+	var nilEm *event.Emitter
+	if nilEm.Enabled() || nilEm.Intern("x") != 0 || nilEm.Seq() != 0 {
+		t.Fatal("a nil emitter must record nothing")
+	}
+}
+
+func TestEnumNames(t *testing.T) {
+	for c := event.Category(0); c < event.NumCategories; c++ {
+		got, err := event.ParseCategory(c.String())
+		if err != nil || got != c {
+			t.Errorf("ParseCategory(%q) = %v, %v", c.String(), got, err)
+		}
+	}
+	if _, err := event.ParseCategory("kv"); err == nil {
+		t.Error("ParseCategory accepted an unknown name")
+	}
+	for k := event.ScopeNone; k <= event.ScopeEngine; k++ {
+		got, err := event.ParseScopeKind(k.String())
+		if err != nil || got != k {
+			t.Errorf("ParseScopeKind(%q) = %v, %v", k.String(), got, err)
+		}
+	}
+	if event.KindSegmentAlloc.String() != "segment_alloc" || event.Kind(200).Valid() || event.KindInvalid.Valid() {
+		t.Error("kind names or validity wrong")
+	}
+}
+
+type discard struct{}
+
+func (discard) DefineString(event.StringID, string) {}
+func (discard) DefineSite(event.SiteID, event.Site)  {}
+func (discard) Emit(event.Event)                     {}
+
+func BenchmarkEmitterEmit(b *testing.B) {
+	em := event.NewEmitter(discard{}, event.EmitterOptions{})
+	ev := event.Event{Kind: event.KindAlloc, Addr: 1 << 40, Size: 4096, Requested: 4000, Category: event.CategoryActivation}
+	b.ReportAllocs()
+	for b.Loop() {
+		em.Emit(ev)
+	}
+}
+
+func BenchmarkEmitterCaller(b *testing.B) {
+	em := event.NewEmitter(discard{}, event.EmitterOptions{})
+	b.ReportAllocs()
+	for b.Loop() {
+		em.Caller(0)
+	}
+}
+
+var testCallsite event.Callsite
+
+func TestEmitterAt(t *testing.T) {
+	sink := newMemSink()
+	cell := "c1"
+	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() (string, int) { return cell, 2 }})
+	at := func() event.SiteID { return em.At(&testCallsite, 0) }
+	a, b := at(), at()
+	cell = "c2"
+	c := at()
+	if a == 0 || a != b || a == c {
+		t.Fatalf("At ids %d %d %d: want equal for the same cell line, distinct for another", a, b, c)
+	}
+	s := sink.sites[a]
+	if s.Cell != "c1" || s.Line != 2 || len(s.Frames) == 0 || !strings.HasSuffix(s.Frames[0].Func, "TestEmitterAt") {
+		t.Fatalf("site %v: want cell c1:2 then the test function", s)
+	}
+}
+
+func BenchmarkEmitterAt(b *testing.B) {
+	em := event.NewEmitter(discard{}, event.EmitterOptions{SiteHook: func() (string, int) { return "cell", 3 }})
+	b.ReportAllocs()
+	for b.Loop() {
+		em.At(&testCallsite, 0)
+	}
+}
