@@ -1,0 +1,45 @@
+# The two commands a new machine needs are `make run` and `make test` (README).
+GO      ?= go
+BIN     := bin/linger
+OUT     := out
+PKGS    := ./...
+
+.PHONY: run test bench build check-fmt check-generated fuzz clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/linger
+
+# The main job: a 128K-token request on a qwen2-1.5b-shaped model on the meta
+# device (exact accounting, no compute), then a real generation on the cpu
+# device; each writes a trace.
+run: build
+	@mkdir -p $(OUT)
+	$(BIN) generate --model qwen2-1.5b --device meta --prompt-tokens 131072 --chunk-size 2048 --max-new-tokens 16 --trace $(OUT)/qwen2-1.5b-128k.ltrace
+	$(BIN) generate --model small --device cpu --prompt "Memory that outlives its scope is memory that lingers." --max-new-tokens 24 --trace $(OUT)/small-cpu.ltrace
+
+test: check-fmt check-generated
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -race -short ./timeline/... ./engine/alloc/... ./engine/device/... ./engine/tokenizer/...
+
+check-fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff
+
+# Generated code is committed; regenerate and fail on any difference.
+# Compares the tree's state before and after, so it works on a dirty tree too.
+check-generated:
+	@before=$$(git status --porcelain=v1 -uall | sort; git diff | sha256sum); \
+	$(GO) generate ./... || exit 1; \
+	after=$$(git status --porcelain=v1 -uall | sort; git diff | sha256sum); \
+	if [ "$$before" != "$$after" ]; then git status --short; echo "generated files are stale: run 'go generate ./...' and commit the result"; exit 1; fi
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzReader -fuzztime=60s ./timeline/
+
+clean:
+	rm -rf bin $(OUT)
