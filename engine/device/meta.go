@@ -33,10 +33,13 @@ func (m *Meta) Name() string { return "meta" }
 // HasData returns false: meta segments carry no memory.
 func (m *Meta) HasData() bool { return false }
 
-// Alloc reserves size bytes of the capacity.
+// Alloc reserves size bytes of the capacity and returns a segment at a
+// fresh 2 MiB-aligned virtual address (Mem is nil). It fails with
+// ErrInvalidSize for size 0 and ErrOutOfMemory when the capacity would be
+// exceeded.
 func (m *Meta) Alloc(size uint64) (Segment, error) {
 	if size == 0 {
-		return Segment{}, fmt.Errorf("meta: alloc of 0 bytes")
+		return Segment{}, fmt.Errorf("meta: alloc of 0 bytes: %w", ErrInvalidSize)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -50,20 +53,22 @@ func (m *Meta) Alloc(size uint64) (Segment, error) {
 	return Segment{Addr: addr, Size: size}, nil
 }
 
-// Free releases a segment.
+// Free releases a segment taken by Alloc. Its address is not reused.
+// Freeing a segment twice, or one the device did not hand out, fails with
+// ErrUnknownSegment and changes nothing.
 func (m *Meta) Free(s Segment) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	size, ok := m.live[s.Addr]
 	if !ok || size != s.Size {
-		return fmt.Errorf("meta: free of unknown segment %#x (%d bytes)", s.Addr, s.Size)
+		return fmt.Errorf("meta: free segment %#x (%d bytes): %w", s.Addr, s.Size, ErrUnknownSegment)
 	}
 	delete(m.live, s.Addr)
 	m.used -= size
 	return nil
 }
 
-// MemInfo reports free and total bytes.
+// MemInfo reports capacity minus the bytes of live segments, and capacity.
 func (m *Meta) MemInfo() (free, total uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
