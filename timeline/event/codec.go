@@ -1,0 +1,465 @@
+package event
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// The binary codec. Events are encoded in batches of consecutive sequence
+// numbers; the batch's container (see package timeline) carries the first
+// sequence number and the count, so Seq is never written.
+//
+// Every event is encoded relative to state built from the events before it
+// in the same batch, so that a field that repeats costs nothing:
+//
+//   - Time, Label and Scope are compared with the previous event.
+//   - Addr, Size, Size-Requested ("slack"), Site, Category, Expect and Extra
+//     are compared with the previous event in the same reference slot. The
+//     slot of an event with a label is 16 + Label%256; an unlabeled event
+//     uses slot Kind%16. So the free of "layer.5.k" is encoded against its
+//     alloc, and the alloc of "layer.5.k" in the next step against that
+//     free: same address, size, category and site, nothing to write.
+//
+// All state starts at zero at the beginning of a batch. Differences are
+// computed with wrap-around and written as zig-zag varints, so any value
+// round-trips, even a time that goes backwards.
+//
+// Encoding of one event:
+//
+//	flags0  byte     bits 0-3 kind (15: an escape byte with the kind follows),
+//	                 bit 4 addr, bit 5 label, bit 6 size, bit 7 flags1 follows
+//	flags1  byte     only if flags0 bit 7: bit 0 scope, bit 1 site,
+//	                 bit 2 category, bit 3 expect, bit 4 slack, bit 5 extra;
+//	                 bits 6-7 must be 0; flags1 is never 0
+//	kind    byte     only if the kind bits are 15; then it is >= 15
+//	time    varint   zig-zag(Time - previous Time)
+//	label   uvarint  if flagged: zig-zag32(Label - previous Label)
+//	addr    uvarint  if flagged: zig-zag(Addr - ref.Addr)
+//	size    uvarint  if flagged: zig-zag(Size - ref.Size)
+//	scope   uvarint  if flagged: zig-zag(Scope - previous Scope)
+//	site    uvarint  if flagged: zig-zag32(Site - ref.Site)
+//	category byte    if flagged
+//	expect  byte     if flagged
+//	slack   uvarint  if flagged: zig-zag((Size-Requested) - ref.slack)
+//	extra   uvarint  if flagged: zig-zag(Extra - ref.Extra)
+//
+// A field is flagged exactly when it differs from its reference, so the
+// encoding of a batch is canonical.
+
+// ErrMalformed is returned (wrapped) by the decoders when their input is
+// not a valid encoding.
+var ErrMalformed = errors.New("malformed event encoding")
+
+// MaxEncodedEvent is the most bytes Encoder.Append writes for one event.
+const MaxEncodedEvent = 3 + 6*binary.MaxVarintLen64 + 2*binary.MaxVarintLen32 + 2
+
+const (
+	flagAddr  = 1 << 4
+	flagLabel = 1 << 5
+	flagSize  = 1 << 6
+	flagMore  = 1 << 7
+
+	flagScope    = 1 << 0
+	flagSite     = 1 << 1
+	flagCategory = 1 << 2
+	flagExpect   = 1 << 3
+	flagSlack    = 1 << 4
+	flagExtra    = 1 << 5
+	flagsUnused  = 0xc0
+
+	kindMask   = 0x0f
+	kindEscape = 15
+
+	numKindSlots = 16
+	numSlots     = numKindSlots + 256
+)
+
+type ref struct {
+	addr     uint64
+	size     uint64
+	slack    uint64
+	extra    uint64
+	site     SiteID
+	category Category
+	expect   ScopeKind
+}
+
+type codecState struct {
+	time  int64
+	label StringID
+	scope ScopeID
+	refs  [numSlots]ref
+}
+
+func slotOf(k Kind, label StringID) int {
+	if label != 0 {
+		return numKindSlots + int(label&255)
+	}
+	return int(k & kindMask)
+}
+
+// Encoder encodes the events of one batch. The zero value is ready to use
+// and starts a batch; Reset starts the next one. An Encoder is not safe for
+// concurrent use.
+type Encoder struct {
+	st codecState
+}
+
+// Reset discards the state of the current batch, so that the next event
+// appended is the first of a new batch.
+func (e *Encoder) Reset() { e.st = codecState{} }
+
+// Append appends the encoding of ev to dst and returns the extended slice.
+// ev.Seq is not written: the caller must record the batch's first sequence
+// number and append events with consecutive ones. Append does not allocate
+// when dst has MaxEncodedEvent bytes of spare capacity.
+func (e *Encoder) Append(dst []byte, ev *Event) []byte {
+	st := &e.st
+	r := &st.refs[slotOf(ev.Kind, ev.Label)]
+	slack := ev.Size - ev.Requested
+
+	var f0, f1 byte
+	if ev.Kind < kindEscape {
+		f0 = byte(ev.Kind)
+	} else {
+		f0 = kindEscape
+	}
+	if ev.Addr != r.addr {
+		f0 |= flagAddr
+	}
+	if ev.Label != st.label {
+		f0 |= flagLabel
+	}
+	if ev.Size != r.size {
+		f0 |= flagSize
+	}
+	if ev.Scope != st.scope {
+		f1 |= flagScope
+	}
+	if ev.Site != r.site {
+		f1 |= flagSite
+	}
+	if ev.Category != r.category {
+		f1 |= flagCategory
+	}
+	if ev.Expect != r.expect {
+		f1 |= flagExpect
+	}
+	if slack != r.slack {
+		f1 |= flagSlack
+	}
+	if ev.Extra != r.extra {
+		f1 |= flagExtra
+	}
+	if f1 != 0 {
+		f0 |= flagMore
+	}
+
+	dst = append(dst, f0)
+	if f1 != 0 {
+		dst = append(dst, f1)
+	}
+	if f0&kindMask == kindEscape {
+		dst = append(dst, byte(ev.Kind))
+	}
+	dst = binary.AppendUvarint(dst, zigzag(uint64(ev.Time-st.time)))
+	if f0&flagLabel != 0 {
+		dst = binary.AppendUvarint(dst, uint64(zigzag32(uint32(ev.Label-st.label))))
+	}
+	if f0&flagAddr != 0 {
+		dst = binary.AppendUvarint(dst, zigzag(ev.Addr-r.addr))
+	}
+	if f0&flagSize != 0 {
+		dst = binary.AppendUvarint(dst, zigzag(ev.Size-r.size))
+	}
+	if f1 != 0 {
+		if f1&flagScope != 0 {
+			dst = binary.AppendUvarint(dst, zigzag(uint64(ev.Scope-st.scope)))
+		}
+		if f1&flagSite != 0 {
+			dst = binary.AppendUvarint(dst, uint64(zigzag32(uint32(ev.Site-r.site))))
+		}
+		if f1&flagCategory != 0 {
+			dst = append(dst, byte(ev.Category))
+		}
+		if f1&flagExpect != 0 {
+			dst = append(dst, byte(ev.Expect))
+		}
+		if f1&flagSlack != 0 {
+			dst = binary.AppendUvarint(dst, zigzag(slack-r.slack))
+		}
+		if f1&flagExtra != 0 {
+			dst = binary.AppendUvarint(dst, zigzag(ev.Extra-r.extra))
+		}
+	}
+
+	st.time = ev.Time
+	st.label = ev.Label
+	st.scope = ev.Scope
+	*r = ref{addr: ev.Addr, size: ev.Size, slack: slack, extra: ev.Extra, site: ev.Site, category: ev.Category, expect: ev.Expect}
+	return dst
+}
+
+// Decoder decodes the events of one batch, the inverse of Encoder. The zero
+// value is ready to decode a batch whose first sequence number is 0; Reset
+// starts a batch. A Decoder is not safe for concurrent use.
+type Decoder struct {
+	st  codecState
+	seq uint64
+}
+
+// Reset starts a new batch whose first event has sequence number firstSeq.
+func (d *Decoder) Reset(firstSeq uint64) {
+	d.st = codecState{}
+	d.seq = firstSeq
+}
+
+// Decode decodes one event from the start of src into ev, setting ev.Seq
+// to the batch's next sequence number, and returns the number of bytes
+// read. On malformed input it returns an error wrapping ErrMalformed and
+// leaves the Decoder's state unspecified: Reset it before decoding more.
+// Decode never panics and never allocates.
+func (d *Decoder) Decode(src []byte, ev *Event) (int, error) {
+	st := &d.st
+	if len(src) < 2 {
+		return 0, fmt.Errorf("event %d: %w: short input", d.seq, ErrMalformed)
+	}
+	f0 := src[0]
+	i := 1
+	var f1 byte
+	if f0&flagMore != 0 {
+		f1 = src[1]
+		i++
+		if f1 == 0 || f1&flagsUnused != 0 {
+			return 0, fmt.Errorf("event %d: %w: bad flags %#x", d.seq, ErrMalformed, f1)
+		}
+	}
+	kind := Kind(f0 & kindMask)
+	if kind == kindEscape {
+		if i >= len(src) || src[i] < kindEscape {
+			return 0, fmt.Errorf("event %d: %w: bad kind escape", d.seq, ErrMalformed)
+		}
+		kind = Kind(src[i])
+		i++
+	}
+
+	v, n := binary.Uvarint(src[i:])
+	if n <= 0 {
+		return 0, d.bad("time")
+	}
+	i += n
+	out := Event{Seq: d.seq, Kind: kind, Time: st.time + int64(unzigzag(v))}
+
+	out.Label = st.label
+	if f0&flagLabel != 0 {
+		v, n = binary.Uvarint(src[i:])
+		if n <= 0 || v > math.MaxUint32 {
+			return 0, d.bad("label")
+		}
+		i += n
+		out.Label += StringID(unzigzag32(uint32(v)))
+	}
+	r := &st.refs[slotOf(kind, out.Label)]
+	out.Addr = r.addr
+	if f0&flagAddr != 0 {
+		v, n = binary.Uvarint(src[i:])
+		if n <= 0 {
+			return 0, d.bad("addr")
+		}
+		i += n
+		out.Addr += unzigzag(v)
+	}
+	out.Size = r.size
+	if f0&flagSize != 0 {
+		v, n = binary.Uvarint(src[i:])
+		if n <= 0 {
+			return 0, d.bad("size")
+		}
+		i += n
+		out.Size += unzigzag(v)
+	}
+	out.Scope = st.scope
+	out.Site = r.site
+	out.Category = r.category
+	out.Expect = r.expect
+	slack := r.slack
+	out.Extra = r.extra
+	if f1 != 0 {
+		if f1&flagScope != 0 {
+			v, n = binary.Uvarint(src[i:])
+			if n <= 0 {
+				return 0, d.bad("scope")
+			}
+			i += n
+			out.Scope += ScopeID(unzigzag(v))
+		}
+		if f1&flagSite != 0 {
+			v, n = binary.Uvarint(src[i:])
+			if n <= 0 || v > math.MaxUint32 {
+				return 0, d.bad("site")
+			}
+			i += n
+			out.Site += SiteID(unzigzag32(uint32(v)))
+		}
+		if f1&flagCategory != 0 {
+			if i >= len(src) {
+				return 0, d.bad("category")
+			}
+			out.Category = Category(src[i])
+			i++
+		}
+		if f1&flagExpect != 0 {
+			if i >= len(src) {
+				return 0, d.bad("expect")
+			}
+			out.Expect = ScopeKind(src[i])
+			i++
+		}
+		if f1&flagSlack != 0 {
+			v, n = binary.Uvarint(src[i:])
+			if n <= 0 {
+				return 0, d.bad("requested")
+			}
+			i += n
+			slack += unzigzag(v)
+		}
+		if f1&flagExtra != 0 {
+			v, n = binary.Uvarint(src[i:])
+			if n <= 0 {
+				return 0, d.bad("extra")
+			}
+			i += n
+			out.Extra += unzigzag(v)
+		}
+	}
+	out.Requested = out.Size - slack
+
+	st.time = out.Time
+	st.label = out.Label
+	st.scope = out.Scope
+	*r = ref{addr: out.Addr, size: out.Size, slack: slack, extra: out.Extra, site: out.Site, category: out.Category, expect: out.Expect}
+	d.seq++
+	*ev = out
+	return i, nil
+}
+
+func (d *Decoder) bad(field string) error {
+	return fmt.Errorf("event %d: %w: bad %s", d.seq, ErrMalformed, field)
+}
+
+// zigzag maps a two's-complement difference to an unsigned value that is
+// small when the difference is small in either direction.
+func zigzag(d uint64) uint64 { return d<<1 ^ uint64(int64(d)>>63) }
+
+func unzigzag(v uint64) uint64 { return v>>1 ^ -(v & 1) }
+
+func zigzag32(d uint32) uint32 { return d<<1 ^ uint32(int32(d)>>31) }
+
+func unzigzag32(v uint32) uint32 { return v>>1 ^ -(v & 1) }
+
+// AppendStringDef appends the encoding of a string definition:
+// uvarint id, uvarint length, the bytes.
+func AppendStringDef(dst []byte, id StringID, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(id))
+	return appendString(dst, s)
+}
+
+// DecodeStringDef decodes a string definition from the start of src and
+// returns it with the number of bytes read. The string is a copy.
+func DecodeStringDef(src []byte) (id StringID, s string, n int, err error) {
+	v, i := binary.Uvarint(src)
+	if i <= 0 || v > math.MaxUint32 {
+		return 0, "", 0, fmt.Errorf("string definition: %w: bad id", ErrMalformed)
+	}
+	s, m, err := decodeString(src[i:])
+	if err != nil {
+		return 0, "", 0, fmt.Errorf("string definition %d: %w", v, err)
+	}
+	return StringID(v), s, i + m, nil
+}
+
+// AppendSiteDef appends the encoding of a site definition: uvarint id,
+// string cell, zig-zag varint line, uvarint frame count, then per frame
+// string func, string file, zig-zag varint line. A string is a uvarint
+// length and the bytes.
+func AppendSiteDef(dst []byte, id SiteID, s Site) []byte {
+	dst = binary.AppendUvarint(dst, uint64(id))
+	dst = appendString(dst, s.Cell)
+	dst = binary.AppendVarint(dst, int64(s.Line))
+	dst = binary.AppendUvarint(dst, uint64(len(s.Frames)))
+	for _, f := range s.Frames {
+		dst = appendString(dst, f.Func)
+		dst = appendString(dst, f.File)
+		dst = binary.AppendVarint(dst, int64(f.Line))
+	}
+	return dst
+}
+
+// minFrameEncoding is the fewest bytes a Frame takes: two empty strings and
+// a one-byte line. It bounds the frame count a decoder will believe.
+const minFrameEncoding = 3
+
+// DecodeSiteDef decodes a site definition from the start of src and returns
+// it with the number of bytes read. The site's strings are copies.
+func DecodeSiteDef(src []byte) (id SiteID, s Site, n int, err error) {
+	v, i := binary.Uvarint(src)
+	if i <= 0 || v > math.MaxUint32 {
+		return 0, Site{}, 0, fmt.Errorf("site definition: %w: bad id", ErrMalformed)
+	}
+	id = SiteID(v)
+	bad := func(what string) error {
+		return fmt.Errorf("site definition %d: %w: bad %s", id, ErrMalformed, what)
+	}
+	cell, m, err := decodeString(src[i:])
+	if err != nil {
+		return 0, Site{}, 0, fmt.Errorf("site definition %d: cell: %w", id, err)
+	}
+	i += m
+	line, m := binary.Varint(src[i:])
+	if m <= 0 || line != int64(int(line)) {
+		return 0, Site{}, 0, bad("line")
+	}
+	i += m
+	nf, m := binary.Uvarint(src[i:])
+	if m <= 0 || nf > uint64(len(src)-i-m)/minFrameEncoding {
+		return 0, Site{}, 0, bad("frame count")
+	}
+	i += m
+	s = Site{Cell: cell, Line: int(line)}
+	if nf > 0 {
+		s.Frames = make([]Frame, nf)
+	}
+	for k := range s.Frames {
+		f := &s.Frames[k]
+		if f.Func, m, err = decodeString(src[i:]); err != nil {
+			return 0, Site{}, 0, fmt.Errorf("site definition %d: frame %d: %w", id, k, err)
+		}
+		i += m
+		if f.File, m, err = decodeString(src[i:]); err != nil {
+			return 0, Site{}, 0, fmt.Errorf("site definition %d: frame %d: %w", id, k, err)
+		}
+		i += m
+		line, m := binary.Varint(src[i:])
+		if m <= 0 || line != int64(int(line)) {
+			return 0, Site{}, 0, bad("frame line")
+		}
+		i += m
+		f.Line = int(line)
+	}
+	return id, s, i, nil
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func decodeString(src []byte) (string, int, error) {
+	l, n := binary.Uvarint(src)
+	if n <= 0 || l > uint64(len(src)-n) {
+		return "", 0, fmt.Errorf("%w: bad string length", ErrMalformed)
+	}
+	return string(src[n : n+int(l)]), n + int(l), nil
+}

@@ -1,0 +1,312 @@
+package event
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// randomEvents returns n events with consecutive seqs from first whose
+// fields are drawn to hit both repeats (which cost nothing) and extremes.
+func randomEvents(rng *rand.Rand, first uint64, n int) []Event {
+	pick64 := func(prev uint64) uint64 {
+		switch rng.IntN(6) {
+		case 0:
+			return prev
+		case 1:
+			return 0
+		case 2:
+			return math.MaxUint64 - uint64(rng.IntN(3))
+		case 3:
+			return prev + uint64(rng.IntN(1024))
+		case 4:
+			return prev - uint64(rng.IntN(1024))
+		default:
+			return rng.Uint64()
+		}
+	}
+	pick32 := func(prev uint32) uint32 {
+		switch rng.IntN(4) {
+		case 0:
+			return prev
+		case 1:
+			return math.MaxUint32
+		case 2:
+			return prev + uint32(rng.IntN(8))
+		default:
+			return rng.Uint32()
+		}
+	}
+	evs := make([]Event, n)
+	var p Event
+	for i := range evs {
+		e := Event{
+			Seq:       first + uint64(i),
+			Time:      p.Time + int64(rng.IntN(5000)) - 100, // sometimes backwards
+			Kind:      Kind(rng.IntN(numKinds + 2)),
+			Category:  Category(rng.IntN(numCategories)),
+			Expect:    ScopeKind(rng.IntN(numScopeKinds)),
+			Addr:      pick64(p.Addr),
+			Size:      pick64(p.Size),
+			Requested: pick64(p.Requested),
+			Scope:     ScopeID(pick64(uint64(p.Scope))),
+			Site:      SiteID(pick32(uint32(p.Site))),
+			Label:     StringID(pick32(uint32(p.Label))),
+			Extra:     pick64(p.Extra),
+		}
+		switch rng.IntN(20) {
+		case 0:
+			e.Kind = Kind(255)
+		case 1:
+			e.Time = math.MinInt64
+		case 2:
+			e.Time = math.MaxInt64
+		case 3:
+			e.Category, e.Expect = 255, 255
+		}
+		evs[i] = e
+		p = e
+	}
+	return evs
+}
+
+func encodeBatch(evs []Event) []byte {
+	var enc Encoder
+	var buf []byte
+	for i := range evs {
+		buf = enc.Append(buf, &evs[i])
+	}
+	return buf
+}
+
+func decodeBatch(t testing.TB, buf []byte, first uint64, n int) []Event {
+	t.Helper()
+	var dec Decoder
+	dec.Reset(first)
+	out := make([]Event, n)
+	for i := range out {
+		m, err := dec.Decode(buf, &out[i])
+		if err != nil {
+			t.Fatalf("decode event %d: %v", i, err)
+		}
+		buf = buf[m:]
+	}
+	if len(buf) != 0 {
+		t.Fatalf("%d bytes left after %d events", len(buf), n)
+	}
+	return out
+}
+
+func TestCodecRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		evs  []Event
+	}{
+		{"empty", nil},
+		{"zero", []Event{{Seq: 1}}},
+		{"extremes", []Event{
+			{Seq: math.MaxUint64 - 1, Time: math.MaxInt64, Kind: 255, Category: 255, Expect: 255,
+				Addr: math.MaxUint64, Size: math.MaxUint64, Requested: 0, Scope: math.MaxUint64,
+				Site: math.MaxUint32, Label: math.MaxUint32, Extra: math.MaxUint64},
+			{Seq: math.MaxUint64, Time: math.MinInt64, Kind: 15, Requested: math.MaxUint64},
+		}},
+		{"repeats", []Event{
+			{Seq: 7, Time: 10, Kind: KindAlloc, Category: CategoryKVCache, Expect: ScopeRequest, Addr: 1 << 20, Size: 4096, Requested: 4000, Label: 3, Site: 2, Scope: 5},
+			{Seq: 8, Time: 10, Kind: KindFree, Category: CategoryKVCache, Expect: ScopeRequest, Addr: 1 << 20, Size: 4096, Requested: 4000, Label: 3, Site: 2, Scope: 5},
+			{Seq: 9, Time: 5, Kind: KindAlloc, Category: CategoryKVCache, Expect: ScopeRequest, Addr: 1 << 20, Size: 4096, Requested: 4000, Label: 3, Site: 2, Scope: 5},
+		}},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 20 {
+		tests = append(tests, struct {
+			name string
+			evs  []Event
+		}{"random", randomEvents(rng, uint64(i)*1000+1, 1+rng.IntN(500))})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var first uint64
+			if len(tt.evs) > 0 {
+				first = tt.evs[0].Seq
+			}
+			buf := encodeBatch(tt.evs)
+			got := decodeBatch(t, buf, first, len(tt.evs))
+			if len(tt.evs) == 0 {
+				got = nil
+			}
+			if !reflect.DeepEqual(got, tt.evs) {
+				for i := range got {
+					if got[i] != tt.evs[i] {
+						t.Fatalf("event %d:\n got %+v\nwant %+v", i, got[i], tt.evs[i])
+					}
+				}
+				t.Fatalf("got %d events, want %d", len(got), len(tt.evs))
+			}
+		})
+	}
+}
+
+func TestCodecRepeatsAreFree(t *testing.T) {
+	a := Event{Seq: 1, Time: 100, Kind: KindAlloc, Category: CategoryActivation, Expect: ScopeLayer, Addr: 0x7f0000200000, Size: 1 << 20, Requested: 1<<20 - 100, Label: 9, Site: 4, Scope: 3}
+	f := a
+	f.Seq, f.Kind, f.Time = 2, KindFree, 150
+	var enc Encoder
+	buf := enc.Append(nil, &a)
+	n := len(buf)
+	buf = enc.Append(buf, &f)
+	// The free matches its alloc in everything but kind and time: a flags
+	// byte and a one-byte time delta.
+	if got := len(buf) - n; got != 2 {
+		t.Errorf("free after its alloc took %d bytes, want 2", got)
+	}
+}
+
+func TestCodecMaxEncodedEvent(t *testing.T) {
+	// Every field differs from its reference by the largest zig-zag value.
+	e := Event{Kind: 200, Category: 1, Expect: 1, Time: math.MinInt64, Addr: 1 << 63, Size: 1 << 63, Requested: 0, Scope: 1 << 63, Site: 1 << 31, Label: 1 << 31, Extra: 1 << 63}
+	var enc Encoder
+	if got := len(enc.Append(nil, &e)); got != MaxEncodedEvent {
+		t.Errorf("worst-case event took %d bytes, MaxEncodedEvent is %d", got, MaxEncodedEvent)
+	}
+}
+
+func TestDecodeMalformed(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []byte
+	}{
+		{"empty", nil},
+		{"one byte", []byte{1}},
+		{"zero flags1", []byte{flagMore | 1, 0, 0}},
+		{"unused flags1", []byte{flagMore | 1, 0x40, 0}},
+		{"short escape", []byte{15, 0}},
+		{"non-canonical escape", []byte{15, 3, 0}},
+		{"time overflow", []byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
+		{"missing label", []byte{1 | flagLabel, 0}},
+		{"label too wide", []byte{1 | flagLabel, 0, 0xff, 0xff, 0xff, 0xff, 0x7f}},
+		{"missing addr", []byte{1 | flagAddr, 0}},
+		{"missing size", []byte{1 | flagSize, 0}},
+		{"missing scope", []byte{1 | flagMore, flagScope, 0}},
+		{"missing site", []byte{1 | flagMore, flagSite, 0}},
+		{"missing category", []byte{1 | flagMore, flagCategory, 0}},
+		{"missing expect", []byte{1 | flagMore, flagExpect, 0}},
+		{"missing slack", []byte{1 | flagMore, flagSlack, 0}},
+		{"missing extra", []byte{1 | flagMore, flagExtra, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var d Decoder
+			var e Event
+			if _, err := d.Decode(tt.in, &e); !errors.Is(err, ErrMalformed) {
+				t.Errorf("Decode(%x) = %v, want ErrMalformed", tt.in, err)
+			}
+		})
+	}
+}
+
+func TestDefRoundTrip(t *testing.T) {
+	sites := []Site{
+		{},
+		{Cell: "c1", Line: 3},
+		{Cell: "", Line: -1, Frames: []Frame{{Func: "engine.(*KVCache).grow", File: "/src/engine/kv.go", Line: 88}, {}}},
+		{Cell: "ünïcode", Line: math.MaxInt32, Frames: []Frame{{Func: "f", File: "g", Line: math.MinInt32}}},
+	}
+	for i, s := range sites {
+		buf := AppendSiteDef([]byte{0xee}, SiteID(i+1), s)
+		id, got, n, err := DecodeSiteDef(buf[1:])
+		if err != nil || n != len(buf)-1 || id != SiteID(i+1) || !reflect.DeepEqual(got, s) {
+			t.Errorf("site %d: got %v %+v %d %v, want %+v", i, id, got, n, err, s)
+		}
+		for cut := 0; cut < len(buf)-1; cut++ {
+			if _, _, _, err := DecodeSiteDef(buf[1 : 1+cut]); !errors.Is(err, ErrMalformed) {
+				t.Errorf("site %d cut at %d: err %v, want ErrMalformed", i, cut, err)
+			}
+		}
+	}
+	for _, s := range []string{"", "layer.5.k", string(make([]byte, 300))} {
+		buf := AppendStringDef(nil, math.MaxUint32, s)
+		id, got, n, err := DecodeStringDef(buf)
+		if err != nil || n != len(buf) || id != math.MaxUint32 || got != s {
+			t.Errorf("string %q: got %v %q %d %v", s, id, got, n, err)
+		}
+		for cut := 0; cut < len(buf); cut++ {
+			if _, _, _, err := DecodeStringDef(buf[:cut]); !errors.Is(err, ErrMalformed) {
+				t.Errorf("string %q cut at %d: err %v, want ErrMalformed", s, cut, err)
+			}
+		}
+	}
+	// A frame count larger than the input could hold is refused before
+	// anything is allocated for it.
+	huge := []byte{1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}
+	if _, _, _, err := DecodeSiteDef(huge); !errors.Is(err, ErrMalformed) {
+		t.Errorf("huge frame count: err %v, want ErrMalformed", err)
+	}
+}
+
+// FuzzDecode checks that decoding arbitrary bytes never panics and that
+// whatever decodes re-encodes to the same bytes (the encoding is canonical).
+func FuzzDecode(f *testing.F) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	f.Add(encodeBatch(randomEvents(rng, 1, 20)))
+	f.Add([]byte{flagMore | 15, 0x3f, 200, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var dec Decoder
+		var enc Encoder
+		var out []byte
+		rest := in
+		for len(rest) > 0 {
+			var e Event
+			n, err := dec.Decode(rest, &e)
+			if err != nil {
+				return
+			}
+			rest = rest[n:]
+			out = enc.Append(out, &e)
+			if string(out) != string(in[:len(in)-len(rest)]) {
+				t.Fatalf("re-encoding differs:\n got %x\nwant %x", out, in[:len(in)-len(rest)])
+			}
+		}
+		if _, _, _, err := DecodeSiteDef(in); err == nil {
+			return
+		}
+		_, _, _, _ = DecodeStringDef(in)
+	})
+}
+
+func BenchmarkEncode(b *testing.B) {
+	evs := randomEvents(rand.New(rand.NewPCG(5, 6)), 1, 4096)
+	buf := make([]byte, 0, len(evs)*MaxEncodedEvent)
+	var enc Encoder
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%len(evs) == 0 {
+			buf = buf[:0]
+			enc.Reset()
+		}
+		buf = enc.Append(buf, &evs[i%len(evs)])
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	evs := randomEvents(rand.New(rand.NewPCG(5, 6)), 1, 4096)
+	buf := encodeBatch(evs)
+	var dec Decoder
+	var e Event
+	rest := buf
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%len(evs) == 0 {
+			rest = buf
+			dec.Reset(1)
+		}
+		n, err := dec.Decode(rest, &e)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rest = rest[n:]
+	}
+}

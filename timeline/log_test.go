@@ -1,0 +1,514 @@
+package timeline
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"linger/timeline/event"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files and the seed corpus in testdata")
+
+// readAll reads every event of a trace log; err is what ended the stream
+// (io.EOF for a clean end).
+func readAll(t testing.TB, data []byte) (*Reader, []event.Event, error) {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, nil, err
+	}
+	var evs []event.Event
+	for {
+		e, err := r.ReadEvent()
+		if err != nil {
+			return r, evs, err
+		}
+		evs = append(evs, e)
+	}
+}
+
+// writeTrace writes rec through a Writer with batches of batch events and
+// closes it with reason.
+func writeTrace(t testing.TB, rec *recording, batch int, reason string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.limit = batch
+	replay(rec, w)
+	if err := w.CloseWithReason(reason); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	return buf.Bytes()
+}
+
+func TestRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	gappy := &recording{}
+	// Sequence gaps force new batches; times go backwards now and then.
+	seq := uint64(1)
+	for i := range 3000 {
+		if rng.IntN(100) == 0 {
+			seq += uint64(rng.IntN(1000))
+		}
+		e := event.Event{Seq: seq, Time: int64(i*100 - rng.IntN(300)), Kind: event.Kind(rng.IntN(12)),
+			Category: event.Category(rng.IntN(12)), Expect: event.ScopeKind(rng.IntN(9)),
+			Addr: rng.Uint64(), Size: rng.Uint64() >> rng.IntN(64), Requested: rng.Uint64() >> rng.IntN(64),
+			Scope: event.ScopeID(rng.IntN(50)), Site: event.SiteID(rng.Uint32()), Label: event.StringID(rng.IntN(300)), Extra: rng.Uint64() >> rng.IntN(64)}
+		gappy.events = append(gappy.events, e)
+		seq++
+	}
+	gappy.DefineString(math.MaxUint32, "big id")
+	gappy.DefineSite(1, event.Site{})
+	gappy.DefineSite(2, event.Site{Cell: "c", Line: -3, Frames: []event.Frame{{Func: "f", File: "x.go", Line: 9}}})
+
+	tests := []struct {
+		name   string
+		rec    *recording
+		batch  int
+		reason string
+	}{
+		{"empty", &recording{}, BatchEvents, ""},
+		{"definitions only", &recording{Dict: gappy.Dict}, BatchEvents, ""},
+		{"synthetic", record(1, 4, 512, 128, 20), BatchEvents, ""},
+		{"synthetic small batches", record(2, 3, 256, 64, 10), 7, "kernel killed: signal 9"},
+		{"one event per batch", record(3, 1, 64, 64, 2), 1, ""},
+		{"gaps and extremes", gappy, 100, "panic: runtime error: index out of range [3] with length 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := writeTrace(t, tt.rec, tt.batch, tt.reason)
+			r, evs, err := readAll(t, data)
+			if err != io.EOF {
+				t.Fatalf("read: %v, want io.EOF", err)
+			}
+			if reason, ok := r.End(); !ok || reason != tt.reason {
+				t.Errorf("End() = %q, %v, want %q, true", reason, ok, tt.reason)
+			}
+			if len(evs) != len(tt.rec.events) {
+				t.Fatalf("read %d events, want %d", len(evs), len(tt.rec.events))
+			}
+			for i := range evs {
+				if evs[i] != tt.rec.events[i] {
+					t.Fatalf("event %d:\n got %+v\nwant %+v", i, evs[i], tt.rec.events[i])
+				}
+			}
+			if r.Events() != uint64(len(evs)) || r.Offset() != int64(len(data)) {
+				t.Errorf("Events, Offset = %d, %d, want %d, %d", r.Events(), r.Offset(), len(evs), len(data))
+			}
+			if !reflect.DeepEqual(r.Dict().strings, tt.rec.strings) || !reflect.DeepEqual(r.Dict().sites, tt.rec.sites) {
+				t.Errorf("definitions differ:\n got %v %v\nwant %v %v", r.Dict().strings, r.Dict().sites, tt.rec.strings, tt.rec.sites)
+			}
+			// A second ReadEvent after the end says the same.
+			if _, err := r.ReadEvent(); err != io.EOF {
+				t.Errorf("ReadEvent after end: %v", err)
+			}
+		})
+	}
+}
+
+func TestDefinitionsPrecedeUse(t *testing.T) {
+	// With an Emitter as the source, every label and site an event uses
+	// must be known by the time ReadEvent returns it.
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.limit = 5
+	em := event.NewEmitter(w, event.EmitterOptions{})
+	for i := range 40 {
+		sc := em.Begin(event.ScopeStep, fmt.Sprintf("step[%d]", i))
+		em.Emit(event.Event{Kind: event.KindAlloc, Label: em.Intern(fmt.Sprintf("t%d", i)), Site: em.Caller(0), Size: 512})
+		if i%3 == 0 {
+			w.Flush()
+		}
+		em.End(sc)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		e, err := r.ReadEvent()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Label != 0 && r.String(e.Label) == "" {
+			t.Errorf("event %d: label %d undefined", e.Seq, e.Label)
+		}
+		if _, ok := r.Site(e.Site); e.Site != 0 && !ok {
+			t.Errorf("event %d: site %d undefined", e.Seq, e.Site)
+		}
+	}
+	if r.Events() != 120 {
+		t.Errorf("read %d events, want 120", r.Events())
+	}
+}
+
+func TestEnding(t *testing.T) {
+	rec := record(4, 2, 64, 32, 3)
+	tests := []struct {
+		name    string
+		finish  func(w *Writer) error
+		wantErr error // nil: io.EOF
+		reason  string
+	}{
+		{"clean", (*Writer).Close, nil, ""},
+		{"reason", func(w *Writer) error { return w.CloseWithReason("kernel killed: signal 9") }, nil, "kernel killed: signal 9"},
+		{"flushed, never closed", (*Writer).Flush, ErrTruncated, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			w := NewWriter(&buf)
+			replay(rec, w)
+			if err := tt.finish(w); err != nil {
+				t.Fatal(err)
+			}
+			r, evs, err := readAll(t, buf.Bytes())
+			if len(evs) != len(rec.events) {
+				t.Errorf("read %d events, want %d", len(evs), len(rec.events))
+			}
+			if tt.wantErr == nil {
+				if err != io.EOF {
+					t.Fatalf("err = %v, want io.EOF", err)
+				}
+				if reason, ok := r.End(); !ok || reason != tt.reason {
+					t.Errorf("End() = %q, %v, want %q, true", reason, ok, tt.reason)
+				}
+				return
+			}
+			var se *StopError
+			if !errors.Is(err, tt.wantErr) || !errors.As(err, &se) {
+				t.Fatalf("err = %v, want a *StopError wrapping %v", err, tt.wantErr)
+			}
+			if se.Offset != int64(buf.Len()) || se.Events != uint64(len(rec.events)) {
+				t.Errorf("stopped at offset %d after %d events, want %d, %d", se.Offset, se.Events, buf.Len(), len(rec.events))
+			}
+			if _, ok := r.End(); ok {
+				t.Error("End() reports an end frame")
+			}
+		})
+	}
+}
+
+func TestWriterAfterClose(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n := buf.Len()
+	w.DefineString(1, "x")
+	w.Emit(event.Event{Seq: 1})
+	if err := w.Flush(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Flush after Close: %v, want ErrClosed", err)
+	}
+	if err := w.Close(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Close after Close: %v, want ErrClosed", err)
+	}
+	if buf.Len() != n {
+		t.Errorf("wrote %d bytes after Close", buf.Len()-n)
+	}
+}
+
+type failWriter struct{ n int }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if f.n == 0 {
+		return 0, errors.New("disk full")
+	}
+	f.n--
+	return len(p), nil
+}
+
+func TestWriterError(t *testing.T) {
+	w := NewWriter(&failWriter{n: 1})
+	w.limit = 2
+	replay(record(5, 1, 32, 32, 2), w)
+	err := w.Err()
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("Err() = %v, want the write error", err)
+	}
+	if got := w.Flush(); got != err {
+		t.Errorf("Flush() = %v, want %v", got, err)
+	}
+	if got := w.Close(); got != err {
+		t.Errorf("Close() = %v, want %v", got, err)
+	}
+}
+
+func TestCreateOpen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "run.ltrace")
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record(6, 2, 64, 32, 2)
+	replay(rec, w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	for {
+		if _, err := r.ReadEvent(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != len(rec.events) {
+		t.Errorf("read %d events, want %d", n, len(rec.events))
+	}
+
+	bad := filepath.Join(dir, "no", "such", "dir", "x.ltrace")
+	if _, err := Create(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("Create(%q) = %v, want an error naming the path", bad, err)
+	}
+	if _, err := Open(bad); err == nil || !strings.Contains(err.Error(), bad) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Open(%q) = %v, want a not-exist error naming the path", bad, err)
+	}
+	foreign := filepath.Join(dir, "notes.txt")
+	os.WriteFile(foreign, []byte("hello, this is not a trace\n"), 0o644)
+	if _, err := Open(foreign); !errors.Is(err, ErrNotTrace) || !strings.Contains(err.Error(), "not a linger trace") {
+		t.Errorf("Open(foreign) = %v, want ErrNotTrace", err)
+	}
+}
+
+func TestNotTrace(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want error
+	}{
+		{"empty", "", ErrTruncated},
+		{"magic prefix", "LNGR", ErrTruncated},
+		{"magic only", Magic, ErrTruncated},
+		{"text", "hello world, a long enough text", ErrNotTrace},
+		{"short text", "hi", ErrNotTrace},
+		{"json", `{"traceEvents":[]}`, ErrNotTrace},
+		{"gzip", "\x1f\x8b\x08\x00\x00\x00\x00\x00", ErrNotTrace},
+		{"future version", Magic + "\x02", ErrVersion},
+		{"version zero", Magic + "\x00", ErrVersion},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewReader(strings.NewReader(tt.in))
+			if !errors.Is(err, tt.want) {
+				t.Errorf("NewReader(%q) = %v, want %v", tt.in, err, tt.want)
+			}
+		})
+	}
+}
+
+// frameEnds walks a well-formed trace log and returns, for each frame, the
+// offset just past it and the events in all frames up to it.
+func frameEnds(t *testing.T, data []byte) (ends []int, events []int) {
+	t.Helper()
+	off, n := headerSize, 0
+	for off < len(data) {
+		size := int(binary.LittleEndian.Uint32(data[off+1:]))
+		if data[off] == frameEvents {
+			p := data[off+frameHeaderSize:]
+			_, k := binary.Uvarint(p)
+			c, _ := binary.Uvarint(p[k:])
+			n += int(c)
+		}
+		off += frameHeaderSize + size + frameCRCSize
+		ends = append(ends, off)
+		events = append(events, n)
+	}
+	if off != len(data) {
+		t.Fatalf("frames end at %d, data at %d", off, len(data))
+	}
+	return ends, events
+}
+
+func TestTruncateEverywhere(t *testing.T) {
+	rec := record(8, 2, 64, 16, 4)
+	data := writeTrace(t, rec, 13, "")
+	ends, counts := frameEnds(t, data)
+	if len(ends) < 10 {
+		t.Fatalf("only %d frames; the test wants many", len(ends))
+	}
+	for cut := 0; cut <= len(data); cut++ {
+		r, evs, err := readAll(t, data[:cut])
+		// Complete frames in the prefix, and the events they hold.
+		stop, want := headerSize, 0
+		for i, end := range ends {
+			if end <= cut {
+				stop, want = end, counts[i]
+			}
+		}
+		if cut == len(data) {
+			if err != io.EOF || len(evs) != len(rec.events) {
+				t.Fatalf("whole trace: %d events, %v", len(evs), err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrTruncated) {
+			t.Fatalf("cut at %d: err = %v, want ErrTruncated", cut, err)
+		}
+		if cut < headerSize {
+			if r != nil {
+				t.Fatalf("cut at %d: got a Reader for a torn header", cut)
+			}
+			continue
+		}
+		var se *StopError
+		if !errors.As(err, &se) || se.Offset != int64(stop) || se.Events != uint64(want) {
+			t.Fatalf("cut at %d: err = %v, want a stop at offset %d after %d events", cut, err, stop, want)
+		}
+		if len(evs) != want || !reflect.DeepEqual(evs, rec.events[:want:want]) && want > 0 {
+			t.Fatalf("cut at %d: read %d events, want the first %d", cut, len(evs), want)
+		}
+	}
+}
+
+func TestCorruption(t *testing.T) {
+	rec := record(9, 2, 32, 16, 2)
+	data := writeTrace(t, rec, 11, "done")
+	ends, counts := frameEnds(t, data)
+	for off := 0; off < len(data); off++ {
+		for _, bit := range []byte{0x01, 0x80} {
+			bad := bytes.Clone(data)
+			bad[off] ^= bit
+			_, evs, err := readAll(t, bad)
+			switch {
+			case off < len(Magic):
+				if !errors.Is(err, ErrNotTrace) {
+					t.Fatalf("flip at %d: %v, want ErrNotTrace", off, err)
+				}
+				continue
+			case off < headerSize:
+				if !errors.Is(err, ErrVersion) {
+					t.Fatalf("flip at %d: %v, want ErrVersion", off, err)
+				}
+				continue
+			}
+			// The frames before the damaged one read back exactly.
+			frame, before := 0, 0
+			for frame < len(ends) && ends[frame] <= off {
+				before = counts[frame]
+				frame++
+			}
+			start := headerSize
+			if frame > 0 {
+				start = ends[frame-1]
+			}
+			if len(evs) != before || before > 0 && !reflect.DeepEqual(evs, rec.events[:before]) {
+				t.Fatalf("flip at %d: read %d events, want the first %d", off, len(evs), before)
+			}
+			var se *StopError
+			if !errors.As(err, &se) || se.Offset != int64(start) {
+				t.Fatalf("flip at %d: err = %v, want a stop at offset %d", off, err, start)
+			}
+			// A damaged length can make a frame look torn; anything else
+			// is caught by the checksum.
+			inLength := off > start && off < start+frameHeaderSize
+			if !errors.Is(err, ErrCorrupt) && !(inLength && errors.Is(err, ErrTruncated)) {
+				t.Fatalf("flip at %d: err = %v, want ErrCorrupt", off, err)
+			}
+		}
+	}
+}
+
+func TestHostileFrame(t *testing.T) {
+	frame := func(typ byte, size uint32, payload []byte, good bool) []byte {
+		b := []byte(Magic + "\x01")
+		b = append(b, typ)
+		b = binary.LittleEndian.AppendUint32(b, size)
+		b = append(b, payload...)
+		crc := uint32(0)
+		if good {
+			crc = crcOf(b[headerSize:])
+		}
+		return binary.LittleEndian.AppendUint32(b, crc)
+	}
+	tests := []struct {
+		name string
+		in   []byte
+		want error
+	}{
+		{"length over limit", frame(frameEvents, math.MaxUint32, nil, false), ErrCorrupt},
+		{"length past the end", frame(frameEvents, MaxFrameSize, []byte{1, 2, 3}, false), ErrTruncated},
+		{"count over payload", frame(frameEvents, 4, []byte{1, 200, 1, 0}, true), ErrCorrupt},
+		{"zero count", frame(frameEvents, 3, []byte{1, 0, 0}, true), ErrCorrupt},
+		{"bad event", frame(frameEvents, 4, []byte{1, 1, 0x8f, 0}, true), ErrCorrupt},
+		{"trailing bytes in batch", frame(frameEvents, 5, []byte{1, 1, 1, 0, 9}, true), ErrCorrupt},
+		{"bad string def", frame(frameStrings, 2, []byte{1, 5}, true), ErrCorrupt},
+		{"bad site def", frame(frameSites, 3, []byte{1, 0, 0}, true), ErrCorrupt},
+		{"unknown frame then nothing", frame(99, 2, []byte{1, 2}, true), ErrTruncated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, _, err := readAll(t, tt.in)
+			runtime.ReadMemStats(&after)
+			if !errors.Is(err, tt.want) {
+				t.Errorf("err = %v, want %v", err, tt.want)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+				t.Errorf("allocated %d bytes for a %d-byte input", got, len(tt.in))
+			}
+		})
+	}
+}
+
+func crcOf(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
+
+// TestGolden pins the format: a change to the bytes written must be a
+// deliberate one (run with -update, and bump Version if old readers break).
+func TestGolden(t *testing.T) {
+	data := writeTrace(t, record(10, 2, 16, 8, 2), 16, "golden")
+	path := filepath.Join("testdata", "golden.ltrace")
+	if *update {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(data, want) {
+		t.Errorf("trace bytes differ from %s (%d vs %d bytes); run go test -update if the change is intended", path, len(data), len(want))
+	}
+	if _, _, err := readAll(t, want); err != io.EOF {
+		t.Errorf("reading the golden trace: %v", err)
+	}
+}
+
+func TestBytesPerEvent(t *testing.T) {
+	rec := record(11, 24, 4096, 512, 64)
+	data := writeTrace(t, rec, BatchEvents, "")
+	per := float64(len(data)) / float64(len(rec.events))
+	t.Logf("%d events, %d bytes, %.2f B/event", len(rec.events), len(data), per)
+	if per > 16 {
+		t.Errorf("%.2f bytes per event, want <= 16", per)
+	}
+}

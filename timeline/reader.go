@@ -1,0 +1,320 @@
+package timeline
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"slices"
+
+	"linger/timeline/event"
+)
+
+// Errors a Reader returns. ErrTruncated and ErrCorrupt come wrapped in a
+// *StopError that says where reading stopped.
+var (
+	// ErrNotTrace: the input does not start with Magic.
+	ErrNotTrace = errors.New("not a linger trace")
+	// ErrVersion: the input is a trace log of a version this package
+	// cannot read.
+	ErrVersion = errors.New("unsupported trace version")
+	// ErrTruncated: the input ended before the end frame, in the middle of
+	// a frame or between frames: the writer was killed, or the file is
+	// still being written.
+	ErrTruncated = errors.New("trace truncated")
+	// ErrCorrupt: a frame failed its checksum, was too large, or did not
+	// decode.
+	ErrCorrupt = errors.New("trace corrupt")
+)
+
+// StopError reports where a Reader stopped before the end of a trace.
+// Everything before Offset was read and returned.
+type StopError struct {
+	Offset int64  // byte offset of the frame that could not be read
+	Events uint64 // events returned before stopping
+	Err    error  // ErrTruncated or ErrCorrupt, possibly wrapped with detail
+}
+
+func (e *StopError) Error() string {
+	return fmt.Sprintf("%v at offset %d after %d events", e.Err, e.Offset, e.Events)
+}
+
+func (e *StopError) Unwrap() error { return e.Err }
+
+// Dict holds the strings and sites a trace defines. The zero value is
+// empty and ready to use; it is not safe for concurrent mutation.
+type Dict struct {
+	strings map[event.StringID]string
+	sites   map[event.SiteID]event.Site
+}
+
+// String returns the string with the given id, or "" if it is undefined.
+func (d *Dict) String(id event.StringID) string { return d.strings[id] }
+
+// Site returns the site with the given id and whether it is defined.
+func (d *Dict) Site(id event.SiteID) (event.Site, bool) {
+	s, ok := d.sites[id]
+	return s, ok
+}
+
+// DefineString records s under id, replacing any earlier definition.
+func (d *Dict) DefineString(id event.StringID, s string) {
+	if d.strings == nil {
+		d.strings = make(map[event.StringID]string)
+	}
+	d.strings[id] = s
+}
+
+// DefineSite records s under id, replacing any earlier definition. d keeps s.
+func (d *Dict) DefineSite(id event.SiteID, s event.Site) {
+	if d.sites == nil {
+		d.sites = make(map[event.SiteID]event.Site)
+	}
+	d.sites[id] = s
+}
+
+// Reader reads a trace log as a stream of events. It is not safe for
+// concurrent use.
+//
+// ReadEvent returns the events in order and then io.EOF if the trace has
+// an end frame; End says whether it ended cleanly or with a reason. A trace
+// with a torn or corrupt tail yields every event of the frames before it,
+// then a *StopError wrapping ErrTruncated or ErrCorrupt. A Reader never
+// allocates more than MaxFrameSize for a frame, and only as much as the
+// input really holds.
+type Reader struct {
+	r      *bufio.Reader
+	closer io.Closer
+
+	dict Dict
+
+	off    int64  // offset of the next frame
+	cur    int64  // offset of the frame being decoded
+	frame  []byte // payload of the current frame
+	events []byte // undecoded rest of the current batch
+	left   uint64 // events left in the current batch
+	dec    event.Decoder
+	read   uint64 // events returned
+
+	ended  bool
+	reason string
+	err    error // returned by every ReadEvent once set
+}
+
+// NewReader reads the header of a trace log from r and returns a Reader
+// for the rest. It fails with ErrNotTrace if r does not hold a trace log,
+// ErrVersion if it holds one this package cannot read, and a *StopError
+// wrapping ErrTruncated if r ends inside the header.
+func NewReader(r io.Reader) (*Reader, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var h [headerSize]byte
+	n, err := io.ReadFull(br, h[:])
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, fmt.Errorf("read trace header: %w", err)
+	}
+	if !bytes.HasPrefix(h[:n], []byte(Magic)[:min(n, len(Magic))]) {
+		return nil, ErrNotTrace
+	}
+	if n < headerSize {
+		return nil, &StopError{Offset: 0, Err: fmt.Errorf("%w: in the header", ErrTruncated)}
+	}
+	if v := h[len(Magic)]; v != Version {
+		return nil, fmt.Errorf("%w %d (this reader knows %d)", ErrVersion, v, Version)
+	}
+	return &Reader{r: br, off: int64(headerSize)}, nil
+}
+
+// Open opens the trace log at path. Close the Reader to close the file.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open trace %q: %w", path, err)
+	}
+	r, err := NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open trace %q: %w", path, err)
+	}
+	r.closer = f
+	return r, nil
+}
+
+// Close closes the file opened by Open; for a Reader from NewReader it
+// does nothing.
+func (r *Reader) Close() error {
+	if r.closer == nil {
+		return nil
+	}
+	err := r.closer.Close()
+	r.closer = nil
+	return err
+}
+
+// ReadEvent returns the next event. At the end frame it returns io.EOF;
+// on a torn or corrupt tail, a *StopError. Once it has returned an error it
+// returns the same error again. Definitions are read as they come, so the
+// strings and sites an event refers to are available from String and Site
+// when ReadEvent returns it.
+func (r *Reader) ReadEvent() (event.Event, error) {
+	for r.left == 0 {
+		if r.err != nil {
+			return event.Event{}, r.err
+		}
+		r.nextFrame()
+	}
+	var e event.Event
+	n, err := r.dec.Decode(r.events, &e)
+	if err != nil {
+		r.stopAt(r.cur, ErrCorrupt, err.Error())
+		return event.Event{}, r.err
+	}
+	r.events = r.events[n:]
+	r.left--
+	r.read++
+	if r.left == 0 && len(r.events) != 0 {
+		// Report it after this event, which did decode.
+		r.stopAt(r.cur, ErrCorrupt, fmt.Sprintf("%d bytes after the last event of the batch", len(r.events)))
+	}
+	return e, nil
+}
+
+// End reports whether the end frame has been read and, if so, the reason
+// the writer gave: "" for a clean Close.
+func (r *Reader) End() (reason string, ok bool) { return r.reason, r.ended }
+
+// Offset returns the byte offset of the next frame to read: after an
+// error, where reading stopped.
+func (r *Reader) Offset() int64 { return r.off }
+
+// Events returns how many events ReadEvent has returned.
+func (r *Reader) Events() uint64 { return r.read }
+
+// Dict returns the strings and sites defined so far. It is updated as
+// reading proceeds.
+func (r *Reader) Dict() *Dict { return &r.dict }
+
+// String returns the string with the given id, or "" if it is undefined.
+func (r *Reader) String(id event.StringID) string { return r.dict.String(id) }
+
+// Site returns the site with the given id and whether it is defined.
+func (r *Reader) Site(id event.SiteID) (event.Site, bool) { return r.dict.Site(id) }
+
+func (r *Reader) stop(kind error, detail string) { r.stopAt(r.off, kind, detail) }
+
+func (r *Reader) stopAt(off int64, kind error, detail string) {
+	r.left = 0
+	r.events = nil
+	r.err = &StopError{Offset: off, Events: r.read, Err: fmt.Errorf("%w: %s", kind, detail)}
+}
+
+// nextFrame reads one frame and acts on it, or sets r.err.
+func (r *Reader) nextFrame() {
+	var h [frameHeaderSize]byte
+	n, err := io.ReadFull(r.r, h[:])
+	switch {
+	case err == io.EOF:
+		r.stop(ErrTruncated, "no end frame")
+		return
+	case err == io.ErrUnexpectedEOF:
+		r.stop(ErrTruncated, fmt.Sprintf("torn frame header (%d of %d bytes)", n, frameHeaderSize))
+		return
+	case err != nil:
+		r.err = fmt.Errorf("read trace at offset %d: %w", r.off, err)
+		return
+	}
+	size := binary.LittleEndian.Uint32(h[1:])
+	if size > MaxFrameSize {
+		r.stop(ErrCorrupt, fmt.Sprintf("frame length %d over the limit %d", size, MaxFrameSize))
+		return
+	}
+	body, err := r.readBody(int(size) + frameCRCSize)
+	if err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			r.stop(ErrTruncated, fmt.Sprintf("torn frame (%d of %d bytes)", frameHeaderSize+len(body), frameHeaderSize+int(size)+frameCRCSize))
+		} else {
+			r.err = fmt.Errorf("read trace at offset %d: %w", r.off, err)
+		}
+		return
+	}
+	payload := body[:size]
+	crc := crc32.Update(crc32.Checksum(h[:], castagnoli), castagnoli, payload)
+	if crc != binary.LittleEndian.Uint32(body[size:]) {
+		r.stop(ErrCorrupt, "frame checksum mismatch")
+		return
+	}
+	r.cur = r.off
+	if err := r.apply(h[0], payload); err != nil {
+		r.stop(ErrCorrupt, err.Error())
+		return
+	}
+	r.off += int64(frameHeaderSize) + int64(size) + frameCRCSize
+}
+
+// readBody reads n bytes into r.frame, growing it only as data arrives so
+// that a length field promising more than the input holds costs nothing.
+func (r *Reader) readBody(n int) ([]byte, error) {
+	const chunk = 1 << 20
+	buf := r.frame[:0]
+	for len(buf) < n {
+		want := min(n-len(buf), chunk)
+		buf = slices.Grow(buf, want)
+		m, err := io.ReadFull(r.r, buf[len(buf):len(buf)+want])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			r.frame = buf
+			return buf, err
+		}
+	}
+	r.frame = buf
+	return buf, nil
+}
+
+// apply interprets a frame whose checksum is good.
+func (r *Reader) apply(typ byte, p []byte) error {
+	switch typ {
+	case frameStrings:
+		for len(p) > 0 {
+			id, s, n, err := event.DecodeStringDef(p)
+			if err != nil {
+				return err
+			}
+			r.dict.DefineString(id, s)
+			p = p[n:]
+		}
+	case frameSites:
+		for len(p) > 0 {
+			id, s, n, err := event.DecodeSiteDef(p)
+			if err != nil {
+				return err
+			}
+			r.dict.DefineSite(id, s)
+			p = p[n:]
+		}
+	case frameEvents:
+		first, n := binary.Uvarint(p)
+		if n <= 0 {
+			return errors.New("bad batch first seq")
+		}
+		p = p[n:]
+		count, n := binary.Uvarint(p)
+		if n <= 0 || count == 0 || count > uint64(len(p)-n)/2 {
+			// Every event takes at least two bytes.
+			return errors.New("bad batch event count")
+		}
+		r.events = p[n:]
+		r.left = count
+		r.dec.Reset(first)
+	case frameEnd:
+		r.ended = true
+		r.reason = string(p)
+		r.err = io.EOF
+	default:
+		// Frame types this version does not know are skipped: a newer
+		// writer may add some that older readers can do without.
+	}
+	return nil
+}

@@ -1,0 +1,308 @@
+package timeline
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+
+	"linger/timeline/event"
+)
+
+// Wire constants; doc.go describes the format.
+const (
+	// Magic starts every trace log.
+	Magic = "LNGRTRC1"
+	// Version is the format version written after Magic.
+	Version = 1
+	// MaxFrameSize bounds a frame's payload. Readers refuse larger frames,
+	// so a corrupt length can never make them allocate more.
+	MaxFrameSize = 64 << 20
+
+	headerSize      = len(Magic) + 1
+	frameHeaderSize = 1 + 4 // type, payload length
+	frameCRCSize    = 4
+
+	// batchHeaderMax is the space reserved in front of an event batch for
+	// the frame header and the batch's first seq and count.
+	batchHeaderMax = frameHeaderSize + binary.MaxVarintLen64 + binary.MaxVarintLen32
+
+	// BatchEvents is how many events a Writer gathers before it writes a
+	// batch frame by itself.
+	BatchEvents = 4096
+
+	// maxDefString is the longest string a definition or end reason
+	// keeps; longer ones are cut, so no frame can approach MaxFrameSize.
+	maxDefString = 1 << 20
+	// maxSiteFrames is the most frames a site definition keeps.
+	maxSiteFrames = 256
+
+	// defFrameTarget is the payload size at which pending definitions are
+	// written out as a frame even before the next batch, to keep frames
+	// far below MaxFrameSize.
+	defFrameTarget = 1 << 20
+)
+
+// Frame types. Values are wire numbers.
+const (
+	frameStrings = 1
+	frameSites   = 2
+	frameEvents  = 3
+	frameEnd     = 4
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrClosed is returned by a Writer's methods after Close.
+var ErrClosed = errors.New("trace writer closed")
+
+// Writer writes a trace log. It implements event.Sink: events are encoded
+// into an in-memory batch as they arrive and written as one frame when the
+// batch is full or on Flush; string and site definitions are written before
+// the first batch that may use them.
+//
+// A Writer is not safe for concurrent use: the caller (an event.Emitter, or
+// the server's single writer goroutine) serializes every call, which is what
+// keeps Emit free of locks.
+//
+// The event.Sink methods cannot return errors; the first write error is kept
+// and returned by Err, Flush and Close, and nothing more is written after it.
+type Writer struct {
+	w      io.Writer
+	closer io.Closer // the file Create opened; nil for NewWriter
+	name   string    // for error messages
+
+	err         error
+	wroteHeader bool
+	closed      bool
+
+	enc   event.Encoder
+	batch []byte // batchHeaderMax reserved bytes, then encoded events
+	n     int    // events in batch
+	first uint64 // seq of the batch's first event
+	next  uint64 // seq the next event must have to join the batch
+	limit int    // events per batch
+
+	strs  []byte // pending string definitions (a frame payload)
+	sites []byte // pending site definitions (a frame payload)
+	out   []byte // assembles frames for one write
+}
+
+// NewWriter returns a Writer that writes a trace log to w. The header is
+// written with the first frame. Close does not close w.
+func NewWriter(w io.Writer) *Writer {
+	tw := &Writer{w: w, name: "trace", limit: BatchEvents}
+	tw.batch = make([]byte, batchHeaderMax, batchHeaderMax+BatchEvents*16)
+	return tw
+}
+
+// Create creates (or truncates) the file path and returns a Writer to it
+// that closes the file on Close.
+func Create(path string) (*Writer, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create trace %q: %w", path, err)
+	}
+	w := NewWriter(f)
+	w.closer = f
+	w.name = fmt.Sprintf("trace %q", path)
+	return w, nil
+}
+
+// clip cuts s to maxDefString bytes. Strings that long are a bug or an
+// attack; keeping the trace readable matters more than keeping them whole.
+func clip(s string) string {
+	if len(s) > maxDefString {
+		return s[:maxDefString]
+	}
+	return s
+}
+
+func clipSite(s event.Site) event.Site {
+	big := len(s.Cell) > maxDefString || len(s.Frames) > maxSiteFrames
+	for _, f := range s.Frames {
+		big = big || len(f.Func) > maxDefString || len(f.File) > maxDefString
+	}
+	if !big {
+		return s
+	}
+	c := event.Site{Cell: clip(s.Cell), Line: s.Line}
+	for i, f := range s.Frames {
+		if i == maxSiteFrames {
+			break
+		}
+		c.Frames = append(c.Frames, event.Frame{Func: clip(f.Func), File: clip(f.File), Line: f.Line})
+	}
+	return c
+}
+
+// DefineString implements event.Sink. Strings over 1 MiB are cut to 1 MiB.
+func (w *Writer) DefineString(id event.StringID, s string) {
+	if w.closed || w.err != nil {
+		return
+	}
+	w.strs = event.AppendStringDef(w.strs, id, clip(s))
+	if len(w.strs) >= defFrameTarget {
+		w.flushDefs()
+	}
+}
+
+// DefineSite implements event.Sink. A site keeps at most 256 frames and
+// each of its strings at most 1 MiB.
+func (w *Writer) DefineSite(id event.SiteID, s event.Site) {
+	if w.closed || w.err != nil {
+		return
+	}
+	w.sites = event.AppendSiteDef(w.sites, id, clipSite(s))
+	if len(w.sites) >= defFrameTarget {
+		w.flushDefs()
+	}
+}
+
+// Emit implements event.Sink: it adds e to the current batch, writing the
+// batch first if e does not continue it (its Seq is not one more than the
+// previous event's), and afterwards if it is full. Emit does not allocate.
+func (w *Writer) Emit(e event.Event) {
+	if w.n == 0 {
+		if w.closed || w.err != nil {
+			return
+		}
+		w.first = e.Seq
+	} else if e.Seq != w.next {
+		w.flushBatch()
+		w.first = e.Seq
+	}
+	w.batch = w.enc.Append(w.batch, &e)
+	w.n++
+	w.next = e.Seq + 1
+	if w.n >= w.limit {
+		w.flushBatch()
+	}
+}
+
+// Flush writes the pending definitions and events. It returns the first
+// error the Writer met, if any.
+func (w *Writer) Flush() error {
+	if w.closed {
+		return ErrClosed
+	}
+	w.flushBatch()
+	return w.err
+}
+
+// Err returns the first error the Writer met, or nil.
+func (w *Writer) Err() error { return w.err }
+
+// Close flushes, writes an end frame that says the trace ended cleanly,
+// and closes the file if the Writer was made by Create.
+func (w *Writer) Close() error { return w.CloseWithReason("") }
+
+// CloseWithReason is Close for a trace that ended abnormally: reason says
+// how, e.g. "kernel killed: signal 9", and readers report it. An empty
+// reason is a clean end.
+func (w *Writer) CloseWithReason(reason string) error {
+	if w.closed {
+		return ErrClosed
+	}
+	w.flushBatch()
+	if w.err == nil {
+		w.out = appendFrame(w.out[:0], frameEnd, []byte(clip(reason)))
+		w.write(w.out)
+	}
+	w.closed = true
+	if w.closer != nil {
+		if err := w.closer.Close(); err != nil && w.err == nil {
+			w.err = fmt.Errorf("close %s: %w", w.name, err)
+		}
+	}
+	return w.err
+}
+
+// flushDefs writes the header (once) and pending definitions.
+func (w *Writer) flushDefs() {
+	if w.err != nil {
+		return
+	}
+	w.out = w.appendDefs(w.out[:0])
+	if len(w.out) > 0 {
+		w.write(w.out)
+	}
+}
+
+func (w *Writer) appendDefs(dst []byte) []byte {
+	if !w.wroteHeader {
+		dst = append(dst, Magic...)
+		dst = append(dst, Version)
+		w.wroteHeader = true
+	}
+	if len(w.strs) > 0 {
+		dst = appendFrame(dst, frameStrings, w.strs)
+		w.strs = w.strs[:0]
+	}
+	if len(w.sites) > 0 {
+		dst = appendFrame(dst, frameSites, w.sites)
+		w.sites = w.sites[:0]
+	}
+	return dst
+}
+
+// flushBatch writes pending definitions and the current batch, if any, in
+// one Write, and starts a new batch.
+func (w *Writer) flushBatch() {
+	if w.err != nil {
+		w.resetBatch()
+		return
+	}
+	defs := w.appendDefs(w.out[:0])
+	if w.n == 0 {
+		if len(defs) > 0 {
+			w.write(defs)
+		}
+		w.out = defs
+		return
+	}
+	// Fill in the frame and batch header right-aligned in the reserved
+	// space, so the events need not move.
+	var h [batchHeaderMax]byte
+	hb := binary.AppendUvarint(h[frameHeaderSize:frameHeaderSize], w.first)
+	hb = binary.AppendUvarint(hb, uint64(w.n))
+	start := batchHeaderMax - frameHeaderSize - len(hb)
+	frame := w.batch[start:]
+	frame[0] = frameEvents
+	binary.LittleEndian.PutUint32(frame[1:], uint32(len(frame)-frameHeaderSize))
+	copy(frame[frameHeaderSize:], hb)
+	w.batch = binary.LittleEndian.AppendUint32(w.batch, crc32.Checksum(frame, castagnoli))
+	frame = w.batch[start:]
+	if len(defs) > 0 {
+		// Definitions must precede the events; one Write keeps them together.
+		defs = append(defs, frame...)
+		w.write(defs)
+	} else {
+		w.write(frame)
+	}
+	w.out = defs
+	w.resetBatch()
+}
+
+func (w *Writer) resetBatch() {
+	w.batch = w.batch[:batchHeaderMax]
+	w.n = 0
+	w.enc.Reset()
+}
+
+func (w *Writer) write(p []byte) {
+	if _, err := w.w.Write(p); err != nil {
+		w.err = fmt.Errorf("write %s: %w", w.name, err)
+	}
+}
+
+// appendFrame appends a frame of type typ holding payload.
+func appendFrame(dst []byte, typ byte, payload []byte) []byte {
+	start := len(dst)
+	dst = append(dst, typ)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = append(dst, payload...)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
