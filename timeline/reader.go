@@ -95,7 +95,8 @@ type Reader struct {
 	off    int64  // offset of the next frame
 	cur    int64  // offset of the frame being decoded
 	frame  []byte // payload of the current frame
-	events []byte // undecoded rest of the current batch
+	events []byte // encoded events of the current batch
+	pos    int    // offset of the next event in events
 	left   uint64 // events left in the current batch
 	dec    event.Decoder
 	read   uint64 // events returned
@@ -167,17 +168,17 @@ func (r *Reader) ReadEvent() (event.Event, error) {
 		r.nextFrame()
 	}
 	var e event.Event
-	n, err := r.dec.Decode(r.events, &e)
+	n, err := r.dec.Decode(r.events[r.pos:], &e)
 	if err != nil {
 		r.stopAt(r.cur, ErrCorrupt, err.Error())
 		return event.Event{}, r.err
 	}
-	r.events = r.events[n:]
+	r.pos += n
 	r.left--
 	r.read++
-	if r.left == 0 && len(r.events) != 0 {
+	if r.left == 0 && r.pos != len(r.events) {
 		// Report it after this event, which did decode.
-		r.stopAt(r.cur, ErrCorrupt, fmt.Sprintf("%d bytes after the last event of the batch", len(r.events)))
+		r.stopAt(r.cur, ErrCorrupt, fmt.Sprintf("%d bytes after the last event of the batch", len(r.events)-r.pos))
 	}
 	return e, nil
 }
@@ -306,6 +307,7 @@ func (r *Reader) apply(typ byte, p []byte) error {
 			return errors.New("bad batch event count")
 		}
 		r.events = p[n:]
+		r.pos = 0
 		r.left = count
 		r.dec.Reset(first)
 	case frameEnd:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // The binary codec. Events are encoded in batches of consecutive sequence
@@ -54,6 +55,10 @@ var ErrMalformed = errors.New("malformed event encoding")
 
 // MaxEncodedEvent is the most bytes Encoder.Append writes for one event.
 const MaxEncodedEvent = 3 + 6*binary.MaxVarintLen64 + 2*binary.MaxVarintLen32 + 2
+
+// encWindow is the spare capacity Append makes sure of before writing: a
+// power of two at least MaxEncodedEvent, so indexes can be masked.
+const encWindow = 128
 
 const (
 	flagAddr  = 1 << 4
@@ -114,7 +119,7 @@ func (e *Encoder) Reset() { e.st = codecState{} }
 // Append appends the encoding of ev to dst and returns the extended slice.
 // ev.Seq is not written: the caller must record the batch's first sequence
 // number and append events with consecutive ones. Append does not allocate
-// when dst has MaxEncodedEvent bytes of spare capacity.
+// when dst has 128 bytes of spare capacity; it grows dst otherwise.
 func (e *Encoder) Append(dst []byte, ev *Event) []byte {
 	st := &e.st
 	r := &st.refs[slotOf(ev.Kind, ev.Label)]
@@ -157,48 +162,61 @@ func (e *Encoder) Append(dst []byte, ev *Event) []byte {
 		f0 |= flagMore
 	}
 
-	dst = append(dst, f0)
+	if cap(dst)-len(dst) < encWindow {
+		dst = slices.Grow(dst, encWindow)
+	}
+	// Writing into a fixed-size window avoids a capacity check per byte.
+	n := len(dst)
+	b := (*[encWindow]byte)(dst[n : n+encWindow])
+	b[0] = f0
+	i := 1
 	if f1 != 0 {
-		dst = append(dst, f1)
+		b[1] = f1
+		i = 2
 	}
 	if f0&kindMask == kindEscape {
-		dst = append(dst, byte(ev.Kind))
+		b[i] = byte(ev.Kind)
+		i++
 	}
-	dst = binary.AppendUvarint(dst, zigzag(uint64(ev.Time-st.time)))
+	i = putUvarint(b, i, zigzag(uint64(ev.Time-st.time)))
 	if f0&flagLabel != 0 {
-		dst = binary.AppendUvarint(dst, uint64(zigzag32(uint32(ev.Label-st.label))))
+		i = putUvarint(b, i, uint64(zigzag32(uint32(ev.Label-st.label))))
 	}
 	if f0&flagAddr != 0 {
-		dst = binary.AppendUvarint(dst, zigzag(ev.Addr-r.addr))
+		i = putUvarint(b, i, zigzag(ev.Addr-r.addr))
 	}
 	if f0&flagSize != 0 {
-		dst = binary.AppendUvarint(dst, zigzag(ev.Size-r.size))
+		i = putUvarint(b, i, zigzag(ev.Size-r.size))
 	}
 	if f1 != 0 {
 		if f1&flagScope != 0 {
-			dst = binary.AppendUvarint(dst, zigzag(uint64(ev.Scope-st.scope)))
+			i = putUvarint(b, i, zigzag(uint64(ev.Scope-st.scope)))
 		}
 		if f1&flagSite != 0 {
-			dst = binary.AppendUvarint(dst, uint64(zigzag32(uint32(ev.Site-r.site))))
+			i = putUvarint(b, i, uint64(zigzag32(uint32(ev.Site-r.site))))
 		}
 		if f1&flagCategory != 0 {
-			dst = append(dst, byte(ev.Category))
+			b[i] = byte(ev.Category)
+			i++
 		}
 		if f1&flagExpect != 0 {
-			dst = append(dst, byte(ev.Expect))
+			b[i] = byte(ev.Expect)
+			i++
 		}
 		if f1&flagSlack != 0 {
-			dst = binary.AppendUvarint(dst, zigzag(slack-r.slack))
+			i = putUvarint(b, i, zigzag(slack-r.slack))
 		}
 		if f1&flagExtra != 0 {
-			dst = binary.AppendUvarint(dst, zigzag(ev.Extra-r.extra))
+			i = putUvarint(b, i, zigzag(ev.Extra-r.extra))
 		}
 	}
+	dst = dst[:n+i]
 
 	st.time = ev.Time
 	st.label = ev.Label
 	st.scope = ev.Scope
-	*r = ref{addr: ev.Addr, size: ev.Size, slack: slack, extra: ev.Extra, site: ev.Site, category: ev.Category, expect: ev.Expect}
+	r.addr, r.size, r.slack, r.extra = ev.Addr, ev.Size, slack, ev.Extra
+	r.site, r.category, r.expect = ev.Site, ev.Category, ev.Expect
 	return dst
 }
 
@@ -339,7 +357,8 @@ func (d *Decoder) Decode(src []byte, ev *Event) (int, error) {
 	st.time = out.Time
 	st.label = out.Label
 	st.scope = out.Scope
-	*r = ref{addr: out.Addr, size: out.Size, slack: slack, extra: out.Extra, site: out.Site, category: out.Category, expect: out.Expect}
+	r.addr, r.size, r.slack, r.extra = out.Addr, out.Size, slack, out.Extra
+	r.site, r.category, r.expect = out.Site, out.Category, out.Expect
 	d.seq++
 	*ev = out
 	return i, nil
@@ -347,6 +366,19 @@ func (d *Decoder) Decode(src []byte, ev *Event) (int, error) {
 
 func (d *Decoder) bad(field string) error {
 	return fmt.Errorf("event %d: %w: bad %s", d.seq, ErrMalformed, field)
+}
+
+// putUvarint writes v as a uvarint at b[i:] and returns the index after
+// it. The caller guarantees room: an event never exceeds MaxEncodedEvent,
+// and the mask only spares the compiler a bounds check.
+func putUvarint(b *[encWindow]byte, i int, v uint64) int {
+	for v >= 0x80 {
+		b[i&(encWindow-1)] = byte(v) | 0x80
+		v >>= 7
+		i++
+	}
+	b[i&(encWindow-1)] = byte(v)
+	return i + 1
 }
 
 // zigzag maps a two's-complement difference to an unsigned value that is
