@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"linger/engine/alloc"
+	"linger/engine/device"
+	"linger/timeline/event"
+)
+
+// ErrClosed is returned (wrapped) by an Engine used after Close.
+var ErrClosed = errors.New("engine closed")
+
+// Tokenizer is what the engine needs of a tokenizer (engine/tokenizer's
+// Tokenizer satisfies it): text to ids and back, and the end-of-sequence id.
+type Tokenizer interface {
+	Encode(s string) []int
+	Decode(ids []int) string
+	EOS() int
+}
+
+// Options configures New.
+type Options struct {
+	// Model names a preset (see Presets); ignored when Config is set.
+	Model string
+	// Config is the model shape; its zero value means "use Model".
+	Config Config
+	// Device is where memory comes from; nil means the allocator's device,
+	// or a default meta device when Allocator is nil too.
+	Device device.Device
+	// Allocator is used for every tensor. Nil: New builds one over Device
+	// with Emitter and Limit (and the engine owns it).
+	Allocator *alloc.Allocator
+	// Emitter and Limit configure the allocator New builds.
+	Emitter *event.Emitter
+	Limit   uint64
+	// DType of weights, activations and caches; 0 means F32 on a device
+	// with data and BF16 on meta. Only F32 computes.
+	DType DType
+	// Seed makes the random weights (and nothing else) deterministic.
+	Seed int64
+	// Weights is an optional safetensors file to load instead of random
+	// weights (F32 on cpu; on meta only shapes are checked).
+	Weights string
+	// KVLayout of the caches Generate makes.
+	KVLayout KVLayout
+	// Tokenizer is optional; when set, Generate stops at its EOS id.
+	Tokenizer Tokenizer
+}
+
+// Engine is a loaded model on a device. Its calls (Generate, Forward,
+// schedulers) run one at a time: scopes nest on one Emitter, so callers
+// must not overlap them from several goroutines. Close frees everything
+// the engine owns.
+type Engine struct {
+	cfg     Config
+	dt      DType
+	a       *alloc.Allocator
+	em      *event.Emitter
+	compute bool
+	w       *weights
+	ws      *Workspace
+	layout  KVLayout
+	tok     Tokenizer
+	freqs   []float64
+
+	mu     sync.Mutex
+	closed bool
+	caches map[KVCache]struct{} // made by NewKVCache, freed at Close
+	nreq   int
+
+	peak uint64 // highest allocated bytes seen in the current call
+	// per-call buffers reused across forward calls (not device memory)
+	spanBuf []kvSpan
+	ropeBuf []float32
+}
+
+// New loads a model. It fails with a clear error for an unknown preset,
+// an invalid config, MLA or MoE on a device with data (cpu), or a weights
+// file that is missing, malformed or does not fit the model.
+func New(opts Options) (*Engine, error) {
+	cfg := opts.Config
+	if cfg.Layers == 0 {
+		if opts.Model == "" {
+			return nil, fmt.Errorf("new engine: neither Model nor Config set")
+		}
+		c, err := LookupPreset(opts.Model)
+		if err != nil {
+			return nil, fmt.Errorf("new engine: %w", err)
+		}
+		cfg = c
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("new engine: %w", err)
+	}
+	a := opts.Allocator
+	if a == nil {
+		dev := opts.Device
+		if dev == nil {
+			dev = device.NewMeta(0)
+		}
+		a = alloc.New(dev, alloc.Options{Emitter: opts.Emitter, Limit: opts.Limit})
+	}
+	compute := a.Device().HasData()
+	dt := opts.DType
+	if dt == 0 {
+		dt = BF16
+		if compute {
+			dt = F32
+		}
+	}
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("new engine: invalid dtype %v", dt)
+	}
+	if compute {
+		if dt != F32 {
+			return nil, fmt.Errorf("new engine: dtype %v on %s: %w (only f32)", dt, a.Device().Name(), ErrUnsupported)
+		}
+		if cfg.MLA() {
+			return nil, fmt.Errorf("new engine: %s: multi-head latent attention on %s: %w (use meta)", cfg.Name, a.Device().Name(), ErrUnsupported)
+		}
+		if cfg.MoE() {
+			return nil, fmt.Errorf("new engine: %s: mixture of experts on %s: %w (use meta)", cfg.Name, a.Device().Name(), ErrUnsupported)
+		}
+	}
+	if opts.KVLayout != KVContiguous && opts.KVLayout != KVPaged {
+		return nil, fmt.Errorf("new engine: unknown kv layout %v", opts.KVLayout)
+	}
+	e := &Engine{cfg: cfg, dt: dt, a: a, em: a.Emitter(), compute: compute, layout: opts.KVLayout,
+		tok: opts.Tokenizer, caches: make(map[KVCache]struct{})}
+	if !cfg.MLA() {
+		e.freqs = ropeFreqs(cfg.HeadDim, cfg.RopeTheta)
+	}
+	w, err := newWeights(a, cfg, dt, opts.Seed, opts.Weights)
+	if err != nil {
+		return nil, fmt.Errorf("new engine %s: %w", cfg.Name, err)
+	}
+	e.w = w
+	ws, err := NewWorkspace(a, cfg.Heads, cfg.MaxContext)
+	if err != nil {
+		w.free()
+		return nil, fmt.Errorf("new engine %s: %w", cfg.Name, err)
+	}
+	e.ws = ws
+	return e, nil
+}
+
+// Config returns the model shape.
+func (e *Engine) Config() Config { return e.cfg }
+
+// DType returns the engine's element type.
+func (e *Engine) DType() DType { return e.dt }
+
+// Allocator returns the allocator every tensor of the engine comes from.
+func (e *Engine) Allocator() *alloc.Allocator { return e.a }
+
+// Workspace returns the engine's persistent attention workspace.
+func (e *Engine) Workspace() *Workspace { return e.ws }
+
+// Tokenizer returns the tokenizer given in Options (possibly nil).
+func (e *Engine) Tokenizer() Tokenizer { return e.tok }
+
+// WeightBytes returns the bytes of the model's parameters.
+func (e *Engine) WeightBytes() uint64 { return e.w.bytes() }
+
+// NewKVCache returns an empty cache of the engine's layout and dtype for up
+// to maxTokens tokens. The engine keeps a reference until the cache is
+// freed or the engine closes (Close frees it).
+func (e *Engine) NewKVCache(maxTokens int) (KVCache, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, fmt.Errorf("new kv cache: %w", ErrClosed)
+	}
+	for c := range e.caches {
+		if c.isFreed() {
+			delete(e.caches, c)
+		}
+	}
+	c, err := NewKVCache(e.a, e.cfg, e.dt, e.layout, maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	e.caches[c] = struct{}{}
+	return c, nil
+}
+
+// Close frees the weights, the workspace and every KV cache made by
+// NewKVCache that is still alive, so that after a correct run the
+// allocator holds nothing of the engine. A second Close does nothing.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	for c := range e.caches {
+		c.Free() // an already-freed cache reports ErrFreed: nothing to do
+	}
+	e.caches = nil
+	e.w.free()
+	return e.ws.Free()
+}
+
+func (e *Engine) checkOpen() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (e *Engine) samplePeak() {
+	if s := e.a.Stats().Allocated; s > e.peak {
+		e.peak = s
+	}
+}

@@ -1,0 +1,332 @@
+package engine
+
+import (
+	"fmt"
+
+	"linger/timeline/event"
+)
+
+// seqIn is one sequence of a forward pass: its new tokens, its cache
+// (holding the tokens before them) and optionally a mask.
+type seqIn struct {
+	tokens []int
+	cache  KVCache
+	mask   *Tensor // [len(tokens), cache.Len()+len(tokens)], 0 = masked; nil: causal
+	pos    int     // cache.Len() on entry, set by forward
+}
+
+// fwdOut says where a forward pass's hidden state and logits live.
+type fwdOut struct {
+	bc          *BatchContext // non-nil: hidden state and logits are the batch's scratch
+	wantLogits  bool
+	logitsLabel string
+}
+
+// forward runs the model over the tokens of every sequence, their rows
+// stacked, appends their keys and values to their caches, and returns the
+// logits of each sequence's last token, [len(seqs), Vocab], or nil when
+// out.wantLogits is false. Without a BatchContext the logits are category
+// logits, expect step, and the caller frees them; with one they belong to
+// the batch. Everything else it allocates is freed before it returns, on
+// every path.
+func (e *Engine) forward(seqs []seqIn, out fwdOut) (*Tensor, error) {
+	c := e.cfg
+	R := 0
+	for i := range seqs {
+		s := &seqs[i]
+		s.pos = s.cache.Len()
+		if err := s.cache.reserve(s.pos + len(s.tokens)); err != nil {
+			return nil, err
+		}
+		R += len(s.tokens)
+	}
+	g, err := e.ws.Acquire(R)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Release()
+
+	var x *Tensor
+	if out.bc != nil {
+		x, err = out.bc.Alloc([]int{R, c.Hidden}, "batch.hidden")
+	} else {
+		x, err = Empty(e.a, []int{R, c.Hidden}, e.dt, event.CategoryActivation, event.ScopeStep, "hidden")
+		defer free(x)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e.compute {
+		r := 0
+		for _, s := range seqs {
+			for _, tok := range s.tokens {
+				copy(x.data[r*c.Hidden:(r+1)*c.Hidden], e.w.embed.data[tok*c.Hidden:(tok+1)*c.Hidden])
+				r++
+			}
+		}
+	}
+	for l := 0; l < c.Layers; l++ {
+		sc := e.em.Begin(event.ScopeLayer, labelLayerScope.get(l))
+		err := e.layer(l, x, seqs, g)
+		e.em.End(sc)
+		if err != nil {
+			return nil, fmt.Errorf("layer %d: %w", l, err)
+		}
+	}
+	for i := range seqs {
+		seqs[i].cache.setLen(seqs[i].pos + len(seqs[i].tokens))
+	}
+	if !out.wantLogits {
+		return nil, nil
+	}
+	B := len(seqs)
+	hn, err := Empty(e.a, []int{B, c.Hidden}, e.dt, event.CategoryActivation, event.ScopeStep, "final_norm_out")
+	if err != nil {
+		return nil, err
+	}
+	defer free(hn)
+	var logits *Tensor
+	if out.bc != nil {
+		logits, err = out.bc.Alloc([]int{B, c.Vocab}, "batch.logits")
+	} else {
+		logits, err = Empty(e.a, []int{B, c.Vocab}, e.dt, event.CategoryLogits, event.ScopeStep, out.logitsLabel)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e.compute {
+		r := 0
+		for i, s := range seqs {
+			r += len(s.tokens)
+			rmsNorm(hn.data[i*c.Hidden:(i+1)*c.Hidden], x.data[(r-1)*c.Hidden:r*c.Hidden], e.w.norm.data, 1, c.Hidden, c.NormEps)
+		}
+		matmulT(logits.data, hn.data, B, c.Hidden, e.w.lmHead.data, c.Vocab)
+	}
+	e.samplePeak()
+	return logits, nil
+}
+
+// layerFrame tracks one layer's temporaries so every path frees them.
+type layerFrame struct {
+	e  *Engine
+	ts [16]*Tensor
+	n  int
+}
+
+func (f *layerFrame) alloc(label string, shape ...int) (*Tensor, error) {
+	t, err := Empty(f.e.a, shape, f.e.dt, event.CategoryActivation, event.ScopeLayer, label)
+	if err != nil {
+		return nil, err
+	}
+	f.ts[f.n] = t
+	f.n++
+	return t, nil
+}
+
+func (f *layerFrame) release() { free(f.ts[:f.n]...) }
+
+// layer runs transformer block l on the hidden state x in place.
+func (e *Engine) layer(l int, x *Tensor, seqs []seqIn, g *WorkspaceGuard) error {
+	f := &layerFrame{e: e}
+	defer f.release()
+	if err := e.attention(f, l, x, seqs, g); err != nil {
+		return err
+	}
+	if e.cfg.IsMoELayer(l) {
+		return e.moe(f, l, x)
+	}
+	return e.ffn(f, l, x)
+}
+
+func (e *Engine) attention(f *layerFrame, l int, x *Tensor, seqs []seqIn, g *WorkspaceGuard) error {
+	c, lw := e.cfg, &e.w.layers[l]
+	if c.MLA() {
+		return e.mlaAttention(f, l, x)
+	}
+	R, H := x.shape[0], c.Hidden
+	qd, kvd := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	h, err := f.alloc(labelAttnNorm.get(l), R, H)
+	if err != nil {
+		return err
+	}
+	q, err := f.alloc(labelQ.get(l), R, qd)
+	if err != nil {
+		return err
+	}
+	k, err := f.alloc(labelKAct.get(l), R, kvd)
+	if err != nil {
+		return err
+	}
+	v, err := f.alloc(labelVAct.get(l), R, kvd)
+	if err != nil {
+		return err
+	}
+	if e.compute {
+		rmsNorm(h.data, x.data, lw.attnNorm.data, R, H, c.NormEps)
+		matmulT(q.data, h.data, R, H, lw.wq.data, qd)
+		matmulT(k.data, h.data, R, H, lw.wk.data, kvd)
+		matmulT(v.data, h.data, R, H, lw.wv.data, kvd)
+		if cap(e.ropeBuf) < c.HeadDim {
+			e.ropeBuf = make([]float32, c.HeadDim)
+		}
+		r := 0
+		for _, s := range seqs {
+			T := len(s.tokens)
+			rope(q.data[r*qd:(r+T)*qd], T, c.Heads, c.HeadDim, s.pos, e.freqs, e.ropeBuf)
+			rope(k.data[r*kvd:(r+T)*kvd], T, c.KVHeads, c.HeadDim, s.pos, e.freqs, e.ropeBuf)
+			s.cache.write(l, s.pos, T, k.data[r*kvd:(r+T)*kvd], v.data[r*kvd:(r+T)*kvd])
+			r += T
+		}
+	}
+	free(h, k, v)
+	att, err := f.alloc(labelAttnOut.get(l), R, qd)
+	if err != nil {
+		return err
+	}
+	if e.compute {
+		lse := g.lse.data
+		r := 0
+		for _, s := range seqs {
+			T := len(s.tokens)
+			e.spanBuf = s.cache.spans(l, s.pos+T, e.spanBuf)
+			attention(&attnArgs{
+				out: att.data[r*qd : (r+T)*qd], q: q.data[r*qd : (r+T)*qd], rows: T,
+				heads: c.Heads, kvh: c.KVHeads, d: c.HeadDim, ctx: s.pos + T, pos0: s.pos,
+				spans: e.spanBuf, mask: s.mask, lse: lse[r*c.Heads : (r+T)*c.Heads], scratch: e.ws.scratch,
+			})
+			r += T
+		}
+	}
+	free(q)
+	o, err := f.alloc(labelProj.get(l), R, H)
+	if err != nil {
+		return err
+	}
+	if e.compute {
+		matmulT(o.data, att.data, R, qd, lw.wo.data, H)
+		addInto(x.data, o.data)
+	}
+	free(att, o)
+	return nil
+}
+
+// mlaAttention accounts for DeepSeek's multi-head latent attention in its
+// weight-absorbed form (queries projected into the latent space, so the
+// cache is never expanded per head). Meta only: New refuses MLA on cpu.
+func (e *Engine) mlaAttention(f *layerFrame, l int, x *Tensor) error {
+	c := e.cfg
+	R := x.shape[0]
+	lat := c.KVLoraRank + c.QKRopeHeadDim
+	steps := []struct {
+		label string
+		shape []int
+	}{
+		{labelAttnNorm.get(l), []int{R, c.Hidden}},
+		{labelQLatent.get(l), []int{R, c.QLoraRank}},
+		{labelQ.get(l), []int{R, c.Heads * (c.QKNopeHeadDim + c.QKRopeHeadDim)}},
+		{labelKVLatent.get(l), []int{R, lat}},
+		{labelQAbsorb.get(l), []int{R, c.Heads, lat}},
+		{labelAttnOut.get(l), []int{R, c.Heads, c.KVLoraRank}},
+		{labelProj.get(l), []int{R, c.Heads * c.VHeadDim}},
+	}
+	// Each intermediate lives until the next two exist, as in the real
+	// computation's dataflow.
+	var prev [2]*Tensor
+	for _, s := range steps {
+		t, err := f.alloc(s.label, s.shape...)
+		if err != nil {
+			return err
+		}
+		free(prev[0])
+		prev[0], prev[1] = prev[1], t
+	}
+	free(prev[:]...)
+	o, err := f.alloc(labelDown.get(l), R, c.Hidden)
+	if err != nil {
+		return err
+	}
+	free(o)
+	return nil
+}
+
+func (e *Engine) ffn(f *layerFrame, l int, x *Tensor) error {
+	c, lw := e.cfg, &e.w.layers[l]
+	R, H, F := x.shape[0], c.Hidden, c.FFN
+	h, err := f.alloc(labelFFNNorm.get(l), R, H)
+	if err != nil {
+		return err
+	}
+	gate, err := f.alloc(labelGate.get(l), R, F)
+	if err != nil {
+		return err
+	}
+	up, err := f.alloc(labelUp.get(l), R, F)
+	if err != nil {
+		return err
+	}
+	e.samplePeak()
+	if e.compute {
+		rmsNorm(h.data, x.data, lw.ffnNorm.data, R, H, c.NormEps)
+		matmulT(gate.data, h.data, R, H, lw.gate.data, F)
+		matmulT(up.data, h.data, R, H, lw.up.data, F)
+		swiglu(gate.data, up.data)
+	}
+	free(h, up)
+	down, err := f.alloc(labelDown.get(l), R, H)
+	if err != nil {
+		return err
+	}
+	if e.compute {
+		matmulT(down.data, gate.data, R, F, lw.down.data, H)
+		addInto(x.data, down.data)
+	}
+	return nil
+}
+
+// moe accounts for a routed-experts FFN: router logits, then the
+// activations of the active experts (R×ActiveExperts token slots of
+// ExpertFFN each) and of the shared experts. Meta only.
+func (e *Engine) moe(f *layerFrame, l int, x *Tensor) error {
+	c := e.cfg
+	R, H, EF := x.shape[0], c.Hidden, c.ExpertFFN
+	slots := R * c.ActiveExperts
+	h, err := f.alloc(labelFFNNorm.get(l), R, H)
+	if err != nil {
+		return err
+	}
+	router, err := f.alloc(labelRouter.get(l), R, c.Experts)
+	if err != nil {
+		return err
+	}
+	gate, err := f.alloc(labelExpGate.get(l), slots, EF)
+	if err != nil {
+		return err
+	}
+	up, err := f.alloc(labelExpUp.get(l), slots, EF)
+	if err != nil {
+		return err
+	}
+	e.samplePeak()
+	free(router, up)
+	down, err := f.alloc(labelExpDown.get(l), slots, H)
+	if err != nil {
+		return err
+	}
+	free(gate, down)
+	if c.SharedExperts > 0 {
+		sh, err := f.alloc(labelShared.get(l), R, 2*c.SharedExperts*EF)
+		if err != nil {
+			return err
+		}
+		free(sh)
+	}
+	free(h)
+	return nil
+}
+
+func addInto(dst, src []float32) {
+	src = src[:len(dst)]
+	for i, v := range src {
+		dst[i] += v
+	}
+}

@@ -1,0 +1,384 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"linger/engine/alloc"
+	"linger/timeline/event"
+)
+
+// ErrBadRequest is wrapped by every error about invalid request input.
+var ErrBadRequest = errors.New("bad request")
+
+// Request is one generation.
+type Request struct {
+	// Prompt is the input token ids: not empty, each in [0, Vocab), at
+	// most MaxContext of them. Generated tokens may run past MaxContext.
+	Prompt []int
+	// MaxNewTokens is how many tokens to generate at most (≥ 0; 0 runs
+	// the prefill only).
+	MaxNewTokens int
+	// ChunkSize is the prefill chunk length (> 0): the prompt runs in
+	// ceil(len(Prompt)/ChunkSize) steps, each with its own causal mask.
+	ChunkSize int
+	// TopK and Temperature select sampling: greedy when TopK ≤ 1 or
+	// Temperature is 0, else top-k sampling at that temperature, seeded
+	// by Seed.
+	TopK        int
+	Temperature float64
+	Seed        int64
+	// Progress, if set, is called after each prefill chunk with the chunks
+	// done and their total.
+	Progress func(done, total int)
+	// KeepCache hands the KV cache to the caller in Result.Cache instead of
+	// freeing it when the request ends. The caller must Reset or Free it;
+	// until then it lingers past the request (scenario 1). The engine also
+	// frees it at Close.
+	KeepCache bool
+	// Cache, if set, is used instead of a fresh cache: the prompt continues
+	// the tokens already in it. The caller owns it; Generate never frees it.
+	Cache KVCache
+	// Mask, if set, is a full causal mask (see CausalMask) covering the
+	// prompt's positions; each chunk uses a view of it instead of
+	// allocating its own (scenario 2's fixed form). The caller owns it.
+	Mask *Tensor
+}
+
+// Result is the outcome of a generation.
+type Result struct {
+	Tokens       []int // generated ids, the EOS included when it stopped the request
+	PromptTokens int
+	Chunks       int  // prefill steps
+	StoppedAtEOS bool // false: stopped at MaxNewTokens
+	PrefillTime  time.Duration
+	DecodeTime   time.Duration // the decode steps after the first token
+	TotalTime    time.Duration
+	// PrefillTokensPerSecond is prompt tokens over PrefillTime;
+	// TokensPerSecond is decode steps over DecodeTime.
+	PrefillTokensPerSecond float64
+	TokensPerSecond        float64
+	// PeakAllocated is the highest allocator "allocated" figure seen
+	// during the request (sampled at each layer's largest point).
+	PeakAllocated uint64
+	// Stats are the allocator's counters when the request ended.
+	Stats alloc.Stats
+	// Cache is the request's KV cache when KeepCache or Request.Cache was
+	// set, nil otherwise.
+	Cache KVCache
+}
+
+func (e *Engine) validate(req *Request) error {
+	c := e.cfg
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("generate: %w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case len(req.Prompt) == 0:
+		return bad("prompt is empty")
+	case len(req.Prompt) > c.MaxContext:
+		return bad("prompt of %d tokens is longer than the context of %d", len(req.Prompt), c.MaxContext)
+	case req.ChunkSize <= 0:
+		return bad("chunk size must be positive, got %d", req.ChunkSize)
+	case req.MaxNewTokens < 0:
+		return bad("max new tokens must not be negative, got %d", req.MaxNewTokens)
+	case req.TopK < 0:
+		return bad("top-k must not be negative, got %d", req.TopK)
+	case req.Temperature < 0 || math.IsNaN(req.Temperature):
+		return bad("temperature must not be negative, got %g", req.Temperature)
+	}
+	for i, t := range req.Prompt {
+		if t < 0 || t >= c.Vocab {
+			return bad("prompt token %d at position %d is outside the vocabulary [0, %d)", t, i, c.Vocab)
+		}
+	}
+	if req.Cache != nil {
+		if req.Cache.isFreed() {
+			return bad("cache: %v", ErrFreed)
+		}
+		if need := req.Cache.Len() + len(req.Prompt) + req.MaxNewTokens; need > req.Cache.Cap() {
+			return bad("cache holds %d of %d tokens; the request needs %d", req.Cache.Len(), req.Cache.Cap(), need)
+		}
+	}
+	if req.Mask != nil {
+		n := len(req.Prompt)
+		if req.Cache != nil {
+			n += req.Cache.Len()
+		}
+		if len(req.Mask.shape) != 2 || req.Mask.shape[0] < n || req.Mask.shape[1] < n {
+			return bad("mask of shape %v does not cover %d positions", req.Mask.shape, n)
+		}
+		if !req.Mask.Live() {
+			return bad("mask: %v", ErrFreed)
+		}
+	}
+	return nil
+}
+
+// sampler picks next tokens for one request.
+type sampler struct {
+	rng   *rand.Rand
+	topK  int
+	temp  float64
+	vocab int
+	idx   []int
+}
+
+func newSampler(req *Request, vocab int) *sampler {
+	return &sampler{rng: rand.New(rand.NewPCG(uint64(req.Seed), 0x6c696e676572)), topK: req.TopK, temp: req.Temperature, vocab: vocab}
+}
+
+// next samples from row r of logits. On meta there are no logits, and the
+// token is drawn from the request's generator, deterministic in its seed.
+func (s *sampler) next(logits *Tensor, r int) int {
+	if logits.data == nil {
+		return s.rng.IntN(s.vocab)
+	}
+	row := logits.data[r*s.vocab : (r+1)*s.vocab]
+	if s.topK <= 1 || s.temp == 0 {
+		return argmax(row)
+	}
+	k := min(s.topK, s.vocab)
+	if cap(s.idx) < s.vocab {
+		s.idx = make([]int, s.vocab)
+	}
+	idx := s.idx[:s.vocab]
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		return row[idx[a]] > row[idx[b]] || (row[idx[a]] == row[idx[b]] && idx[a] < idx[b])
+	})
+	idx = idx[:k]
+	m := float64(row[idx[0]])
+	ps := make([]float64, k)
+	var sum float64
+	for i, j := range idx {
+		ps[i] = math.Exp((float64(row[j]) - m) / s.temp)
+		sum += ps[i]
+	}
+	u := s.rng.Float64() * sum
+	for i, p := range ps {
+		if u < p {
+			return idx[i]
+		}
+		u -= p
+	}
+	return idx[k-1]
+}
+
+func (e *Engine) eos() int {
+	if e.tok == nil {
+		return -1
+	}
+	return e.tok.EOS()
+}
+
+// prefill runs the prompt through cache in chunks, each a step scope with
+// its own mask, and returns the first generated token (when want is set).
+func (e *Engine) prefill(ctx context.Context, req *Request, cache KVCache, smp *sampler, want bool) (int, int, error) {
+	N, C := len(req.Prompt), req.ChunkSize
+	chunks := (N + C - 1) / C
+	tok := -1
+	for i := 0; i < chunks; i++ {
+		if err := ctx.Err(); err != nil {
+			return -1, i, fmt.Errorf("generate: canceled before prefill chunk %d/%d: %w", i+1, chunks, err)
+		}
+		lo, hi := i*C, min(N, (i+1)*C)
+		last := i == chunks-1
+		sc := e.em.Begin(event.ScopeStep, stepLabel(e.em, i+1, chunks))
+		t, err := e.chunk(req, cache, lo, hi, i, last && want, smp)
+		e.em.End(sc)
+		if err != nil {
+			return -1, i, fmt.Errorf("generate: prefill chunk %d/%d: %w", i+1, chunks, err)
+		}
+		if last {
+			tok = t
+		}
+		if req.Progress != nil {
+			req.Progress(i+1, chunks)
+		}
+	}
+	return tok, chunks, nil
+}
+
+// stepLabel formats a prefill step's scope label only when recording.
+func stepLabel(em *event.Emitter, i, n int) string {
+	if !em.Enabled() {
+		return ""
+	}
+	return fmt.Sprintf("prefill %d/%d", i, n)
+}
+
+func (e *Engine) chunk(req *Request, cache KVCache, lo, hi, i int, want bool, smp *sampler) (int, error) {
+	T, pos := hi-lo, cache.Len()
+	var mask *Tensor
+	var err error
+	if req.Mask != nil {
+		mask, err = chunkMask(req.Mask, pos, T)
+	} else {
+		mask, err = CausalMask(e.a, T, pos+T, pos, e.dt, event.ScopeStep, labelMask.get(i))
+		defer free(mask)
+	}
+	if err != nil {
+		return -1, err
+	}
+	logits, err := e.forward([]seqIn{{tokens: req.Prompt[lo:hi], cache: cache, mask: mask}}, fwdOut{wantLogits: want, logitsLabel: labelLogits.get(0)})
+	if err != nil || !want {
+		return -1, err
+	}
+	defer free(logits)
+	return smp.next(logits, 0), nil
+}
+
+// decode runs one decode step for tok and samples the next token.
+func (e *Engine) decode(cache KVCache, tok, step int, smp *sampler) (int, error) {
+	logits, err := e.forward([]seqIn{{tokens: []int{tok}, cache: cache}}, fwdOut{wantLogits: true, logitsLabel: labelLogits.get(step)})
+	if err != nil {
+		return -1, err
+	}
+	defer free(logits)
+	return smp.next(logits, 0), nil
+}
+
+// Generate runs one request: chunked prefill, then decode steps until
+// MaxNewTokens or the tokenizer's EOS. Scopes: a request scope containing
+// a step scope per prefill chunk ("prefill 3/64") and per decode step
+// ("decode 7"), each containing a layer scope per layer. Every allocation
+// of the request is freed before it returns, on every path (the KV cache
+// too, unless KeepCache), so a correct Generate leaves nothing lingering.
+//
+// Invalid input is an error wrapping ErrBadRequest that names the value.
+// Cancellation is checked between chunks and between decode steps and
+// returns ctx.Err() wrapped.
+func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err error) {
+	if err := e.checkOpen(); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	if err := e.validate(&req); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	rs := e.em.Begin(event.ScopeRequest, labelRequest.get(e.nextRequest()))
+	defer e.em.End(rs)
+	e.peak = 0
+	e.samplePeak()
+	cache := req.Cache
+	if cache == nil {
+		cache, err = NewKVCache(e.a, e.cfg, e.dt, e.layout, len(req.Prompt)+req.MaxNewTokens)
+		if err != nil {
+			return nil, fmt.Errorf("generate: %w", err)
+		}
+		defer func() {
+			if req.KeepCache && err == nil {
+				e.adopt(cache)
+				return
+			}
+			cache.Free()
+		}()
+	}
+	smp := newSampler(&req, e.cfg.Vocab)
+	res = &Result{PromptTokens: len(req.Prompt)}
+	tok, chunks, err := e.prefill(ctx, &req, cache, smp, req.MaxNewTokens > 0)
+	res.Chunks = chunks
+	if err != nil {
+		return nil, err
+	}
+	res.PrefillTime = time.Since(start)
+	dstart := time.Now()
+	eos := e.eos()
+	if req.MaxNewTokens > 0 {
+		res.Tokens = append(res.Tokens, tok)
+	}
+	for len(res.Tokens) > 0 && len(res.Tokens) < req.MaxNewTokens && tok != eos {
+		n := len(res.Tokens)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("generate: canceled before decode step %d: %w", n, err)
+		}
+		sc := e.em.Begin(event.ScopeStep, labelDecode.get(n))
+		tok, err = e.decode(cache, tok, n, smp)
+		e.em.End(sc)
+		if err != nil {
+			return nil, fmt.Errorf("generate: decode step %d: %w", n, err)
+		}
+		res.Tokens = append(res.Tokens, tok)
+	}
+	res.StoppedAtEOS = len(res.Tokens) > 0 && tok == eos
+	res.DecodeTime = time.Since(dstart)
+	res.TotalTime = time.Since(start)
+	res.PrefillTokensPerSecond = rate(len(req.Prompt), res.PrefillTime)
+	res.TokensPerSecond = rate(max(0, len(res.Tokens)-1), res.DecodeTime)
+	res.PeakAllocated = e.peak
+	if req.KeepCache || req.Cache != nil {
+		res.Cache = cache
+	}
+	res.Stats = e.a.Stats()
+	return res, nil
+}
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+func (e *Engine) nextRequest() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.nreq++
+	return e.nreq
+}
+
+// adopt registers a cache handed to the caller so that Close frees it.
+func (e *Engine) adopt(c KVCache) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.caches != nil {
+		e.caches[c] = struct{}{}
+	}
+}
+
+// Forward runs tokens through the model after the tokens already in
+// cache, appending to it, and returns the last token's logits, [1, Vocab]
+// (category logits, expect step; the caller frees them). mask is nil
+// (causal) or a [len(tokens), cache.Len()+len(tokens)] tensor or view whose
+// zeros mask; notebooks use it to build masks their own way (scenario 2).
+func (e *Engine) Forward(tokens []int, cache KVCache, mask *Tensor) (*Tensor, error) {
+	if err := e.checkOpen(); err != nil {
+		return nil, fmt.Errorf("forward: %w", err)
+	}
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("forward: %w: no tokens", ErrBadRequest)
+	}
+	for i, t := range tokens {
+		if t < 0 || t >= e.cfg.Vocab {
+			return nil, fmt.Errorf("forward: %w: token %d at position %d is outside the vocabulary [0, %d)", ErrBadRequest, t, i, e.cfg.Vocab)
+		}
+	}
+	if cache == nil || cache.isFreed() {
+		return nil, fmt.Errorf("forward: %w: no live cache", ErrBadRequest)
+	}
+	if need := cache.Len() + len(tokens); need > cache.Cap() {
+		return nil, fmt.Errorf("forward: %w: cache of capacity %d cannot hold %d tokens", ErrBadRequest, cache.Cap(), need)
+	}
+	if mask != nil {
+		want := []int{len(tokens), cache.Len() + len(tokens)}
+		if !equalShape(mask.shape, want) {
+			return nil, fmt.Errorf("forward: %w: mask of shape %v, want %v", ErrBadRequest, mask.shape, want)
+		}
+		if !mask.Live() {
+			return nil, fmt.Errorf("forward: mask: %w", ErrFreed)
+		}
+	}
+	logits, err := e.forward([]seqIn{{tokens: tokens, cache: cache, mask: mask}}, fwdOut{wantLogits: true, logitsLabel: "logits"})
+	if err != nil {
+		return nil, fmt.Errorf("forward: %w", err)
+	}
+	return logits, nil
+}

@@ -1,0 +1,323 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"linger/engine/alloc"
+	"linger/timeline/event"
+)
+
+// KVLayout is how a KV cache lays out its memory.
+type KVLayout uint8
+
+// KV cache layouts.
+const (
+	// KVContiguous: one key and one value tensor per layer (one latent
+	// tensor for MLA), each sized for the cache's capacity, allocated at
+	// the first token. Simple and fragmentation-free, but a request pays
+	// for its whole capacity up front.
+	KVContiguous KVLayout = 0
+	// KVPaged: blocks of PageSize tokens allocated as the sequence grows,
+	// each holding those tokens for every layer, found through a block
+	// table, as in vLLM.
+	KVPaged KVLayout = 1
+)
+
+// PageSize is the tokens per block of a paged KV cache.
+const PageSize = 16
+
+// String returns "contiguous" or "paged".
+func (l KVLayout) String() string {
+	switch l {
+	case KVContiguous:
+		return "contiguous"
+	case KVPaged:
+		return "paged"
+	}
+	return fmt.Sprintf("layout(%d)", uint8(l))
+}
+
+// ParseKVLayout returns the layout named s ("contiguous" or "paged"; ""
+// is contiguous).
+func ParseKVLayout(s string) (KVLayout, error) {
+	switch strings.ToLower(s) {
+	case "", "contiguous":
+		return KVContiguous, nil
+	case "paged":
+		return KVPaged, nil
+	}
+	return 0, fmt.Errorf("unknown kv layout %q (valid: contiguous, paged)", s)
+}
+
+// KVCache holds the keys and values (or MLA latents) of one sequence for
+// every layer. Its memory has category kv_cache and is expected to die
+// with the request. It is not safe for concurrent use.
+//
+// Reset frees the memory and empties the cache, which stays usable; Free
+// does the same and retires it (a second Free is an error wrapping
+// ErrFreed). A cache the caller keeps after its request ends is what
+// scenario 1 shows lingering.
+type KVCache interface {
+	// Layout returns the cache's layout.
+	Layout() KVLayout
+	// Len returns the tokens cached.
+	Len() int
+	// Cap returns the most tokens the cache may hold.
+	Cap() int
+	// Bytes returns the allocated bytes (rounded as the allocator does not:
+	// the sum of the tensors' sizes).
+	Bytes() uint64
+	// Tensors returns the live tensors holding the cache, e.g. for a
+	// retention path "KVCache → layer[5].k".
+	Tensors() []*Tensor
+	// Reset frees the cache's memory and sets Len to 0.
+	Reset() error
+	// Free frees the cache's memory; the cache must not be used afterwards.
+	Free() error
+
+	// reserve makes room for n tokens in total.
+	reserve(n int) error
+	// write stores rows tokens of keys and values for a layer from position pos.
+	write(layer, pos, rows int, k, v []float32)
+	// spans returns the runs covering tokens [0, n) of a layer.
+	spans(layer, n int, buf []kvSpan) []kvSpan
+	// setLen records that n tokens are cached.
+	setLen(n int)
+	// isFreed reports whether Free was called.
+	isFreed() bool
+}
+
+// NewKVCache returns an empty cache for up to maxTokens tokens of a model
+// of shape cfg, in dtype dt, allocating through a as it fills.
+func NewKVCache(a *alloc.Allocator, cfg Config, dt DType, layout KVLayout, maxTokens int) (KVCache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("new kv cache: %w", err)
+	}
+	if maxTokens <= 0 {
+		return nil, fmt.Errorf("new kv cache: max tokens must be positive, got %d", maxTokens)
+	}
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("new kv cache: invalid dtype %v", dt)
+	}
+	b := kvBase{a: a, cfg: cfg, dt: dt, max: maxTokens, width: cfg.KVValuesPerToken() / 2}
+	if cfg.MLA() {
+		b.width = cfg.KVValuesPerToken()
+	}
+	switch layout {
+	case KVContiguous:
+		return &contiguousKV{kvBase: b}, nil
+	case KVPaged:
+		return &pagedKV{kvBase: b}, nil
+	}
+	return nil, fmt.Errorf("new kv cache: unknown layout %v", layout)
+}
+
+type kvBase struct {
+	a     *alloc.Allocator
+	cfg   Config
+	dt    DType
+	max   int
+	n     int
+	width int // values per token of one of k or v (of the latent, for MLA)
+	freed bool
+}
+
+func (b *kvBase) Len() int     { return b.n }
+func (b *kvBase) Cap() int     { return b.max }
+func (b *kvBase) setLen(n int) { b.n = n }
+
+func (b *kvBase) isFreed() bool { return b.freed }
+func (b *kvBase) planes() int {
+	if b.cfg.MLA() {
+		return 1
+	}
+	return 2
+}
+
+func (b *kvBase) check(n int) error {
+	if b.freed {
+		return fmt.Errorf("kv cache: %w", ErrFreed)
+	}
+	if n > b.max {
+		return fmt.Errorf("kv cache: %d tokens exceed its capacity of %d", n, b.max)
+	}
+	return nil
+}
+
+type contiguousKV struct {
+	kvBase
+	k, v []*Tensor // per layer; v nil for MLA
+}
+
+func (c *contiguousKV) Layout() KVLayout { return KVContiguous }
+
+func (c *contiguousKV) Bytes() uint64 {
+	var n uint64
+	for _, t := range c.Tensors() {
+		n += t.Bytes()
+	}
+	return n
+}
+
+func (c *contiguousKV) Tensors() []*Tensor {
+	var ts []*Tensor
+	for i := range c.k {
+		ts = append(ts, c.k[i])
+		if c.v != nil {
+			ts = append(ts, c.v[i])
+		}
+	}
+	return ts
+}
+
+func (c *contiguousKV) reserve(n int) error {
+	if err := c.check(n); err != nil {
+		return err
+	}
+	if c.k != nil {
+		return nil
+	}
+	L := c.cfg.Layers
+	c.k = make([]*Tensor, 0, L)
+	if !c.cfg.MLA() {
+		c.v = make([]*Tensor, 0, L)
+	}
+	for l := 0; l < L; l++ {
+		if c.cfg.MLA() {
+			t, err := Empty(c.a, []int{c.max, c.width}, c.dt, event.CategoryKVCache, event.ScopeRequest, labelLatent.get(l))
+			if err != nil {
+				c.release()
+				return fmt.Errorf("kv cache: %w", err)
+			}
+			c.k = append(c.k, t)
+			continue
+		}
+		k, err := Empty(c.a, []int{c.max, c.cfg.KVHeads, c.cfg.HeadDim}, c.dt, event.CategoryKVCache, event.ScopeRequest, labelK.get(l))
+		if err != nil {
+			c.release()
+			return fmt.Errorf("kv cache: %w", err)
+		}
+		c.k = append(c.k, k)
+		v, err := Empty(c.a, []int{c.max, c.cfg.KVHeads, c.cfg.HeadDim}, c.dt, event.CategoryKVCache, event.ScopeRequest, labelV.get(l))
+		if err != nil {
+			c.release()
+			return fmt.Errorf("kv cache: %w", err)
+		}
+		c.v = append(c.v, v)
+	}
+	return nil
+}
+
+func (c *contiguousKV) write(layer, pos, rows int, k, v []float32) {
+	w := c.width
+	copy(c.k[layer].data[pos*w:(pos+rows)*w], k)
+	copy(c.v[layer].data[pos*w:(pos+rows)*w], v)
+}
+
+func (c *contiguousKV) spans(layer, n int, buf []kvSpan) []kvSpan {
+	w := c.width
+	return append(buf[:0], kvSpan{start: 0, n: n, k: c.k[layer].data[:n*w], v: c.v[layer].data[:n*w]})
+}
+
+func (c *contiguousKV) release() {
+	free(c.k...)
+	free(c.v...)
+	c.k, c.v, c.n = nil, nil, 0
+}
+
+func (c *contiguousKV) Reset() error {
+	if c.freed {
+		return fmt.Errorf("reset kv cache: %w", ErrFreed)
+	}
+	c.release()
+	return nil
+}
+
+func (c *contiguousKV) Free() error {
+	if c.freed {
+		return fmt.Errorf("free kv cache: %w", ErrFreed)
+	}
+	c.release()
+	c.freed = true
+	return nil
+}
+
+// pagedKV keeps a block table: block i holds tokens [16i, 16i+16) of every
+// layer, laid out [layer][plane][token][width].
+type pagedKV struct {
+	kvBase
+	blocks []*Tensor
+}
+
+func (p *pagedKV) Layout() KVLayout { return KVPaged }
+
+func (p *pagedKV) Bytes() uint64 {
+	var n uint64
+	for _, t := range p.blocks {
+		n += t.Bytes()
+	}
+	return n
+}
+
+func (p *pagedKV) Tensors() []*Tensor { return append([]*Tensor(nil), p.blocks...) }
+
+func (p *pagedKV) reserve(n int) error {
+	if err := p.check(n); err != nil {
+		return err
+	}
+	shape := []int{p.cfg.Layers, p.planes(), PageSize, p.width}
+	for len(p.blocks)*PageSize < n {
+		t, err := Empty(p.a, shape, p.dt, event.CategoryKVCache, event.ScopeRequest, labelBlock.get(len(p.blocks)))
+		if err != nil {
+			return fmt.Errorf("kv cache: %w", err)
+		}
+		p.blocks = append(p.blocks, t)
+	}
+	return nil
+}
+
+func (p *pagedKV) planeOff(layer, plane int) int {
+	return (layer*p.planes() + plane) * PageSize * p.width
+}
+
+func (p *pagedKV) write(layer, pos, rows int, k, v []float32) {
+	w := p.width
+	ko, vo := p.planeOff(layer, 0), p.planeOff(layer, 1)
+	for r := 0; r < rows; r++ {
+		t := pos + r
+		b, s := p.blocks[t/PageSize].data, t%PageSize
+		copy(b[ko+s*w:ko+s*w+w], k[r*w:r*w+w])
+		copy(b[vo+s*w:vo+s*w+w], v[r*w:r*w+w])
+	}
+}
+
+func (p *pagedKV) spans(layer, n int, buf []kvSpan) []kvSpan {
+	buf = buf[:0]
+	w := p.width
+	ko, vo := p.planeOff(layer, 0), p.planeOff(layer, 1)
+	for i := 0; i*PageSize < n; i++ {
+		m := min(PageSize, n-i*PageSize)
+		d := p.blocks[i].data
+		buf = append(buf, kvSpan{start: i * PageSize, n: m, k: d[ko : ko+m*w], v: d[vo : vo+m*w]})
+	}
+	return buf
+}
+
+func (p *pagedKV) Reset() error {
+	if p.freed {
+		return fmt.Errorf("reset kv cache: %w", ErrFreed)
+	}
+	free(p.blocks...)
+	p.blocks, p.n = nil, 0
+	return nil
+}
+
+func (p *pagedKV) Free() error {
+	if p.freed {
+		return fmt.Errorf("free kv cache: %w", ErrFreed)
+	}
+	free(p.blocks...)
+	p.blocks, p.n, p.freed = nil, 0, true
+	return nil
+}

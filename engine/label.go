@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+)
+
+// labelTable formats indexed labels ("layer.5.k") once and hands out the
+// same string afterwards, so the forward pass never formats on its hot path.
+type labelTable struct {
+	mu     sync.Mutex
+	format string
+	s      []string
+}
+
+func newLabels(format string) *labelTable { return &labelTable{format: format} }
+
+func (l *labelTable) get(i int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.s) <= i {
+		l.s = append(l.s, fmt.Sprintf(l.format, len(l.s)))
+	}
+	return l.s[i]
+}
+
+// Labels of allocations and scopes.
+var (
+	labelLayerScope = newLabels("layer %d")
+	labelK          = newLabels("layer.%d.k")
+	labelV          = newLabels("layer.%d.v")
+	labelLatent     = newLabels("layer.%d.kv_latent")
+	labelBlock      = newLabels("kv.block[%d]")
+	labelMask       = newLabels("mask[chunk=%d]")
+	labelLogits     = newLabels("logits[step=%d]")
+	labelDecode     = newLabels("decode %d")
+	labelBatch      = newLabels("batch %d")
+	labelRequest    = newLabels("request %d")
+
+	labelAttnNorm = newLabels("layer.%d.attn_norm_out")
+	labelQ        = newLabels("layer.%d.q")
+	labelKAct     = newLabels("layer.%d.k_new")
+	labelVAct     = newLabels("layer.%d.v_new")
+	labelAttnOut  = newLabels("layer.%d.attn_out")
+	labelProj     = newLabels("layer.%d.o_proj_out")
+	labelFFNNorm  = newLabels("layer.%d.ffn_norm_out")
+	labelGate     = newLabels("layer.%d.gate")
+	labelUp       = newLabels("layer.%d.up")
+	labelDown     = newLabels("layer.%d.down")
+	labelQLatent  = newLabels("layer.%d.q_latent")
+	labelKVLatent = newLabels("layer.%d.kv_latent_new")
+	labelQAbsorb  = newLabels("layer.%d.q_absorbed")
+	labelRouter   = newLabels("layer.%d.router_logits")
+	labelExpGate  = newLabels("layer.%d.experts.gate")
+	labelExpUp    = newLabels("layer.%d.experts.up")
+	labelExpDown  = newLabels("layer.%d.experts.down")
+	labelShared   = newLabels("layer.%d.shared_expert")
+)

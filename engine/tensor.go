@@ -1,0 +1,279 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"linger/engine/alloc"
+	"linger/timeline/event"
+)
+
+// ErrFreed is returned (wrapped) when a tensor, cache or workspace is used
+// or freed after it was freed.
+var ErrFreed = errors.New("already freed")
+
+// ErrUnsupported is returned (wrapped) for an operation the device or dtype
+// cannot do, such as bf16 data or MLA compute on cpu.
+var ErrUnsupported = errors.New("not supported")
+
+// Tensor is an n-dimensional array whose memory is one allocator block.
+// On a device with data (cpu) it is float32 and Float32s gives its
+// elements; on meta it has a shape and a size but no data.
+//
+// A tensor made by Empty or Zeros owns its block and must be freed with
+// Free. A view (View, Slice) shares its base's block, never frees it, and
+// must not be used after the base is freed. Tensors are not safe for
+// concurrent mutation; concurrent reads are fine.
+type Tensor struct {
+	shape  []int
+	stride []int // in elements
+	offset int   // in elements, into data
+	dtype  DType
+	a      *alloc.Allocator
+	block  *alloc.Block
+	data   []float32 // the whole block, nil on meta
+	base   *Tensor   // the owner, for views
+}
+
+// Empty allocates an uninitialized tensor through a. category, expect and
+// label are recorded with the allocation (label e.g. "layer.5.k"). On a
+// device with data, only F32 is supported.
+func Empty(a *alloc.Allocator, shape []int, dt DType, category event.Category, expect event.ScopeKind, label string) (*Tensor, error) {
+	n, err := numel(shape)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", label, err)
+	}
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("tensor %q: invalid dtype %v", label, dt)
+	}
+	hasData := a.Device().HasData()
+	if hasData && dt != F32 {
+		return nil, fmt.Errorf("tensor %q: dtype %v on %s: %w (only f32 has data)", label, dt, a.Device().Name(), ErrUnsupported)
+	}
+	b, err := a.Alloc(alloc.Request{Size: uint64(n) * uint64(dt.Size()), Category: category, Expect: expect, Label: label})
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q %v: %w", label, shape, err)
+	}
+	t := &Tensor{shape: append([]int(nil), shape...), dtype: dt, a: a, block: b}
+	t.stride = contiguousStrides(t.shape)
+	if hasData {
+		t.data = b.Float32s()[:n]
+	}
+	return t, nil
+}
+
+// Zeros is Empty with every element set to 0 (reused allocator blocks are
+// not zeroed by the allocator).
+func Zeros(a *alloc.Allocator, shape []int, dt DType, category event.Category, expect event.ScopeKind, label string) (*Tensor, error) {
+	t, err := Empty(a, shape, dt, category, expect, label)
+	if err != nil {
+		return nil, err
+	}
+	clear(t.data)
+	return t, nil
+}
+
+func numel(shape []int) (int, error) {
+	if len(shape) == 0 {
+		return 0, errors.New("empty shape")
+	}
+	n := 1
+	for i, d := range shape {
+		if d <= 0 {
+			return 0, fmt.Errorf("dimension %d of shape %v must be positive", i, shape)
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+func contiguousStrides(shape []int) []int {
+	s := make([]int, len(shape))
+	acc := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		s[i] = acc
+		acc *= shape[i]
+	}
+	return s
+}
+
+// Shape returns a copy of the tensor's dimensions.
+func (t *Tensor) Shape() []int { return append([]int(nil), t.shape...) }
+
+// Dim returns dimension i.
+func (t *Tensor) Dim(i int) int { return t.shape[i] }
+
+// DType returns the element type.
+func (t *Tensor) DType() DType { return t.dtype }
+
+// Numel returns the number of elements.
+func (t *Tensor) Numel() int {
+	n := 1
+	for _, d := range t.shape {
+		n *= d
+	}
+	return n
+}
+
+// Bytes returns the tensor's size in bytes (elements × dtype size); a
+// view counts only its own elements.
+func (t *Tensor) Bytes() uint64 { return uint64(t.Numel()) * uint64(t.dtype.Size()) }
+
+// Block returns the allocator block holding the tensor (the base's, for a
+// view), or nil once freed.
+func (t *Tensor) Block() *alloc.Block {
+	if t.base != nil {
+		return t.base.block
+	}
+	return t.block
+}
+
+// IsView reports whether t shares another tensor's block.
+func (t *Tensor) IsView() bool { return t.base != nil }
+
+// Live reports whether the tensor's memory has not been freed.
+func (t *Tensor) Live() bool {
+	if t.base != nil {
+		return t.base.Live()
+	}
+	return t.block != nil && t.block.Live()
+}
+
+// Contiguous reports whether the elements are laid out densely in row-major order.
+func (t *Tensor) Contiguous() bool {
+	acc := 1
+	for i := len(t.shape) - 1; i >= 0; i-- {
+		if t.shape[i] != 1 && t.stride[i] != acc {
+			return false
+		}
+		acc *= t.shape[i]
+	}
+	return true
+}
+
+// Float32s returns the elements of a contiguous tensor on a device with
+// data, sharing its memory; nil on meta, for a non-contiguous view, or
+// after Free.
+func (t *Tensor) Float32s() []float32 {
+	if t.data == nil || !t.Live() || !t.Contiguous() {
+		return nil
+	}
+	return t.data[t.offset : t.offset+t.Numel()]
+}
+
+// At returns the element at the given indices (0 on meta). It panics if
+// the number of indices or one of them is out of range.
+func (t *Tensor) At(idx ...int) float32 {
+	off := t.index(idx)
+	if t.data == nil {
+		return 0
+	}
+	return t.data[off]
+}
+
+// Set stores v at the given indices (nothing on meta). It panics like At.
+func (t *Tensor) Set(v float32, idx ...int) {
+	off := t.index(idx)
+	if t.data != nil {
+		t.data[off] = v
+	}
+}
+
+func (t *Tensor) index(idx []int) int {
+	if t.data != nil && !t.Live() {
+		panic("engine: use of a freed tensor")
+	}
+	if len(idx) != len(t.shape) {
+		panic(fmt.Sprintf("engine: %d indices for a %d-dimensional tensor", len(idx), len(t.shape)))
+	}
+	off := t.offset
+	for i, x := range idx {
+		if x < 0 || x >= t.shape[i] {
+			panic(fmt.Sprintf("engine: index %d out of range [0,%d) in dimension %d", x, t.shape[i], i))
+		}
+		off += x * t.stride[i]
+	}
+	return off
+}
+
+// View returns the leading corner of t: t[:sizes[0], :sizes[1], ...], as
+// the mask view mask[:cur, :cur]. It shares t's block and never frees it.
+func (t *Tensor) View(sizes ...int) (*Tensor, error) {
+	if len(sizes) != len(t.shape) {
+		return nil, fmt.Errorf("view %v of a tensor of shape %v: want %d sizes", sizes, t.shape, len(t.shape))
+	}
+	for i, s := range sizes {
+		if s <= 0 || s > t.shape[i] {
+			return nil, fmt.Errorf("view %v of a tensor of shape %v: size %d out of range in dimension %d", sizes, t.shape, s, i)
+		}
+	}
+	v := t.viewOf()
+	copy(v.shape, sizes)
+	return v, nil
+}
+
+// Slice returns t with dimension dim restricted to [start, end). It shares
+// t's block and never frees it.
+func (t *Tensor) Slice(dim, start, end int) (*Tensor, error) {
+	if dim < 0 || dim >= len(t.shape) {
+		return nil, fmt.Errorf("slice of dimension %d of a tensor of shape %v: no such dimension", dim, t.shape)
+	}
+	if start < 0 || end > t.shape[dim] || start >= end {
+		return nil, fmt.Errorf("slice [%d:%d] of dimension %d of a tensor of shape %v: out of range", start, end, dim, t.shape)
+	}
+	v := t.viewOf()
+	v.offset += start * t.stride[dim]
+	v.shape[dim] = end - start
+	return v, nil
+}
+
+func (t *Tensor) viewOf() *Tensor {
+	base := t
+	if t.base != nil {
+		base = t.base
+	}
+	return &Tensor{
+		shape: append([]int(nil), t.shape...), stride: append([]int(nil), t.stride...), offset: t.offset,
+		dtype: t.dtype, a: t.a, block: t.block, data: t.data, base: base,
+	}
+}
+
+// Free returns the tensor's block to the allocator. Freeing a view does
+// nothing (its base owns the memory). Freeing a tensor twice returns an
+// error wrapping ErrFreed rather than panicking, because notebook users
+// call Free by hand. Free on nil does nothing.
+func (t *Tensor) Free() error {
+	if t == nil || t.base != nil {
+		return nil
+	}
+	if t.block == nil || !t.block.Live() {
+		return fmt.Errorf("free tensor %v: %w", t.shape, ErrFreed)
+	}
+	t.a.Free(t.block)
+	// Drop the block: an allocator may recycle the Block value, and a stale
+	// pointer would then look live.
+	t.block, t.data = nil, nil
+	return nil
+}
+
+// String describes the tensor, e.g. "Tensor[4 64]f32".
+func (t *Tensor) String() string {
+	s := fmt.Sprintf("Tensor%v%v", t.shape, t.dtype)
+	if t.base != nil {
+		s += " view"
+	}
+	if !t.Live() {
+		s += " freed"
+	}
+	return s
+}
+
+// free frees an owned tensor ignoring nil, for cleanup paths.
+func free(ts ...*Tensor) {
+	for _, t := range ts {
+		if t != nil && t.base == nil && t.Live() {
+			t.a.Free(t.block)
+			t.block, t.data = nil, nil
+		}
+	}
+}
