@@ -17,6 +17,10 @@
 //     Segments are kept (cached, "reserved") until EmptyCache, or until a
 //     new segment would not fit under the limit: then every wholly free
 //     segment is returned to the device and the segment is tried again.
+//   - The limit (Options.Limit, SetLimit) caps the device memory in use:
+//     the allocator's reserved bytes plus whatever others took from the
+//     device ("outside" memory), as the device's MemInfo reports it. A
+//     device that refuses a segment counts the same as the limit.
 //   - If it still does not fit, the allocation fails with an *OOMError
 //     after emitting counter events that summarise what is alive and an
 //     oom event.
