@@ -113,7 +113,9 @@ func (b *Block) Site() event.SiteID { return b.site }
 func (b *Block) Live() bool { return b.state == stateAllocated }
 
 // Bytes returns the block's memory (requested bytes), or nil on a device
-// without host-addressable data (meta) and after Free.
+// without host-addressable data (meta) and after Free. As with any caching
+// allocator, memory reused from the cache holds whatever was there before:
+// it is not zeroed.
 func (b *Block) Bytes() []byte {
 	if b.seg == nil || b.seg.dev.Mem == nil {
 		return nil
