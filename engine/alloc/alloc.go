@@ -26,8 +26,9 @@ const (
 // would exceed the device memory limit.
 var ErrOutOfMemory = errors.New("out of memory")
 
-// ErrInvalidSize is returned (wrapped) by Alloc for a request of 0 bytes.
-var ErrInvalidSize = errors.New("invalid allocation size")
+// ErrInvalidRequest is returned (wrapped) by Alloc for a request of 0
+// bytes or of an unknown category.
+var ErrInvalidRequest = errors.New("invalid allocation request")
 
 // errLimit marks a segment refused because of the allocator's limit.
 var errLimit = errors.New("allocator limit reached")
@@ -241,7 +242,7 @@ func segmentSize(size uint64) uint64 {
 
 // Alloc allocates a block for r. The block's events carry r.Site, or the
 // site of Alloc's caller when r.Site is 0 and recording is on. It fails
-// with ErrInvalidSize for r.Size 0, and with an *OOMError (wrapping
+// with ErrInvalidRequest for r.Size 0 or an unknown category, and with an *OOMError (wrapping
 // ErrOutOfMemory) when no segment fits under the limit even after the
 // cache is emptied; nothing is then allocated.
 func (a *Allocator) Alloc(r Request) (*Block, error) {
@@ -254,12 +255,24 @@ func (a *Allocator) Alloc(r Request) (*Block, error) {
 
 func (a *Allocator) alloc(r *Request, site event.SiteID) (*Block, error) {
 	if r.Size == 0 {
-		return nil, fmt.Errorf("alloc %q: %w", r.Label, ErrInvalidSize)
+		return nil, fmt.Errorf("alloc %q: size 0: %w", r.Label, ErrInvalidRequest)
+	}
+	if !r.Category.Valid() {
+		return nil, fmt.Errorf("alloc %q: %v: %w", r.Label, r.Category, ErrInvalidRequest)
 	}
 	size := roundSize(r.Size)
 	p := &a.large
 	if size <= SmallSize {
 		p = &a.small
+	}
+	// Made before locking, to keep the critical section short.
+	u := &Block{
+		requested: r.Size,
+		state:     stateAllocated,
+		cat:       r.Category,
+		expect:    r.Expect,
+		site:      site,
+		labelText: r.Label,
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -273,16 +286,7 @@ func (a *Allocator) alloc(r *Request, site event.SiteID) (*Block, error) {
 			return nil, err
 		}
 	}
-	u := &Block{
-		requested: r.Size,
-		seg:       b.seg,
-		state:     stateAllocated,
-		cat:       r.Category,
-		expect:    r.Expect,
-		label:     label,
-		site:      site,
-		labelText: r.Label,
-	}
+	u.seg, u.label = b.seg, label
 	if rem := b.size - size; p.shouldSplit(rem) {
 		u.addr, u.size = b.addr, size
 		b.addr += size

@@ -399,8 +399,11 @@ func TestOOMDevice(t *testing.T) {
 
 func TestInvalid(t *testing.T) {
 	a, _, _ := newMeta(0, 0)
-	if _, err := a.Alloc(Request{Size: 0, Label: "x"}); !errors.Is(err, ErrInvalidSize) {
-		t.Errorf("Alloc(0) = %v, want ErrInvalidSize", err)
+	if _, err := a.Alloc(Request{Size: 0, Label: "x"}); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("Alloc(0) = %v, want ErrInvalidRequest", err)
+	}
+	if _, err := a.Alloc(Request{Size: 1, Category: event.NumCategories}); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("Alloc of unknown category = %v, want ErrInvalidRequest", err)
 	}
 	if _, err := a.Alloc(Request{Size: 1<<64 - 1}); !errors.Is(err, ErrOutOfMemory) {
 		t.Errorf("Alloc(MaxUint64) = %v, want ErrOutOfMemory", err)
