@@ -242,9 +242,9 @@ func segmentSize(size uint64) uint64 {
 
 // Alloc allocates a block for r. The block's events carry r.Site, or the
 // site of Alloc's caller when r.Site is 0 and recording is on. It fails
-// with ErrInvalidRequest for r.Size 0 or an unknown category, and with an *OOMError (wrapping
-// ErrOutOfMemory) when no segment fits under the limit even after the
-// cache is emptied; nothing is then allocated.
+// with ErrInvalidRequest for r.Size 0 or an unknown category, and with an
+// *OOMError (wrapping ErrOutOfMemory) when no segment fits under the limit
+// even after the cache is emptied; nothing is then allocated.
 func (a *Allocator) Alloc(r Request) (*Block, error) {
 	site := r.Site
 	if site == 0 && a.em.Enabled() {
