@@ -39,7 +39,7 @@ func newRecSink(keep bool) *recSink {
 }
 
 func (s *recSink) DefineString(id event.StringID, str string) { s.strs[id] = str }
-func (s *recSink) DefineSite(event.SiteID, event.Site)         {}
+func (s *recSink) DefineSite(event.SiteID, event.Site)        {}
 
 func (s *recSink) Emit(e event.Event) {
 	s.n++

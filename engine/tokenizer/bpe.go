@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"container/heap"
 	"sort"
 	"strings"
 )
@@ -27,7 +26,7 @@ type model struct {
 	raw     []string // id → bytes it decodes to
 	present []bool   // id → whether the id is assigned
 	byteID  [256]int32
-	merges  map[uint64]merge
+	merges  *pairTable
 	pairs   [][2]int32 // merges in rank order, for WriteJSON
 
 	added      []addedToken // longest content first
@@ -96,11 +95,12 @@ func (m *model) encode(text string, dst []int) []int {
 	if m.addPrefixSpace && text != "" && text[0] != ' ' {
 		text = " " + text
 	}
+	var sc scratch
 	for text != "" {
 		i, k := m.nextAdded(text)
 		for seg := text[:i]; seg != ""; {
 			n := m.split(seg)
-			dst = m.bpe(seg[:n], dst)
+			dst = m.bpe(seg[:n], dst, &sc)
 			seg = seg[n:]
 		}
 		if k < 0 {
@@ -120,7 +120,7 @@ const smallWord = 64
 // bpe appends the ids of one pre-token to dst, applying merges lowest rank
 // first and, among equal ranks, leftmost first, as Hugging Face tokenizers
 // and GPT-2's reference implementation do.
-func (m *model) bpe(word string, dst []int) []int {
+func (m *model) bpe(word string, dst []int, sc *scratch) []int {
 	if len(word) == 1 {
 		return append(dst, int(m.byteID[word[0]]))
 	}
@@ -132,23 +132,28 @@ func (m *model) bpe(word string, dst []int) []int {
 	if len(word) > smallWord {
 		return m.bpeLong(word, dst)
 	}
-	return m.bpeSmall(word, dst)
+	return m.bpeSmall(word, dst, sc)
+}
+
+// scratch is bpeSmall's working memory, reused across the pre-tokens of one
+// Encode call rather than zeroed for each.
+type scratch struct {
+	syms  [smallWord]int32
+	ranks [smallWord]merge
 }
 
 const noRank = int32(1<<31 - 1)
 
 func (m *model) rankOf(a, b int32) merge {
-	if mg, ok := m.merges[pairKey(a, b)]; ok {
+	if mg, ok := m.merges.get(pairKey(a, b)); ok {
 		return mg
 	}
 	return merge{rank: noRank}
 }
 
-func (m *model) bpeSmall(word string, dst []int) []int {
-	var symBuf [smallWord]int32
-	var rankBuf [smallWord]merge
+func (m *model) bpeSmall(word string, dst []int, sc *scratch) []int {
 	n := len(word)
-	syms, ranks := symBuf[:n], rankBuf[:n-1]
+	syms, ranks := sc.syms[:n], sc.ranks[:n-1]
 	for i := 0; i < n; i++ {
 		syms[i] = m.byteID[word[i]]
 	}
@@ -190,22 +195,49 @@ type candidate struct {
 	id          int32
 }
 
+func (c candidate) before(d candidate) bool {
+	return c.rank < d.rank || c.rank == d.rank && c.pos < d.pos
+}
+
+// candidates is a binary min-heap, written out rather than through
+// container/heap, whose interface boxing costs an allocation per push.
 type candidates []candidate
 
-func (h candidates) Len() int { return len(h) }
-func (h candidates) Less(i, j int) bool {
-	if h[i].rank != h[j].rank {
-		return h[i].rank < h[j].rank
+func (h *candidates) push(c candidate) {
+	*h = append(*h, c)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !s[i].before(s[p]) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
 	}
-	return h[i].pos < h[j].pos
 }
-func (h candidates) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *candidates) Push(x any)   { *h = append(*h, x.(candidate)) }
-func (h *candidates) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return c
+
+func (h *candidates) pop() candidate {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(s) && s[l].before(s[m]) {
+			m = l
+		}
+		if r < len(s) && s[r].before(s[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
 }
 
 func (m *model) bpeLong(word string, dst []int) []int {
@@ -226,14 +258,14 @@ func (m *model) bpeLong(word string, dst []int) []int {
 			return
 		}
 		if mg := m.rankOf(syms[p], syms[q]); mg.rank != noRank {
-			heap.Push(&h, candidate{mg.rank, p, syms[p], syms[q], mg.id})
+			h.push(candidate{mg.rank, p, syms[p], syms[q], mg.id})
 		}
 	}
 	for i := range n - 1 {
 		push(int32(i))
 	}
-	for h.Len() > 0 {
-		c := heap.Pop(&h).(candidate)
+	for len(h) > 0 {
+		c := h.pop()
 		// Stale if either symbol has merged since: a symbol's id only ever
 		// changes by merging, and its successor only by merging into it.
 		q := nextPos[c.pos]

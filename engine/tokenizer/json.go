@@ -177,7 +177,7 @@ func (f *fileJSON) build() (*model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.merges = make(map[uint64]merge, len(pairs))
+	m.merges = newPairTable(len(pairs))
 	for i, p := range pairs {
 		a, okA := mj.Vocab[p[0]]
 		b, okB := mj.Vocab[p[1]]
@@ -190,11 +190,9 @@ func (f *fileJSON) build() (*model, error) {
 		case !okC:
 			return nil, fmt.Errorf("%w: merge %d (%q %q): result %q is not in the vocab", ErrFormat, i, p[0], p[1], p[0]+p[1])
 		}
-		k := pairKey(int32(a), int32(b))
-		if _, dup := m.merges[k]; dup {
+		if !m.merges.put(pairKey(int32(a), int32(b)), merge{rank: int32(len(m.pairs)), id: int32(c)}) {
 			continue // the first, lowest-ranked rule wins
 		}
-		m.merges[k] = merge{rank: int32(len(m.pairs)), id: int32(c)}
 		m.pairs = append(m.pairs, [2]int32{int32(a), int32(b)})
 	}
 	m.finish()
@@ -271,6 +269,9 @@ func (m *model) readPreTokenizer(raw json.RawMessage) error {
 			}
 			steps = append(steps, st)
 		}
+	}
+	if len(steps) == 0 {
+		return fmt.Errorf("%w: empty pre_tokenizer sequence, want ByteLevel", ErrUnsupported)
 	}
 	last := steps[len(steps)-1]
 	if last.Type != "ByteLevel" {

@@ -112,7 +112,9 @@ func TestLoadErrors(t *testing.T) {
 		t.Errorf("Load(missing) = %v, want fs.ErrNotExist naming the path", err)
 	}
 
-	byteToks := func(doc map[string]any) map[string]int { return doc["model"].(map[string]any)["vocab"].(map[string]int) }
+	byteToks := func(doc map[string]any) map[string]int {
+		return doc["model"].(map[string]any)["vocab"].(map[string]int)
+	}
 	tests := []struct {
 		name     string
 		json     []byte
@@ -313,7 +315,7 @@ func TestBPELongMatchesSmall(t *testing.T) {
 		if len(w) > smallWord {
 			w = w[:smallWord]
 		}
-		small := m.bpeSmall(w, nil)
+		small := m.bpeSmall(w, nil, new(scratch))
 		long := m.bpeLong(w, nil)
 		if !reflect.DeepEqual(small, long) {
 			t.Fatalf("word %q: small %v, long %v", w, small, long)

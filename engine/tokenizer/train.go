@@ -44,7 +44,7 @@ func Train(corpus string, opts TrainOptions) (*Tokenizer, error) {
 		words = append(words, trainWord{syms, c})
 	}
 
-	m := &model{pattern: patternGPT2, merges: map[uint64]merge{}}
+	m := &model{pattern: patternGPT2, merges: newPairTable(opts.VocabSize)}
 	byRaw := map[string]int32{}
 	for b := range 256 {
 		m.raw = append(m.raw, string([]byte{byte(b)}))
@@ -89,7 +89,7 @@ func Train(corpus string, opts TrainOptions) (*Tokenizer, error) {
 			m.raw = append(m.raw, raw)
 			byRaw[raw] = id
 		}
-		m.merges[top.pair] = merge{rank: int32(len(m.pairs)), id: id}
+		m.merges.put(top.pair, merge{rank: int32(len(m.pairs)), id: id})
 		m.pairs = append(m.pairs, [2]int32{a, b})
 		delete(pc, top.pair)
 
