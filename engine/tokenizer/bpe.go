@@ -28,6 +28,10 @@ type model struct {
 	byteID  [256]int32
 	merges  *pairTable
 	pairs   [][2]int32 // merges in rank order, for WriteJSON
+	// spelled holds the vocab spelling of ids whose raw bytes do not give
+	// it back: added tokens that are also in the vocab, and vocab entries
+	// outside the byte-level alphabet.
+	spelled map[int]string
 
 	added      []addedToken // longest content first
 	addedFirst [256]bool    // first bytes of added contents

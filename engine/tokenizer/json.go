@@ -144,12 +144,14 @@ func (f *fileJSON) build() (*model, error) {
 	}
 	m.raw = make([]string, maxID+1)
 	m.present = make([]bool, maxID+1)
+	m.spelled = map[int]string{}
 	for tok, id := range mj.Vocab {
 		raw, ok := fromByteLevel(tok)
 		if !ok {
 			// Not byte-level text: only reachable as an added token, which
 			// overrides it below.
 			raw = tok
+			m.spelled[id] = tok
 		}
 		m.raw[id], m.present[id] = raw, true
 	}
@@ -161,6 +163,11 @@ func (f *fileJSON) build() (*model, error) {
 		m.byteID[b] = int32(id)
 	}
 	for _, a := range f.AddedTokens {
+		if m.present[*a.ID] {
+			if _, ok := m.spelled[*a.ID]; !ok {
+				m.spelled[*a.ID] = toByteLevel(m.raw[*a.ID])
+			}
+		}
 		m.raw[*a.ID], m.present[*a.ID] = a.Content, true
 		m.added = append(m.added, addedToken{id: *a.ID, content: a.Content, special: a.Special})
 	}
@@ -345,6 +352,8 @@ func (t *Tokenizer) WriteJSON(w io.Writer) error {
 		enc.Encode(s) // a string always encodes
 		return string(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 	}
+	// Added tokens are written to the vocab too when they were in it, so
+	// that merges naming them still resolve.
 	isAdded := make(map[int]bool, len(m.added))
 	fmt.Fprintf(bw, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [")
 	added := append([]addedToken(nil), m.added...)
@@ -366,15 +375,16 @@ func (t *Tokenizer) WriteJSON(w io.Writer) error {
 	fmt.Fprintf(bw, "  \"post_processor\": null,\n  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true},\n")
 	fmt.Fprintf(bw, "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n    \"unk_token\": null,\n    \"continuing_subword_prefix\": null,\n    \"end_of_word_suffix\": null,\n    \"fuse_unk\": false,\n    \"byte_fallback\": false,\n    \"ignore_merges\": %t,\n    \"vocab\": {", m.ignoreMerges)
 	first := true
-	for id, raw := range m.raw {
-		if !m.present[id] || isAdded[id] {
+	for id := range m.raw {
+		_, spelled := m.spelled[id]
+		if !m.present[id] || isAdded[id] && !spelled {
 			continue
 		}
 		if !first {
 			bw.WriteString(",")
 		}
 		first = false
-		fmt.Fprintf(bw, "\n      %s: %d", str(toByteLevel(raw)), id)
+		fmt.Fprintf(bw, "\n      %s: %d", str(m.vocabString(id)), id)
 	}
 	fmt.Fprintf(bw, "\n    },\n    \"merges\": [")
 	for i, p := range m.pairs {
@@ -382,11 +392,19 @@ func (t *Tokenizer) WriteJSON(w io.Writer) error {
 		if i == len(m.pairs)-1 {
 			sep = ""
 		}
-		fmt.Fprintf(bw, "\n      [%s, %s]%s", str(toByteLevel(m.raw[p[0]])), str(toByteLevel(m.raw[p[1]])), sep)
+		fmt.Fprintf(bw, "\n      [%s, %s]%s", str(m.vocabString(int(p[0]))), str(m.vocabString(int(p[1]))), sep)
 	}
 	fmt.Fprintf(bw, "\n    ]\n  }\n}\n")
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write tokenizer.json: %w", err)
 	}
 	return nil
+}
+
+// vocabString returns how id is spelled in a tokenizer.json vocab.
+func (m *model) vocabString(id int) string {
+	if s, ok := m.spelled[id]; ok {
+		return s
+	}
+	return toByteLevel(m.raw[id])
 }
