@@ -46,8 +46,8 @@ import (
 //	slack   uvarint  if flagged: zig-zag((Size-Requested) - ref.slack)
 //	extra   uvarint  if flagged: zig-zag(Extra - ref.Extra)
 //
-// A field is flagged exactly when it differs from its reference, so the
-// encoding of a batch is canonical.
+// An Encoder flags a field exactly when it differs from its reference;
+// a Decoder also accepts a flagged field that does not differ.
 
 // ErrMalformed is returned (wrapped) by the decoders when their input is
 // not a valid encoding.

@@ -1,0 +1,119 @@
+package timeline
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"linger/timeline/event"
+)
+
+// fuzzSeeds are the inputs of the checked-in corpus: small real traces,
+// whole and damaged, and things that are not traces at all.
+func fuzzSeeds(t testing.TB) map[string][]byte {
+	small := writeTrace(t, record(13, 1, 16, 8, 2), 5, "")
+	reason := writeTrace(t, record(14, 1, 8, 8, 1), 3, "kernel killed: signal 9")
+	flipped := bytes.Clone(small)
+	flipped[len(flipped)/2] ^= 0x10
+	return map[string][]byte{
+		"small":     small,
+		"reason":    reason,
+		"truncated": small[:len(small)*2/3],
+		"flipped":   flipped,
+		"empty":     writeTrace(t, &recording{}, 1, ""),
+		"header":    []byte(Magic + "\x01"),
+		"foreign":   []byte("PK\x03\x04 not a trace"),
+	}
+}
+
+// TestFuzzCorpus keeps testdata/fuzz/FuzzReader in step with the format:
+// with -update it rewrites the seeds, otherwise it checks they exist.
+func TestFuzzCorpus(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzReader")
+	for name, data := range fuzzSeeds(t) {
+		path := filepath.Join(dir, "seed-"+name)
+		want := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(data)))
+		if *update {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != want {
+			t.Errorf("%s is missing or stale (run go test -update): %v", path, err)
+		}
+	}
+}
+
+// FuzzReader feeds arbitrary bytes to the Reader: it must never panic,
+// must stop with one of its documented errors, and what it reads must
+// survive being written and read again unchanged.
+func FuzzReader(f *testing.F) {
+	for _, data := range fuzzSeeds(f) {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			if !errors.Is(err, ErrNotTrace) && !errors.Is(err, ErrVersion) && !errors.Is(err, ErrTruncated) {
+				t.Fatalf("NewReader: unexpected error %v", err)
+			}
+			return
+		}
+		var evs []event.Event
+		for {
+			e, err := r.ReadEvent()
+			if err == io.EOF {
+				if _, ok := r.End(); !ok {
+					t.Fatal("io.EOF without an end frame")
+				}
+				break
+			}
+			if err != nil {
+				var se *StopError
+				if !errors.As(err, &se) || !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("ReadEvent: unexpected error %v", err)
+				}
+				if se.Events != uint64(len(evs)) || se.Offset > int64(len(data)) {
+					t.Fatalf("stop %+v after %d events of %d bytes", se, len(evs), len(data))
+				}
+				break
+			}
+			evs = append(evs, e)
+		}
+
+		var buf bytes.Buffer
+		w := NewWriter(&buf)
+		for _, e := range evs {
+			w.Emit(e)
+		}
+		reason, _ := r.End()
+		if err := w.CloseWithReason(reason); err != nil {
+			t.Fatal(err)
+		}
+		r2, again, err := readAll(t, buf.Bytes())
+		if err != io.EOF {
+			t.Fatalf("rereading: %v", err)
+		}
+		if len(again) != len(evs) {
+			t.Fatalf("reread %d events, want %d", len(again), len(evs))
+		}
+		for i := range evs {
+			if again[i] != evs[i] {
+				t.Fatalf("event %d changed:\n got %+v\nwant %+v", i, again[i], evs[i])
+			}
+		}
+		if got, _ := r2.End(); got != reason {
+			t.Fatalf("reason %q became %q", reason, got)
+		}
+	})
+}
