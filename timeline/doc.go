@@ -77,5 +77,9 @@ In every case the events of the frames before the stop are returned first;
 for an events frame whose crc matches but whose payload does not decode, so
 are its events before the bad one. A corrupt length field can make a frame
 look torn rather than corrupt.
+
+A log that is still being written reads as truncated at its current end;
+Reader.Resume clears the truncation so that reading goes on as the writer
+appends.
 */
 package timeline

@@ -512,3 +512,127 @@ func TestBytesPerEvent(t *testing.T) {
 		t.Errorf("%.2f bytes per event, want <= 16", per)
 	}
 }
+
+// growing is a file still being written: it returns io.EOF at limit, which
+// the test moves on.
+type growing struct {
+	data       []byte
+	off, limit int
+}
+
+func (g *growing) Read(p []byte) (int, error) {
+	if g.off >= g.limit {
+		return 0, io.EOF
+	}
+	n := copy(p, g.data[g.off:g.limit])
+	g.off += n
+	return n, nil
+}
+
+func TestResumeFollowsAGrowingLog(t *testing.T) {
+	rec := record(15, 2, 64, 16, 6)
+	data := writeTrace(t, rec, 9, "bye")
+	for _, step := range []int{1, 7, 100, 1000} {
+		t.Run(fmt.Sprint(step), func(t *testing.T) {
+			g := &growing{data: data, limit: headerSize}
+			r, err := NewReader(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var evs []event.Event
+			for {
+				e, err := r.ReadEvent()
+				if err == nil {
+					evs = append(evs, e)
+					continue
+				}
+				if err == io.EOF {
+					break
+				}
+				if !errors.Is(err, ErrTruncated) {
+					t.Fatalf("at limit %d: %v", g.limit, err)
+				}
+				if g.limit == len(data) {
+					t.Fatalf("whole log read, still %v", err)
+				}
+				g.limit = min(g.limit+step, len(data))
+				if !r.Resume() {
+					t.Fatal("Resume after a truncation returned false")
+				}
+			}
+			if !reflect.DeepEqual(evs, rec.events) {
+				t.Fatalf("read %d events, want %d equal ones", len(evs), len(rec.events))
+			}
+			if reason, ok := r.End(); !ok || reason != "bye" || r.Resume() {
+				t.Errorf("End() = %q, %v; Resume after the end must be false", reason, ok)
+			}
+		})
+	}
+}
+
+func TestResumeFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "live.ltrace")
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record(16, 2, 32, 16, 2)
+	half := len(rec.events) / 2
+	first := &recording{Dict: rec.Dict, events: rec.events[:half]}
+	replay(first, w)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var n int
+	for ; ; n++ {
+		if _, err = r.ReadEvent(); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrTruncated) || n != half {
+		t.Fatalf("live log: %d events, %v; want %d, ErrTruncated", n, err, half)
+	}
+	for _, e := range rec.events[half:] {
+		w.Emit(e)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.Resume()
+	for ; ; n++ {
+		if _, err = r.ReadEvent(); err != nil {
+			break
+		}
+	}
+	if err != io.EOF || n != len(rec.events) {
+		t.Fatalf("after Resume: %d events, %v; want %d, io.EOF", n, err, len(rec.events))
+	}
+}
+
+func TestSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.ltrace")
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.DefineString(1, "x")
+	w.Emit(event.Event{Seq: 1, Kind: event.KindMark, Label: 1})
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if _, evs, err := readAll(t, data); len(evs) != 1 || !errors.Is(err, ErrTruncated) {
+		t.Errorf("after Sync: %d events, %v; want 1, ErrTruncated", len(evs), err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Sync after Close: %v, want ErrClosed", err)
+	}
+}

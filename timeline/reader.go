@@ -214,64 +214,76 @@ func (r *Reader) stopAt(off int64, kind error, detail string) {
 
 // nextFrame reads one frame and acts on it, or sets r.err.
 func (r *Reader) nextFrame() {
-	var h [frameHeaderSize]byte
-	n, err := io.ReadFull(r.r, h[:])
-	switch {
-	case err == io.EOF:
-		r.stop(ErrTruncated, "no end frame")
-		return
-	case err == io.ErrUnexpectedEOF:
-		r.stop(ErrTruncated, fmt.Sprintf("torn frame header (%d of %d bytes)", n, frameHeaderSize))
-		return
-	case err != nil:
-		r.err = fmt.Errorf("read trace at offset %d: %w", r.off, err)
+	if err := r.fill(frameHeaderSize); err != nil {
+		r.readFailed(err, frameHeaderSize)
 		return
 	}
-	size := binary.LittleEndian.Uint32(h[1:])
+	size := binary.LittleEndian.Uint32(r.frame[1:frameHeaderSize])
 	if size > MaxFrameSize {
 		r.stop(ErrCorrupt, fmt.Sprintf("frame length %d over the limit %d", size, MaxFrameSize))
 		return
 	}
-	body, err := r.readBody(int(size) + frameCRCSize)
-	if err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			r.stop(ErrTruncated, fmt.Sprintf("torn frame (%d of %d bytes)", frameHeaderSize+len(body), frameHeaderSize+int(size)+frameCRCSize))
-		} else {
-			r.err = fmt.Errorf("read trace at offset %d: %w", r.off, err)
-		}
+	total := frameHeaderSize + int(size) + frameCRCSize
+	if err := r.fill(total); err != nil {
+		r.readFailed(err, total)
 		return
 	}
-	payload := body[:size]
-	crc := crc32.Update(crc32.Checksum(h[:], castagnoli), castagnoli, payload)
-	if crc != binary.LittleEndian.Uint32(body[size:]) {
+	frame := r.frame[:total]
+	body := frame[:total-frameCRCSize]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(frame[total-frameCRCSize:]) {
 		r.stop(ErrCorrupt, "frame checksum mismatch")
 		return
 	}
+	// The payload stays valid after this reset: the buffer is refilled only
+	// when the next frame is read, after this one's events are consumed.
+	r.frame = r.frame[:0]
 	r.cur = r.off
-	if err := r.apply(h[0], payload); err != nil {
+	if err := r.apply(frame[0], body[frameHeaderSize:]); err != nil {
 		r.stop(ErrCorrupt, err.Error())
 		return
 	}
-	r.off += int64(frameHeaderSize) + int64(size) + frameCRCSize
+	r.off += int64(total)
 }
 
-// readBody reads n bytes into r.frame, growing it only as data arrives so
-// that a length field promising more than the input holds costs nothing.
-func (r *Reader) readBody(n int) ([]byte, error) {
+// fill reads until r.frame holds n bytes of the current frame. It grows the
+// buffer only as data arrives, so that a length field promising more than
+// the input holds costs nothing. What it read stays in r.frame, for Resume.
+func (r *Reader) fill(n int) error {
 	const chunk = 1 << 20
-	buf := r.frame[:0]
-	for len(buf) < n {
-		want := min(n-len(buf), chunk)
-		buf = slices.Grow(buf, want)
-		m, err := io.ReadFull(r.r, buf[len(buf):len(buf)+want])
-		buf = buf[:len(buf)+m]
+	for len(r.frame) < n {
+		want := min(n-len(r.frame), chunk)
+		r.frame = slices.Grow(r.frame, want)
+		m, err := io.ReadFull(r.r, r.frame[len(r.frame):len(r.frame)+want])
+		r.frame = r.frame[:len(r.frame)+m]
 		if err != nil {
-			r.frame = buf
-			return buf, err
+			return err
 		}
 	}
-	r.frame = buf
-	return buf, nil
+	return nil
+}
+
+func (r *Reader) readFailed(err error, want int) {
+	switch {
+	case err != io.EOF && err != io.ErrUnexpectedEOF:
+		r.err = fmt.Errorf("read trace at offset %d: %w", r.off, err)
+	case len(r.frame) == 0:
+		r.stop(ErrTruncated, "no end frame")
+	default:
+		r.stop(ErrTruncated, fmt.Sprintf("torn frame (%d of %d bytes)", len(r.frame), want))
+	}
+}
+
+// Resume clears a truncation, so that the next ReadEvent reads on from
+// where the Reader stopped, the torn frame included: this follows a log
+// that is still being written, when the underlying reader returns the data
+// appended since (an *os.File does). It reports whether there was a
+// truncation to clear; other errors stay.
+func (r *Reader) Resume() bool {
+	if !errors.Is(r.err, ErrTruncated) {
+		return false
+	}
+	r.err = nil
+	return true
 }
 
 // apply interprets a frame whose checksum is good.

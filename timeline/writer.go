@@ -63,6 +63,9 @@ var ErrClosed = errors.New("trace writer closed")
 // batch is full or on Flush; string and site definitions are written before
 // the first batch that may use them.
 //
+// Events reach the underlying writer only when a batch fills or on Flush: a
+// caller that wants a bound on what a crash can lose flushes on a timer.
+//
 // A Writer is not safe for concurrent use: the caller (an event.Emitter, or
 // the server's single writer goroutine) serializes every call, which is what
 // keeps Emit free of locks.
@@ -189,6 +192,20 @@ func (w *Writer) Flush() error {
 		return ErrClosed
 	}
 	w.flushBatch()
+	return w.err
+}
+
+// Sync flushes, then commits the file to stable storage if the underlying
+// writer has a Sync method (an *os.File does).
+func (w *Writer) Sync() error {
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if s, ok := w.w.(interface{ Sync() error }); ok {
+		if err := s.Sync(); err != nil {
+			w.err = fmt.Errorf("sync %s: %w", w.name, err)
+		}
+	}
 	return w.err
 }
 
