@@ -78,7 +78,7 @@ func slotOf(k Kind, label StringID) int {
 //     slot of an event with a label is 16 + Label%256; an unlabeled event
 //     uses slot Kind%16. So the free of "layer.5.k" is encoded against its
 //     alloc, and the alloc of "layer.5.k" in the next step against that
-//     free: same address, size, category and site, nothing to write.
+//     free: same size and category, often the same address.
 //
 // All state starts at zero at the beginning of a batch. Differences are
 // computed with wrap-around and written as zig-zag varints, so any value
