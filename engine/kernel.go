@@ -60,27 +60,48 @@ func matmulRange(out, x []float32, m, k int, w []float32, n, j0, j1 int) {
 	}
 }
 
-// dot and dot4 accumulate in the same order (one chain, index ascending),
-// so a column gives the same bits whichever of them computed it.
+// dot and dot4 accumulate in the same order (even and odd indices in two
+// chains, added at the end), so a column gives the same bits whichever of
+// them computed it. Two chains per dot hide the latency of the adds.
 func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s float32
-	for i, v := range a {
-		s += v * b[i]
+	n := len(a)
+	b = b[:n]
+	var s0, s1 float32
+	i := 0
+	for ; i+1 < n; i += 2 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
 	}
-	return s
+	if i < n {
+		s0 += a[i] * b[i]
+	}
+	return s0 + s1
 }
 
-func dot4(x, w0, w1, w2, w3 []float32) (s0, s1, s2, s3 float32) {
+func dot4(x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
 	n := len(x)
 	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
-	for i, v := range x {
-		s0 += v * w0[i]
-		s1 += v * w1[i]
-		s2 += v * w2[i]
-		s3 += v * w3[i]
+	var a0, a1, a2, a3, b0, b1, b2, b3 float32
+	i := 0
+	for ; i+1 < n; i += 2 {
+		x0, x1 := x[i], x[i+1]
+		a0 += x0 * w0[i]
+		b0 += x1 * w0[i+1]
+		a1 += x0 * w1[i]
+		b1 += x1 * w1[i+1]
+		a2 += x0 * w2[i]
+		b2 += x1 * w2[i+1]
+		a3 += x0 * w3[i]
+		b3 += x1 * w3[i+1]
 	}
-	return
+	if i < n {
+		x0 := x[i]
+		a0 += x0 * w0[i]
+		a1 += x0 * w1[i]
+		a2 += x0 * w2[i]
+		a3 += x0 * w3[i]
+	}
+	return a0 + b0, a1 + b1, a2 + b2, a3 + b3
 }
 
 // rmsNorm writes x / rms(x) · w for each of the rows of x.

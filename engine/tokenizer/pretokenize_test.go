@@ -1,7 +1,9 @@
 package tokenizer
 
 import (
+	"encoding/json"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -81,5 +83,41 @@ func TestSplitPartitions(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestSplitGolden compares the splitters with the patterns run by an
+// independent regex engine that has lookahead (testdata/split_golden.py).
+func TestSplitGolden(t *testing.T) {
+	b, err := os.ReadFile("testdata/split_golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden map[string][]json.RawMessage
+	if err := json.Unmarshal(b, &golden); err != nil {
+		t.Fatal(err)
+	}
+	var inputs []string
+	for _, raw := range golden["inputs"] {
+		var s string
+		json.Unmarshal(raw, &s)
+		inputs = append(inputs, s)
+	}
+	for name, pattern := range map[string]string{"gpt2": patternGPT2, "llama3": patternLlama3, "qwen2": patternQwen2} {
+		t.Run(name, func(t *testing.T) {
+			want := golden[name]
+			if len(want) != len(inputs) {
+				t.Fatalf("%d expectations for %d inputs", len(want), len(inputs))
+			}
+			for i, s := range inputs {
+				var w []string
+				if err := json.Unmarshal(want[i], &w); err != nil {
+					t.Fatal(err)
+				}
+				if got := pieces(splitters[pattern], s); !reflect.DeepEqual(got, w) {
+					t.Errorf("split %q = %q, want %q", s, got, w)
+				}
+			}
+		})
 	}
 }

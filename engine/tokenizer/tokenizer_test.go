@@ -360,3 +360,70 @@ func TestTrainSmall(t *testing.T) {
 		}
 	}
 }
+
+// referenceBPE is GPT-2's encoder.py algorithm, written as there: find the
+// lowest-ranked pair present, merge every occurrence of it left to right,
+// repeat. It is slow and obviously faithful; bpe must agree with it.
+func referenceBPE(m *model, word string) []int {
+	syms := make([]int32, len(word))
+	for i := range len(word) {
+		syms[i] = m.byteID[word[i]]
+	}
+	for len(syms) > 1 {
+		best := merge{rank: noRank}
+		var pair [2]int32
+		for i := 0; i+1 < len(syms); i++ {
+			if mg := m.rankOf(syms[i], syms[i+1]); mg.rank < best.rank {
+				best, pair = mg, [2]int32{syms[i], syms[i+1]}
+			}
+		}
+		if best.rank == noRank {
+			break
+		}
+		var out []int32
+		for i := 0; i < len(syms); i++ {
+			if i+1 < len(syms) && syms[i] == pair[0] && syms[i+1] == pair[1] {
+				out = append(out, best.id)
+				i++
+			} else {
+				out = append(out, syms[i])
+			}
+		}
+		syms = out
+	}
+	ids := make([]int, len(syms))
+	for i, s := range syms {
+		ids[i] = int(s)
+	}
+	return ids
+}
+
+func TestBPEMatchesReference(t *testing.T) {
+	m := Default().m
+	files, err := filepath.Glob("corpus/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("corpus: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s := string(b); s != ""; {
+			n := splitGPT2(s)
+			w := s[:n]
+			s = s[n:]
+			if seen[w] {
+				continue
+			}
+			seen[w] = true
+			if got, want := m.bpe(w, nil, new(scratch)), referenceBPE(m, w); !reflect.DeepEqual(got, want) {
+				t.Fatalf("bpe(%q) = %v, reference %v", w, got, want)
+			}
+		}
+	}
+	if len(seen) < 1000 {
+		t.Errorf("only %d distinct pre-tokens checked", len(seen))
+	}
+}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	"linger/engine/device"
+	"linger/timeline/event"
+)
+
+// countSink discards events, counting them: recording on, at the cost of
+// the emitter and interning but no storage.
+type countSink struct{ n int }
+
+func (s *countSink) DefineString(event.StringID, string) {}
+func (s *countSink) DefineSite(event.SiteID, event.Site) {}
+func (s *countSink) Emit(event.Event)                    { s.n++ }
+
+// benchDecode measures decode steps at a fixed context of ctxLen tokens:
+// each iteration is one step (step scope, forward with per-layer scopes,
+// greedy sampling), after which the cache is truncated back.
+func benchDecode(b *testing.B, name string, ctxLen int) {
+	for _, rec := range []bool{false, true} {
+		label := "recording=off"
+		if rec {
+			label = "recording=on"
+		}
+		b.Run(label, func(b *testing.B) {
+			var sink *countSink
+			var em *event.Emitter
+			if rec {
+				sink = &countSink{}
+				em = event.NewEmitter(sink, event.EmitterOptions{})
+			}
+			e := newTestEngine(b, preset(b, name), KVPaged, em)
+			cache, err := e.NewKVCache(ctxLen + 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l, err := e.Forward(prompt(ctxLen, e.cfg.Vocab, 1), cache, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l.Free()
+			smp := newSampler(&Request{}, e.cfg.Vocab)
+			tok := 1
+			events0 := 0
+			if sink != nil {
+				events0 = sink.n
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				sc := e.em.Begin(event.ScopeStep, labelDecode.get(i&1023))
+				tok, err = e.decode(cache, tok, i&1023, smp)
+				e.em.End(sc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cache.setLen(ctxLen)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			if sink != nil {
+				b.ReportMetric(float64(sink.n-events0)/float64(b.N), "events/token")
+			}
+		})
+	}
+}
+
+func BenchmarkDecodeTiny(b *testing.B)  { benchDecode(b, "tiny", 128) }
+func BenchmarkDecodeSmall(b *testing.B) { benchDecode(b, "small", 512) }
+
+// BenchmarkMeta128K runs qwen2-1.5b on meta: a 131072-token prompt in
+// chunks of 2048, then 16 decode steps, recording every event.
+func BenchmarkMeta128K(b *testing.B) {
+	p := make([]int, 131072)
+	for i := 0; i < b.N; i++ {
+		sink := &countSink{}
+		e, err := New(Options{Model: "qwen2-1.5b", Device: device.NewMeta(0), KVLayout: KVPaged,
+			Emitter: event.NewEmitter(sink, event.EmitterOptions{})})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.Generate(context.Background(), Request{Prompt: p, MaxNewTokens: 17, ChunkSize: 2048}); err != nil {
+			b.Fatal(err)
+		}
+		e.Close()
+		b.ReportMetric(float64(sink.n), "events")
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/run")
+}
+
+func BenchmarkMatmul(b *testing.B) {
+	const m, k, n = 1, 1024, 1024
+	x, w, out := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		matmulT(out, x, m, k, w, n)
+	}
+	b.ReportMetric(float64(2*m*k*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}

@@ -1,0 +1,53 @@
+// Package engine is Linger's instrumented long-context inference engine: a
+// decoder-only transformer (RMSNorm, rotary embeddings, grouped-query
+// attention, SwiGLU; DeepSeek's multi-head latent attention and mixture of
+// experts on meta) whose every tensor is allocated through the caching
+// allocator (package alloc) with a category, a label and the scope it is
+// expected to die with, so the timeline can tell a correct run from one
+// that leaves memory lingering.
+//
+// # Model and devices
+//
+// New loads a model shape (a preset from Presets, or a Config) with weights
+// drawn from a seed or read from a safetensors file. On cpu everything is
+// float32 and computed in pure Go (kernel.go); on meta the same code runs
+// with shapes only: every allocation is made and freed exactly as on a real
+// device, but no kernel runs, so a 131072-token prefill of qwen2-1.5b, or
+// DeepSeek-V3's 671B parameters, takes well under a second. MLA and MoE are
+// meta-only; New refuses them on cpu with ErrUnsupported.
+//
+// # Scopes
+//
+// Generate opens a request scope; inside it each prefill chunk ("prefill
+// 3/64") and each decode step ("decode 7") is a step scope; inside a step
+// each transformer block is a layer scope. A Scheduler opens a request
+// scope per admitted request and, per iteration, a batch scope holding the
+// batched decode step. Scopes are emitted through the allocator's Emitter;
+// with recording off they cost nothing.
+//
+// # Categories and expectations
+//
+//	category       expect   what
+//	weights        engine   parameters; freed by Engine.Close
+//	workspace      engine   the persistent attention workspace (score rows)
+//	workspace      step     its per-call part (log-sum-exp), freed by WorkspaceGuard.Release
+//	kv_cache       request  keys and values (MLA: latents); freed when the request ends
+//	attn_mask      step     the causal mask of a prefill chunk, freed at the end of the chunk
+//	activation     layer    a block's temporaries (q, k, v, attention out, gate, up, ...)
+//	activation     step     the hidden state of a step and the final norm
+//	logits         step     the last token's logits, freed after sampling
+//	batch_scratch  batch    a batch's stacked hidden state and logits (BatchContext)
+//
+// An object is lingering when the scope it was expected to die with ends
+// while it is alive. A correct Generate or Scheduler run leaves none, and
+// Engine.Close leaves the allocator at zero allocated bytes. The public
+// pieces the scenarios misuse on purpose are KVCache (kept after its
+// request: Request.KeepCache), CausalMask and Tensor views (a mask per
+// chunk versus views of one full mask: Request.Mask, Engine.Forward),
+// BatchContext (not closed) and Workspace guards (not released).
+//
+// # Concurrency
+//
+// An Engine runs one call at a time (Generate, Forward, a Scheduler's
+// Step): scopes nest on one Emitter. Kernels use goroutines internally.
+package engine
