@@ -16,7 +16,7 @@ type TrainOptions struct {
 }
 
 // Train learns a byte-level BPE vocabulary from corpus with GPT-2's
-// pre-tokenizer, as the Hugging Face BpeTrainer does: it repeatedly merges
+// pre-tokenizer, in the manner of Hugging Face's BpeTrainer: it repeatedly merges
 // the most frequent adjacent pair of tokens within pre-tokens (ties broken
 // by the smaller pair of ids) until the vocabulary is full. Ids 0 to 255
 // are the bytes themselves. The result is deterministic for a given corpus
