@@ -48,10 +48,11 @@ encoded by event.Encoder, each relative to state that starts at zero at the
 beginning of the frame (see package event for the bit layout):
 
   - Time, Label and Scope are differences from the previous event's.
-  - Addr, Size, Size-Requested, Site, Category, Expect and Extra are
-    differences from (or, for Category and Expect, replacements of) the
-    values of the previous event in the same reference slot: slot
-    16+Label%256 for an event with a label, slot Kind%16 for one without.
+  - Addr, Size, Size-Requested, Category, Expect and Extra are differences
+    from (or, for Category and Expect, replacements of) the values of the
+    previous event in the same reference slot: slot 16+Label%256 for an
+    event with a label, slot Kind%16 for one without. Site is a difference
+    from the previous event in that slot whose Kind has the same parity.
   - A one-byte mask (and a second one when any of the rarer fields
     changes) says which fields differ; those that don't cost nothing.
 

@@ -45,7 +45,7 @@ type ref struct {
 	size     uint64
 	slack    uint64
 	extra    uint64
-	site     SiteID
+	site     [2]SiteID // by Kind%2: allocs and frees come from different sites
 	category Category
 	expect   ScopeKind
 }
@@ -73,12 +73,15 @@ func slotOf(k Kind, label StringID) int {
 // in the same batch, so that a field that repeats costs nothing:
 //
 //   - Time, Label and Scope are compared with the previous event.
-//   - Addr, Size, Size-Requested ("slack"), Site, Category, Expect and Extra
-//     are compared with the previous event in the same reference slot. The
-//     slot of an event with a label is 16 + Label%256; an unlabeled event
-//     uses slot Kind%16. So the free of "layer.5.k" is encoded against its
-//     alloc, and the alloc of "layer.5.k" in the next step against that
-//     free: same size and category, often the same address.
+//   - Addr, Size, Size-Requested ("slack"), Category, Expect and Extra are
+//     compared with the previous event in the same reference slot, and
+//     Site with the previous event in that slot whose Kind has the same
+//     parity (allocs and frees, begins and ends, are made at different
+//     sites). The slot of an event with a label is 16 + Label%256; an
+//     unlabeled event uses slot Kind%16. So the free of "layer.5.k" is
+//     encoded against its alloc, and the alloc of "layer.5.k" in the next
+//     step against that free: same size and category, often the same
+//     address, and the site of the previous alloc.
 //
 // All state starts at zero at the beginning of a batch. Differences are
 // computed with wrap-around and written as zig-zag varints, so any value
@@ -97,7 +100,7 @@ func slotOf(k Kind, label StringID) int {
 //	addr    uvarint  if flagged: zig-zag(Addr - ref.Addr)
 //	size    uvarint  if flagged: zig-zag(Size - ref.Size)
 //	scope   uvarint  if flagged: zig-zag(Scope - previous Scope)
-//	site    uvarint  if flagged: zig-zag32(Site - ref.Site)
+//	site    uvarint  if flagged: zig-zag32(Site - ref.Site[Kind%2])
 //	category byte    if flagged
 //	expect  byte     if flagged
 //	slack   uvarint  if flagged: zig-zag((Size-Requested) - ref.slack)
@@ -143,7 +146,7 @@ func (e *Encoder) Append(dst []byte, ev *Event) []byte {
 	if ev.Scope != st.scope {
 		f1 |= flagScope
 	}
-	if ev.Site != r.site {
+	if ev.Site != r.site[ev.Kind&1] {
 		f1 |= flagSite
 	}
 	if ev.Category != r.category {
@@ -193,7 +196,7 @@ func (e *Encoder) Append(dst []byte, ev *Event) []byte {
 			i = putUvarint(b, i, zigzag(uint64(ev.Scope-st.scope)))
 		}
 		if f1&flagSite != 0 {
-			i = putUvarint(b, i, uint64(zigzag32(uint32(ev.Site-r.site))))
+			i = putUvarint(b, i, uint64(zigzag32(uint32(ev.Site-r.site[ev.Kind&1]))))
 		}
 		if f1&flagCategory != 0 {
 			b[i] = byte(ev.Category)
@@ -216,7 +219,7 @@ func (e *Encoder) Append(dst []byte, ev *Event) []byte {
 	st.label = ev.Label
 	st.scope = ev.Scope
 	r.addr, r.size, r.slack, r.extra = ev.Addr, ev.Size, slack, ev.Extra
-	r.site, r.category, r.expect = ev.Site, ev.Category, ev.Expect
+	r.site[ev.Kind&1], r.category, r.expect = ev.Site, ev.Category, ev.Expect
 	return dst
 }
 
@@ -299,7 +302,7 @@ func (d *Decoder) Decode(src []byte, ev *Event) (int, error) {
 		out.Size += unzigzag(v)
 	}
 	out.Scope = st.scope
-	out.Site = r.site
+	out.Site = r.site[kind&1]
 	out.Category = r.category
 	out.Expect = r.expect
 	slack := r.slack
@@ -358,7 +361,7 @@ func (d *Decoder) Decode(src []byte, ev *Event) (int, error) {
 	st.label = out.Label
 	st.scope = out.Scope
 	r.addr, r.size, r.slack, r.extra = out.Addr, out.Size, slack, out.Extra
-	r.site, r.category, r.expect = out.Site, out.Category, out.Expect
+	r.site[kind&1], r.category, r.expect = out.Site, out.Category, out.Expect
 	d.seq++
 	*ev = out
 	return i, nil

@@ -149,17 +149,24 @@ func TestCodecRoundTrip(t *testing.T) {
 }
 
 func TestCodecRepeatsAreFree(t *testing.T) {
-	a := Event{Seq: 1, Time: 100, Kind: KindAlloc, Category: CategoryActivation, Expect: ScopeLayer, Addr: 0x7f0000200000, Size: 1 << 20, Requested: 1<<20 - 100, Label: 9, Site: 4, Scope: 3}
+	a := Event{Time: 100, Kind: KindAlloc, Category: CategoryActivation, Expect: ScopeLayer, Addr: 0x7f0000200000, Size: 1 << 20, Requested: 1<<20 - 100, Label: 9, Site: 4, Scope: 3}
 	f := a
-	f.Seq, f.Kind, f.Time = 2, KindFree, 150
+	f.Kind, f.Site = KindFree, 5
 	var enc Encoder
-	buf := enc.Append(nil, &a)
-	n := len(buf)
-	buf = enc.Append(buf, &f)
-	// The free matches its alloc in everything but kind and time: a flags
-	// byte and a one-byte time delta.
-	if got := len(buf) - n; got != 2 {
-		t.Errorf("free after its alloc took %d bytes, want 2", got)
+	var buf []byte
+	for i := range 3 {
+		a.Time += 1000
+		f.Time += 1000
+		n := len(buf)
+		buf = enc.Append(buf, &a)
+		m := len(buf)
+		buf = enc.Append(buf, &f)
+		// Once both sites are known, an alloc and free that repeat the
+		// previous ones in everything but time take a flags byte and
+		// the time delta: two bytes for the alloc, one for the free.
+		if i > 0 && (m-n != 3 || len(buf)-m != 2) {
+			t.Errorf("round %d: alloc took %d bytes, free %d; want 3 and 2", i, m-n, len(buf)-m)
+		}
 	}
 }
 
