@@ -99,6 +99,11 @@ func (m *model) encode(text string, dst []int) []int {
 	if m.addPrefixSpace && text != "" && text[0] != ' ' {
 		text = " " + text
 	}
+	if dst == nil && text != "" {
+		// English runs at about a token per four bytes with a 4K vocabulary
+		// or larger; sizing for that saves most of append's regrowth.
+		dst = make([]int, 0, len(text)/4+4)
+	}
 	var sc scratch
 	for text != "" {
 		i, k := m.nextAdded(text)
