@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"linger/engine/alloc"
+	"linger/engine/device"
+	"linger/engine/tokenizer"
+	"linger/timeline/event"
+)
+
+// The engine's Tokenizer interface is what engine/tokenizer provides.
+var _ Tokenizer = tokenizer.Default()
+
+func TestGenerateWithTokenizer(t *testing.T) {
+	tok := tokenizer.Default()
+	e, err := New(Options{Model: "tiny", Allocator: newCPU(t, nil), Seed: 2, Tokenizer: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	res, err := e.Generate(context.Background(), Request{Prompt: tok.Encode("The quick brown fox jumps over the lazy dog."), MaxNewTokens: 8, ChunkSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tokens) == 0 || len(res.Tokens) > 8 || (len(res.Tokens) < 8 && !res.StoppedAtEOS) {
+		t.Errorf("tokens %v, eos %v", res.Tokens, res.StoppedAtEOS)
+	}
+	_ = tok.Decode(res.Tokens)
+}
+
+func TestGenerateContinuesCallerCache(t *testing.T) {
+	e := newTestEngine(t, preset(t, "tiny"), KVPaged, nil)
+	p := prompt(30, 4096, 6)
+	whole, err := e.Generate(context.Background(), Request{Prompt: p, MaxNewTokens: 4, ChunkSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := e.NewKVCache(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Generate(context.Background(), Request{Prompt: p[:20], ChunkSize: 8, Cache: cache}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Generate(context.Background(), Request{Prompt: p[20:], MaxNewTokens: 4, ChunkSize: 8, Cache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalShape(res.Tokens, whole.Tokens) || res.Cache != cache || cache.Len() != 33 {
+		t.Errorf("continued: %v, whole: %v, len %d", res.Tokens, whole.Tokens, cache.Len())
+	}
+	if _, err := e.Generate(context.Background(), Request{Prompt: p, MaxNewTokens: 10, ChunkSize: 8, Cache: cache}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("overfull cache: %v", err)
+	}
+}
+
+func TestGenerateOOMFreesEverything(t *testing.T) {
+	sink := newRecSink(false)
+	em := event.NewEmitter(sink, event.EmitterOptions{})
+	probe, err := New(Options{Model: "qwen2-1.5b", Device: device.NewMeta(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights := probe.a.Stats().Reserved
+	probe.Close()
+	// Room for the weights and about 1 GiB more: a 64K prompt's 1.8 GiB
+	// of KV cannot fit.
+	a := alloc.New(device.NewMeta(0), alloc.Options{Emitter: em, Limit: weights + 1<<30})
+	e, err := New(Options{Model: "qwen2-1.5b", Allocator: a, KVLayout: KVPaged})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	base := a.Stats().Allocated
+	_, err = e.Generate(context.Background(), Request{Prompt: make([]int, 65536), MaxNewTokens: 2, ChunkSize: 4096})
+	if !errors.Is(err, alloc.ErrOutOfMemory) {
+		t.Fatalf("err = %v, want out of memory", err)
+	}
+	if got := a.Stats().Allocated; got != base {
+		t.Errorf("allocated %d after OOM, %d before", got, base)
+	}
+	if len(sink.lingering) != 0 {
+		t.Errorf("%d lingering after OOM", len(sink.lingering))
+	}
+}
