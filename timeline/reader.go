@@ -94,7 +94,7 @@ type Reader struct {
 
 	off    int64  // offset of the next frame
 	cur    int64  // offset of the frame being decoded
-	frame  []byte // payload of the current frame
+	frame  []byte // what has been read of the current frame
 	events []byte // encoded events of the current batch
 	pos    int    // offset of the next event in events
 	left   uint64 // events left in the current batch
@@ -157,7 +157,7 @@ func (r *Reader) Close() error {
 
 // ReadEvent returns the next event. At the end frame it returns io.EOF;
 // on a torn or corrupt tail, a *StopError. Once it has returned an error it
-// returns the same error again. Definitions are read as they come, so the
+// returns the same error again (until Resume). Definitions are read as they come, so the
 // strings and sites an event refers to are available from String and Site
 // when ReadEvent returns it.
 func (r *Reader) ReadEvent() (event.Event, error) {
@@ -207,6 +207,7 @@ func (r *Reader) Site(id event.SiteID) (event.Site, bool) { return r.dict.Site(i
 func (r *Reader) stop(kind error, detail string) { r.stopAt(r.off, kind, detail) }
 
 func (r *Reader) stopAt(off int64, kind error, detail string) {
+	r.off = off
 	r.left = 0
 	r.events = nil
 	r.err = &StopError{Offset: off, Events: r.read, Err: fmt.Errorf("%w: %s", kind, detail)}
