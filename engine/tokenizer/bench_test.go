@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"os"
 	"testing"
 )
@@ -67,6 +68,16 @@ func BenchmarkTrainDefault(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Train(text, TrainOptions{VocabSize: 1024}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLoadDefault(b *testing.B) {
+	b.SetBytes(int64(len(defaultJSON)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := LoadJSON(bytes.NewReader(defaultJSON)); err != nil {
 			b.Fatal(err)
 		}
 	}
