@@ -86,3 +86,19 @@ func TestGenerateOOMFreesEverything(t *testing.T) {
 		t.Errorf("%d lingering after OOM", len(sink.lingering))
 	}
 }
+
+func TestGeneratePastMaxContext(t *testing.T) {
+	cfg := preset(t, "tiny")
+	cfg.MaxContext = 64
+	e := newTestEngine(t, cfg, KVContiguous, nil)
+	res, err := e.Generate(context.Background(), Request{Prompt: prompt(64, 4096, 1), MaxNewTokens: 40, ChunkSize: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tokens) != 40 || e.Workspace().MaxContext() < 103 {
+		t.Errorf("%d tokens, workspace for %d", len(res.Tokens), e.Workspace().MaxContext())
+	}
+	if got, want := e.a.Stats().ByCategory[event.CategoryWorkspace], e.Workspace().Bytes(); got < want || got > want+512 {
+		t.Errorf("workspace bytes %d, want %d (one buffer)", got, want)
+	}
+}

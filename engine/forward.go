@@ -31,7 +31,7 @@ type fwdOut struct {
 // every path.
 func (e *Engine) forward(seqs []seqIn, out fwdOut) (*Tensor, error) {
 	c := e.cfg
-	R := 0
+	R, ctxMax := 0, 0
 	for i := range seqs {
 		s := &seqs[i]
 		s.pos = s.cache.Len()
@@ -39,6 +39,10 @@ func (e *Engine) forward(seqs []seqIn, out fwdOut) (*Tensor, error) {
 			return nil, err
 		}
 		R += len(s.tokens)
+		ctxMax = max(ctxMax, s.pos+len(s.tokens))
+	}
+	if err := e.ws.reserve(ctxMax); err != nil {
+		return nil, err
 	}
 	g, err := e.ws.Acquire(R)
 	if err != nil {

@@ -65,8 +65,8 @@ type KVCache interface {
 	Len() int
 	// Cap returns the most tokens the cache may hold.
 	Cap() int
-	// Bytes returns the allocated bytes (rounded as the allocator does not:
-	// the sum of the tensors' sizes).
+	// Bytes returns the sum of the cache's tensor sizes, before the
+	// allocator's rounding.
 	Bytes() uint64
 	// Tensors returns the live tensors holding the cache, e.g. for a
 	// retention path "KVCache → layer[5].k".

@@ -59,10 +59,39 @@ func NewWorkspace(a *alloc.Allocator, heads, maxContext int) (*Workspace, error)
 	return w, nil
 }
 
+// reserve grows the persistent part to serve contexts of ctx tokens
+// (generation may run past the model's MaxContext). It keeps category
+// workspace and expect engine; the old buffer is freed first, so the
+// engine never holds two.
+func (w *Workspace) reserve(ctx int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ctx <= w.maxCtx {
+		return nil
+	}
+	if !w.buf.Live() {
+		return fmt.Errorf("grow workspace: %w", ErrFreed)
+	}
+	n := (ctx + 1023) &^ 1023
+	free(w.buf)
+	buf, err := Empty(w.a, []int{attnWorkers, n}, F32, event.CategoryWorkspace, event.ScopeEngine, "attn.workspace")
+	if err != nil {
+		return fmt.Errorf("grow workspace to %d tokens: %w", n, err)
+	}
+	w.buf, w.maxCtx, w.scratch = buf, n, nil
+	if buf.data != nil {
+		for i := 0; i < attnWorkers; i++ {
+			w.scratch = append(w.scratch, buf.data[i*n:(i+1)*n])
+		}
+	}
+	return nil
+}
+
 // Bytes returns the persistent part's size.
 func (w *Workspace) Bytes() uint64 { return w.buf.Bytes() }
 
-// MaxContext returns the longest context the workspace serves.
+// MaxContext returns the longest context the workspace serves now; it
+// grows when a call needs more.
 func (w *Workspace) MaxContext() int { return w.maxCtx }
 
 // WorkspaceGuard is one call's hold on a Workspace. Release it on every
