@@ -264,7 +264,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 		return nil, err
 	}
 	start := time.Now()
-	rs := e.em.Begin(event.ScopeRequest, labelRequest.get(e.nextRequest()))
+	rs := e.em.Begin(event.ScopeRequest, scopeLabel(e.em, "request %d", e.nextRequest()))
 	defer e.em.End(rs)
 	e.peak = 0
 	e.samplePeak()

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"sync"
+
+	"linger/timeline/event"
 )
 
 // labelTable formats indexed labels ("layer.5.k") once and hands out the
@@ -24,6 +26,16 @@ func (l *labelTable) get(i int) string {
 	return l.s[i]
 }
 
+// scopeLabel formats the label of a scope numbered without bound
+// (requests, batches) only when recording: a table of them would grow
+// forever in a long-running kernel.
+func scopeLabel(em *event.Emitter, format string, n int) string {
+	if !em.Enabled() {
+		return ""
+	}
+	return fmt.Sprintf(format, n)
+}
+
 // Labels of allocations and scopes.
 var (
 	labelLayerScope = newLabels("layer %d")
@@ -34,8 +46,6 @@ var (
 	labelMask       = newLabels("mask[chunk=%d]")
 	labelLogits     = newLabels("logits[step=%d]")
 	labelDecode     = newLabels("decode %d")
-	labelBatch      = newLabels("batch %d")
-	labelRequest    = newLabels("request %d")
 
 	labelAttnNorm = newLabels("layer.%d.attn_norm_out")
 	labelQ        = newLabels("layer.%d.q")

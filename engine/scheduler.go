@@ -25,6 +25,10 @@ func NewBatchContext(a *alloc.Allocator, dt DType) *BatchContext {
 	return &BatchContext{a: a, dt: dt}
 }
 
+// NewBatchContext returns an empty batch context in the engine's dtype
+// over its allocator.
+func (e *Engine) NewBatchContext() *BatchContext { return NewBatchContext(e.a, e.dt) }
+
 // Alloc allocates a scratch tensor owned by the batch.
 func (b *BatchContext) Alloc(shape []int, label string) (*Tensor, error) {
 	if b.closed {
@@ -185,7 +189,7 @@ func (s *Scheduler) admit(ctx context.Context, j *job) error {
 	e := s.e
 	j.start = time.Now()
 	j.started = true
-	j.scope = e.em.Begin(event.ScopeRequest, labelRequest.get(e.nextRequest()))
+	j.scope = e.em.Begin(event.ScopeRequest, scopeLabel(e.em, "request %d", e.nextRequest()))
 	j.smp = newSampler(&j.req, e.cfg.Vocab)
 	j.res = &Result{PromptTokens: len(j.req.Prompt)}
 	c, err := NewKVCache(e.a, e.cfg, e.dt, e.layout, len(j.req.Prompt)+j.req.MaxNewTokens)
@@ -215,7 +219,7 @@ func (s *Scheduler) finished(j *job) bool {
 func (s *Scheduler) decodeBatch() error {
 	e := s.e
 	s.iter++
-	bs := e.em.Begin(event.ScopeBatch, labelBatch.get(s.iter))
+	bs := e.em.Begin(event.ScopeBatch, scopeLabel(e.em, "batch %d", s.iter))
 	defer e.em.End(bs)
 	bc := NewBatchContext(e.a, e.dt)
 	defer bc.Close()

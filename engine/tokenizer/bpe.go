@@ -109,7 +109,7 @@ func (m *model) encode(text string, dst []int) []int {
 		i, k := m.nextAdded(text)
 		for seg := text[:i]; seg != ""; {
 			n := m.split(seg)
-			dst = m.bpe(seg[:n], dst, &sc)
+			dst = m.bpeRecent(seg[:n], dst, &sc)
 			seg = seg[n:]
 		}
 		if k < 0 {
@@ -144,11 +144,42 @@ func (m *model) bpe(word string, dst []int, sc *scratch) []int {
 	return m.bpeSmall(word, dst, sc)
 }
 
-// scratch is bpeSmall's working memory, reused across the pre-tokens of one
-// Encode call rather than zeroed for each.
+// scratch is the working memory of one Encode call, reused across its
+// pre-tokens rather than zeroed for each.
 type scratch struct {
 	syms  [smallWord]int32
 	ranks [smallWord]merge
+	// recent remembers where in dst the ids of recently seen pre-tokens
+	// were written: prose repeats " the", " of" and "," so often that
+	// copying their ids back beats merging them again. It lives only as
+	// long as the call, so it holds no memory between calls.
+	recent [recentSlots]recentWord
+}
+
+const recentSlots = 256
+
+type recentWord struct {
+	word       string
+	start, end int32
+}
+
+// bpeRecent is bpe with the per-call memo in sc.recent.
+func (m *model) bpeRecent(word string, dst []int, sc *scratch) []int {
+	if len(word) < 2 || len(word) > 32 || len(dst) >= 1<<31-1 {
+		return m.bpe(word, dst, sc)
+	}
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(word); i++ {
+		h = (h ^ uint32(word[i])) * 16777619
+	}
+	slot := &sc.recent[h%recentSlots]
+	if slot.word == word {
+		return append(dst, dst[slot.start:slot.end]...)
+	}
+	start := len(dst)
+	dst = m.bpe(word, dst, sc)
+	*slot = recentWord{word, int32(start), int32(len(dst))}
+	return dst
 }
 
 const noRank = int32(1<<31 - 1)
