@@ -410,17 +410,24 @@ func TestBPEMatchesReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var want []int
 		for s := string(b); s != ""; {
 			n := splitGPT2(s)
 			w := s[:n]
 			s = s[n:]
+			ref := referenceBPE(m, w)
+			want = append(want, ref...)
 			if seen[w] {
 				continue
 			}
 			seen[w] = true
-			if got, want := m.bpe(w, nil, new(scratch)), referenceBPE(m, w); !reflect.DeepEqual(got, want) {
-				t.Fatalf("bpe(%q) = %v, reference %v", w, got, want)
+			if got := m.bpe(w, nil, new(scratch)); !reflect.DeepEqual(got, ref) {
+				t.Fatalf("bpe(%q) = %v, reference %v", w, got, ref)
 			}
+		}
+		// The whole file, through encode's per-call memo of recent words.
+		if got := m.encode(string(b), nil); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: encode differs from the reference word by word", f)
 		}
 	}
 	if len(seen) < 1000 {
