@@ -133,7 +133,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 func Open(path string) (*Reader, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open trace %q: %w", path, err)
+		return nil, fmt.Errorf("open trace %q: %w", path, pathless(err))
 	}
 	r, err := NewReader(f)
 	if err != nil {

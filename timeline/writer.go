@@ -106,7 +106,7 @@ func NewWriter(w io.Writer) *Writer {
 func Create(path string) (*Writer, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("create trace %q: %w", path, err)
+		return nil, fmt.Errorf("create trace %q: %w", path, pathless(err))
 	}
 	w := NewWriter(f)
 	w.closer = f
@@ -313,6 +313,16 @@ func (w *Writer) write(p []byte) {
 	if _, err := w.w.Write(p); err != nil {
 		w.err = fmt.Errorf("write %s: %w", w.name, err)
 	}
+}
+
+// pathless drops the path from an *os.PathError, for messages that name
+// the path themselves.
+func pathless(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // appendFrame appends a frame of type typ holding payload.
