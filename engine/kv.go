@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"linger/engine/alloc"
 	"linger/timeline/event"
@@ -59,6 +60,9 @@ func ParseKVLayout(s string) (KVLayout, error) {
 // ErrFreed). A cache the caller keeps after its request ends is what
 // scenario 1 shows lingering.
 type KVCache interface {
+	// ID returns the cache's number, unique in the process, for retention
+	// paths such as "KVCache#3 → layer.5.k".
+	ID() uint64
 	// Layout returns the cache's layout.
 	Layout() KVLayout
 	// Len returns the tokens cached.
@@ -100,7 +104,7 @@ func NewKVCache(a *alloc.Allocator, cfg Config, dt DType, layout KVLayout, maxTo
 	if dt.Size() == 0 {
 		return nil, fmt.Errorf("new kv cache: invalid dtype %v", dt)
 	}
-	b := kvBase{a: a, cfg: cfg, dt: dt, max: maxTokens, width: cfg.KVValuesPerToken() / 2}
+	b := kvBase{id: kvIDs.Add(1), a: a, cfg: cfg, dt: dt, max: maxTokens, width: cfg.KVValuesPerToken() / 2}
 	if cfg.MLA() {
 		b.width = cfg.KVValuesPerToken()
 	}
@@ -113,7 +117,10 @@ func NewKVCache(a *alloc.Allocator, cfg Config, dt DType, layout KVLayout, maxTo
 	return nil, fmt.Errorf("new kv cache: unknown layout %v", layout)
 }
 
+var kvIDs atomic.Uint64
+
 type kvBase struct {
+	id    uint64
 	a     *alloc.Allocator
 	cfg   Config
 	dt    DType
@@ -123,6 +130,7 @@ type kvBase struct {
 	freed bool
 }
 
+func (b *kvBase) ID() uint64   { return b.id }
 func (b *kvBase) Len() int     { return b.n }
 func (b *kvBase) Cap() int     { return b.max }
 func (b *kvBase) setLen(n int) { b.n = n }
