@@ -636,3 +636,35 @@ func TestSync(t *testing.T) {
 		t.Errorf("Sync after Close: %v, want ErrClosed", err)
 	}
 }
+
+func TestSkipTo(t *testing.T) {
+	rec := record(17, 2, 64, 16, 6)
+	data := writeTrace(t, rec, 10, "")
+	last := rec.events[len(rec.events)-1].Seq
+	for _, seq := range []uint64{0, 1, 2, 9, 10, 11, 20, 21, 55, last - 1, last} {
+		t.Run(fmt.Sprint(seq), func(t *testing.T) {
+			r, err := NewReader(bytes.NewReader(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.SkipTo(seq); err != nil {
+				t.Fatal(err)
+			}
+			e, err := r.ReadEvent()
+			want := rec.events[max(seq, 1)-1]
+			if err != nil || e != want {
+				t.Fatalf("after SkipTo(%d): %+v, %v; want %+v", seq, e, err, want)
+			}
+			if r.String(e.Label) != rec.String(e.Label) {
+				t.Errorf("label %d: %q, want %q", e.Label, r.String(e.Label), rec.String(e.Label))
+			}
+		})
+	}
+	r, _ := NewReader(bytes.NewReader(data))
+	if err := r.SkipTo(last + 1); err != io.EOF {
+		t.Errorf("SkipTo past the end: %v, want io.EOF", err)
+	}
+	if r.Events() != uint64(len(rec.events)) {
+		t.Errorf("Events() = %d after skipping everything, want %d", r.Events(), len(rec.events))
+	}
+}

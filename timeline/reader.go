@@ -35,7 +35,7 @@ var (
 // Everything before Offset was read and returned.
 type StopError struct {
 	Offset int64  // byte offset of the frame that could not be read
-	Events uint64 // events returned before stopping
+	Events uint64 // events returned (or skipped) before stopping
 	Err    error  // ErrTruncated or ErrCorrupt, possibly wrapped with detail
 }
 
@@ -98,6 +98,7 @@ type Reader struct {
 	events []byte // encoded events of the current batch
 	pos    int    // offset of the next event in events
 	left   uint64 // events left in the current batch
+	next   uint64 // Seq of the next event in the current batch
 	dec    event.Decoder
 	read   uint64 // events returned
 
@@ -175,12 +176,44 @@ func (r *Reader) ReadEvent() (event.Event, error) {
 	}
 	r.pos += n
 	r.left--
+	r.next++
 	r.read++
 	if r.left == 0 && r.pos != len(r.events) {
 		// Report it after this event, which did decode.
 		r.stopAt(r.cur, ErrCorrupt, fmt.Sprintf("%d bytes after the last event of the batch", len(r.events)-r.pos))
 	}
 	return e, nil
+}
+
+// SkipTo advances r so that the next ReadEvent returns the first event
+// whose Seq is at least seq, for a reader that resumes a timeline from a
+// sequence number. Batches that end before seq are skipped without being
+// decoded; definitions are read as usual. It returns the error ReadEvent
+// would have returned while reading up to there (io.EOF if the trace ends
+// first). Sequence numbers are assumed to increase through the log, as an
+// Emitter makes them.
+func (r *Reader) SkipTo(seq uint64) error {
+	for {
+		for r.left == 0 {
+			if r.err != nil {
+				return r.err
+			}
+			r.nextFrame()
+		}
+		if r.next >= seq {
+			return nil
+		}
+		if seq-r.next >= r.left {
+			r.read += r.left
+			r.left = 0
+			continue
+		}
+		// The wanted event is in this batch: decode up to it, since each
+		// event is encoded against those before it.
+		if _, err := r.ReadEvent(); err != nil {
+			return err
+		}
+	}
 }
 
 // End reports whether the end frame has been read and, if so, the reason
@@ -191,7 +224,8 @@ func (r *Reader) End() (reason string, ok bool) { return r.reason, r.ended }
 // error, where reading stopped.
 func (r *Reader) Offset() int64 { return r.off }
 
-// Events returns how many events ReadEvent has returned.
+// Events returns how many events ReadEvent has returned or SkipTo has
+// skipped.
 func (r *Reader) Events() uint64 { return r.read }
 
 // Dict returns the strings and sites defined so far. It is updated as
@@ -322,6 +356,7 @@ func (r *Reader) apply(typ byte, p []byte) error {
 		r.events = p[n:]
 		r.pos = 0
 		r.left = count
+		r.next = first
 		r.dec.Reset(first)
 	case frameEnd:
 		r.ended = true
