@@ -668,3 +668,21 @@ func TestSkipTo(t *testing.T) {
 		t.Errorf("Events() = %d after skipping everything, want %d", r.Events(), len(rec.events))
 	}
 }
+
+func TestEmitDoesNotAllocate(t *testing.T) {
+	rec := record(18, 4, 256, 64, 8)
+	w := NewWriter(io.Discard)
+	replay(rec, w) // warm up: buffers reach their working size
+	seq := rec.events[len(rec.events)-1].Seq
+	i := 0
+	allocs := testing.AllocsPerRun(3*BatchEvents, func() {
+		e := rec.events[i%len(rec.events)]
+		i++
+		seq++
+		e.Seq = seq
+		w.Emit(e)
+	})
+	if allocs != 0 {
+		t.Errorf("Emit allocates %.2f times per event, want 0", allocs)
+	}
+}
