@@ -102,3 +102,22 @@ func TestGeneratePastMaxContext(t *testing.T) {
 		t.Errorf("workspace bytes %d, want %d (one buffer)", got, want)
 	}
 }
+
+func TestForwardRejectsForeignCache(t *testing.T) {
+	e := newTestEngine(t, preset(t, "tiny"), KVPaged, nil)
+	other, err := NewKVCache(e.a, preset(t, "small"), F32, KVPaged, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Forward([]int{1}, other, nil); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("Forward with a small-model cache: %v", err)
+	}
+	if _, err := e.Generate(context.Background(), Request{Prompt: []int{1}, ChunkSize: 1, Cache: other}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("Generate with a small-model cache: %v", err)
+	}
+	c, _ := e.NewKVCache(4)
+	c.Free()
+	if _, err := e.Forward([]int{1}, c, nil); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("Forward with a freed cache: %v", err)
+	}
+}

@@ -101,6 +101,9 @@ func (e *Engine) validate(req *Request) error {
 		if req.Cache.isFreed() {
 			return bad("cache: %v", ErrFreed)
 		}
+		if !req.Cache.fits(c, e.dt) {
+			return bad("cache #%d was made for another model shape or dtype", req.Cache.ID())
+		}
 		if need := req.Cache.Len() + len(req.Prompt) + req.MaxNewTokens; need > req.Cache.Cap() {
 			return bad("cache holds %d of %d tokens; the request needs %d", req.Cache.Len(), req.Cache.Cap(), need)
 		}
@@ -363,6 +366,9 @@ func (e *Engine) Forward(tokens []int, cache KVCache, mask *Tensor) (*Tensor, er
 	}
 	if cache == nil || cache.isFreed() {
 		return nil, fmt.Errorf("forward: %w: no live cache", ErrBadRequest)
+	}
+	if !cache.fits(e.cfg, e.dt) {
+		return nil, fmt.Errorf("forward: %w: cache #%d was made for another model shape or dtype", ErrBadRequest, cache.ID())
 	}
 	if need := cache.Len() + len(tokens); need > cache.Cap() {
 		return nil, fmt.Errorf("forward: %w: cache of capacity %d cannot hold %d tokens", ErrBadRequest, cache.Cap(), need)

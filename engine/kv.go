@@ -90,6 +90,8 @@ type KVCache interface {
 	setLen(n int)
 	// isFreed reports whether Free was called.
 	isFreed() bool
+	// fits reports whether the cache was made for this model shape and dtype.
+	fits(c Config, dt DType) bool
 }
 
 // NewKVCache returns an empty cache for up to maxTokens tokens of a model
@@ -136,6 +138,9 @@ func (b *kvBase) Cap() int     { return b.max }
 func (b *kvBase) setLen(n int) { b.n = n }
 
 func (b *kvBase) isFreed() bool { return b.freed }
+
+func (b *kvBase) fits(c Config, dt DType) bool { return b.cfg == c && b.dt == dt }
+
 func (b *kvBase) planes() int {
 	if b.cfg.MLA() {
 		return 1
