@@ -17,16 +17,16 @@ import (
 // Errors a Reader returns. ErrTruncated and ErrCorrupt come wrapped in a
 // *StopError that says where reading stopped.
 var (
-	// ErrNotTrace: the input does not start with Magic.
+	// ErrNotTrace means the input does not start with Magic.
 	ErrNotTrace = errors.New("not a linger trace")
-	// ErrVersion: the input is a trace log of a version this package
+	// ErrVersion means the input is a trace log of a version this package
 	// cannot read.
 	ErrVersion = errors.New("unsupported trace version")
-	// ErrTruncated: the input ended before the end frame, in the middle of
+	// ErrTruncated means the input ended before the end frame, in the middle of
 	// a frame or between frames: the writer was killed, or the file is
 	// still being written.
 	ErrTruncated = errors.New("trace truncated")
-	// ErrCorrupt: a frame failed its checksum, was too large, or did not
+	// ErrCorrupt means a frame failed its checksum, was too large, or did not
 	// decode.
 	ErrCorrupt = errors.New("trace corrupt")
 )

@@ -11,7 +11,7 @@ import (
 	"linger/timeline/event"
 )
 
-// Wire constants; doc.go describes the format.
+// Wire constants; the package documentation describes the format.
 const (
 	// Magic starts every trace log.
 	Magic = "LNGRTRC1"
