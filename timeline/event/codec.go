@@ -134,33 +134,11 @@ func (e *Encoder) Append(dst []byte, ev *Event) []byte {
 	} else {
 		f0 = kindEscape
 	}
-	if ev.Addr != r.addr {
-		f0 |= flagAddr
-	}
-	if ev.Label != st.label {
-		f0 |= flagLabel
-	}
-	if ev.Size != r.size {
-		f0 |= flagSize
-	}
-	if ev.Scope != st.scope {
-		f1 |= flagScope
-	}
-	if ev.Site != r.site[ev.Kind&1] {
-		f1 |= flagSite
-	}
-	if ev.Category != r.category {
-		f1 |= flagCategory
-	}
-	if ev.Expect != r.expect {
-		f1 |= flagExpect
-	}
-	if slack != r.slack {
-		f1 |= flagSlack
-	}
-	if ev.Extra != r.extra {
-		f1 |= flagExtra
-	}
+	// Branch-free: which fields change is data-dependent and mispredicts.
+	f0 |= bit(ev.Addr != r.addr)<<4 | bit(ev.Label != st.label)<<5 | bit(ev.Size != r.size)<<6
+	f1 = bit(ev.Scope != st.scope) | bit(ev.Site != r.site[ev.Kind&1])<<1 |
+		bit(ev.Category != r.category)<<2 | bit(ev.Expect != r.expect)<<3 |
+		bit(slack != r.slack)<<4 | bit(ev.Extra != r.extra)<<5
 	if f1 != 0 {
 		f0 |= flagMore
 	}
@@ -369,6 +347,13 @@ func (d *Decoder) Decode(src []byte, ev *Event) (int, error) {
 
 func (d *Decoder) bad(field string) error {
 	return fmt.Errorf("event %d: %w: bad %s", d.seq, ErrMalformed, field)
+}
+
+func bit(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // putUvarint writes v as a uvarint at b[i:] and returns the index after
