@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"linger/engine/alloc"
@@ -119,5 +120,49 @@ func TestForwardRejectsForeignCache(t *testing.T) {
 	c.Free()
 	if _, err := e.Forward([]int{1}, c, nil); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("Forward with a freed cache: %v", err)
+	}
+}
+
+type siteSink struct {
+	recSink
+	sites map[event.SiteID]event.Site
+}
+
+func (s *siteSink) DefineSite(id event.SiteID, site event.Site) { s.sites[id] = site }
+
+func TestAllocationSites(t *testing.T) {
+	sink := &siteSink{recSink: *newRecSink(true), sites: map[event.SiteID]event.Site{}}
+	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() (string, int) { return "cell-1", 3 }})
+	e := newTestEngine(t, preset(t, "tiny"), KVPaged, em)
+	if _, err := e.Generate(context.Background(), Request{Prompt: prompt(20, 4096, 1), MaxNewTokens: 2, ChunkSize: 8}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		kind  event.Kind
+		label string
+		fn    string
+	}{
+		{event.KindAlloc, "layer.1.q", "(*Engine).attention"},
+		{event.KindFree, "layer.1.q", "(*Engine).attention"},
+		{event.KindAlloc, "layer.0.gate", "(*Engine).ffn"},
+		{event.KindFree, "layer.0.gate", "(*Engine).ffn"},
+		{event.KindAlloc, "mask[chunk=2]", "(*Engine).chunk"},
+		{event.KindFree, "mask[chunk=2]", "(*Engine).chunk"},
+		{event.KindAlloc, "kv.block[1]", "(*pagedKV).reserve"},
+		{event.KindAlloc, "model.layers.0.mlp.up_proj.weight", "newWeights"},
+	} {
+		t.Run(tc.kind.String()+"/"+tc.label, func(t *testing.T) {
+			for _, ev := range sink.events {
+				if ev.Kind != tc.kind || sink.strs[ev.Label] != tc.label {
+					continue
+				}
+				s := sink.sites[ev.Site]
+				if len(s.Frames) == 0 || !strings.Contains(s.Frames[0].Func, tc.fn) || s.Cell != "cell-1" {
+					t.Errorf("site %v, want %s first", s, tc.fn)
+				}
+				return
+			}
+			t.Errorf("no %v event labelled %s", tc.kind, tc.label)
+		})
 	}
 }

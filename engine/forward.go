@@ -117,8 +117,8 @@ type layerFrame struct {
 	n  int
 }
 
-func (f *layerFrame) alloc(label string, shape ...int) (*Tensor, error) {
-	t, err := Empty(f.e.a, shape, f.e.dt, event.CategoryActivation, event.ScopeLayer, label)
+func (f *layerFrame) alloc(tbl *labelTable, l int, shape ...int) (*Tensor, error) {
+	t, err := emptyAt(f.e.a, f.e.em.At(&tbl.site, 0), shape, f.e.dt, event.CategoryActivation, event.ScopeLayer, tbl.get(l))
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,23 @@ func (f *layerFrame) alloc(label string, shape ...int) (*Tensor, error) {
 	return t, nil
 }
 
+// release frees whatever an error path left alive.
 func (f *layerFrame) release() { free(f.ts[:f.n]...) }
+
+// free frees temporaries at a free statement identified by cs.
+func (f *layerFrame) free(cs *event.Callsite, ts ...*Tensor) {
+	site := f.e.em.At(cs, 0)
+	for _, t := range ts {
+		if t != nil && t.Live() {
+			freeAt(t, site)
+		}
+	}
+}
+
+// Sites of the free statements of the layer temporaries (see labelTable).
+var (
+	siteFreeQKV, siteFreeQ, siteFreeAttn, siteFreeMLA, siteFreeFFN, siteFreeGate, siteFreeMoE event.Callsite
+)
 
 // layer runs transformer block l on the hidden state x in place.
 func (e *Engine) layer(l int, x *Tensor, seqs []seqIn, g *WorkspaceGuard) error {
@@ -149,19 +165,19 @@ func (e *Engine) attention(f *layerFrame, l int, x *Tensor, seqs []seqIn, g *Wor
 	}
 	R, H := x.shape[0], c.Hidden
 	qd, kvd := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	h, err := f.alloc(labelAttnNorm.get(l), R, H)
+	h, err := f.alloc(labelAttnNorm, l, R, H)
 	if err != nil {
 		return err
 	}
-	q, err := f.alloc(labelQ.get(l), R, qd)
+	q, err := f.alloc(labelQ, l, R, qd)
 	if err != nil {
 		return err
 	}
-	k, err := f.alloc(labelKAct.get(l), R, kvd)
+	k, err := f.alloc(labelKAct, l, R, kvd)
 	if err != nil {
 		return err
 	}
-	v, err := f.alloc(labelVAct.get(l), R, kvd)
+	v, err := f.alloc(labelVAct, l, R, kvd)
 	if err != nil {
 		return err
 	}
@@ -182,8 +198,8 @@ func (e *Engine) attention(f *layerFrame, l int, x *Tensor, seqs []seqIn, g *Wor
 			r += T
 		}
 	}
-	free(h, k, v)
-	att, err := f.alloc(labelAttnOut.get(l), R, qd)
+	f.free(&siteFreeQKV, h, k, v)
+	att, err := f.alloc(labelAttnOut, l, R, qd)
 	if err != nil {
 		return err
 	}
@@ -201,8 +217,8 @@ func (e *Engine) attention(f *layerFrame, l int, x *Tensor, seqs []seqIn, g *Wor
 			r += T
 		}
 	}
-	free(q)
-	o, err := f.alloc(labelProj.get(l), R, H)
+	f.free(&siteFreeQ, q)
+	o, err := f.alloc(labelProj, l, R, H)
 	if err != nil {
 		return err
 	}
@@ -210,7 +226,7 @@ func (e *Engine) attention(f *layerFrame, l int, x *Tensor, seqs []seqIn, g *Wor
 		matmulT(o.data, att.data, R, qd, lw.wo.data, H)
 		addInto(x.data, o.data)
 	}
-	free(att, o)
+	f.free(&siteFreeAttn, att, o)
 	return nil
 }
 
@@ -222,49 +238,49 @@ func (e *Engine) mlaAttention(f *layerFrame, l int, x *Tensor) error {
 	R := x.shape[0]
 	lat := c.KVLoraRank + c.QKRopeHeadDim
 	steps := []struct {
-		label string
+		tbl   *labelTable
 		shape []int
 	}{
-		{labelAttnNorm.get(l), []int{R, c.Hidden}},
-		{labelQLatent.get(l), []int{R, c.QLoraRank}},
-		{labelQ.get(l), []int{R, c.Heads * (c.QKNopeHeadDim + c.QKRopeHeadDim)}},
-		{labelKVLatent.get(l), []int{R, lat}},
-		{labelQAbsorb.get(l), []int{R, c.Heads, lat}},
-		{labelAttnOut.get(l), []int{R, c.Heads, c.KVLoraRank}},
-		{labelProj.get(l), []int{R, c.Heads * c.VHeadDim}},
+		{labelAttnNorm, []int{R, c.Hidden}},
+		{labelQLatent, []int{R, c.QLoraRank}},
+		{labelQ, []int{R, c.Heads * (c.QKNopeHeadDim + c.QKRopeHeadDim)}},
+		{labelKVLatent, []int{R, lat}},
+		{labelQAbsorb, []int{R, c.Heads, lat}},
+		{labelAttnOut, []int{R, c.Heads, c.KVLoraRank}},
+		{labelProj, []int{R, c.Heads * c.VHeadDim}},
 	}
 	// Each intermediate lives until the next two exist, as in the real
 	// computation's dataflow.
 	var prev [2]*Tensor
 	for _, s := range steps {
-		t, err := f.alloc(s.label, s.shape...)
+		t, err := f.alloc(s.tbl, l, s.shape...)
 		if err != nil {
 			return err
 		}
-		free(prev[0])
+		f.free(&siteFreeMLA, prev[0])
 		prev[0], prev[1] = prev[1], t
 	}
-	free(prev[:]...)
-	o, err := f.alloc(labelDown.get(l), R, c.Hidden)
+	f.free(&siteFreeMLA, prev[:]...)
+	o, err := f.alloc(labelDown, l, R, c.Hidden)
 	if err != nil {
 		return err
 	}
-	free(o)
+	f.free(&siteFreeMLA, o)
 	return nil
 }
 
 func (e *Engine) ffn(f *layerFrame, l int, x *Tensor) error {
 	c, lw := e.cfg, &e.w.layers[l]
 	R, H, F := x.shape[0], c.Hidden, c.FFN
-	h, err := f.alloc(labelFFNNorm.get(l), R, H)
+	h, err := f.alloc(labelFFNNorm, l, R, H)
 	if err != nil {
 		return err
 	}
-	gate, err := f.alloc(labelGate.get(l), R, F)
+	gate, err := f.alloc(labelGate, l, R, F)
 	if err != nil {
 		return err
 	}
-	up, err := f.alloc(labelUp.get(l), R, F)
+	up, err := f.alloc(labelUp, l, R, F)
 	if err != nil {
 		return err
 	}
@@ -275,8 +291,8 @@ func (e *Engine) ffn(f *layerFrame, l int, x *Tensor) error {
 		matmulT(up.data, h.data, R, H, lw.up.data, F)
 		swiglu(gate.data, up.data)
 	}
-	free(h, up)
-	down, err := f.alloc(labelDown.get(l), R, H)
+	f.free(&siteFreeFFN, h, up)
+	down, err := f.alloc(labelDown, l, R, H)
 	if err != nil {
 		return err
 	}
@@ -284,6 +300,7 @@ func (e *Engine) ffn(f *layerFrame, l int, x *Tensor) error {
 		matmulT(down.data, gate.data, R, F, lw.down.data, H)
 		addInto(x.data, down.data)
 	}
+	f.free(&siteFreeGate, gate, down)
 	return nil
 }
 
@@ -294,37 +311,37 @@ func (e *Engine) moe(f *layerFrame, l int, x *Tensor) error {
 	c := e.cfg
 	R, H, EF := x.shape[0], c.Hidden, c.ExpertFFN
 	slots := R * c.ActiveExperts
-	h, err := f.alloc(labelFFNNorm.get(l), R, H)
+	h, err := f.alloc(labelFFNNorm, l, R, H)
 	if err != nil {
 		return err
 	}
-	router, err := f.alloc(labelRouter.get(l), R, c.Experts)
+	router, err := f.alloc(labelRouter, l, R, c.Experts)
 	if err != nil {
 		return err
 	}
-	gate, err := f.alloc(labelExpGate.get(l), slots, EF)
+	gate, err := f.alloc(labelExpGate, l, slots, EF)
 	if err != nil {
 		return err
 	}
-	up, err := f.alloc(labelExpUp.get(l), slots, EF)
+	up, err := f.alloc(labelExpUp, l, slots, EF)
 	if err != nil {
 		return err
 	}
 	e.samplePeak()
-	free(router, up)
-	down, err := f.alloc(labelExpDown.get(l), slots, H)
+	f.free(&siteFreeMoE, router, up)
+	down, err := f.alloc(labelExpDown, l, slots, H)
 	if err != nil {
 		return err
 	}
-	free(gate, down)
+	f.free(&siteFreeMoE, gate, down)
 	if c.SharedExperts > 0 {
-		sh, err := f.alloc(labelShared.get(l), R, 2*c.SharedExperts*EF)
+		sh, err := f.alloc(labelShared, l, R, 2*c.SharedExperts*EF)
 		if err != nil {
 			return err
 		}
-		free(sh)
+		f.free(&siteFreeMoE, sh)
 	}
-	free(h)
+	f.free(&siteFreeMoE, h)
 	return nil
 }
 

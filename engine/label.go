@@ -9,10 +9,13 @@ import (
 
 // labelTable formats indexed labels ("layer.5.k") once and hands out the
 // same string afterwards, so the forward pass never formats on its hot path.
+// Each table belongs to one allocation statement, whose site it keeps as a
+// Callsite: per-layer allocations cannot afford a stack walk each.
 type labelTable struct {
 	mu     sync.Mutex
 	format string
 	s      []string
+	site   event.Callsite
 }
 
 func newLabels(format string) *labelTable { return &labelTable{format: format} }

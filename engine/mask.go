@@ -21,7 +21,7 @@ func CausalMask(a *alloc.Allocator, rows, cols, offset int, dt DType, expect eve
 	if offset < 0 {
 		return nil, fmt.Errorf("causal mask %q: offset must not be negative, got %d", label, offset)
 	}
-	m, err := Empty(a, []int{rows, cols}, dt, event.CategoryAttnMask, expect, label)
+	m, err := emptyAt(a, a.Emitter().Caller(0), []int{rows, cols}, dt, event.CategoryAttnMask, expect, label)
 	if err != nil {
 		return nil, fmt.Errorf("causal mask: %w", err)
 	}

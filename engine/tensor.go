@@ -39,6 +39,11 @@ type Tensor struct {
 // label are recorded with the allocation (label e.g. "layer.5.k"). On a
 // device with data, only F32 is supported.
 func Empty(a *alloc.Allocator, shape []int, dt DType, category event.Category, expect event.ScopeKind, label string) (*Tensor, error) {
+	return emptyAt(a, a.Emitter().Caller(0), shape, dt, category, expect, label)
+}
+
+// emptyAt is Empty with the allocation's site given (0: Alloc's caller).
+func emptyAt(a *alloc.Allocator, site event.SiteID, shape []int, dt DType, category event.Category, expect event.ScopeKind, label string) (*Tensor, error) {
 	n, err := numel(shape)
 	if err != nil {
 		return nil, fmt.Errorf("tensor %q: %w", label, err)
@@ -50,7 +55,7 @@ func Empty(a *alloc.Allocator, shape []int, dt DType, category event.Category, e
 	if hasData && dt != F32 {
 		return nil, fmt.Errorf("tensor %q: dtype %v on %s: %w (only f32 has data)", label, dt, a.Device().Name(), ErrUnsupported)
 	}
-	b, err := a.Alloc(alloc.Request{Size: uint64(n) * uint64(dt.Size()), Category: category, Expect: expect, Label: label})
+	b, err := a.Alloc(alloc.Request{Size: uint64(n) * uint64(dt.Size()), Category: category, Expect: expect, Label: label, Site: site})
 	if err != nil {
 		return nil, fmt.Errorf("tensor %q %v: %w", label, shape, err)
 	}
@@ -65,7 +70,7 @@ func Empty(a *alloc.Allocator, shape []int, dt DType, category event.Category, e
 // Zeros is Empty with every element set to 0 (reused allocator blocks are
 // not zeroed by the allocator).
 func Zeros(a *alloc.Allocator, shape []int, dt DType, category event.Category, expect event.ScopeKind, label string) (*Tensor, error) {
-	t, err := Empty(a, shape, dt, category, expect, label)
+	t, err := emptyAt(a, a.Emitter().Caller(0), shape, dt, category, expect, label)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +254,7 @@ func (t *Tensor) Free() error {
 	if t.block == nil || !t.block.Live() {
 		return fmt.Errorf("free tensor %v: %w", t.shape, ErrFreed)
 	}
-	t.a.Free(t.block)
+	t.a.FreeAt(t.block, t.a.Emitter().Caller(0))
 	// Drop the block: an allocator may recycle the Block value, and a stale
 	// pointer would then look live.
 	t.block, t.data = nil, nil
@@ -268,12 +273,22 @@ func (t *Tensor) String() string {
 	return s
 }
 
-// free frees an owned tensor ignoring nil, for cleanup paths.
+// free frees the owned, live tensors among ts (ignoring nil, views and
+// freed ones, for cleanup paths); the free events' site is free's caller.
 func free(ts ...*Tensor) {
+	var site event.SiteID
 	for _, t := range ts {
 		if t != nil && t.base == nil && t.Live() {
-			t.a.Free(t.block)
-			t.block, t.data = nil, nil
+			if site == 0 {
+				site = t.a.Emitter().Caller(0)
+			}
+			freeAt(t, site)
 		}
 	}
+}
+
+// freeAt frees a live owned tensor with the given free site.
+func freeAt(t *Tensor, site event.SiteID) {
+	t.a.FreeAt(t.block, site)
+	t.block, t.data = nil, nil
 }
