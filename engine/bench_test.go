@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"linger/engine/device"
@@ -92,11 +93,15 @@ func BenchmarkMeta128K(b *testing.B) {
 }
 
 func BenchmarkMatmul(b *testing.B) {
-	const m, k, n = 1, 1024, 1024
-	x, w, out := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		matmulT(out, x, m, k, w, n)
+	for _, m := range []int{1, 64} {
+		b.Run(fmt.Sprintf("m=%d", m), func(b *testing.B) {
+			const k, n = 1024, 1024
+			x, w, out := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				matmulT(out, x, m, k, w, n)
+			}
+			b.ReportMetric(float64(2*m*k*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
 	}
-	b.ReportMetric(float64(2*m*k*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }

@@ -192,7 +192,7 @@ func (s *Scheduler) admit(ctx context.Context, j *job) error {
 	j.scope = e.em.Begin(event.ScopeRequest, scopeLabel(e.em, "request %d", e.nextRequest()))
 	j.smp = newSampler(&j.req, e.cfg.Vocab)
 	j.res = &Result{PromptTokens: len(j.req.Prompt)}
-	c, err := NewKVCache(e.a, e.cfg, e.dt, e.layout, len(j.req.Prompt)+j.req.MaxNewTokens)
+	c, err := e.NewKVCache(len(j.req.Prompt) + j.req.MaxNewTokens)
 	if err != nil {
 		return err
 	}
