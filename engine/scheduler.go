@@ -68,6 +68,10 @@ func (b *BatchContext) Close() error {
 type SchedulerOptions struct {
 	// MaxBatch is the most requests decoding together (0: 8).
 	MaxBatch int
+	// Static makes batches static: requests are admitted only when the
+	// previous batch has wholly finished, as a static-batching server
+	// does, instead of as soon as a slot frees.
+	Static bool
 }
 
 // Completion is a finished request of a Scheduler.
@@ -104,6 +108,7 @@ type job struct {
 type Scheduler struct {
 	e       *Engine
 	max     int
+	static  bool
 	next    int
 	waiting []*job
 	running []*job
@@ -118,7 +123,7 @@ func NewScheduler(e *Engine, opts SchedulerOptions) (*Scheduler, error) {
 	if opts.MaxBatch == 0 {
 		opts.MaxBatch = 8
 	}
-	return &Scheduler{e: e, max: opts.MaxBatch}, nil
+	return &Scheduler{e: e, max: opts.MaxBatch, static: opts.Static}, nil
 }
 
 // Submit queues a request and returns its id (ids count from 1 in
@@ -151,7 +156,8 @@ func (s *Scheduler) Step(ctx context.Context) ([]Completion, error) {
 		return nil, fmt.Errorf("scheduler step: %w", err)
 	}
 	var done []Completion
-	for len(s.running) < s.max && len(s.waiting) > 0 {
+	admit := !s.static || len(s.running) == 0
+	for admit && len(s.running) < s.max && len(s.waiting) > 0 {
 		j := s.waiting[0]
 		s.waiting = s.waiting[1:]
 		if err := s.admit(ctx, j); err != nil {

@@ -3,14 +3,20 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"linger/timeline/event"
 )
 
 func TestSchedulerMatchesSolo(t *testing.T) {
-	for _, layout := range []KVLayout{KVContiguous, KVPaged} {
-		t.Run(layout.String(), func(t *testing.T) {
+	batchesBy := map[bool]int{}
+	for _, tc := range []struct {
+		layout KVLayout
+		static bool
+	}{{KVContiguous, false}, {KVPaged, false}, {KVPaged, true}} {
+		layout := tc.layout
+		t.Run(fmt.Sprintf("%v/static=%v", layout, tc.static), func(t *testing.T) {
 			sink := newRecSink(true)
 			e := newTestEngine(t, preset(t, "tiny"), layout, event.NewEmitter(sink, event.EmitterOptions{}))
 			reqs := []Request{
@@ -30,7 +36,7 @@ func TestSchedulerMatchesSolo(t *testing.T) {
 				solo = append(solo, res.Tokens)
 			}
 			base := e.a.Stats().Allocated
-			s, err := NewScheduler(e, SchedulerOptions{MaxBatch: 3})
+			s, err := NewScheduler(e, SchedulerOptions{MaxBatch: 3, Static: tc.static})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,6 +77,7 @@ func TestSchedulerMatchesSolo(t *testing.T) {
 					}
 				}
 			}
+			batchesBy[tc.static] = batches
 			if batches == 0 || scratch != 2*batches {
 				t.Errorf("%d batches, %d scratch allocations", batches, scratch)
 			}
@@ -78,6 +85,10 @@ func TestSchedulerMatchesSolo(t *testing.T) {
 				t.Errorf("lingering %+v", o)
 			}
 		})
+	}
+	// Continuous batching fills freed slots at once: fewer iterations.
+	if batchesBy[true] <= batchesBy[false] {
+		t.Errorf("static batching took %d iterations, continuous %d", batchesBy[true], batchesBy[false])
 	}
 }
 
