@@ -66,7 +66,8 @@ type Result struct {
 	// PeakAllocated is the highest allocator "allocated" figure seen
 	// during the request (sampled at each layer's largest point).
 	PeakAllocated uint64
-	// Stats are the allocator's counters when the request ended.
+	// Stats are the allocator's counters when the request ended, after
+	// its cache was freed (unless kept).
 	Stats alloc.Stats
 	// Cache is the request's KV cache when KeepCache or Request.Cache was
 	// set, nil otherwise.
@@ -269,6 +270,13 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 	start := time.Now()
 	rs := e.em.Begin(event.ScopeRequest, scopeLabel(e.em, "request %d", e.nextRequest()))
 	defer e.em.End(rs)
+	// Runs after the cache is freed (defers run last-in first-out), so
+	// the figures are those the request leaves behind.
+	defer func() {
+		if err == nil {
+			res.Stats = e.a.Stats()
+		}
+	}()
 	e.peak = 0
 	e.samplePeak()
 	cache := req.Cache
@@ -320,7 +328,6 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 	if req.KeepCache || req.Cache != nil {
 		res.Cache = cache
 	}
-	res.Stats = e.a.Stats()
 	return res, nil
 }
 

@@ -135,8 +135,11 @@ func TestGenerateNoLingering(t *testing.T) {
 			if len(res.Tokens) != tc.req.MaxNewTokens || res.Chunks != tc.chunks || len(progress) != tc.chunks {
 				t.Errorf("tokens %d chunks %d progress %v", len(res.Tokens), res.Chunks, progress)
 			}
-			if got := e.a.Stats().Allocated; got != base {
-				t.Errorf("allocated %d after Generate, %d before", got, base)
+			if got := e.a.Stats().Allocated; got != base || res.Stats.Allocated != base {
+				t.Errorf("allocated %d after Generate (Result.Stats %d), %d before", got, res.Stats.Allocated, base)
+			}
+			if res.PeakAllocated <= base {
+				t.Errorf("peak %d not above the base %d", res.PeakAllocated, base)
 			}
 			for _, o := range sink.lingering {
 				t.Errorf("lingering: %s (%v, expect %v)", o.label, o.cat, o.expect)
