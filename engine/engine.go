@@ -13,6 +13,11 @@ import (
 // ErrClosed is returned (wrapped) by an Engine used after Close.
 var ErrClosed = errors.New("engine closed")
 
+// ErrBusy is returned (wrapped) by a call that would overlap another call
+// on the same Engine, such as a Generate started from another goroutine
+// or from a Progress callback.
+var ErrBusy = errors.New("engine busy with another call")
+
 // Tokenizer is what the engine needs of a tokenizer (engine/tokenizer's
 // Tokenizer satisfies it): text to ids and back, and the end-of-sequence id.
 type Tokenizer interface {
@@ -50,10 +55,12 @@ type Options struct {
 	Tokenizer Tokenizer
 }
 
-// Engine is a loaded model on a device. Its calls (Generate, Forward,
-// schedulers) run one at a time: scopes nest on one Emitter, so callers
-// must not overlap them from several goroutines. Close frees everything
-// the engine owns.
+// Engine is a loaded model on a device. Its calls (Generate, Forward, a
+// Scheduler's Step) run one at a time, because their scopes nest on one
+// Emitter: a call that would overlap a running one fails with ErrBusy
+// rather than waiting. Close waits for a running call to return, then
+// frees everything the engine owns; cancel the call's context first to
+// make that quick.
 type Engine struct {
 	cfg     Config
 	dt      DType
@@ -66,7 +73,8 @@ type Engine struct {
 	tok     Tokenizer
 	freqs   []float64
 
-	mu     sync.Mutex
+	busy   sync.Mutex // held for the duration of a call
+	mu     sync.Mutex // guards closed, caches, nreq
 	closed bool
 	caches map[KVCache]struct{} // made by NewKVCache, freed at Close
 	nreq   int
@@ -191,6 +199,8 @@ func (e *Engine) NewKVCache(maxTokens int) (KVCache, error) {
 // NewKVCache that is still alive, so that after a correct run the
 // allocator holds nothing of the engine. A second Close does nothing.
 func (e *Engine) Close() error {
+	e.busy.Lock()
+	defer e.busy.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -205,13 +215,20 @@ func (e *Engine) Close() error {
 	return e.ws.Free()
 }
 
-func (e *Engine) checkOpen() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return ErrClosed
+// enter starts a call: it fails if the engine is closed or busy, and
+// otherwise returns the function that ends the call.
+func (e *Engine) enter() (func(), error) {
+	if !e.busy.TryLock() {
+		return nil, ErrBusy
 	}
-	return nil
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		e.busy.Unlock()
+		return nil, ErrClosed
+	}
+	return e.busy.Unlock, nil
 }
 
 func (e *Engine) samplePeak() {

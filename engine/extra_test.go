@@ -166,3 +166,22 @@ func TestAllocationSites(t *testing.T) {
 		})
 	}
 }
+
+func TestOverlappingCallsAreRefused(t *testing.T) {
+	e := newTestEngine(t, preset(t, "tiny"), KVPaged, nil)
+	var inner error
+	_, err := e.Generate(context.Background(), Request{Prompt: prompt(8, 4096, 1), MaxNewTokens: 1, ChunkSize: 4, Progress: func(done, total int) {
+		if done == 1 {
+			_, inner = e.Generate(context.Background(), Request{Prompt: []int{1}, ChunkSize: 1})
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(inner, ErrBusy) {
+		t.Errorf("nested Generate = %v, want ErrBusy", inner)
+	}
+	if _, err := e.Generate(context.Background(), Request{Prompt: []int{1}, ChunkSize: 1}); err != nil {
+		t.Errorf("Generate after the nested one: %v", err)
+	}
+}

@@ -261,9 +261,11 @@ func (e *Engine) decode(cache KVCache, tok, step int, smp *sampler) (int, error)
 // Cancellation is checked between chunks and between decode steps and
 // returns ctx.Err() wrapped.
 func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err error) {
-	if err := e.checkOpen(); err != nil {
+	leave, err := e.enter()
+	if err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
+	defer leave()
 	if err := e.validate(&req); err != nil {
 		return nil, err
 	}
@@ -360,9 +362,11 @@ func (e *Engine) adopt(c KVCache) {
 // (causal) or a [len(tokens), cache.Len()+len(tokens)] tensor or view whose
 // zeros mask; notebooks use it to build masks their own way (scenario 2).
 func (e *Engine) Forward(tokens []int, cache KVCache, mask *Tensor) (*Tensor, error) {
-	if err := e.checkOpen(); err != nil {
+	leave, err := e.enter()
+	if err != nil {
 		return nil, fmt.Errorf("forward: %w", err)
 	}
+	defer leave()
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("forward: %w: no tokens", ErrBadRequest)
 	}

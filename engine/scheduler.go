@@ -152,9 +152,11 @@ func (s *Scheduler) Step(ctx context.Context) ([]Completion, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("scheduler step: %w", err)
 	}
-	if err := s.e.checkOpen(); err != nil {
+	leave, err := s.e.enter()
+	if err != nil {
 		return nil, fmt.Errorf("scheduler step: %w", err)
 	}
+	defer leave()
 	var done []Completion
 	admit := !s.static || len(s.running) == 0
 	for admit && len(s.running) < s.max && len(s.waiting) > 0 {
