@@ -105,3 +105,17 @@ func BenchmarkMatmul(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrefillSmall runs a 512-token prompt through small in chunks of
+// 128 (four steps with their masks), reporting prompt tokens per second.
+func BenchmarkPrefillSmall(b *testing.B) {
+	e := newTestEngine(b, preset(b, "small"), KVPaged, nil)
+	req := Request{Prompt: prompt(512, 4096, 1), ChunkSize: 128}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := e.Generate(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(512*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
