@@ -54,8 +54,8 @@ func (e *Engine) forward(seqs []seqIn, out fwdOut) (*Tensor, error) {
 	if out.bc != nil {
 		x, err = out.bc.Alloc([]int{R, c.Hidden}, "batch.hidden")
 	} else {
-		x, err = Empty(e.a, []int{R, c.Hidden}, e.dt, event.CategoryActivation, event.ScopeStep, "hidden")
-		defer free(x)
+		x, err = emptyAt(e.a, e.em.At(&siteHidden, 0), []int{R, c.Hidden}, e.dt, event.CategoryActivation, event.ScopeStep, "hidden")
+		defer e.freeAt(&siteFreeHidden, x)
 	}
 	if err != nil {
 		return nil, err
@@ -84,16 +84,16 @@ func (e *Engine) forward(seqs []seqIn, out fwdOut) (*Tensor, error) {
 		return nil, nil
 	}
 	B := len(seqs)
-	hn, err := Empty(e.a, []int{B, c.Hidden}, e.dt, event.CategoryActivation, event.ScopeStep, "final_norm_out")
+	hn, err := emptyAt(e.a, e.em.At(&siteNormOut, 0), []int{B, c.Hidden}, e.dt, event.CategoryActivation, event.ScopeStep, "final_norm_out")
 	if err != nil {
 		return nil, err
 	}
-	defer free(hn)
+	defer e.freeAt(&siteFreeNormOut, hn)
 	var logits *Tensor
 	if out.bc != nil {
 		logits, err = out.bc.Alloc([]int{B, c.Vocab}, "batch.logits")
 	} else {
-		logits, err = Empty(e.a, []int{B, c.Vocab}, e.dt, event.CategoryLogits, event.ScopeStep, out.logitsLabel)
+		logits, err = emptyAt(e.a, e.em.At(&siteLogits, 0), []int{B, c.Vocab}, e.dt, event.CategoryLogits, event.ScopeStep, out.logitsLabel)
 	}
 	if err != nil {
 		return nil, err
@@ -139,6 +139,19 @@ func (f *layerFrame) free(cs *event.Callsite, ts ...*Tensor) {
 		}
 	}
 }
+
+// freeAt frees the live owned tensors among ts at the free statement cs.
+func (e *Engine) freeAt(cs *event.Callsite, ts ...*Tensor) {
+	site := e.em.At(cs, 0)
+	for _, t := range ts {
+		if t != nil && t.base == nil && t.Live() {
+			freeAt(t, site)
+		}
+	}
+}
+
+// Sites of the per-step tensors, allocated and freed once per forward call.
+var siteHidden, siteFreeHidden, siteNormOut, siteFreeNormOut, siteLogits event.Callsite
 
 // Sites of the free statements of the layer temporaries (see labelTable).
 var (

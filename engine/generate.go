@@ -236,9 +236,12 @@ func (e *Engine) chunk(req *Request, cache KVCache, lo, hi, i int, want bool, sm
 	if err != nil || !want {
 		return -1, err
 	}
-	defer free(logits)
+	defer e.freeAt(&siteFreeLogits, logits)
 	return smp.next(logits, 0), nil
 }
+
+// siteFreeLogits is where a step's logits are freed, once per step.
+var siteFreeLogits event.Callsite
 
 // decode runs one decode step for tok and samples the next token.
 func (e *Engine) decode(cache KVCache, tok, step int, smp *sampler) (int, error) {
@@ -246,7 +249,7 @@ func (e *Engine) decode(cache KVCache, tok, step int, smp *sampler) (int, error)
 	if err != nil {
 		return -1, err
 	}
-	defer free(logits)
+	defer e.freeAt(&siteFreeLogits, logits)
 	return smp.next(logits, 0), nil
 }
 

@@ -114,7 +114,7 @@ func (w *Workspace) Acquire(rows int) (*WorkspaceGuard, error) {
 	if !w.buf.Live() {
 		return nil, fmt.Errorf("acquire workspace: %w", ErrFreed)
 	}
-	lse, err := Empty(w.a, []int{rows, w.heads}, F32, event.CategoryWorkspace, event.ScopeStep, "attn.workspace.lse")
+	lse, err := emptyAt(w.a, w.a.Emitter().At(&siteAcquireWS, 0), []int{rows, w.heads}, F32, event.CategoryWorkspace, event.ScopeStep, "attn.workspace.lse")
 	if err != nil {
 		return nil, fmt.Errorf("acquire workspace: %w", err)
 	}
@@ -134,8 +134,14 @@ func (g *WorkspaceGuard) Release() {
 	defer g.w.mu.Unlock()
 	g.released = true
 	g.w.held--
-	free(g.lse)
+	if g.lse.Live() {
+		freeAt(g.lse, g.w.a.Emitter().At(&siteReleaseWS, 0))
+	}
 }
+
+// Sites of the per-call part: a guard is taken and released once per
+// forward call, too often for a stack walk each time.
+var siteAcquireWS, siteReleaseWS event.Callsite
 
 // Outstanding returns how many guards are acquired and not released.
 func (w *Workspace) Outstanding() int {
