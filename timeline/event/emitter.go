@@ -61,9 +61,9 @@ type openScope struct {
 // sink may be nil (recording off).
 func NewEmitter(sink Sink, opts EmitterOptions) *Emitter {
 	return &Emitter{
-		sink:  sink,
-		start: time.Now(),
-		strs:  make(map[string]StringID),
+		sink:   sink,
+		start:  time.Now(),
+		strs:   make(map[string]StringID),
 		sites:  make(map[siteKey]SiteID),
 		static: make(map[staticKey]SiteID),
 		hook:   opts.SiteHook,

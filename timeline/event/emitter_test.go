@@ -205,8 +205,8 @@ func TestEnumNames(t *testing.T) {
 type discard struct{}
 
 func (discard) DefineString(event.StringID, string) {}
-func (discard) DefineSite(event.SiteID, event.Site)  {}
-func (discard) Emit(event.Event)                     {}
+func (discard) DefineSite(event.SiteID, event.Site) {}
+func (discard) Emit(event.Event)                    {}
 
 func BenchmarkEmitterEmit(b *testing.B) {
 	em := event.NewEmitter(discard{}, event.EmitterOptions{})
