@@ -1,0 +1,710 @@
+package analyze
+
+import (
+	"fmt"
+
+	"linger/timeline/event"
+)
+
+// Names resolves a trace's interned strings and sites. *timeline.Dict and
+// *timeline.File satisfy it.
+type Names interface {
+	String(id event.StringID) string
+	Site(id event.SiteID) (event.Site, bool)
+}
+
+// Trace is a trace that can be read as many times as needed.
+// *timeline.File satisfies it.
+type Trace interface {
+	Names
+	Replay(fn func(event.Event) error) error
+}
+
+// GrowthRule decides which fitted series count as growing (see the
+// package documentation). Zero fields take the defaults.
+type GrowthRule struct {
+	MinSamples int     // default 8
+	MinR2      float64 // default 0.8
+	MinBytes   uint64  // fitted growth over the samples; default 1 MiB
+}
+
+// Options configures an Analyzer. The zero value is ready to use.
+type Options struct {
+	// MaxObjects is how many lingering objects a report lists in detail,
+	// the largest kept (default 100). Totals stay exact.
+	MaxObjects int
+	// TopN bounds the peak's by-site and by-label lists and the text
+	// output's lists (default 20).
+	TopN int
+	// MaxPoints bounds the tracks' downsampled series (default 2048).
+	MaxPoints int
+	// Growth is the rule for growing series.
+	Growth GrowthRule
+	// MinDuplicateSteps is the fewest steps a duplicate family spans
+	// (default 8).
+	MinDuplicateSteps int
+	// DuplicateCategories, when set, are the categories the duplicates
+	// detector considers; nil means all but activation and logits.
+	DuplicateCategories []event.Category
+	// Truncated, when set, says why the trace ends early (a torn tail);
+	// it is copied into every Report.
+	Truncated string
+	// Names, if set, resolves counter names as counters appear (the
+	// tracks follow "device_used" and "go_heap_inuse"). Run sets it to
+	// the trace; a live stream passes its dictionary, or calls
+	// DefineString.
+	Names Names
+	// OnLinger, if set, is called when an object becomes lingering, with
+	// the object as it is then (FreeSeq 0). Exporters use it to mark
+	// lingering objects: Object.AllocSeq identifies the allocation.
+	OnLinger func(o Object)
+}
+
+func (o *Options) fill() {
+	if o.MaxObjects <= 0 {
+		o.MaxObjects = 100
+	}
+	if o.TopN <= 0 {
+		o.TopN = 20
+	}
+	if o.MaxPoints < 4 {
+		o.MaxPoints = 2048
+	}
+	if o.Growth.MinSamples <= 0 {
+		o.Growth.MinSamples = 8
+	}
+	if o.Growth.MinR2 <= 0 {
+		o.Growth.MinR2 = 0.8
+	}
+	if o.Growth.MinBytes == 0 {
+		o.Growth.MinBytes = 1 << 20
+	}
+	if o.MinDuplicateSteps <= 0 {
+		o.MinDuplicateSteps = 8
+	}
+}
+
+// scope is an open scope, or an ended one still referenced as the parent
+// of an open one.
+type scope struct {
+	id     event.ScopeID
+	kind   event.ScopeKind
+	label  event.StringID
+	parent *scope
+	ended  bool
+	owned  *obj // live objects this scope owns (doubly linked)
+}
+
+// obj is a live allocation.
+type obj struct {
+	addr, size, req uint64
+	seq             uint64
+	time            int64
+	cat             event.Category
+	expect          event.ScopeKind
+	label           event.StringID
+	site            event.SiteID
+	key             *agg // the (site, category) aggregate
+
+	owner      *scope
+	prev, next *obj
+
+	lingering  bool
+	lingerSeq  uint64
+	lingerTime int64
+	lingerStep uint64
+	scopeID    event.ScopeID
+	scopeKind  event.ScopeKind
+	scopeLabel event.StringID
+	rec        *record // its detailed record, when kept
+}
+
+// agg aggregates the objects of a category, a (site, category) pair or a
+// label.
+type agg struct {
+	live, liveN uint64
+	// peak and peakN are the values at the latest peak when stamp equals
+	// the analyzer's epoch; otherwise the values then were live and liveN.
+	peak, peakN uint64
+	stamp       uint64
+
+	allocs, allocBytes       uint64
+	frees                    uint64
+	lingN, lingBytes         uint64 // ever lingered
+	lingLiveN, lingLiveBytes uint64 // lingering and not freed
+	lateN, lateBytes         uint64
+
+	fit fit
+
+	// duplicates (site aggregates only)
+	site          event.SiteID
+	cat           event.Category
+	lastPeriod    event.ScopeID
+	periods       uint64
+	perPeriod     uint64 // allocations in lastPeriod
+	multi         bool   // some period had more than one allocation
+	accumulated   bool   // some block was made while an earlier one lived
+	minSize       uint64
+	maxSize       uint64
+	maxLiveBytes  uint64
+	firstSeq      uint64
+	lastAllocSeq  uint64
+	firstAllocSeq uint64
+}
+
+// Track indexes.
+const (
+	trAllocated = iota
+	trReserved
+	trDevice
+	trGoHeap
+	numTracks
+)
+
+// Analyzer consumes a trace's events in order and reports on them at any
+// time. Create it with New. It is not safe for concurrent use.
+type Analyzer struct {
+	opts Options
+	dup  [event.NumCategories]bool
+
+	events   uint64
+	firstSeq uint64
+	lastSeq  uint64
+	lastTime int64
+	anom     Anomalies
+
+	scopes map[event.ScopeID]*scope
+	live   map[uint64]*obj
+	pool   []*obj // recycled objects
+
+	cats   [event.NumCategories]agg
+	keys   map[uint64]*agg // by siteCatKey
+	keyOrd []*agg          // keys in order of appearance
+	labels []*agg          // by label id
+
+	epoch       uint64
+	allocated   uint64
+	peak        uint64
+	peakSeq     uint64
+	peakTime    int64
+	peakObjects uint64 // objects alive at the peak
+
+	stepEnds uint64 // step scopes ended so far
+
+	// lingering
+	ling     lingTotals
+	recs     recHeap
+	lateSum  float64 // sum of late-free delays, ns
+	lateMax  int64
+	lateMaxE uint64
+	lateMaxS uint64
+
+	// growth sampling
+	sampleKind event.ScopeKind
+	samples    uint64
+
+	// tracks
+	track      [numTracks]uint64
+	hasCounter [numTracks]bool
+	segDevice  uint64 // device bytes by segments
+	trackFit   [numTracks]fit
+	trackStart [numTracks]uint64
+	started    bool
+	series     series
+	devName    event.StringID // interned ids of the counter names, once seen
+	heapName   event.StringID
+	counterIDs map[event.StringID]int
+}
+
+type lingTotals struct {
+	n, bytes         uint64
+	liveN, liveBytes uint64
+	lateN, lateBytes uint64
+}
+
+// New returns an Analyzer with the given options.
+func New(opts Options) *Analyzer {
+	opts.fill()
+	a := &Analyzer{
+		opts:       opts,
+		scopes:     make(map[event.ScopeID]*scope),
+		live:       make(map[uint64]*obj),
+		keys:       make(map[uint64]*agg),
+		epoch:      1,
+		counterIDs: make(map[event.StringID]int),
+	}
+	for i := range a.cats {
+		a.cats[i].cat = event.Category(i)
+	}
+	if opts.DuplicateCategories == nil {
+		for c := range a.dup {
+			a.dup[c] = true
+		}
+		a.dup[event.CategoryActivation] = false
+		a.dup[event.CategoryLogits] = false
+	} else {
+		for _, c := range opts.DuplicateCategories {
+			if c.Valid() {
+				a.dup[c] = true
+			}
+		}
+	}
+	a.series.init(opts.MaxPoints)
+	return a
+}
+
+// Run analyzes every event of tr and returns the report.
+func Run(tr Trace, opts Options) (*Report, error) {
+	if opts.Names == nil {
+		opts.Names = tr
+	}
+	a := New(opts)
+	if err := tr.Replay(func(e event.Event) error { a.Add(e); return nil }); err != nil {
+		return nil, fmt.Errorf("analyze: %w", err)
+	}
+	return a.Report(tr), nil
+}
+
+// Add consumes the next event. Events must come in sequence order; one
+// whose Seq is not above the last one's is ignored and counted as an
+// anomaly (a live stream that re-delivers after a reconnect).
+func (a *Analyzer) Add(e event.Event) {
+	if a.events > 0 && e.Seq <= a.lastSeq {
+		a.anom.OutOfOrder++
+		return
+	}
+	if a.events == 0 {
+		a.firstSeq = e.Seq
+	} else if e.Seq != a.lastSeq+1 {
+		a.anom.Gaps++
+	}
+	a.events++
+	a.lastSeq, a.lastTime = e.Seq, e.Time
+	switch e.Kind {
+	case event.KindAlloc:
+		a.alloc(&e)
+	case event.KindFree:
+		a.free(&e)
+	case event.KindSegmentAlloc:
+		a.segment(&e, true)
+	case event.KindSegmentFree:
+		a.segment(&e, false)
+	case event.KindScopeBegin:
+		a.begin(&e)
+	case event.KindScopeEnd:
+		a.end(&e)
+	case event.KindCounter:
+		a.counter(&e)
+	case event.KindOOM:
+		a.anom.OOMs++
+	}
+	a.series.add(e.Seq, e.Time, &a.track)
+}
+
+func siteCatKey(s event.SiteID, c event.Category) uint64 { return uint64(s)<<8 | uint64(c) }
+
+func (a *Analyzer) key(s event.SiteID, c event.Category) *agg {
+	k := siteCatKey(s, c)
+	g := a.keys[k]
+	if g == nil {
+		g = &agg{site: s, cat: c}
+		a.keys[k] = g
+		a.keyOrd = append(a.keyOrd, g)
+	}
+	return g
+}
+
+func (a *Analyzer) label(id event.StringID) *agg {
+	for int(id) >= len(a.labels) {
+		a.labels = append(a.labels, nil)
+	}
+	g := a.labels[id]
+	if g == nil {
+		g = &agg{}
+		a.labels[id] = g
+	}
+	return g
+}
+
+// touch saves g's values at the latest peak before its first change since.
+func (a *Analyzer) touch(g *agg) {
+	if g.stamp != a.epoch {
+		g.peak, g.peakN, g.stamp = g.live, g.liveN, a.epoch
+	}
+}
+
+func (a *Analyzer) atPeak(g *agg) (bytes, n uint64) {
+	if g.stamp == a.epoch {
+		return g.peak, g.peakN
+	}
+	return g.live, g.liveN
+}
+
+func (a *Analyzer) alloc(e *event.Event) {
+	if _, dup := a.live[e.Addr]; dup {
+		// The allocator never hands out a live address twice: the trace
+		// lost a free. Keep the newer block.
+		a.anom.DoubleAllocs++
+		old := a.live[e.Addr]
+		a.release(old, e, false)
+	}
+	o := a.newObj()
+	o.addr, o.size, o.req = e.Addr, e.Size, e.Requested
+	o.seq, o.time = e.Seq, e.Time
+	o.cat, o.expect, o.label, o.site = e.Category, e.Expect, e.Label, e.Site
+	if !o.cat.Valid() {
+		o.cat = event.CategoryOther
+	}
+	a.live[e.Addr] = o
+
+	owner, period := a.walk(a.scopes[e.Scope], o.expect)
+	if owner != nil && o.expect != event.ScopeNone {
+		o.owner = owner
+		o.next = owner.owned
+		if owner.owned != nil {
+			owner.owned.prev = o
+		}
+		owner.owned = o
+	}
+
+	g := a.key(o.site, o.cat)
+	o.key = g
+	// duplicates: judged before this block counts as live
+	if g.allocs == 0 {
+		g.minSize, g.maxSize = o.size, o.size
+		g.firstAllocSeq = o.seq
+	}
+	g.minSize, g.maxSize = min(g.minSize, o.size), max(g.maxSize, o.size)
+	if g.liveN > 0 {
+		g.accumulated = true
+	}
+	if period != nil {
+		if period.id != g.lastPeriod {
+			g.lastPeriod = period.id
+			g.periods++
+			g.perPeriod = 0
+		}
+		g.perPeriod++
+		if g.perPeriod > 1 {
+			g.multi = true
+		}
+	}
+	g.lastAllocSeq = o.seq
+
+	for _, x := range [...]*agg{&a.cats[o.cat], g, a.label(o.label)} {
+		a.touch(x)
+		x.live += o.size
+		x.liveN++
+		x.allocs++
+		x.allocBytes += o.size
+	}
+	g.maxLiveBytes = max(g.maxLiveBytes, g.live)
+	a.allocated += o.size
+	a.track[trAllocated] = a.allocated
+	if a.allocated > a.peak {
+		a.peak, a.peakSeq, a.peakTime = a.allocated, e.Seq, e.Time
+		a.peakObjects = uint64(len(a.live))
+		a.epoch++
+	}
+}
+
+// walk returns, from s outwards, the owner of an object expected to die
+// with a scope of kind k (see the package documentation) and the period
+// scope the duplicates detector counts in (innermost step, else request,
+// else cell). It skips ended scopes, shortening the chain as it goes.
+func (a *Analyzer) walk(s *scope, k event.ScopeKind) (owner, period *scope) {
+	var larger, req, cell *scope
+	for s != nil {
+		for s.parent != nil && s.parent.ended {
+			s.parent = s.parent.parent
+		}
+		if s.ended {
+			s = s.parent
+			continue
+		}
+		switch {
+		case s.kind == k && owner == nil:
+			owner = s
+		case s.kind > k && larger == nil:
+			larger = s
+		}
+		switch s.kind {
+		case event.ScopeStep:
+			if period == nil {
+				period = s
+			}
+		case event.ScopeRequest:
+			if req == nil {
+				req = s
+			}
+		case event.ScopeCell:
+			if cell == nil {
+				cell = s
+			}
+		}
+		s = s.parent
+	}
+	if owner == nil {
+		owner = larger
+	}
+	if period == nil {
+		period = req
+	}
+	if period == nil {
+		period = cell
+	}
+	return owner, period
+}
+
+func (a *Analyzer) free(e *event.Event) {
+	o := a.live[e.Addr]
+	if o == nil {
+		a.anom.UnknownFrees++
+		return
+	}
+	a.release(o, e, true)
+}
+
+// release removes o from the live set at event e.
+func (a *Analyzer) release(o *obj, e *event.Event, freed bool) {
+	delete(a.live, o.addr)
+	a.unlink(o)
+	for _, x := range [...]*agg{&a.cats[o.cat], o.key, a.label(o.label)} {
+		a.touch(x)
+		x.live -= o.size
+		x.liveN--
+		x.frees++
+	}
+	a.allocated -= o.size
+	a.track[trAllocated] = a.allocated
+	if o.lingering {
+		delay := e.Time - o.lingerTime
+		for _, x := range [...]*agg{&a.cats[o.cat], o.key} {
+			x.lingLiveN--
+			x.lingLiveBytes -= o.size
+			x.lateN++
+			x.lateBytes += o.size
+		}
+		a.ling.liveN--
+		a.ling.liveBytes -= o.size
+		a.ling.lateN++
+		a.ling.lateBytes += o.size
+		a.lateSum += float64(delay)
+		if delay > a.lateMax {
+			a.lateMax = delay
+		}
+		a.lateMaxE = max(a.lateMaxE, e.Seq-o.lingerSeq)
+		a.lateMaxS = max(a.lateMaxS, a.stepEnds-o.lingerStep)
+		if r := o.rec; r != nil {
+			r.obj.FreeSeq, r.obj.FreeTime = e.Seq, e.Time
+			r.obj.DelayNS = delay
+			r.obj.DelayEvents = e.Seq - o.lingerSeq
+			r.obj.DelaySteps = a.stepEnds - o.lingerStep
+			r.o = nil
+		}
+	}
+	*o = obj{}
+	a.pool = append(a.pool, o)
+}
+
+func (a *Analyzer) newObj() *obj {
+	if n := len(a.pool); n > 0 {
+		o := a.pool[n-1]
+		a.pool = a.pool[:n-1]
+		return o
+	}
+	return new(obj)
+}
+
+func (a *Analyzer) unlink(o *obj) {
+	if o.owner == nil {
+		return
+	}
+	if o.prev != nil {
+		o.prev.next = o.next
+	} else {
+		o.owner.owned = o.next
+	}
+	if o.next != nil {
+		o.next.prev = o.prev
+	}
+	o.owner, o.prev, o.next = nil, nil, nil
+}
+
+func (a *Analyzer) begin(e *event.Event) {
+	id := event.ScopeID(e.Addr)
+	if _, ok := a.scopes[id]; ok {
+		a.anom.UnknownScopes++
+		return
+	}
+	a.scopes[id] = &scope{id: id, kind: e.Expect, label: e.Label, parent: a.scopes[event.ScopeID(e.Extra)]}
+}
+
+func (a *Analyzer) end(e *event.Event) {
+	id := event.ScopeID(e.Addr)
+	s := a.scopes[id]
+	if s == nil {
+		a.anom.UnknownScopes++
+		return
+	}
+	delete(a.scopes, id)
+	s.ended = true
+	if s.kind == event.ScopeStep {
+		a.stepEnds++
+	}
+	for o := s.owned; o != nil; {
+		next := o.next
+		a.linger(o, s, e)
+		o = next
+	}
+	s.owned = nil
+	a.sample(s.kind, e.Time)
+}
+
+// linger marks o lingering from the end of its owner s (event e).
+func (a *Analyzer) linger(o *obj, s *scope, e *event.Event) {
+	o.owner, o.prev, o.next = nil, nil, nil
+	o.lingering = true
+	o.lingerSeq, o.lingerTime, o.lingerStep = e.Seq, e.Time, a.stepEnds
+	o.scopeID, o.scopeKind, o.scopeLabel = s.id, s.kind, s.label
+	for _, x := range [...]*agg{&a.cats[o.cat], o.key} {
+		x.lingN++
+		x.lingBytes += o.size
+		x.lingLiveN++
+		x.lingLiveBytes += o.size
+	}
+	a.ling.n++
+	a.ling.bytes += o.size
+	a.ling.liveN++
+	a.ling.liveBytes += o.size
+	a.keep(o)
+	if a.opts.OnLinger != nil {
+		a.opts.OnLinger(a.object(o))
+	}
+}
+
+// object describes o as an Object with ids, names unresolved.
+func (a *Analyzer) object(o *obj) Object {
+	return Object{
+		Addr: o.addr, Size: o.size, Requested: o.req,
+		CategoryID: o.cat, LabelID: o.label, SiteID: o.site, ScopeLabelID: o.scopeLabel,
+		Category: o.cat.String(),
+		AllocSeq: o.seq, AllocTime: o.time,
+		Expect:    o.expect.String(),
+		ScopeID:   uint64(o.scopeID),
+		ScopeKind: o.scopeKind.String(),
+		LingerSeq: o.lingerSeq, LingerTime: o.lingerTime,
+	}
+}
+
+func (a *Analyzer) segment(e *event.Event, alloc bool) {
+	if alloc {
+		if e.Extra != event.PoolOutside {
+			a.track[trReserved] += e.Size
+		}
+		a.segDevice += e.Size
+	} else {
+		if e.Extra != event.PoolOutside {
+			a.track[trReserved] -= min(e.Size, a.track[trReserved])
+		}
+		a.segDevice -= min(e.Size, a.segDevice)
+	}
+	if !a.hasCounter[trDevice] {
+		a.track[trDevice] = a.segDevice
+	}
+}
+
+func (a *Analyzer) counter(e *event.Event) {
+	tr, ok := a.counterIDs[e.Label]
+	if !ok {
+		tr = -1
+		if a.opts.Names != nil {
+			tr = counterTrack(a.opts.Names.String(e.Label))
+		}
+		if tr >= 0 {
+			a.counterIDs[e.Label] = tr
+		}
+	}
+	if tr < 0 {
+		return
+	}
+	a.hasCounter[tr] = true
+	a.track[tr] = e.Size
+}
+
+func counterTrack(name string) int {
+	switch name {
+	case CounterDeviceUsed:
+		return trDevice
+	case CounterGoHeap:
+		return trGoHeap
+	}
+	return -1
+}
+
+// DefineString tells the analyzer an interned string, so that it knows
+// the counters it tracks without Options.Names. With DefineSite and Emit
+// it makes the Analyzer an event.Sink, which an Emitter can feed directly
+// (tests do; a server feeds Add from its own goroutine instead).
+func (a *Analyzer) DefineString(id event.StringID, s string) {
+	if tr := counterTrack(s); tr >= 0 {
+		a.counterIDs[id] = tr
+	}
+}
+
+// DefineSite does nothing: sites are resolved by Report.
+func (a *Analyzer) DefineSite(event.SiteID, event.Site) {}
+
+// Emit is Add.
+func (a *Analyzer) Emit(e event.Event) { a.Add(e) }
+
+// Counter names the tracks follow.
+const (
+	CounterDeviceUsed = "device_used"
+	CounterGoHeap     = "go_heap_inuse"
+)
+
+// sample records the growth samples at the end of a scope of kind k.
+func (a *Analyzer) sample(k event.ScopeKind, t int64) {
+	if k != event.ScopeStep && k != event.ScopeRequest && k != event.ScopeCell {
+		return
+	}
+	if a.sampleKind != 0 && k > a.sampleKind {
+		return
+	}
+	if k < a.sampleKind || a.sampleKind == 0 {
+		if a.sampleKind != 0 {
+			a.resetFits()
+		}
+		a.sampleKind = k
+	}
+	x, ts := float64(a.samples), float64(t)/1e9
+	a.samples++
+	for i := range a.cats {
+		if g := &a.cats[i]; g.allocs > 0 {
+			g.fit.add(x, ts, float64(g.live))
+		}
+	}
+	for _, g := range a.keyOrd {
+		g.fit.add(x, ts, float64(g.live))
+	}
+	if !a.started {
+		a.started = true
+		a.trackStart = a.track
+	}
+	for i := range a.trackFit {
+		a.trackFit[i].add(x, ts, float64(a.track[i]))
+	}
+}
+
+func (a *Analyzer) resetFits() {
+	a.samples = 0
+	for i := range a.cats {
+		a.cats[i].fit = fit{}
+	}
+	for _, g := range a.keyOrd {
+		g.fit = fit{}
+	}
+	a.trackFit = [numTracks]fit{}
+	a.started = false
+}

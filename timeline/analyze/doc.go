@@ -1,0 +1,80 @@
+// Package analyze judges a memory trace: which objects outlived the scope
+// they were expected to die with (lingering), which categories and sites
+// grow step after step, which sites re-allocate the same buffer every step
+// (duplicates), what was alive at the peak, how the allocator's and the
+// device's tracks diverge, and what changed between two traces (Diff).
+//
+// One incremental Analyzer serves a trace file and a live stream alike:
+// feed it events in order with Add and ask for a Report at any time. Run
+// does that over a whole trace. Memory is bounded by the live objects, the
+// open scopes, the distinct sites and labels and the capped lists of a
+// report, never by the number of events.
+//
+// # Lingering
+//
+// Every allocation with an expectation (Event.Expect != ScopeNone) has an
+// owner: among the scopes open when it was made, walking outwards from its
+// own scope, the innermost whose kind equals Expect, or failing that the
+// innermost whose kind is larger. When the owner ends, the object becomes
+// lingering from that instant. Freed later, it is a late free, with its
+// delay in nanoseconds, events and step ends; still alive at the last event,
+// it is leaked. An allocation with no owner (no enclosing scope of its kind
+// or larger, e.g. weights in a trace without an engine scope) never lingers.
+//
+// Where scopes nest properly this is exactly "when a scope of kind K ends,
+// every live object allocated inside it with Expect ≤ K lingers". It differs
+// where the recorded nesting contradicts the kind order, as in continuous
+// batching: a request admitted while another runs is recorded inside it,
+// and the earlier request may end first; its end does not touch the later
+// request's objects. A scope that ends while scopes inside it are open is
+// skipped by them from then on.
+//
+// # Growth
+//
+// Live bytes per category and per (site, category) are sampled at every
+// step end (scope_end of kind step); a trace without steps is sampled at
+// request ends, and one without requests at cell ends. A least-squares fit
+// over the samples, computed incrementally, gives the slope in bytes per
+// step (per sample) and bytes per second. A series is reported as growing
+// when it has at least GrowthRule.MinSamples samples, a positive slope with
+// R² ≥ GrowthRule.MinR2, and the fitted growth over its samples is at least
+// GrowthRule.MinBytes.
+//
+// # Duplicates
+//
+// A (site, category) pair is a duplicate family when it allocates a fresh
+// block in at least MinDuplicateSteps distinct steps (the innermost
+// enclosing step scope; request or cell in traces without steps), at most
+// one block per step, and every block after the first is made when all its
+// earlier blocks are already freed: one buffer, or a view of one, would have
+// served. Blocks that accumulate (paged KV blocks) are not duplicates.
+// Activations and logits are left out by default: a fresh block per step
+// holding that step's result is their normal life, and the caching
+// allocator already recycles their memory.
+//
+// # Peak
+//
+// The peak is the first instant allocated bytes reach their maximum. What
+// was alive then, by category, site and label, is exact and costs O(1) per
+// event: every aggregate keeps its value at the latest peak lazily (saved
+// on its first change after a new peak), so a new peak costs nothing but a
+// counter increment, even on monotone growth.
+//
+// # Tracks
+//
+// Allocated (alloc minus free), reserved (segments of the small and large
+// pools), device used (every segment, the outside pool included, or the
+// latest "device_used" counter once one appears) and, when present, the
+// "go_heap_inuse" counter are kept as a downsampled series of at most
+// Options.MaxPoints points (min and max per bucket of events). Their
+// samples at step ends are fitted as for growth, and the verdict names
+// which track grows: allocated (live objects accumulate: a true leak when
+// they linger), reserved while allocated does not (the cache retains
+// freed memory), or device used while reserved does not (memory taken
+// outside the allocator).
+//
+// # Concurrency
+//
+// An Analyzer is not safe for concurrent use: a live stream's owner
+// serializes Add and Report. Reports are independent values.
+package analyze

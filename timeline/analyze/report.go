@@ -1,0 +1,470 @@
+package analyze
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"linger/timeline/event"
+)
+
+// Report is what an Analyzer found up to the last event it was given. It
+// is a plain value, independent of the Analyzer; encoding/json writes it
+// with stable lower_snake names. Byte figures are the allocator's rounded
+// sizes unless named "requested"; times are nanoseconds since the trace
+// began.
+type Report struct {
+	Events     uint64 `json:"events"`
+	FirstSeq   uint64 `json:"first_seq"`
+	LastSeq    uint64 `json:"last_seq"`
+	DurationNS int64  `json:"duration_ns"`
+	// Truncated says why the trace ends early ("" when it does not):
+	// the analysis covers every event up to there.
+	Truncated  string      `json:"truncated,omitempty"`
+	Lingering  Lingering   `json:"lingering"`
+	GrowthUnit string      `json:"growth_unit"` // the scope kind growth is sampled at: step, request or cell ("" if none ended)
+	Growth     []Growth    `json:"growth"`
+	Duplicates []Duplicate `json:"duplicates"`
+	Peak       Peak        `json:"peak"`
+	Tracks     Tracks      `json:"tracks"`
+	// Categories and Sites are the per-category and per-(site, category)
+	// totals Diff compares; Sites is ordered by allocated bytes.
+	Categories []Stat    `json:"categories"`
+	Sites      []Stat    `json:"sites"`
+	Anomalies  Anomalies `json:"anomalies"`
+}
+
+// Lingering summarizes the objects that outlived their expected scope.
+type Lingering struct {
+	Count          uint64 `json:"count"` // objects that became lingering
+	Bytes          uint64 `json:"bytes"`
+	Leaked         uint64 `json:"leaked"` // of those, still alive at the last event
+	LeakedBytes    uint64 `json:"leaked_bytes"`
+	LateFrees      uint64 `json:"late_frees"` // of those, freed after lingering
+	LateFreeBytes  uint64 `json:"late_free_bytes"`
+	MeanDelayNS    int64  `json:"mean_delay_ns"` // of late frees
+	MaxDelayNS     int64  `json:"max_delay_ns"`
+	MaxDelayEvents uint64 `json:"max_delay_events"`
+	MaxDelaySteps  uint64 `json:"max_delay_steps"`
+	// ByCategory and BySite hold every category and (site, category)
+	// with lingering objects, most bytes first.
+	ByCategory []Total `json:"by_category"`
+	BySite     []Total `json:"by_site"`
+	// Objects are the largest lingering objects (Options.MaxObjects),
+	// largest first; Omitted counts the others.
+	Objects []Object `json:"objects"`
+	Omitted uint64   `json:"omitted"`
+}
+
+// Total is the lingering objects of a category or a (site, category).
+type Total struct {
+	Category      string `json:"category"`
+	Site          string `json:"site,omitempty"`
+	Count         uint64 `json:"count"`
+	Bytes         uint64 `json:"bytes"`
+	Leaked        uint64 `json:"leaked"`
+	LeakedBytes   uint64 `json:"leaked_bytes"`
+	LateFrees     uint64 `json:"late_frees"`
+	LateFreeBytes uint64 `json:"late_free_bytes"`
+}
+
+// Object is a lingering object. In an OnLinger callback the names (Label,
+// Site, ScopeLabel) are empty and LabelID, SiteID and ScopeLabelID say
+// them; in a Report both are set.
+type Object struct {
+	Addr      uint64 `json:"addr"`
+	Size      uint64 `json:"size"`
+	Requested uint64 `json:"requested"`
+	Category  string `json:"category"`
+	Label     string `json:"label"`
+	Site      string `json:"site"`
+	Expect    string `json:"expect"`
+	AllocSeq  uint64 `json:"alloc_seq"`
+	AllocTime int64  `json:"alloc_time_ns"`
+	// The scope it outlived, and its end: the instant it became lingering.
+	ScopeID    uint64 `json:"scope_id"`
+	ScopeKind  string `json:"scope_kind"`
+	ScopeLabel string `json:"scope_label"`
+	LingerSeq  uint64 `json:"linger_seq"`
+	LingerTime int64  `json:"linger_time_ns"`
+	// FreeSeq is 0 while it lives; Leaked is set when it is alive at the
+	// last event.
+	FreeSeq     uint64 `json:"free_seq,omitempty"`
+	FreeTime    int64  `json:"free_time_ns,omitempty"`
+	Leaked      bool   `json:"leaked"`
+	DelayNS     int64  `json:"delay_ns,omitempty"`
+	DelayEvents uint64 `json:"delay_events,omitempty"`
+	DelaySteps  uint64 `json:"delay_steps,omitempty"`
+
+	CategoryID   event.Category `json:"-"`
+	LabelID      event.StringID `json:"-"`
+	SiteID       event.SiteID   `json:"-"`
+	ScopeLabelID event.StringID `json:"-"`
+}
+
+// Growth is a category (Site empty) or (site, category) whose live bytes
+// grow by the rule of Options.Growth.
+type Growth struct {
+	Category       string  `json:"category"`
+	Site           string  `json:"site,omitempty"`
+	Samples        int     `json:"samples"`
+	BytesPerStep   float64 `json:"bytes_per_step"` // per sample (see Report.GrowthUnit)
+	BytesPerSecond float64 `json:"bytes_per_second"`
+	R2             float64 `json:"r2"`
+	First          uint64  `json:"first_bytes"` // live bytes at its first and last samples
+	Last           uint64  `json:"last_bytes"`
+}
+
+// Duplicate is a (site, category) that allocated a fresh block step after
+// step where one would have served.
+type Duplicate struct {
+	Category   string `json:"category"`
+	Site       string `json:"site"`
+	Count      uint64 `json:"count"` // blocks allocated
+	Steps      uint64 `json:"steps"` // distinct steps they were allocated in
+	MinSize    uint64 `json:"min_size"`
+	MaxSize    uint64 `json:"max_size"`
+	TotalBytes uint64 `json:"total_bytes"`
+	FirstSeq   uint64 `json:"first_seq"`
+	LastSeq    uint64 `json:"last_seq"`
+}
+
+// Peak is what was alive at the first instant allocated bytes reached
+// their maximum. Its lists are exact; BySite and ByLabel hold the top
+// Options.TopN.
+type Peak struct {
+	Bytes      uint64  `json:"bytes"`
+	Seq        uint64  `json:"seq"`
+	TimeNS     int64   `json:"time_ns"`
+	Objects    uint64  `json:"objects"`
+	ByCategory []Share `json:"by_category"`
+	BySite     []Share `json:"by_site"`
+	ByLabel    []Share `json:"by_label"`
+}
+
+// Share is the part of the peak held by a category, a (site, category) or
+// a label.
+type Share struct {
+	Category string `json:"category,omitempty"`
+	Site     string `json:"site,omitempty"`
+	Label    string `json:"label,omitempty"`
+	Bytes    uint64 `json:"bytes"`
+	Count    uint64 `json:"count"`
+}
+
+// Tracks are the allocator's and the device's memory side by side.
+type Tracks struct {
+	// Points is the downsampled series: each point covers Events events
+	// from Seq, with the minimum and maximum of each track over them.
+	Points []Point `json:"points"`
+	// Start holds the values at the first growth sample, End at the last
+	// event.
+	Start TrackValues `json:"start"`
+	End   TrackValues `json:"end"`
+	// Slopes of each track, in bytes per growth sample.
+	AllocatedPerStep float64 `json:"allocated_per_step"`
+	ReservedPerStep  float64 `json:"reserved_per_step"`
+	DevicePerStep    float64 `json:"device_used_per_step"`
+	GoHeapPerStep    float64 `json:"go_heap_per_step,omitempty"`
+	// Verdict is "allocated_grows" (live objects accumulate: a true leak
+	// when they linger), "reserved_grows" (allocated does not: the cache
+	// retains freed memory), "device_grows" (reserved does not: memory
+	// taken outside the allocator) or "flat".
+	Verdict     string `json:"verdict"`
+	GoHeapGrows bool   `json:"go_heap_grows"`
+	HasGoHeap   bool   `json:"has_go_heap"`
+	// DeviceFromCounter is set when device used comes from the
+	// "device_used" counter rather than from segments.
+	DeviceFromCounter bool `json:"device_from_counter"`
+}
+
+// Verdicts of Tracks.
+const (
+	VerdictAllocated = "allocated_grows"
+	VerdictReserved  = "reserved_grows"
+	VerdictDevice    = "device_grows"
+	VerdictFlat      = "flat"
+)
+
+// TrackValues are the tracks at an instant, and their gaps: reserved minus
+// allocated (cached, free) and device used minus reserved (outside the
+// allocator's pools).
+type TrackValues struct {
+	Allocated  uint64 `json:"allocated"`
+	Reserved   uint64 `json:"reserved"`
+	DeviceUsed uint64 `json:"device_used"`
+	GoHeap     uint64 `json:"go_heap,omitempty"`
+	CachedGap  int64  `json:"cached_gap"`
+	OutsideGap int64  `json:"outside_gap"`
+}
+
+// Point is one bucket of the tracks' series.
+type Point struct {
+	Seq          uint64 `json:"seq"`
+	TimeNS       int64  `json:"time_ns"`
+	Events       uint64 `json:"events"`
+	AllocatedMin uint64 `json:"allocated_min"`
+	AllocatedMax uint64 `json:"allocated_max"`
+	ReservedMin  uint64 `json:"reserved_min"`
+	ReservedMax  uint64 `json:"reserved_max"`
+	DeviceMin    uint64 `json:"device_used_min"`
+	DeviceMax    uint64 `json:"device_used_max"`
+	GoHeapMin    uint64 `json:"go_heap_min,omitempty"`
+	GoHeapMax    uint64 `json:"go_heap_max,omitempty"`
+}
+
+// Stat is the totals of a category (Site empty) or a (site, category).
+type Stat struct {
+	Category       string `json:"category"`
+	Site           string `json:"site,omitempty"`
+	Allocs         uint64 `json:"allocs"`
+	AllocBytes     uint64 `json:"alloc_bytes"`
+	Frees          uint64 `json:"frees"`
+	LiveCount      uint64 `json:"live_count"`
+	LiveBytes      uint64 `json:"live_bytes"`
+	Lingering      uint64 `json:"lingering"`
+	LingeringBytes uint64 `json:"lingering_bytes"`
+	Leaked         uint64 `json:"leaked"`
+	LeakedBytes    uint64 `json:"leaked_bytes"`
+	PeakCount      uint64 `json:"peak_count"`
+	PeakBytes      uint64 `json:"peak_bytes"`
+}
+
+// Anomalies count events the analysis could not make sense of: a trace
+// started mid-way (a live stream joined late), or a recorder bug.
+type Anomalies struct {
+	UnknownFrees  uint64 `json:"unknown_frees"`  // free of an address not alive
+	DoubleAllocs  uint64 `json:"double_allocs"`  // alloc at a live address
+	UnknownScopes uint64 `json:"unknown_scopes"` // end of a scope never begun, or begun twice
+	OutOfOrder    uint64 `json:"out_of_order"`   // ignored: seq not above the last
+	Gaps          uint64 `json:"gaps"`           // seq jumps
+	OOMs          uint64 `json:"ooms"`           // oom events (not an anomaly of the trace)
+}
+
+type resolver struct {
+	names Names
+	sites map[event.SiteID]string
+}
+
+func (r *resolver) site(id event.SiteID) string {
+	if id == 0 {
+		return "unknown"
+	}
+	if s, ok := r.sites[id]; ok {
+		return s
+	}
+	s := fmt.Sprintf("site %d", id)
+	if r.names != nil {
+		if site, ok := r.names.Site(id); ok {
+			s = site.String()
+		}
+	}
+	r.sites[id] = s
+	return s
+}
+
+func (r *resolver) str(id event.StringID) string {
+	if r.names == nil || id == 0 {
+		return ""
+	}
+	return r.names.String(id)
+}
+
+// Report returns what the analyzer found so far, resolving names with
+// names (nil: names are left empty and sites read "site N"). It costs
+// O(live lingering records + sites + labels + points), not O(events), so
+// a live stream may ask every second.
+func (a *Analyzer) Report(names Names) *Report {
+	r := &resolver{names: names, sites: make(map[event.SiteID]string)}
+	rep := &Report{
+		Events: a.events, FirstSeq: a.firstSeq, LastSeq: a.lastSeq, DurationNS: a.lastTime,
+		Truncated: a.opts.Truncated, Anomalies: a.anom,
+		Growth: []Growth{}, Duplicates: []Duplicate{},
+	}
+	if a.sampleKind != 0 {
+		rep.GrowthUnit = a.sampleKind.String()
+	}
+	a.reportLingering(rep, r)
+	a.reportStats(rep, r)
+	a.reportPeak(rep, r)
+	a.reportTracks(rep)
+	return rep
+}
+
+func (a *Analyzer) reportLingering(rep *Report, r *resolver) {
+	l := &rep.Lingering
+	l.Count, l.Bytes = a.ling.n, a.ling.bytes
+	l.Leaked, l.LeakedBytes = a.ling.liveN, a.ling.liveBytes
+	l.LateFrees, l.LateFreeBytes = a.ling.lateN, a.ling.lateBytes
+	if a.ling.lateN > 0 {
+		l.MeanDelayNS = int64(a.lateSum / float64(a.ling.lateN))
+	}
+	l.MaxDelayNS, l.MaxDelayEvents, l.MaxDelaySteps = a.lateMax, a.lateMaxE, a.lateMaxS
+	l.ByCategory, l.BySite = []Total{}, []Total{}
+	total := func(g *agg) Total {
+		return Total{Category: g.cat.String(), Count: g.lingN, Bytes: g.lingBytes,
+			Leaked: g.lingLiveN, LeakedBytes: g.lingLiveBytes, LateFrees: g.lateN, LateFreeBytes: g.lateBytes}
+	}
+	for i := range a.cats {
+		if g := &a.cats[i]; g.lingN > 0 {
+			t := total(g)
+			t.Category = event.Category(i).String()
+			l.ByCategory = append(l.ByCategory, t)
+		}
+	}
+	for _, g := range a.keyOrd {
+		if g.lingN > 0 {
+			t := total(g)
+			t.Site = r.site(g.site)
+			l.BySite = append(l.BySite, t)
+		}
+	}
+	byBytes := func(x, y Total) int {
+		return cmp.Or(cmp.Compare(y.Bytes, x.Bytes), cmp.Compare(x.Category, y.Category), cmp.Compare(x.Site, y.Site))
+	}
+	slices.SortFunc(l.ByCategory, byBytes)
+	slices.SortFunc(l.BySite, byBytes)
+	l.Objects = make([]Object, 0, len(a.recs))
+	for _, rec := range a.recs {
+		o := rec.obj
+		o.Label, o.Site, o.ScopeLabel = r.str(o.LabelID), r.site(o.SiteID), r.str(o.ScopeLabelID)
+		o.Leaked = o.FreeSeq == 0
+		l.Objects = append(l.Objects, o)
+	}
+	slices.SortFunc(l.Objects, func(x, y Object) int {
+		return cmp.Or(cmp.Compare(y.Size, x.Size), cmp.Compare(x.AllocSeq, y.AllocSeq))
+	})
+	l.Omitted = a.ling.n - uint64(len(l.Objects))
+}
+
+func (a *Analyzer) stat(g *agg) Stat {
+	pb, pn := a.atPeak(g)
+	return Stat{Category: g.cat.String(), Allocs: g.allocs, AllocBytes: g.allocBytes, Frees: g.frees,
+		LiveCount: g.liveN, LiveBytes: g.live, Lingering: g.lingN, LingeringBytes: g.lingBytes,
+		Leaked: g.lingLiveN, LeakedBytes: g.lingLiveBytes, PeakCount: pn, PeakBytes: pb}
+}
+
+func (a *Analyzer) growth(g *agg, site string) (Growth, bool) {
+	if !g.fit.growing(a.opts.Growth) {
+		return Growth{}, false
+	}
+	ps, pt, r2 := g.fit.slope()
+	return Growth{Category: g.cat.String(), Site: site, Samples: int(g.fit.n), BytesPerStep: ps,
+		BytesPerSecond: pt, R2: r2, First: uint64(g.fit.first), Last: uint64(g.fit.last)}, true
+}
+
+func (a *Analyzer) reportStats(rep *Report, r *resolver) {
+	rep.Categories, rep.Sites = []Stat{}, []Stat{}
+	for i := range a.cats {
+		g := &a.cats[i]
+		if g.allocs == 0 {
+			continue
+		}
+		rep.Categories = append(rep.Categories, a.stat(g))
+		if gr, ok := a.growth(g, ""); ok {
+			rep.Growth = append(rep.Growth, gr)
+		}
+	}
+	for _, g := range a.keyOrd {
+		site := r.site(g.site)
+		s := a.stat(g)
+		s.Site = site
+		rep.Sites = append(rep.Sites, s)
+		if gr, ok := a.growth(g, site); ok {
+			rep.Growth = append(rep.Growth, gr)
+		}
+		if a.dup[g.cat] && g.periods >= uint64(a.opts.MinDuplicateSteps) && !g.multi && !g.accumulated {
+			rep.Duplicates = append(rep.Duplicates, Duplicate{Category: g.cat.String(), Site: site,
+				Count: g.allocs, Steps: g.periods, MinSize: g.minSize, MaxSize: g.maxSize,
+				TotalBytes: g.allocBytes, FirstSeq: g.firstAllocSeq, LastSeq: g.lastAllocSeq})
+		}
+	}
+	slices.SortFunc(rep.Sites, func(x, y Stat) int {
+		return cmp.Or(cmp.Compare(y.AllocBytes, x.AllocBytes), cmp.Compare(x.Site, y.Site), cmp.Compare(x.Category, y.Category))
+	})
+	slices.SortFunc(rep.Growth, func(x, y Growth) int {
+		return cmp.Or(cmp.Compare(y.BytesPerStep, x.BytesPerStep), cmp.Compare(x.Category, y.Category), cmp.Compare(x.Site, y.Site))
+	})
+	slices.SortFunc(rep.Duplicates, func(x, y Duplicate) int {
+		return cmp.Or(cmp.Compare(y.TotalBytes, x.TotalBytes), cmp.Compare(x.Site, y.Site))
+	})
+}
+
+func (a *Analyzer) reportPeak(rep *Report, r *resolver) {
+	p := &rep.Peak
+	p.Bytes, p.Seq, p.TimeNS, p.Objects = a.peak, a.peakSeq, a.peakTime, a.peakObjects
+	p.ByCategory, p.BySite, p.ByLabel = []Share{}, []Share{}, []Share{}
+	for i := range a.cats {
+		if b, n := a.atPeak(&a.cats[i]); n > 0 {
+			p.ByCategory = append(p.ByCategory, Share{Category: event.Category(i).String(), Bytes: b, Count: n})
+		}
+	}
+	for _, g := range a.keyOrd {
+		if b, n := a.atPeak(g); n > 0 {
+			p.BySite = append(p.BySite, Share{Category: g.cat.String(), Site: r.site(g.site), Bytes: b, Count: n})
+		}
+	}
+	for id, g := range a.labels {
+		if g == nil {
+			continue
+		}
+		if b, n := a.atPeak(g); n > 0 {
+			p.ByLabel = append(p.ByLabel, Share{Label: r.str(event.StringID(id)), Bytes: b, Count: n})
+		}
+	}
+	byBytes := func(x, y Share) int {
+		return cmp.Or(cmp.Compare(y.Bytes, x.Bytes), cmp.Compare(x.Category, y.Category), cmp.Compare(x.Site, y.Site), cmp.Compare(x.Label, y.Label))
+	}
+	slices.SortFunc(p.ByCategory, byBytes)
+	slices.SortFunc(p.BySite, byBytes)
+	slices.SortFunc(p.ByLabel, byBytes)
+	p.BySite = p.BySite[:min(len(p.BySite), a.opts.TopN)]
+	p.ByLabel = p.ByLabel[:min(len(p.ByLabel), a.opts.TopN)]
+}
+
+func values(v [numTracks]uint64) TrackValues {
+	return TrackValues{Allocated: v[trAllocated], Reserved: v[trReserved], DeviceUsed: v[trDevice], GoHeap: v[trGoHeap],
+		CachedGap: int64(v[trReserved]) - int64(v[trAllocated]), OutsideGap: int64(v[trDevice]) - int64(v[trReserved])}
+}
+
+func (a *Analyzer) reportTracks(rep *Report) {
+	t := &rep.Tracks
+	t.Points = make([]Point, len(a.series.pts))
+	for i, p := range a.series.pts {
+		t.Points[i] = Point{Seq: p.seq, TimeNS: p.time, Events: p.n,
+			AllocatedMin: p.min[trAllocated], AllocatedMax: p.max[trAllocated],
+			ReservedMin: p.min[trReserved], ReservedMax: p.max[trReserved],
+			DeviceMin: p.min[trDevice], DeviceMax: p.max[trDevice],
+			GoHeapMin: p.min[trGoHeap], GoHeapMax: p.max[trGoHeap]}
+	}
+	t.Start, t.End = values(a.trackStart), values(a.track)
+	t.AllocatedPerStep, _, _ = a.trackFit[trAllocated].slope()
+	t.ReservedPerStep, _, _ = a.trackFit[trReserved].slope()
+	t.DevicePerStep, _, _ = a.trackFit[trDevice].slope()
+	t.GoHeapPerStep, _, _ = a.trackFit[trGoHeap].slope()
+	t.HasGoHeap = a.hasCounter[trGoHeap]
+	t.DeviceFromCounter = a.hasCounter[trDevice]
+	rule := a.opts.Growth
+	switch {
+	case a.trackFit[trAllocated].growing(rule):
+		t.Verdict = VerdictAllocated
+	case a.trackFit[trReserved].growing(rule):
+		t.Verdict = VerdictReserved
+	case a.trackFit[trDevice].growing(rule):
+		t.Verdict = VerdictDevice
+	default:
+		t.Verdict = VerdictFlat
+	}
+	t.GoHeapGrows = t.HasGoHeap && a.trackFit[trGoHeap].growing(rule)
+}
+
+// shortSite keeps a site's first two places (the notebook cell and line
+// first when there is one), which is what a person reads first.
+func shortSite(s string) string {
+	parts := strings.SplitN(s, " ← ", 3)
+	if len(parts) > 2 {
+		return parts[0] + " ← " + parts[1] + " ← …"
+	}
+	return s
+}

@@ -1,0 +1,152 @@
+package analyze
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+)
+
+// textRows bounds each list in the text output.
+const textRows = 5
+
+// WriteText writes the report for people: most important first
+// (lingering, growth, duplicates, peak, tracks), a few lines each.
+func (rep *Report) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	p := func(format string, args ...any) { fmt.Fprintf(bw, format+"\n", args...) }
+	if rep.Truncated != "" {
+		p("TRUNCATED: %s; analyzed %d events up to seq %d", rep.Truncated, rep.Events, rep.LastSeq)
+	}
+	p("trace: %d events (seq %d–%d), %s", rep.Events, rep.FirstSeq, rep.LastSeq, fmtDuration(rep.DurationNS))
+
+	l := rep.Lingering
+	if l.Count == 0 {
+		p("lingering: none")
+	} else {
+		p("lingering: %d objects, %s (leaked %d, %s; freed late %d, %s, mean delay %s, max %s / %d events / %d steps)",
+			l.Count, fmtBytes(l.Bytes), l.Leaked, fmtBytes(l.LeakedBytes), l.LateFrees, fmtBytes(l.LateFreeBytes),
+			fmtDuration(l.MeanDelayNS), fmtDuration(l.MaxDelayNS), l.MaxDelayEvents, l.MaxDelaySteps)
+		for _, t := range l.BySite[:min(len(l.BySite), textRows)] {
+			p("  %-10s %10s in %d objects (leaked %s)  at %s", t.Category, fmtBytes(t.Bytes), t.Count, fmtBytes(t.LeakedBytes), shortSite(t.Site))
+		}
+		for _, o := range l.Objects[:min(len(l.Objects), textRows)] {
+			state := "leaked"
+			if !o.Leaked {
+				state = fmt.Sprintf("freed %s late", fmtDuration(o.DelayNS))
+			}
+			p("  - %s %q %s, expected to die with %s %q (ended seq %d); %s; at %s",
+				o.Category, o.Label, fmtBytes(o.Size), o.ScopeKind, o.ScopeLabel, o.LingerSeq, state, shortSite(o.Site))
+		}
+	}
+
+	unit := rep.GrowthUnit
+	if unit == "" {
+		unit = "step"
+	}
+	if len(rep.Growth) == 0 {
+		p("growth: none")
+	} else {
+		p("growth:")
+		for _, g := range rep.Growth[:min(len(rep.Growth), textRows)] {
+			where := g.Site
+			if where == "" {
+				where = "(all sites)"
+			}
+			p("  %-10s %s/%s (%s/s, R² %.2f over %d samples, %s → %s)  %s", g.Category, fmtSigned(g.BytesPerStep), unit,
+				fmtSigned(g.BytesPerSecond), g.R2, g.Samples, fmtBytes(g.First), fmtBytes(g.Last), shortSite(where))
+		}
+	}
+
+	if len(rep.Duplicates) == 0 {
+		p("duplicates: none")
+	} else {
+		p("duplicates:")
+		for _, d := range rep.Duplicates[:min(len(rep.Duplicates), textRows)] {
+			size := fmtBytes(d.MinSize)
+			if d.MaxSize != d.MinSize {
+				size += "–" + fmtBytes(d.MaxSize)
+			}
+			p("  %-10s %d copies in %d %ss, %s each, %s in all  at %s", d.Category, d.Count, d.Steps, unit, size, fmtBytes(d.TotalBytes), shortSite(d.Site))
+		}
+	}
+
+	pk := rep.Peak
+	p("peak: %s in %d objects at seq %d (%s)", fmtBytes(pk.Bytes), pk.Objects, pk.Seq, fmtDuration(pk.TimeNS))
+	for _, s := range pk.ByCategory[:min(len(pk.ByCategory), textRows)] {
+		p("  %-10s %10s in %d", s.Category, fmtBytes(s.Bytes), s.Count)
+	}
+	for _, s := range pk.BySite[:min(len(pk.BySite), textRows)] {
+		p("  %-10s %10s in %d  at %s", s.Category, fmtBytes(s.Bytes), s.Count, shortSite(s.Site))
+	}
+
+	t := rep.Tracks
+	p("tracks: %s; allocated %s → %s, reserved %s → %s, device used %s → %s", verdictText(t.Verdict),
+		fmtBytes(t.Start.Allocated), fmtBytes(t.End.Allocated), fmtBytes(t.Start.Reserved), fmtBytes(t.End.Reserved),
+		fmtBytes(t.Start.DeviceUsed), fmtBytes(t.End.DeviceUsed))
+	p("  cached gap (reserved − allocated) %s → %s; outside gap (device − reserved) %s → %s",
+		fmtSigned(float64(t.Start.CachedGap)), fmtSigned(float64(t.End.CachedGap)),
+		fmtSigned(float64(t.Start.OutsideGap)), fmtSigned(float64(t.End.OutsideGap)))
+	if t.HasGoHeap {
+		state := "flat"
+		if t.GoHeapGrows {
+			state = "grows " + fmtSigned(t.GoHeapPerStep) + "/" + unit
+		}
+		p("  go heap %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.End.GoHeap), state)
+	}
+	if a := rep.Anomalies; a.UnknownFrees+a.DoubleAllocs+a.UnknownScopes+a.OutOfOrder+a.Gaps > 0 {
+		p("anomalies: %d unknown frees, %d double allocs, %d unknown scopes, %d out of order, %d gaps",
+			a.UnknownFrees, a.DoubleAllocs, a.UnknownScopes, a.OutOfOrder, a.Gaps)
+	}
+	return bw.Flush()
+}
+
+func verdictText(v string) string {
+	switch v {
+	case VerdictAllocated:
+		return "allocated grows (live objects accumulate)"
+	case VerdictReserved:
+		return "reserved grows while allocated does not (cache retention)"
+	case VerdictDevice:
+		return "device used grows while reserved does not (memory outside the allocator)"
+	}
+	return "flat"
+}
+
+// fmtBytes formats n in binary units: "24.0 MiB".
+func fmtBytes(n uint64) string {
+	return fmtFloat(float64(n))
+}
+
+// fmtSigned formats a byte figure with its sign: "+24.0 MiB".
+func fmtSigned(v float64) string {
+	if v < 0 {
+		return "−" + fmtFloat(-v)
+	}
+	return "+" + fmtFloat(v)
+}
+
+func fmtFloat(v float64) string {
+	const units = "KMGTPE"
+	if math.Abs(v) < 1024 {
+		return fmt.Sprintf("%.0f B", v)
+	}
+	i := -1
+	for math.Abs(v) >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, units[i])
+}
+
+func fmtDuration(ns int64) string {
+	switch {
+	case ns < 1e3:
+		return fmt.Sprintf("%d ns", ns)
+	case ns < 1e6:
+		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
+	case ns < 1e9:
+		return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
+	}
+	return fmt.Sprintf("%.2f s", float64(ns)/1e9)
+}
