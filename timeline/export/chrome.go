@@ -1,0 +1,709 @@
+package export
+
+import (
+	"fmt"
+	"io"
+	"math/bits"
+	"strconv"
+
+	"linger/timeline/event"
+)
+
+// DefaultMaxObjects is the number of objects past which Chrome aggregates
+// small objects per site.
+const DefaultMaxObjects = 200_000
+
+// DefaultMaxCounterSamples bounds each counter track of an aggregated
+// Chrome export.
+const DefaultMaxCounterSamples = 100_000
+
+// ChromeOptions configures Chrome.
+type ChromeOptions struct {
+	// MaxObjects is how many objects may have an async slice of their own.
+	// Past it, the smallest objects that are not lingering are aggregated
+	// into one slice per site and category, and counter tracks are
+	// sampled (see MaxCounterSamples). 0 means DefaultMaxObjects; a
+	// negative value never aggregates.
+	MaxObjects int
+	// MaxCounterSamples bounds the samples of each counter track once
+	// objects are aggregated: within each interval of the trace's duration
+	// divided by it, a track keeps its highest value and its last. 0 means
+	// DefaultMaxCounterSamples.
+	MaxCounterSamples int
+}
+
+// Process and thread ids of the Chrome export.
+const (
+	chromePID    = 1
+	chromeTIDMem = 1 // counters, objects and instants
+	// Scope lanes are thread ids scopeTIDBase*kind+lane: overlapping scopes
+	// of one kind (requests of a dynamic batch) get lanes of their own,
+	// because complete events on one thread must nest.
+	scopeTIDBase = 100
+)
+
+// Chrome writes tr in the Trace Event Format (the JSON object form) that
+// Perfetto UI and chrome://tracing open:
+//
+//   - counter tracks (ph "C"): "allocated", "reserved", "device_used",
+//     "live <category>" for each category, and every counter event of the
+//     trace (such as "go_heap_inuse") under its own name; values in bytes
+//     (or the counter's unit) under the arg "value";
+//   - one async slice (ph "b"/"e", id "<hex addr>-<alloc seq>") per
+//     object's lifetime, cat its category, name its label. A lingering
+//     object has cat "lingering,<category>", a name starting "lingering: ",
+//     and a nested slice from the end of the scope it outlived, whose args
+//     name that scope; one never freed ends at the end of the trace with
+//     args.leak true;
+//   - scopes as complete events (ph "X") on one thread per scope kind (more
+//     when scopes of a kind overlap), named by ph "M" thread_name events;
+//   - OOMs and marks as global instant events (ph "i", s "g").
+//
+// Past opts.MaxObjects objects, small objects are aggregated per site and
+// category and the metadata says how many and below what size. ts is in
+// microseconds, with nanosecond decimals. Chrome reads tr three times.
+func Chrome(w io.Writer, tr Trace, opts ChromeOptions) error {
+	sc, err := scanChrome(tr, opts)
+	if err != nil {
+		return fmt.Errorf("chrome export: %w", err)
+	}
+	cw := &chromeWriter{tr: tr, sc: sc, ling: sc.ling, j: newJSONWriter(w),
+		st: newState(), lanes: make(map[event.ScopeKind][]int64),
+		lingObjs: make(map[uint64]*object), counters: make(map[string]*counterTrack)}
+	cw.start()
+	if err := tr.Replay(cw.event); err != nil {
+		return fmt.Errorf("chrome export: %w", err)
+	}
+	cw.finish()
+	if err := cw.j.close(); err != nil {
+		return fmt.Errorf("chrome export: write: %w", err)
+	}
+	return nil
+}
+
+// groupKey is an aggregated slice: the small objects of one site and
+// category (with the size bucket while scanning, 0 once merged).
+type groupKey struct {
+	site   event.SiteID
+	cat    event.Category
+	bucket uint8
+}
+
+type group struct {
+	first, last uint64 // seqs of the first alloc and of the last alloc or free
+	objects     uint64
+	bytes       uint64
+	open        int64 // alive at the end of the trace
+}
+
+// chromeScan is what the first pass learns.
+type chromeScan struct {
+	scopeEnds   map[event.ScopeID]int64
+	events      uint64
+	firstTime   int64
+	lastTime    int64
+	objects     uint64
+	lingering   uint64
+	cutoff      uint8 // objects with bits.Len64(size) < cutoff are aggregated
+	aggregated  uint64
+	groups      map[groupKey]*group   // merged: bucket 0
+	starts      map[uint64][]groupKey // seq → groups whose slice begins there
+	ends        map[uint64][]groupKey // seq → groups whose slice ends there
+	ling        map[uint64]lingering  // by alloc seq
+	maxObjects  int
+	interval    int64 // counter sampling interval in ns; 0 keeps every change
+	maxCounters int
+}
+
+// scanChrome is Chrome's first pass: it finds the lingering objects, the
+// scopes' ends, and which objects to aggregate, per site, category and
+// power-of-two size bucket, so that the cutoff can be chosen afterwards.
+func scanChrome(tr Trace, opts ChromeOptions) (*chromeScan, error) {
+	sc := &chromeScan{scopeEnds: make(map[event.ScopeID]int64), maxObjects: opts.MaxObjects,
+		maxCounters: opts.MaxCounterSamples, ling: make(map[uint64]lingering)}
+	if sc.maxObjects == 0 {
+		sc.maxObjects = DefaultMaxObjects
+	}
+	if sc.maxCounters <= 0 {
+		sc.maxCounters = DefaultMaxCounterSamples
+	}
+	var hist [65]uint64
+	groups := make(map[groupKey]*group)
+	live := make(map[uint64]groupKey) // addr → group of a live object not (yet) lingering
+	sizes := make(map[uint64]uint64)
+	finder := newLingerFinder(tr, func(allocSeq, addr uint64, l lingering) {
+		sc.ling[allocSeq] = l
+		sc.lingering++
+		// Not aggregated after all: its group's span may stay a little
+		// wider than its objects', which is harmless.
+		if k, ok := live[addr]; ok {
+			g := groups[k]
+			g.objects--
+			g.bytes -= sizes[addr]
+			g.open--
+			hist[k.bucket]--
+			delete(live, addr)
+		}
+	})
+	err := tr.Replay(func(e event.Event) error {
+		if sc.events == 0 {
+			sc.firstTime = e.Time
+		}
+		sc.events++
+		sc.lastTime = e.Time
+		switch e.Kind {
+		case event.KindScopeEnd:
+			sc.scopeEnds[event.ScopeID(e.Addr)] = e.Time
+		case event.KindAlloc:
+			sc.objects++
+			b := uint8(bits.Len64(e.Size))
+			hist[b]++
+			k := groupKey{e.Site, e.Category, b}
+			g := groups[k]
+			if g == nil {
+				g = &group{first: e.Seq}
+				groups[k] = g
+			}
+			g.last = e.Seq
+			g.objects++
+			g.bytes += e.Size
+			g.open++
+			live[e.Addr] = k
+			sizes[e.Addr] = e.Size
+		case event.KindFree:
+			if k, ok := live[e.Addr]; ok {
+				g := groups[k]
+				g.last = e.Seq
+				g.open--
+				delete(live, e.Addr)
+			}
+			delete(sizes, e.Addr)
+		}
+		finder.add(e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if sc.maxObjects < 0 || sc.objects <= uint64(sc.maxObjects) {
+		return sc, nil
+	}
+	// The smallest cutoff that leaves at most maxObjects slices of their own.
+	kept := sc.lingering
+	for b := 0; b < len(hist); b++ {
+		kept += hist[b]
+	}
+	cut := 0
+	for cut < len(hist) && kept > uint64(sc.maxObjects) {
+		kept -= hist[cut]
+		cut++
+	}
+	sc.cutoff = uint8(cut)
+	sc.groups = make(map[groupKey]*group)
+	for k, g := range groups {
+		if k.bucket >= sc.cutoff {
+			continue
+		}
+		sc.aggregated += g.objects
+		mk := groupKey{site: k.site, cat: k.cat}
+		m := sc.groups[mk]
+		if m == nil {
+			m = &group{first: g.first}
+			sc.groups[mk] = m
+		}
+		m.first = min(m.first, g.first)
+		m.last = max(m.last, g.last)
+		m.objects += g.objects
+		m.bytes += g.bytes
+		m.open += g.open
+	}
+	sc.starts = make(map[uint64][]groupKey)
+	sc.ends = make(map[uint64][]groupKey)
+	for k, g := range sc.groups {
+		if g.objects == 0 {
+			delete(sc.groups, k)
+			continue
+		}
+		sc.starts[g.first] = append(sc.starts[g.first], k)
+		if g.open == 0 {
+			sc.ends[g.last] = append(sc.ends[g.last], k)
+		}
+	}
+	if d := sc.lastTime - sc.firstTime; d > 0 {
+		sc.interval = max(1, d/int64(sc.maxCounters))
+	}
+	return sc, nil
+}
+
+// counterTrack samples one counter. With an interval, it keeps per
+// interval the highest value (so peaks survive) and the last.
+type counterTrack struct {
+	name     string
+	emitted  bool
+	last     uint64 // last value written
+	winStart int64
+	cur      uint64
+	curTime  int64
+	hi       uint64
+	hiTime   int64
+	dirty    bool
+}
+
+type chromeWriter struct {
+	tr       Trace
+	sc       *chromeScan
+	ling     map[uint64]lingering
+	j        *jsonWriter
+	st       *state
+	first    bool // no trace event written yet
+	written  uint64
+	lanes    map[event.ScopeKind][]int64 // per kind, the end time of each lane's last scope
+	lingObjs map[uint64]*object          // lingering objects alive, by alloc seq
+	sched    map[uint64][]uint64         // scope_end seq → alloc seqs that start lingering there
+	counters map[string]*counterTrack
+	order    []*counterTrack
+	catNames [event.NumCategories]string
+	labels   map[event.StringID]string
+	sites    map[event.SiteID]string
+	maxTime  int64
+}
+
+func (c *chromeWriter) start() {
+	c.first = true
+	c.labels = make(map[event.StringID]string)
+	c.sites = make(map[event.SiteID]string)
+	c.sched = make(map[uint64][]uint64)
+	for seq, l := range c.ling {
+		c.sched[l.sinceSeq] = append(c.sched[l.sinceSeq], seq)
+	}
+	for i := range c.catNames {
+		c.catNames[i] = categoryName(event.Category(i))
+	}
+	c.j.raw(`{"displayTimeUnit":"ns","traceEvents":[`)
+	c.begin(`{"ph":"M","pid":1,"tid":1,"name":"process_name","args":{"name":"linger memory"}}`)
+	c.begin(`{"ph":"M","pid":1,"tid":1,"name":"thread_name","args":{"name":"memory"}}`)
+}
+
+// begin starts a trace event, writing s (which may be the whole event).
+func (c *chromeWriter) begin(s string) {
+	if !c.first {
+		c.j.raw(",\n")
+	}
+	c.first = false
+	c.written++
+	c.j.raw(s)
+}
+
+func (c *chromeWriter) label(id event.StringID) string {
+	s, ok := c.labels[id]
+	if !ok {
+		s = c.tr.String(id)
+		c.labels[id] = s
+	}
+	return s
+}
+
+func (c *chromeWriter) site(id event.SiteID) string {
+	s, ok := c.sites[id]
+	if !ok {
+		s = siteString(c.tr, id)
+		c.sites[id] = s
+	}
+	return s
+}
+
+func (c *chromeWriter) aggregated(o *object) bool {
+	if c.sc.groups == nil {
+		return false
+	}
+	if _, ok := c.ling[o.seq]; ok {
+		return false
+	}
+	return uint8(bits.Len64(o.size)) < c.sc.cutoff
+}
+
+func (c *chromeWriter) event(e event.Event) error {
+	c.flushCounters(e.Time)
+	c.maxTime = max(c.maxTime, e.Time)
+	for _, k := range c.sc.starts[e.Seq] {
+		c.groupBegin(k, c.sc.groups[k], e.Time)
+	}
+	defer func() {
+		for _, k := range c.sc.ends[e.Seq] {
+			c.groupEnd(k, c.sc.groups[k], e.Time)
+		}
+	}()
+	switch e.Kind {
+	case event.KindAlloc:
+		c.st.apply(e)
+		o := c.st.objs[e.Addr]
+		c.setCounter("allocated", e.Time, c.st.allocated)
+		c.setCounter("live "+c.catNames[o.cat], e.Time, c.st.byCat[o.cat])
+		if !c.aggregated(o) {
+			c.objectBegin(o)
+		}
+	case event.KindFree:
+		o := c.st.apply(e)
+		c.setCounter("allocated", e.Time, c.st.allocated)
+		if o == nil {
+			break
+		}
+		c.setCounter("live "+c.catNames[o.cat], e.Time, c.st.byCat[o.cat])
+		if !c.aggregated(o) {
+			c.objectEnd(o, e.Time, false)
+		}
+	case event.KindSegmentAlloc, event.KindSegmentFree:
+		c.st.apply(e)
+		c.setCounter("reserved", e.Time, c.st.reserved)
+		c.setCounter("device_used", e.Time, c.st.deviceUsed())
+	case event.KindScopeBegin:
+		c.scope(e)
+	case event.KindScopeEnd:
+		for _, seq := range c.sched[e.Seq] {
+			if o := c.lingObjs[seq]; o != nil {
+				c.lingerBegin(o, e.Time)
+			}
+		}
+	case event.KindOOM:
+		c.begin(`{"ph":"i","s":"g","pid":1,"tid":1,"cat":"oom","name":`)
+		name := "OOM"
+		if l := c.label(e.Label); l != "" {
+			name += ": " + l
+		}
+		c.j.str(name)
+		c.j.raw(`,"ts":`)
+		c.j.micros(e.Time)
+		c.j.raw(`,"args":{"size":`)
+		c.j.uint(e.Size)
+		c.j.raw(`,"requested":`)
+		c.j.uint(e.Requested)
+		c.j.raw(`,"device_free":`)
+		c.j.uint(e.Extra)
+		c.j.raw(`,"category":`)
+		c.j.str(c.catNames[min(e.Category, event.NumCategories-1)])
+		c.j.raw(`,"site":`)
+		c.j.str(c.site(e.Site))
+		c.j.raw(`,"seq":`)
+		c.j.uint(e.Seq)
+		c.j.raw(`}}`)
+	case event.KindMark:
+		c.begin(`{"ph":"i","s":"g","pid":1,"tid":1,"cat":"mark","name":`)
+		c.j.str(c.label(e.Label))
+		c.j.raw(`,"ts":`)
+		c.j.micros(e.Time)
+		c.j.raw(`,"args":{"seq":`)
+		c.j.uint(e.Seq)
+		c.j.raw(`}}`)
+	case event.KindCounter:
+		c.rawCounter(c.label(e.Label), e.Time, e.Size)
+	}
+	return nil
+}
+
+func (c *chromeWriter) objectName(o *object) string {
+	name := c.label(o.label)
+	if name == "" {
+		name = c.catNames[o.cat]
+	}
+	if _, ok := c.ling[o.seq]; ok {
+		return "lingering: " + name
+	}
+	return name
+}
+
+func (c *chromeWriter) objectCat(o *object) string {
+	if _, ok := c.ling[o.seq]; ok {
+		return "lingering," + c.catNames[o.cat]
+	}
+	return c.catNames[o.cat]
+}
+
+// asyncHead writes the fields every b/e of o shares.
+func (c *chromeWriter) asyncHead(ph string, o *object, name string, ts int64) {
+	c.begin(`{"ph":"`)
+	c.j.raw(ph)
+	c.j.raw(`","pid":1,"tid":1,"cat":`)
+	c.j.str(c.objectCat(o))
+	c.j.raw(`,"id":"`)
+	c.j.buf = strconv.AppendUint(c.j.buf, o.addr, 16)
+	c.j.raw("-")
+	c.j.uint(o.seq)
+	c.j.raw(`","name":`)
+	c.j.str(name)
+	c.j.raw(`,"ts":`)
+	c.j.micros(ts)
+}
+
+func (c *chromeWriter) objectBegin(o *object) {
+	c.asyncHead("b", o, c.objectName(o), o.time)
+	c.j.raw(`,"args":{"size":`)
+	c.j.uint(o.size)
+	c.j.raw(`,"requested":`)
+	c.j.uint(o.requested)
+	c.j.raw(`,"addr":"0x`)
+	c.j.buf = strconv.AppendUint(c.j.buf, o.addr, 16)
+	c.j.raw(`","expect":`)
+	c.j.str(o.expect.String())
+	c.j.raw(`,"site":`)
+	c.j.str(c.site(o.site))
+	c.j.raw(`,"seq":`)
+	c.j.uint(o.seq)
+	if l, ok := c.ling[o.seq]; ok {
+		c.lingObjs[o.seq] = o
+		c.j.raw(`,"lingering":true,"lingering_since_us":`)
+		c.j.micros(l.since)
+		c.j.raw(`,"outlived":`)
+		c.j.str(l.describe())
+	}
+	c.j.raw(`}}`)
+}
+
+func (c *chromeWriter) lingerBegin(o *object, ts int64) {
+	l := c.ling[o.seq]
+	c.asyncHead("b", o, "lingering since "+l.describe()+" ended", ts)
+	c.j.raw(`,"args":{"scope":`)
+	c.j.uint(uint64(l.scope))
+	c.j.raw(`,"scope_kind":`)
+	c.j.str(l.kind.String())
+	c.j.raw(`,"scope_label":`)
+	c.j.str(l.label)
+	c.j.raw(`,"since_seq":`)
+	c.j.uint(l.sinceSeq)
+	c.j.raw(`}}`)
+	l.started = true
+	c.ling[o.seq] = l
+}
+
+// objectEnd closes o's slice at ts; atEnd says the trace ended first: a
+// leak if o lingers.
+func (c *chromeWriter) objectEnd(o *object, ts int64, atEnd bool) {
+	l, lingers := c.ling[o.seq]
+	if lingers && l.started {
+		c.asyncHead("e", o, "lingering since "+l.describe()+" ended", ts)
+		c.j.raw(`}`)
+	}
+	delete(c.lingObjs, o.seq)
+	c.asyncHead("e", o, c.objectName(o), ts)
+	switch {
+	case atEnd && lingers:
+		c.j.raw(`,"args":{"leak":true}}`)
+	case atEnd:
+		c.j.raw(`,"args":{"alive_at_end":true}}`)
+	case lingers && l.started:
+		c.j.raw(`,"args":{"late_by_us":`)
+		c.j.micros(ts - l.since)
+		c.j.raw(`}}`)
+	default:
+		c.j.raw(`}`)
+	}
+}
+
+func (c *chromeWriter) groupHead(ph string, k groupKey, g *group, ts int64) {
+	c.begin(`{"ph":"`)
+	c.j.raw(ph)
+	c.j.raw(`","pid":1,"tid":1,"cat":`)
+	c.j.str("aggregated," + c.catNames[k.cat])
+	c.j.raw(`,"id":"site`)
+	c.j.uint(uint64(k.site))
+	c.j.raw("-")
+	c.j.raw(c.catNames[k.cat])
+	c.j.raw(`","name":`)
+	c.j.str(fmt.Sprintf("%d small %s objects @ %s", g.objects, c.catNames[k.cat], shortSite(c.tr, k.site)))
+	c.j.raw(`,"ts":`)
+	c.j.micros(ts)
+}
+
+func (c *chromeWriter) groupBegin(k groupKey, g *group, ts int64) {
+	c.groupHead("b", k, g, ts)
+	c.j.raw(`,"args":{"objects":`)
+	c.j.uint(g.objects)
+	c.j.raw(`,"bytes":`)
+	c.j.uint(g.bytes)
+	c.j.raw(`,"alive_at_end":`)
+	c.j.int(g.open)
+	c.j.raw(`,"site":`)
+	c.j.str(c.site(k.site))
+	c.j.raw(`}}`)
+}
+
+func (c *chromeWriter) groupEnd(k groupKey, g *group, ts int64) {
+	c.groupHead("e", k, g, ts)
+	if g.open > 0 {
+		c.j.raw(`,"args":{"alive_at_end":true}}`)
+	} else {
+		c.j.raw(`}`)
+	}
+}
+
+func (c *chromeWriter) scope(e event.Event) {
+	id := event.ScopeID(e.Addr)
+	kind := e.Expect
+	end, done := c.sc.scopeEnds[id]
+	if !done || end < e.Time {
+		end = c.sc.lastTime
+	}
+	lanes := c.lanes[kind]
+	lane := -1
+	for i, busy := range lanes {
+		if busy <= e.Time {
+			lane = i
+			break
+		}
+	}
+	if lane < 0 {
+		lane = len(lanes)
+		lanes = append(lanes, 0)
+		tid := scopeTIDBase*int(kind) + lane
+		name := kind.String() + "s"
+		if lane > 0 {
+			name = fmt.Sprintf("%s #%d", name, lane+1)
+		}
+		c.begin(`{"ph":"M","pid":1,"tid":`)
+		c.j.int(int64(tid))
+		c.j.raw(`,"name":"thread_name","args":{"name":`)
+		c.j.str(name)
+		c.j.raw(`}}`)
+		c.begin(`{"ph":"M","pid":1,"tid":`)
+		c.j.int(int64(tid))
+		c.j.raw(`,"name":"thread_sort_index","args":{"sort_index":`)
+		c.j.int(int64(scopeTIDBase*(int(event.ScopeEngine)+1-int(kind)) + lane))
+		c.j.raw(`}}`)
+	}
+	lanes[lane] = end
+	c.lanes[kind] = lanes
+	name := c.label(e.Label)
+	if name == "" {
+		name = kind.String()
+	}
+	c.begin(`{"ph":"X","pid":1,"tid":`)
+	c.j.int(int64(scopeTIDBase*int(kind) + lane))
+	c.j.raw(`,"cat":"scope","name":`)
+	c.j.str(name)
+	c.j.raw(`,"ts":`)
+	c.j.micros(e.Time)
+	c.j.raw(`,"dur":`)
+	c.j.micros(end - e.Time)
+	c.j.raw(`,"args":{"scope":`)
+	c.j.uint(uint64(id))
+	c.j.raw(`,"kind":`)
+	c.j.str(kind.String())
+	c.j.raw(`,"parent":`)
+	c.j.uint(e.Extra)
+	if !done {
+		c.j.raw(`,"unfinished":true`)
+	}
+	c.j.raw(`}}`)
+}
+
+func (c *chromeWriter) rawCounter(name string, ts int64, v uint64) {
+	c.begin(`{"ph":"C","pid":1,"tid":1,"name":`)
+	c.j.str(name)
+	c.j.raw(`,"ts":`)
+	c.j.micros(ts)
+	c.j.raw(`,"args":{"value":`)
+	c.j.uint(v)
+	c.j.raw(`}}`)
+}
+
+// setCounter records a new value of a derived counter: written at once
+// without sampling, else at the end of its interval.
+func (c *chromeWriter) setCounter(name string, ts int64, v uint64) {
+	t := c.counters[name]
+	if t == nil {
+		t = &counterTrack{name: name}
+		c.counters[name] = t
+		c.order = append(c.order, t)
+	}
+	if c.sc.interval == 0 {
+		if !t.emitted || t.last != v {
+			c.rawCounter(name, ts, v)
+			t.emitted, t.last = true, v
+		}
+		return
+	}
+	if !t.dirty {
+		t.dirty, t.winStart, t.hi, t.hiTime = true, ts, v, ts
+	} else if v > t.hi {
+		t.hi, t.hiTime = v, ts
+	}
+	t.cur, t.curTime = v, ts
+}
+
+// flushCounters writes the sampled tracks whose interval ended before now
+// (everything when now is negative... callers pass maxTime+interval at the
+// end).
+func (c *chromeWriter) flushCounters(now int64) {
+	if c.sc.interval == 0 {
+		return
+	}
+	for _, t := range c.order {
+		if t.dirty && now-t.winStart >= c.sc.interval {
+			c.flushTrack(t)
+		}
+	}
+}
+
+func (c *chromeWriter) flushTrack(t *counterTrack) {
+	if t.hi != t.cur && t.hiTime < t.curTime && (!t.emitted || t.hi != t.last) {
+		c.rawCounter(t.name, t.hiTime, t.hi)
+		t.emitted, t.last = true, t.hi
+	}
+	if !t.emitted || t.cur != t.last {
+		c.rawCounter(t.name, t.curTime, t.cur)
+		t.emitted, t.last = true, t.cur
+	}
+	t.dirty = false
+}
+
+func (c *chromeWriter) finish() {
+	for _, t := range c.order {
+		if t.dirty {
+			c.flushTrack(t)
+		}
+	}
+	end := c.sc.lastTime
+	for _, o := range c.st.liveObjects() {
+		if c.aggregated(o) {
+			continue
+		}
+		c.objectEnd(o, end, true)
+	}
+	for k, g := range c.sc.groups {
+		if g.open > 0 {
+			c.groupEnd(k, g, end)
+		}
+	}
+	c.j.raw("\n],\"metadata\":{\"exporter\":\"linger\",\"events\":")
+	c.j.uint(c.sc.events)
+	c.j.raw(`,"trace_events_written":`)
+	c.j.uint(c.written)
+	c.j.raw(`,"objects":`)
+	c.j.uint(c.sc.objects)
+	c.j.raw(`,"lingering_objects":`)
+	c.j.uint(c.sc.lingering)
+	c.j.raw(`,"aggregate_threshold":`)
+	c.j.int(int64(c.sc.maxObjects))
+	c.j.raw(`,"aggregated_objects":`)
+	c.j.uint(c.sc.aggregated)
+	if c.sc.groups != nil {
+		c.j.raw(`,"aggregated_below_bytes":`)
+		c.j.uint(aggregateBelow(c.sc.cutoff))
+		c.j.raw(`,"aggregated_slices":`)
+		c.j.int(int64(len(c.sc.groups)))
+		c.j.raw(`,"counter_interval_us":`)
+		c.j.micros(c.sc.interval)
+	}
+	c.j.raw("}}\n")
+}
+
+// aggregateBelow is the size below which objects are aggregated: those
+// with bits.Len64(size) < cutoff.
+func aggregateBelow(cutoff uint8) uint64 {
+	if cutoff == 0 {
+		return 0
+	}
+	if cutoff > 64 {
+		return 1<<64 - 1
+	}
+	return 1 << (cutoff - 1)
+}

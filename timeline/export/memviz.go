@@ -1,0 +1,377 @@
+package export
+
+import (
+	"fmt"
+	"io"
+
+	"linger/timeline/event"
+)
+
+// DefaultMaxEntries is how many device trace entries a memory_viz snapshot
+// keeps by default: the last ones before the instant, as PyTorch's
+// recording ring buffer does.
+const DefaultMaxEntries = 1_000_000
+
+// MemvizOptions configures MemvizJSON and MemvizPickle.
+type MemvizOptions struct {
+	// At is the instant of the snapshot: segments hold what was alive
+	// then, and device_traces end there. The zero value is the end.
+	At At
+	// MaxEntries bounds device_traces to the last entries before At.
+	// 0 means DefaultMaxEntries; negative keeps them all.
+	MaxEntries int
+}
+
+// snapEncoder is what a snapshot is written to: JSON or pickle.
+type snapEncoder interface {
+	beginDict()
+	key(k string)
+	endDict()
+	beginList()
+	endList()
+	str(s string)
+	int(v int64)
+	uint(v uint64)
+	bool(v bool)
+	pair(a, b int64)
+	// shared writes the list write writes; values with the same key may
+	// be written as references to the first.
+	shared(key int64, write func())
+	close() error
+}
+
+// MemvizJSON writes a PyTorch memory snapshot of tr as JSON: the value
+// torch.cuda.memory._snapshot() returns, which memory_viz draws:
+//
+//	{"segments": [{"device", "address", "total_size", "allocated_size",
+//	  "active_size", "requested_size", "stream", "segment_type" (small or
+//	  large), "segment_pool_id", "is_expandable", "frames", "blocks":
+//	  [{"address", "size", "requested_size", "state" (active_allocated or
+//	  inactive), "frames", "category"}]}],
+//	 "device_traces": [[{"action", "addr", "size", "stream", "time_us",
+//	  "frames", "category"}]]}
+//
+// Segments are those of the allocator alive at opts.At, each cut into
+// blocks that cover it exactly; memory taken outside the allocator is left
+// out. Trace actions are alloc, free_requested then free_completed for a
+// free, segment_alloc, segment_free, oom (with device_free instead of
+// addr) and a last "snapshot" entry at the instant, as PyTorch records one
+// when a snapshot is taken. Frames are the notebook cell first (filename
+// "cell[<id>]", name the cell id), then Go frames, innermost first.
+// Every entry and block has a category; segments, free space and
+// uncategorized blocks are "unknown", which the viewer needs among the
+// categories whenever there are any. Sizes of alloc and free entries are
+// requested bytes, as PyTorch records them; blocks have both.
+func MemvizJSON(w io.Writer, tr Trace, opts MemvizOptions) error {
+	if err := memviz(newJSONSnap(w), tr, opts); err != nil {
+		return fmt.Errorf("memviz json export: %w", err)
+	}
+	return nil
+}
+
+// MemvizPickle writes the snapshot of MemvizJSON as a pickle (protocol 4),
+// the file torch.cuda.memory._dump_snapshot writes and memory_viz loads by
+// drag and drop. Integers that do not fit 32 signed bits are LONG1 (the
+// viewer's unpickler knows no text INT or LONG); strings and frames lists
+// are memoized; segment_pool_id is a tuple, as in PyTorch. Loaded with
+// pickle.load it equals the JSON export, tuples read as lists.
+func MemvizPickle(w io.Writer, tr Trace, opts MemvizOptions) error {
+	if err := memviz(newPickler(w), tr, opts); err != nil {
+		return fmt.Errorf("memviz pickle export: %w", err)
+	}
+	return nil
+}
+
+// memvizEntries is how many trace entries e becomes.
+func memvizEntries(e event.Event) uint64 {
+	switch e.Kind {
+	case event.KindAlloc, event.KindOOM:
+		return 1
+	case event.KindFree:
+		return 2
+	case event.KindSegmentAlloc, event.KindSegmentFree:
+		if e.Extra != event.PoolOutside {
+			return 1
+		}
+	}
+	return 0
+}
+
+func memviz(enc snapEncoder, tr Trace, opts MemvizOptions) error {
+	in, err := resolve(tr, opts.At)
+	if err != nil {
+		return err
+	}
+	var total uint64
+	err = tr.Replay(func(e event.Event) error {
+		if e.Seq > in.seq {
+			return errStop
+		}
+		total += memvizEntries(e)
+		return nil
+	})
+	if err != nil && err != errStop {
+		return err
+	}
+	var skip uint64
+	if max := opts.MaxEntries; max >= 0 {
+		if max == 0 {
+			max = DefaultMaxEntries
+		}
+		if total > uint64(max) {
+			skip = total - uint64(max)
+		}
+	}
+
+	m := &memvizWriter{enc: enc, tr: tr, st: newState()}
+	enc.beginDict()
+	enc.key("device_traces")
+	enc.beginList()
+	enc.beginList()
+	var n uint64
+	err = tr.Replay(func(e event.Event) error {
+		if e.Seq > in.seq {
+			return errStop
+		}
+		m.event(e, n >= skip)
+		n += memvizEntries(e)
+		return nil
+	})
+	if err != nil && err != errStop {
+		return err
+	}
+	enc.beginDict()
+	m.entryHead("snapshot", 0, 0, in.time)
+	enc.key("frames")
+	enc.beginList()
+	enc.endList()
+	enc.key("category")
+	enc.str("unknown")
+	enc.endDict()
+	enc.endList()
+	enc.endList()
+	enc.key("segments")
+	m.segments()
+	enc.endDict()
+	return enc.close()
+}
+
+type memvizWriter struct {
+	enc snapEncoder
+	tr  Trace
+	st  *state
+}
+
+// event applies e and, if write, writes its trace entries. A free whose
+// two entries straddle the window's start is left out whole.
+func (m *memvizWriter) event(e event.Event, write bool) {
+	switch e.Kind {
+	case event.KindAlloc:
+		m.st.apply(e)
+		if write {
+			m.entry("alloc", e.Addr, requested(e.Size, e.Requested), e.Time, e.Site, categoryName(e.Category))
+		}
+	case event.KindFree:
+		o := m.st.apply(e)
+		if !write {
+			return
+		}
+		cat, size := "unknown", requested(e.Size, e.Requested)
+		if o != nil {
+			cat = categoryName(o.cat)
+		}
+		m.entry("free_requested", e.Addr, size, e.Time, e.Site, cat)
+		m.entry("free_completed", e.Addr, size, e.Time, e.Site, cat)
+	case event.KindSegmentAlloc, event.KindSegmentFree:
+		m.st.apply(e)
+		if write && e.Extra != event.PoolOutside {
+			m.entry(e.Kind.String(), e.Addr, e.Size, e.Time, e.Site, "unknown")
+		}
+	case event.KindOOM:
+		if !write {
+			return
+		}
+		m.enc.beginDict()
+		m.enc.key("action")
+		m.enc.str("oom")
+		m.enc.key("size")
+		m.enc.uint(requested(e.Size, e.Requested))
+		m.enc.key("stream")
+		m.enc.int(0)
+		m.enc.key("time_us")
+		m.enc.int(e.Time / 1000)
+		m.enc.key("frames")
+		m.frames(e.Site)
+		m.enc.key("category")
+		m.enc.str(categoryName(e.Category))
+		m.enc.key("device_free")
+		m.enc.uint(e.Extra)
+		m.enc.endDict()
+	}
+}
+
+// requested is the bytes asked for, or the rounded size when the event
+// does not say.
+func requested(size, req uint64) uint64 {
+	if req == 0 {
+		return size
+	}
+	return req
+}
+
+func (m *memvizWriter) entryHead(action string, addr, size uint64, t int64) {
+	m.enc.key("action")
+	m.enc.str(action)
+	m.enc.key("addr")
+	m.enc.uint(addr)
+	m.enc.key("size")
+	m.enc.uint(size)
+	m.enc.key("stream")
+	m.enc.int(0)
+	m.enc.key("time_us")
+	m.enc.int(t / 1000)
+}
+
+func (m *memvizWriter) entry(action string, addr, size uint64, t int64, site event.SiteID, cat string) {
+	m.enc.beginDict()
+	m.entryHead(action, addr, size, t)
+	m.enc.key("frames")
+	m.frames(site)
+	m.enc.key("category")
+	m.enc.str(cat)
+	m.enc.endDict()
+}
+
+// frames writes a site's frames: the notebook cell, then Go frames.
+func (m *memvizWriter) frames(id event.SiteID) {
+	m.enc.shared(int64(id), func() {
+		m.enc.beginList()
+		if s, ok := m.tr.Site(id); ok && id != 0 {
+			if s.Cell != "" {
+				m.frame(cellFile(s.Cell), s.Line, s.Cell)
+			}
+			for _, f := range s.Frames {
+				m.frame(f.File, f.Line, f.Func)
+			}
+		}
+		m.enc.endList()
+	})
+}
+
+func (m *memvizWriter) frame(file string, line int, name string) {
+	m.enc.beginDict()
+	m.enc.key("filename")
+	m.enc.str(file)
+	m.enc.key("line")
+	m.enc.int(int64(line))
+	m.enc.key("name")
+	m.enc.str(name)
+	m.enc.endDict()
+}
+
+// segments writes the live allocator segments, each cut into blocks that
+// cover it exactly: live objects, and inactive blocks for the gaps. The
+// viewer finds a block's address by adding up the sizes before it.
+func (m *memvizWriter) segments() {
+	objs := m.st.liveObjects()
+	enc := m.enc
+	enc.beginList()
+	i := 0
+	for _, g := range m.st.liveSegments() {
+		if g.pool == event.PoolOutside {
+			continue
+		}
+		end := g.addr + g.size
+		for i < len(objs) && objs[i].addr < g.addr {
+			i++ // outside every segment: the viewer could not place it
+		}
+		var inSeg []*object
+		var alloc, req uint64
+		cur := g.addr
+		for ; i < len(objs) && objs[i].addr < end; i++ {
+			o := objs[i]
+			if o.addr < cur || o.addr+o.size > end {
+				continue // overlaps its neighbour or the segment's end
+			}
+			inSeg = append(inSeg, o)
+			cur = o.addr + o.size
+			alloc += o.size
+			req += requested(o.size, o.requested)
+		}
+		typ := "large"
+		if g.pool == event.PoolSmall {
+			typ = "small"
+		}
+		enc.beginDict()
+		enc.key("device")
+		enc.int(0)
+		enc.key("address")
+		enc.uint(g.addr)
+		enc.key("total_size")
+		enc.uint(g.size)
+		enc.key("allocated_size")
+		enc.uint(alloc)
+		enc.key("active_size")
+		enc.uint(alloc)
+		enc.key("requested_size")
+		enc.uint(req)
+		enc.key("stream")
+		enc.int(0)
+		enc.key("segment_type")
+		enc.str(typ)
+		enc.key("segment_pool_id")
+		enc.pair(0, 0)
+		enc.key("is_expandable")
+		enc.bool(false)
+		enc.key("frames")
+		m.frames(g.site)
+		enc.key("blocks")
+		enc.beginList()
+		cur = g.addr
+		for _, o := range inSeg {
+			if o.addr > cur {
+				m.freeBlock(cur, o.addr-cur)
+			}
+			enc.beginDict()
+			enc.key("address")
+			enc.uint(o.addr)
+			enc.key("size")
+			enc.uint(o.size)
+			enc.key("requested_size")
+			enc.uint(requested(o.size, o.requested))
+			enc.key("state")
+			enc.str("active_allocated")
+			enc.key("frames")
+			m.frames(o.site)
+			enc.key("category")
+			enc.str(categoryName(o.cat))
+			enc.endDict()
+			cur = o.addr + o.size
+		}
+		if cur < end {
+			m.freeBlock(cur, end-cur)
+		}
+		enc.endList()
+		enc.endDict()
+	}
+	enc.endList()
+}
+
+func (m *memvizWriter) freeBlock(addr, size uint64) {
+	enc := m.enc
+	enc.beginDict()
+	enc.key("address")
+	enc.uint(addr)
+	enc.key("size")
+	enc.uint(size)
+	enc.key("requested_size")
+	enc.int(0)
+	enc.key("state")
+	enc.str("inactive")
+	enc.key("frames")
+	enc.beginList()
+	enc.endList()
+	enc.key("category")
+	enc.str("unknown")
+	enc.endDict()
+}

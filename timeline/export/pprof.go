@@ -1,0 +1,174 @@
+package export
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/google/pprof/profile"
+
+	"linger/timeline/event"
+)
+
+// Pprof writes a heap profile (gzipped protobuf, as runtime/pprof writes
+// them) of tr at the instant at, for go tool pprof. Sample types are
+// alloc_objects/count and alloc_space/bytes (everything allocated up to
+// the instant) and inuse_objects/count and inuse_space/bytes (what is alive
+// at it, in allocated, rounded bytes); inuse_space is the default. There
+// is one sample per site, label and category, labelled "category" and
+// "label". A sample's stack is the site: the notebook cell line first, as
+// a function "cell <id>" in file "cell:<id>", then the Go frames,
+// innermost first.
+func Pprof(w io.Writer, tr Trace, at At) error {
+	p, err := heapProfile(tr, at)
+	if err != nil {
+		return fmt.Errorf("pprof export: %w", err)
+	}
+	if err := p.Write(w); err != nil {
+		return fmt.Errorf("pprof export: write: %w", err)
+	}
+	return nil
+}
+
+type heapKey struct {
+	site  event.SiteID
+	label event.StringID
+	cat   event.Category
+}
+
+type heapValue struct {
+	allocObjects, allocBytes, inuseObjects, inuseBytes int64
+}
+
+func heapProfile(tr Trace, at At) (*profile.Profile, error) {
+	in, err := resolve(tr, at)
+	if err != nil {
+		return nil, err
+	}
+	st := newState()
+	vals := make(map[heapKey]*heapValue)
+	var (
+		first   int64
+		started bool
+	)
+	err = tr.Replay(func(e event.Event) error {
+		if e.Seq > in.seq {
+			return errStop
+		}
+		if !started {
+			first, started = e.Time, true
+		}
+		st.apply(e)
+		if e.Kind == event.KindAlloc {
+			k := heapKey{e.Site, e.Label, e.Category}
+			v := vals[k]
+			if v == nil {
+				v = &heapValue{}
+				vals[k] = v
+			}
+			v.allocObjects++
+			v.allocBytes += int64(e.Size)
+		}
+		return nil
+	})
+	if err != nil && err != errStop {
+		return nil, err
+	}
+	for _, o := range st.objs {
+		v := vals[heapKey{o.site, o.label, o.cat}]
+		if v == nil { // allocated before a gap in the trace; cannot happen in a replay from the start
+			v = &heapValue{}
+			vals[heapKey{o.site, o.label, o.cat}] = v
+		}
+		v.inuseObjects++
+		v.inuseBytes += int64(o.size)
+	}
+
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{
+			{Type: "alloc_objects", Unit: "count"},
+			{Type: "alloc_space", Unit: "bytes"},
+			{Type: "inuse_objects", Unit: "count"},
+			{Type: "inuse_space", Unit: "bytes"},
+		},
+		DefaultSampleType: "inuse_space",
+		PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
+		Period:            1,
+		DurationNanos:     in.time - first,
+		Comments:          []string{fmt.Sprintf("linger heap at %s: event %d, %d ns into the trace", at, in.seq, in.time)},
+	}
+	// One mapping that says symbols are already there, so pprof does not
+	// try to symbolize addresses that are not.
+	m := &profile.Mapping{ID: 1, File: "linger", HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
+	p.Mapping = []*profile.Mapping{m}
+
+	type fnKey struct{ name, file string }
+	type locKey struct {
+		fn   fnKey
+		line int
+	}
+	fns := make(map[fnKey]*profile.Function)
+	locs := make(map[locKey]*profile.Location)
+	location := func(name, file string, line int) *profile.Location {
+		fk := fnKey{name, file}
+		fn := fns[fk]
+		if fn == nil {
+			fn = &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name, Filename: file}
+			fns[fk] = fn
+			p.Function = append(p.Function, fn)
+		}
+		lk := locKey{fk, line}
+		loc := locs[lk]
+		if loc == nil {
+			loc = &profile.Location{ID: uint64(len(p.Location) + 1), Mapping: m, Line: []profile.Line{{Function: fn, Line: int64(line)}}}
+			locs[lk] = loc
+			p.Location = append(p.Location, loc)
+		}
+		return loc
+	}
+	stacks := make(map[event.SiteID][]*profile.Location)
+	stack := func(id event.SiteID) []*profile.Location {
+		if s, ok := stacks[id]; ok {
+			return s
+		}
+		var out []*profile.Location
+		if s, ok := tr.Site(id); ok && id != 0 {
+			if s.Cell != "" {
+				out = append(out, location("cell "+s.Cell, "cell:"+s.Cell, s.Line))
+			}
+			for _, f := range s.Frames {
+				out = append(out, location(f.Func, f.File, f.Line))
+			}
+		}
+		if len(out) == 0 {
+			out = append(out, location("unknown", "", 0))
+		}
+		stacks[id] = out
+		return out
+	}
+
+	keys := make([]heapKey, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b heapKey) int {
+		return cmp.Or(cmp.Compare(a.site, b.site), cmp.Compare(a.label, b.label), cmp.Compare(a.cat, b.cat))
+	})
+	for _, k := range keys {
+		v := vals[k]
+		labels := map[string][]string{"category": {categoryName(k.cat)}}
+		if l := tr.String(k.label); l != "" {
+			labels["label"] = []string{l}
+		}
+		p.Sample = append(p.Sample, &profile.Sample{
+			Location: stack(k.site),
+			Value:    []int64{v.allocObjects, v.allocBytes, v.inuseObjects, v.inuseBytes},
+			Label:    labels,
+		})
+	}
+	if err := p.CheckValid(); err != nil {
+		return nil, fmt.Errorf("build profile: %w", err)
+	}
+	return p, nil
+}

@@ -1,0 +1,309 @@
+package export
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"linger/timeline/analyze"
+	"linger/timeline/event"
+)
+
+// Names resolves a trace's interned strings and sites. *timeline.Dict and
+// *timeline.File satisfy it.
+type Names = analyze.Names
+
+// Trace is a trace that can be read more than once: exporters make a first
+// pass to learn what they need (the peak, which objects linger, how many
+// objects there are) and a second to write, so that a 10-million-event
+// trace is never held in memory. *timeline.File satisfies it.
+type Trace = analyze.Trace
+
+// ErrInstant is returned when an At names no event of the trace.
+var ErrInstant = errors.New("no such instant in the trace")
+
+// errStop ends a Replay early once the instant of interest is passed.
+var errStop = errors.New("stop replay")
+
+// At chooses an instant of a trace: the state of memory just after one
+// event. The zero value is the end of the trace.
+type At struct {
+	seq  uint64
+	peak bool
+}
+
+// AtEnd is the end of the trace, after its last event.
+var AtEnd = At{}
+
+// AtPeak is the first event after which allocated bytes are at their
+// maximum over the trace.
+var AtPeak = At{peak: true}
+
+// AtSeq is the instant just after the event numbered seq (seqs start at 1).
+func AtSeq(seq uint64) At { return At{seq: seq} }
+
+// ParseAt parses "end" (or ""), "peak", or a sequence number, as the CLI's
+// --at flag takes them.
+func ParseAt(s string) (At, error) {
+	switch s {
+	case "", "end":
+		return AtEnd, nil
+	case "peak":
+		return AtPeak, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		return At{}, fmt.Errorf("parse instant %q: want peak, end or a sequence number >= 1", s)
+	}
+	return AtSeq(n), nil
+}
+
+// String returns the instant as ParseAt takes it.
+func (a At) String() string {
+	switch {
+	case a.peak:
+		return "peak"
+	case a.seq == 0:
+		return "end"
+	}
+	return strconv.FormatUint(a.seq, 10)
+}
+
+// instant is an At resolved against a trace.
+type instant struct {
+	seq      uint64 // the last event included
+	time     int64  // its time
+	peak     bool   // chosen as the peak
+	lastSeq  uint64 // the trace's last event
+	lastTime int64
+}
+
+// resolve finds the event a names, in one pass over tr.
+func resolve(tr Trace, a At) (instant, error) {
+	var (
+		in       instant
+		alloc    allocTracker
+		peakSize uint64
+		found    bool
+	)
+	err := tr.Replay(func(e event.Event) error {
+		in.lastSeq, in.lastTime = e.Seq, e.Time
+		if a.peak {
+			alloc.apply(e)
+			if alloc.allocated > peakSize || !found {
+				peakSize, in.seq, in.time, found = alloc.allocated, e.Seq, e.Time, true
+			}
+		} else if a.seq != 0 && e.Seq == a.seq {
+			in.seq, in.time, found = e.Seq, e.Time, true
+		}
+		return nil
+	})
+	if err != nil {
+		return in, err
+	}
+	in.peak = a.peak
+	if a.seq == 0 && !a.peak {
+		in.seq, in.time, found = in.lastSeq, in.lastTime, true
+	}
+	if !found {
+		if in.lastSeq == 0 {
+			return in, fmt.Errorf("instant %s: the trace has no events: %w", a, ErrInstant)
+		}
+		return in, fmt.Errorf("instant %s: the trace's events are 1 to %d: %w", a, in.lastSeq, ErrInstant)
+	}
+	return in, nil
+}
+
+// allocTracker follows allocated bytes only; it is the cheap part of state
+// that finding the peak needs.
+type allocTracker struct {
+	sizes     map[uint64]uint64
+	allocated uint64
+}
+
+func (t *allocTracker) apply(e event.Event) {
+	switch e.Kind {
+	case event.KindAlloc:
+		if t.sizes == nil {
+			t.sizes = make(map[uint64]uint64)
+		}
+		if old, ok := t.sizes[e.Addr]; ok {
+			t.allocated -= old // a free we never saw; trust the newer event
+		}
+		t.sizes[e.Addr] = e.Size
+		t.allocated += e.Size
+	case event.KindFree:
+		if old, ok := t.sizes[e.Addr]; ok {
+			t.allocated -= old
+			delete(t.sizes, e.Addr)
+		}
+	}
+}
+
+// object is a live block, as its alloc event described it.
+type object struct {
+	seq       uint64 // of the alloc event: unique per lifetime
+	time      int64
+	addr      uint64
+	size      uint64
+	requested uint64
+	cat       event.Category
+	expect    event.ScopeKind
+	site      event.SiteID
+	label     event.StringID
+	scope     event.ScopeID
+}
+
+// segment is a live segment.
+type segment struct {
+	seq  uint64
+	time int64
+	addr uint64
+	size uint64
+	pool uint64
+	site event.SiteID
+}
+
+// state is memory as a replay has left it: live objects and segments and
+// the running totals the exporters draw as counters.
+type state struct {
+	objs      map[uint64]*object
+	segs      map[uint64]*segment
+	allocated uint64
+	reserved  uint64 // segments of the allocator's pools
+	outside   uint64 // device memory taken outside the allocator
+	byCat     [event.NumCategories]uint64
+}
+
+func newState() *state {
+	return &state{objs: make(map[uint64]*object), segs: make(map[uint64]*segment)}
+}
+
+// apply updates s with e and returns the object a free ended (nil for any
+// other event, or a free of a block the trace never allocated).
+func (s *state) apply(e event.Event) *object {
+	switch e.Kind {
+	case event.KindAlloc:
+		if old := s.objs[e.Addr]; old != nil {
+			s.drop(old)
+		}
+		o := &object{seq: e.Seq, time: e.Time, addr: e.Addr, size: e.Size, requested: e.Requested,
+			cat: e.Category, expect: e.Expect, site: e.Site, label: e.Label, scope: e.Scope}
+		s.objs[e.Addr] = o
+		s.allocated += o.size
+		if o.cat.Valid() {
+			s.byCat[o.cat] += o.size
+		}
+	case event.KindFree:
+		o := s.objs[e.Addr]
+		if o != nil {
+			s.drop(o)
+		}
+		return o
+	case event.KindSegmentAlloc:
+		if old := s.segs[e.Addr]; old != nil {
+			s.dropSeg(old)
+		}
+		g := &segment{seq: e.Seq, time: e.Time, addr: e.Addr, size: e.Size, pool: e.Extra, site: e.Site}
+		s.segs[e.Addr] = g
+		if g.pool == event.PoolOutside {
+			s.outside += g.size
+		} else {
+			s.reserved += g.size
+		}
+	case event.KindSegmentFree:
+		if g := s.segs[e.Addr]; g != nil {
+			s.dropSeg(g)
+		}
+	}
+	return nil
+}
+
+func (s *state) drop(o *object) {
+	delete(s.objs, o.addr)
+	s.allocated -= o.size
+	if o.cat.Valid() {
+		s.byCat[o.cat] -= o.size
+	}
+}
+
+func (s *state) dropSeg(g *segment) {
+	delete(s.segs, g.addr)
+	if g.pool == event.PoolOutside {
+		s.outside -= g.size
+	} else {
+		s.reserved -= g.size
+	}
+}
+
+// deviceUsed is the device memory the trace accounts for: the allocator's
+// segments and what was taken outside it.
+func (s *state) deviceUsed() uint64 { return s.reserved + s.outside }
+
+// liveObjects returns the live objects by address.
+func (s *state) liveObjects() []*object {
+	out := make([]*object, 0, len(s.objs))
+	for _, o := range s.objs {
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b *object) int { return cmp.Compare(a.addr, b.addr) })
+	return out
+}
+
+// liveSegments returns the live segments by address.
+func (s *state) liveSegments() []*segment {
+	out := make([]*segment, 0, len(s.segs))
+	for _, g := range s.segs {
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b *segment) int { return cmp.Compare(a.addr, b.addr) })
+	return out
+}
+
+// categoryName is a category as exports name it; allocations without one
+// are "unknown", the name memory_viz uses.
+func categoryName(c event.Category) string {
+	if c == event.CategoryNone || !c.Valid() {
+		return "unknown"
+	}
+	return c.String()
+}
+
+// cellFile is the file name exports give a notebook cell.
+func cellFile(cell string) string { return "cell[" + cell + "]" }
+
+// siteString is a site's one-line form, the key that matches sites across
+// traces.
+func siteString(n Names, id event.SiteID) string {
+	if id == 0 {
+		return "unknown"
+	}
+	s, ok := n.Site(id)
+	if !ok {
+		return "unknown"
+	}
+	return s.String()
+}
+
+// shortSite is the innermost, most telling part of a site: the cell line,
+// or else the first Go frame, for names that must stay short.
+func shortSite(n Names, id event.SiteID) string {
+	s, ok := n.Site(id)
+	if !ok {
+		return "unknown"
+	}
+	if s.Cell != "" {
+		return fmt.Sprintf("cell %s:%d", s.Cell, s.Line)
+	}
+	if len(s.Frames) > 0 {
+		f := s.Frames[0].Func
+		if i := strings.LastIndexByte(f, '/'); i >= 0 {
+			f = f[i+1:]
+		}
+		return f
+	}
+	return "unknown"
+}
