@@ -43,6 +43,10 @@ type Options struct {
 	// MinDuplicateSteps is the fewest steps a duplicate family spans
 	// (default 8).
 	MinDuplicateSteps int
+	// MinDuplicateBytes is the least a duplicate family allocates in all
+	// (default 1 MiB): small per-step blocks are what the caching
+	// allocator recycles best.
+	MinDuplicateBytes uint64
 	// DuplicateCategories, when set, are the categories the duplicates
 	// detector considers; nil means all but activation and logits.
 	DuplicateCategories []event.Category
@@ -78,6 +82,9 @@ func (o *Options) fill() {
 	}
 	if o.Growth.MinBytes == 0 {
 		o.Growth.MinBytes = 1 << 20
+	}
+	if o.MinDuplicateBytes == 0 {
+		o.MinDuplicateBytes = 1 << 20
 	}
 	if o.MinDuplicateSteps <= 0 {
 		o.MinDuplicateSteps = 8
@@ -146,8 +153,6 @@ type agg struct {
 	accumulated   bool   // some block was made while an earlier one lived
 	minSize       uint64
 	maxSize       uint64
-	maxLiveBytes  uint64
-	firstSeq      uint64
 	lastAllocSeq  uint64
 	firstAllocSeq uint64
 }
@@ -398,7 +403,6 @@ func (a *Analyzer) alloc(e *event.Event) {
 		x.allocs++
 		x.allocBytes += o.size
 	}
-	g.maxLiveBytes = max(g.maxLiveBytes, g.live)
 	a.allocated += o.size
 	a.track[trAllocated] = a.allocated
 	if a.allocated > a.peak {

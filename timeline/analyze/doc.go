@@ -47,7 +47,8 @@
 // enclosing step scope; request or cell in traces without steps), at most
 // one block per step, and every block after the first is made when all its
 // earlier blocks are already freed: one buffer, or a view of one, would have
-// served. Blocks that accumulate (paged KV blocks) are not duplicates.
+// served. Families allocating less than MinDuplicateBytes in all are left
+// out. Blocks that accumulate (paged KV blocks) are not duplicates.
 // Activations and logits are left out by default: a fresh block per step
 // holding that step's result is their normal life, and the caching
 // allocator already recycles their memory.

@@ -374,7 +374,8 @@ func (a *Analyzer) reportStats(rep *Report, r *resolver) {
 		if gr, ok := a.growth(g, site); ok {
 			rep.Growth = append(rep.Growth, gr)
 		}
-		if a.dup[g.cat] && g.periods >= uint64(a.opts.MinDuplicateSteps) && !g.multi && !g.accumulated {
+		if a.dup[g.cat] && g.periods >= uint64(a.opts.MinDuplicateSteps) && !g.multi && !g.accumulated &&
+			g.allocBytes >= a.opts.MinDuplicateBytes {
 			rep.Duplicates = append(rep.Duplicates, Duplicate{Category: g.cat.String(), Site: site,
 				Count: g.allocs, Steps: g.periods, MinSize: g.minSize, MaxSize: g.maxSize,
 				TotalBytes: g.allocBytes, FirstSeq: g.firstAllocSeq, LastSeq: g.lastAllocSeq})
