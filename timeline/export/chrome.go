@@ -1,9 +1,11 @@
 package export
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math/bits"
+	"slices"
 	"strconv"
 
 	"linger/timeline/event"
@@ -219,7 +221,8 @@ func scanChrome(tr Trace, opts ChromeOptions) (*chromeScan, error) {
 	}
 	sc.starts = make(map[uint64][]groupKey)
 	sc.ends = make(map[uint64][]groupKey)
-	for k, g := range sc.groups {
+	for _, k := range sortedGroups(sc.groups) {
+		g := sc.groups[k]
 		if g.objects == 0 {
 			delete(sc.groups, k)
 			continue
@@ -233,6 +236,19 @@ func scanChrome(tr Trace, opts ChromeOptions) (*chromeScan, error) {
 		sc.interval = max(1, d/int64(sc.maxCounters))
 	}
 	return sc, nil
+}
+
+// sortedGroups returns the keys of groups in a fixed order, so that
+// exports are reproducible.
+func sortedGroups(groups map[groupKey]*group) []groupKey {
+	keys := make([]groupKey, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b groupKey) int {
+		return cmp.Or(cmp.Compare(a.site, b.site), cmp.Compare(a.cat, b.cat), cmp.Compare(a.bucket, b.bucket))
+	})
+	return keys
 }
 
 // counterTrack samples one counter. With an interval, it keeps per
@@ -275,6 +291,9 @@ func (c *chromeWriter) start() {
 	c.sched = make(map[uint64][]uint64)
 	for seq, l := range c.ling {
 		c.sched[l.sinceSeq] = append(c.sched[l.sinceSeq], seq)
+	}
+	for _, seqs := range c.sched {
+		slices.Sort(seqs)
 	}
 	for i := range c.catNames {
 		c.catNames[i] = categoryName(event.Category(i))
@@ -366,10 +385,11 @@ func (c *chromeWriter) event(e event.Event) error {
 		}
 	case event.KindOOM:
 		c.begin(`{"ph":"i","s":"g","pid":1,"tid":1,"cat":"oom","name":`)
-		name := "OOM"
-		if l := c.label(e.Label); l != "" {
-			name += ": " + l
+		what := c.label(e.Label)
+		if what == "" {
+			what = c.catNames[min(e.Category, event.NumCategories-1)]
 		}
+		name := fmt.Sprintf("OOM: %s, %d bytes", what, e.Size)
 		c.j.str(name)
 		c.j.raw(`,"ts":`)
 		c.j.micros(e.Time)
@@ -668,8 +688,8 @@ func (c *chromeWriter) finish() {
 		}
 		c.objectEnd(o, end, true)
 	}
-	for k, g := range c.sc.groups {
-		if g.open > 0 {
+	for _, k := range sortedGroups(c.sc.groups) {
+		if g := c.sc.groups[k]; g.open > 0 {
 			c.groupEnd(k, g, end)
 		}
 	}
