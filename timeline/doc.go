@@ -1,7 +1,8 @@
 /*
 Package timeline keeps Linger's memory timelines: the trace log on disk
-(Writer, Reader) and the tables that resolve its interned strings and sites
-(Dict).
+(Writer, Reader, File), the tables that resolve its interned strings and
+sites (Dict), and the Recorder that writes a live trace and serves it to
+subscribers.
 
 A trace log (conventionally *.ltrace) records every event of one trace, as
 produced by an event.Emitter, so that a trace can be analyzed and exported
@@ -82,5 +83,46 @@ look torn rather than corrupt.
 A log that is still being written reads as truncated at its current end;
 Reader.Resume clears the truncation so that reading goes on as the writer
 appends.
+
+# Recording live
+
+A Recorder is the event.Sink a kernel's events go into while it runs. It
+writes the trace log and lets any number of subscribers follow the trace
+as it grows:
+
+	rec, err := timeline.NewRecorder(path, timeline.RecorderOptions{})
+	em := event.NewEmitter(rec, event.EmitterOptions{})
+	...
+	sub := rec.Subscribe(lastSeen + 1)
+	for {
+		b, err := sub.Next(ctx) // definitions not yet seen, then events
+		...
+	}
+
+The producing goroutine pays for a copy into a single-producer
+single-consumer ring and one atomic store per event; it blocks only while
+the ring is full and never drops an event. The Recorder's own goroutine
+encodes the events into the log (writing out a partial batch every
+FlushInterval, 20 ms by default, so that a live viewer lags and a crash
+loses little more than that), and keeps the latest TailSize events in
+memory. Definitions travel in order with the events, so every reader
+learns a name before its first use.
+
+A subscription asks for "every event from sequence number N on, then
+follow". Events still in the in-memory tail come from there; a subscriber
+that starts further back, or falls that far behind, re-opens the log by
+path, skips to N (Reader.SkipTo) and reads on, resuming over the log's
+growing end (Reader.Resume) until it reaches the tail again. The Recorder
+never lets the tail drop an event the Writer has not yet written, so the
+log and the tail overlap and the hand-over has no gap and no duplicate.
+The Recorder's memory is the ring plus the tail, whatever the trace length
+and however many subscribers there are: a slow subscriber never holds the
+producer back, it just reads the file. A client that reconnects resumes
+with a new subscription from the last sequence number it received plus
+one.
+
+After Recorder.Close (or CloseWithReason, e.g. "kernel killed: signal 9")
+subscribers receive what remains, then io.EOF, and Subscription.End gives
+the reason.
 */
 package timeline

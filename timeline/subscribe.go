@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"linger/timeline/event"
@@ -66,14 +67,13 @@ type Subscription struct {
 	nstrs    int    // definitions delivered
 	nsites   int
 	buf      []event.Event
-	rd       *Reader // the log, for catching up; kept open once opened
-	fromFile bool    // reading the log rather than the tail
-	lagging  bool    // the last read of the log found nothing new
-	stalls   int     // consecutive times the log ended before the tail began
-	switches int     // times the subscription fell back to the log (tests)
-	err      error   // returned by every Next once set
-	reason   string
-	ended    bool
+	rd       *Reader                // the log, for catching up; kept open once opened
+	fromFile bool                   // reading the log rather than the tail
+	lagging  bool                   // the last read of the log found nothing new
+	stalls   int                    // consecutive times the log ended before the tail began
+	switches int                    // times the subscription fell back to the log (tests)
+	err      error                  // returned by every Next once set
+	end      atomic.Pointer[string] // the end reason, once Next reached the end
 }
 
 // Subscribe returns a Subscription to every event with Seq >= from (0 and
@@ -188,11 +188,13 @@ func (s *Subscription) stalled(ctx context.Context) error {
 }
 
 // End reports whether Next has reached the end of the trace and, if so,
-// the reason the Recorder was closed with ("" for a clean Close).
+// the reason the Recorder was closed with ("" for a clean Close). It may
+// be called from any goroutine.
 func (s *Subscription) End() (reason string, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reason, s.ended
+	if p := s.end.Load(); p != nil {
+		return *p, true
+	}
+	return "", false
 }
 
 // Close ends the subscription and releases the log file it may hold open.
@@ -235,7 +237,7 @@ func (s *Subscription) readTail() (Batch, tailStatus, <-chan struct{}) {
 	i := r.tstart + uint64(sort.Search(int(n), func(k int) bool { return at(r.tstart+uint64(k)).Seq >= s.next }))
 	if i == r.tend {
 		if r.ended {
-			s.ended, s.reason = true, r.reason
+			s.end.Store(&r.reason)
 			return s.defsLocked(), tailEnded, nil
 		}
 		r.watched.Store(true)
@@ -310,8 +312,8 @@ func (s *Subscription) readFile() (Batch, bool) {
 		s.r.mu.RLock()
 		b := s.defsLocked()
 		s.r.mu.RUnlock()
-		s.ended = true
-		s.reason, _ = s.rd.End()
+		reason, _ := s.rd.End()
+		s.end.Store(&reason)
 		if len(b.Strings) > 0 || len(b.Sites) > 0 {
 			return b, true
 		}
