@@ -62,7 +62,9 @@ const (
 //   - OOMs and marks as global instant events (ph "i", s "g").
 //
 // Past opts.MaxObjects objects, small objects are aggregated per site and
-// category and the metadata says how many and below what size. ts is in
+// category, and the metadata says how many and below what size; past
+// opts.MaxObjects scopes, the innermost scope kinds (layers first) are left
+// out, and the metadata says how many and up to which kind. ts is in
 // microseconds, with nanosecond decimals. Chrome reads tr three times.
 func Chrome(w io.Writer, tr Trace, opts ChromeOptions) error {
 	sc, err := scanChrome(tr, opts)
@@ -108,10 +110,13 @@ type chromeScan struct {
 	lingering   uint64
 	cutoff      uint8 // objects with bits.Len64(size) < cutoff are aggregated
 	aggregated  uint64
-	groups      map[groupKey]*group   // merged: bucket 0
-	starts      map[uint64][]groupKey // seq → groups whose slice begins there
-	ends        map[uint64][]groupKey // seq → groups whose slice ends there
-	ling        map[uint64]lingering  // by alloc seq
+	groups      map[groupKey]*group           // merged: bucket 0
+	starts      map[uint64][]groupKey         // seq → groups whose slice begins there
+	ends        map[uint64][]groupKey         // seq → groups whose slice ends there
+	ling        map[uint64]lingering          // by alloc seq
+	scopes      [event.ScopeEngine + 1]uint64 // scopes by kind
+	dropScopes  event.ScopeKind               // scopes of this kind and inner ones are left out
+	dropped     uint64
 	maxObjects  int
 	interval    int64 // counter sampling interval in ns; 0 keeps every change
 	maxCounters int
@@ -154,6 +159,10 @@ func scanChrome(tr Trace, opts ChromeOptions) (*chromeScan, error) {
 		sc.events++
 		sc.lastTime = e.Time
 		switch e.Kind {
+		case event.KindScopeBegin:
+			if e.Expect <= event.ScopeEngine {
+				sc.scopes[e.Expect]++
+			}
 		case event.KindScopeEnd:
 			sc.scopeEnds[event.ScopeID(e.Addr)] = e.Time
 		case event.KindAlloc:
@@ -187,7 +196,22 @@ func scanChrome(tr Trace, opts ChromeOptions) (*chromeScan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sc.maxObjects < 0 || sc.objects <= uint64(sc.maxObjects) {
+	if sc.maxObjects < 0 {
+		return sc, nil
+	}
+	// Past the threshold, the innermost scope kinds are left out (layers
+	// first): hundreds of thousands of layer slices make a trace that
+	// Perfetto loads slowly and nobody reads one by one.
+	var nscopes uint64
+	for _, n := range sc.scopes {
+		nscopes += n
+	}
+	for k := event.ScopeNone; nscopes > uint64(sc.maxObjects) && k < event.ScopeEngine; k++ {
+		nscopes -= sc.scopes[k]
+		sc.dropped += sc.scopes[k]
+		sc.dropScopes = k
+	}
+	if sc.objects <= uint64(sc.maxObjects) {
 		return sc, nil
 	}
 	// The smallest cutoff that leaves at most maxObjects slices of their own.
@@ -558,6 +582,9 @@ func (c *chromeWriter) groupEnd(k groupKey, g *group, ts int64) {
 func (c *chromeWriter) scope(e event.Event) {
 	id := event.ScopeID(e.Addr)
 	kind := e.Expect
+	if c.sc.dropped > 0 && kind <= c.sc.dropScopes {
+		return
+	}
 	end, done := c.sc.scopeEnds[id]
 	if !done || end < e.Time {
 		end = c.sc.lastTime
@@ -705,6 +732,12 @@ func (c *chromeWriter) finish() {
 	c.j.int(int64(c.sc.maxObjects))
 	c.j.raw(`,"aggregated_objects":`)
 	c.j.uint(c.sc.aggregated)
+	if c.sc.dropped > 0 {
+		c.j.raw(`,"omitted_scopes":`)
+		c.j.uint(c.sc.dropped)
+		c.j.raw(`,"omitted_scope_kinds_up_to":`)
+		c.j.str(c.sc.dropScopes.String())
+	}
 	if c.sc.groups != nil {
 		c.j.raw(`,"aggregated_below_bytes":`)
 		c.j.uint(aggregateBelow(c.sc.cutoff))

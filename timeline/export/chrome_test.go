@@ -259,3 +259,15 @@ func TestChromeAggregates(t *testing.T) {
 		}
 	}
 }
+
+func TestChromeOmitsInnerScopes(t *testing.T) {
+	f := engineTrace(t, false)
+	sum := checkChrome(t, exportChrome(t, f, ChromeOptions{MaxObjects: 10}))
+	// 1 request, 6 steps and 12 layers: leaving out the layers is enough.
+	if sum.scopes["layer"] != 0 || sum.scopes["step"] != 6 || sum.scopes["request"] != 1 {
+		t.Errorf("scopes %v", sum.scopes)
+	}
+	if sum.meta["omitted_scopes"] != float64(12) || sum.meta["omitted_scope_kinds_up_to"] != "layer" {
+		t.Errorf("metadata %v", sum.meta)
+	}
+}

@@ -299,11 +299,15 @@ func shortSite(n Names, id event.SiteID) string {
 		return fmt.Sprintf("cell %s:%d", s.Cell, s.Line)
 	}
 	if len(s.Frames) > 0 {
-		f := s.Frames[0].Func
-		if i := strings.LastIndexByte(f, '/'); i >= 0 {
-			f = f[i+1:]
+		f := s.Frames[0]
+		fn, file := f.Func, f.File
+		if i := strings.LastIndexByte(fn, '/'); i >= 0 {
+			fn = fn[i+1:]
 		}
-		return f
+		if i := strings.LastIndexByte(file, '/'); i >= 0 {
+			file = file[i+1:]
+		}
+		return fmt.Sprintf("%s %s:%d", fn, file, f.Line)
 	}
 	return "unknown"
 }
