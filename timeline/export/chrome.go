@@ -65,7 +65,7 @@ const (
 // category, and the metadata says how many and below what size; past
 // opts.MaxObjects scopes, the innermost scope kinds (layers first) are left
 // out, and the metadata says how many and up to which kind. ts is in
-// microseconds, with nanosecond decimals. Chrome reads tr three times.
+// microseconds, with nanosecond decimals. Chrome reads tr twice.
 func Chrome(w io.Writer, tr Trace, opts ChromeOptions) error {
 	sc, err := scanChrome(tr, opts)
 	if err != nil {

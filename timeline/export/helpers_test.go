@@ -80,6 +80,13 @@ func handTrace() *memTrace {
 // keep leaves the KV cache alive past the request (scenario 1).
 func engineTrace(t testing.TB, keep bool) *timeline.File {
 	t.Helper()
+	return engineTraceN(t, keep, 96, 4)
+}
+
+// engineTraceN is engineTrace with a prompt of n tokens in chunks of 32
+// and newTokens generated.
+func engineTraceN(t testing.TB, keep bool, n, newTokens int) *timeline.File {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "gen.ltrace")
 	w, err := timeline.Create(path)
 	if err != nil {
@@ -90,11 +97,11 @@ func engineTrace(t testing.TB, keep bool) *timeline.File {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompt := make([]int, 96)
+	prompt := make([]int, n)
 	for i := range prompt {
 		prompt[i] = i % 50
 	}
-	if _, err := e.Generate(context.Background(), engine.Request{Prompt: prompt, MaxNewTokens: 4, ChunkSize: 32, KeepCache: keep}); err != nil {
+	if _, err := e.Generate(context.Background(), engine.Request{Prompt: prompt, MaxNewTokens: newTokens, ChunkSize: 32, KeepCache: keep}); err != nil {
 		t.Fatal(err)
 	}
 	em.Mark("done")
