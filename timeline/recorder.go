@@ -101,7 +101,10 @@ type Recorder struct {
 	path string
 	opts RecorderOptions
 
-	// Producer side, touched only by the goroutine calling the Sink methods.
+	// Producer side: wpos and rcache are written by the goroutine calling
+	// the Sink methods on every event, so nothing else shares their cache
+	// line; the writer goroutine uses its own copies of ring and mask.
+	_         [64]byte
 	ring      []event.Event
 	mask      uint64
 	wakeEvery uint64
@@ -125,6 +128,8 @@ type Recorder struct {
 	defs  []pendingDef // producer appends, writer goroutine takes
 
 	// Writer goroutine state.
+	cring   []event.Event // ring and mask, for the writer goroutine
+	cmask   uint64
 	file    *os.File
 	w       *Writer
 	pend    []pendingDef // definitions taken from defs, not yet applied
@@ -181,11 +186,13 @@ func NewRecorder(path string, opts RecorderOptions) (*Recorder, error) {
 		space:     make(chan struct{}, 1),
 		file:      f,
 		w:         w,
+		cmask:     uint64(opts.RingSize - 1),
 		reqs:      make(chan request),
 		done:      make(chan struct{}),
 		tail:      make([]event.Event, opts.TailSize),
 		changed:   make(chan struct{}),
 	}
+	r.cring = r.ring
 	go r.run()
 	return r, nil
 }
@@ -377,7 +384,7 @@ func (r *Recorder) Stats() RecorderStats {
 		Tail:     int(r.tend - r.tstart),
 		TailCap:  len(r.tail),
 		Dropped:  r.lateDrops() + r.skipped.Load(),
-		RingSize: len(r.ring),
+		RingSize: len(r.cring),
 	}
 }
 
@@ -426,7 +433,7 @@ func (r *Recorder) drain() {
 			if len(r.pend) > 0 && r.pend[0].pos <= i {
 				r.applyDefs(i)
 			}
-			e := &r.ring[i&r.mask]
+			e := &r.cring[i&r.cmask]
 			if e.Seq <= r.lastSeq {
 				continue
 			}
@@ -498,7 +505,7 @@ func (r *Recorder) publish(from, to uint64) {
 	r.mu.Lock()
 	last := r.lastPublishedSeq()
 	for i := from; i < to; i++ {
-		e := &r.ring[i&r.mask]
+		e := &r.cring[i&r.cmask]
 		if e.Seq <= last {
 			r.skipped.Add(1)
 			continue

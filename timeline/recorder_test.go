@@ -363,8 +363,14 @@ func TestRecorderSlowSubscriber(t *testing.T) {
 // TestRecorderSynth records a realistic stream through the Recorder and
 // checks that a subscriber and the log both see exactly what was emitted.
 func TestRecorderSynth(t *testing.T) {
+	for _, ring := range []int{64, 0} {
+		t.Run(fmt.Sprintf("ring %d", ring), func(t *testing.T) { testRecorderSynth(t, RecorderOptions{RingSize: ring}) })
+	}
+}
+
+func testRecorderSynth(t *testing.T, opts RecorderOptions) {
 	want := record(21, 4, 1024, 128, 32)
-	rec := newTestRecorder(t, RecorderOptions{})
+	rec := newTestRecorder(t, opts)
 	sub := rec.Subscribe(0)
 	got := &recording{}
 	done := make(chan error)
