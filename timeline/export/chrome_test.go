@@ -271,3 +271,17 @@ func TestChromeOmitsInnerScopes(t *testing.T) {
 		t.Errorf("metadata %v", sum.meta)
 	}
 }
+
+func TestChromeOverlappingRequests(t *testing.T) {
+	data := exportChrome(t, schedulerTrace(t), ChromeOptions{})
+	sum := checkChrome(t, data)
+	if sum.scopes["request"] != 5 || sum.scopes["batch"] == 0 {
+		t.Errorf("scopes %v", sum.scopes)
+	}
+	if len(sum.lingering) != 0 {
+		t.Errorf("continuous batching that frees correctly has lingering objects: %v", sum.lingering)
+	}
+	if !bytes.Contains(data, []byte(`"name":"requests #2"`)) {
+		t.Error("overlapping requests share one thread")
+	}
+}

@@ -119,3 +119,48 @@ func engineTraceN(t testing.TB, keep bool, n, newTokens int) *timeline.File {
 	}
 	return f
 }
+
+// schedulerTrace records continuous batching of overlapping requests.
+func schedulerTrace(t testing.TB) *timeline.File {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "batch.ltrace")
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em := event.NewEmitter(w, event.EmitterOptions{})
+	e, err := engine.New(engine.Options{Model: "tiny", Emitter: em, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := engine.NewScheduler(e, engine.SchedulerOptions{MaxBatch: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []int{5, 40, 17, 9, 23} {
+		p := make([]int, n)
+		for j := range p {
+			p[j] = (i + j) % 50
+		}
+		if _, err := s.Submit(engine.Request{Prompt: p, MaxNewTokens: 3 + 2*i, ChunkSize: 8}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := timeline.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
