@@ -608,3 +608,28 @@ func BenchmarkEmitterToRecorder(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// TestRecorderOutOfOrder: an event whose Seq does not follow the last one
+// is dropped and counted, so subscribers and the log stay in order.
+func TestRecorderOutOfOrder(t *testing.T) {
+	rec := newTestRecorder(t, RecorderOptions{})
+	g := &gen{sink: rec}
+	g.emit(5)
+	rec.Emit(genEvent(5)) // again
+	rec.Emit(genEvent(2)) // backwards
+	g.emit(5)
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.Stats(); st.Dropped != 2 || st.Events != 10 || st.LastSeq != 10 {
+		t.Errorf("stats %+v, want 2 dropped of 12", st)
+	}
+	if err := rec.Err(); err != nil {
+		t.Errorf("Err() = %v; out-of-order events are not a write error", err)
+	}
+	c := &checker{next: 1}
+	if err := follow(rec.Subscribe(0), c, nil, nil); err != nil || c.n != 10 {
+		t.Errorf("subscriber: %d events, %v", c.n, err)
+	}
+	checkLog(t, rec.Path(), 10, "")
+}
