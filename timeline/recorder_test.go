@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -336,6 +337,13 @@ func TestRecorderSlowSubscriber(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	produced := time.Since(start)
+	// The million events (72 MB as values) must not have been kept.
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if ms.HeapAlloc > 32<<20 {
+		t.Errorf("heap holds %d MiB after %d events", ms.HeapAlloc>>20, total)
+	}
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +364,7 @@ func TestRecorderSlowSubscriber(t *testing.T) {
 	if st.TailCap != 4096 || maxTail > st.TailCap || st.Events != uint64(total) || st.Dropped != 0 {
 		t.Errorf("stats %+v, max tail %d", st, maxTail)
 	}
-	t.Logf("produced %d events in %v; slow subscriber fell back to the log %d times", total, produced, slow.switches)
+	t.Logf("produced %d events in %v; slow subscriber fell back to the log %d times; heap %d MiB", total, produced, slow.switches, ms.HeapAlloc>>20)
 	checkLog(t, rec.Path(), uint64(total), "")
 }
 
