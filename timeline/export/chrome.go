@@ -303,6 +303,7 @@ type chromeWriter struct {
 	counters map[string]*counterTrack
 	order    []*counterTrack
 	catNames [event.NumCategories]string
+	live     [event.NumCategories]string // counter names
 	labels   map[event.StringID]string
 	sites    map[event.SiteID]string
 	maxTime  int64
@@ -321,6 +322,7 @@ func (c *chromeWriter) start() {
 	}
 	for i := range c.catNames {
 		c.catNames[i] = categoryName(event.Category(i))
+		c.live[i] = "live " + c.catNames[i]
 	}
 	c.j.raw(`{"displayTimeUnit":"ns","traceEvents":[`)
 	c.begin(`{"ph":"M","pid":1,"tid":1,"name":"process_name","args":{"name":"linger memory"}}`)
@@ -381,7 +383,7 @@ func (c *chromeWriter) event(e event.Event) error {
 		c.st.apply(e)
 		o := c.st.objs[e.Addr]
 		c.setCounter("allocated", e.Time, c.st.allocated)
-		c.setCounter("live "+c.catNames[o.cat], e.Time, c.st.byCat[o.cat])
+		c.setCounter(c.live[o.cat], e.Time, c.st.byCat[o.cat])
 		if !c.aggregated(o) {
 			c.objectBegin(o)
 		}
@@ -391,7 +393,7 @@ func (c *chromeWriter) event(e event.Event) error {
 		if o == nil {
 			break
 		}
-		c.setCounter("live "+c.catNames[o.cat], e.Time, c.st.byCat[o.cat])
+		c.setCounter(c.live[o.cat], e.Time, c.st.byCat[o.cat])
 		if !c.aggregated(o) {
 			c.objectEnd(o, e.Time, false)
 		}

@@ -190,13 +190,15 @@ func (s *state) apply(e event.Event) *object {
 		if old := s.objs[e.Addr]; old != nil {
 			s.drop(old)
 		}
+		cat := e.Category
+		if !cat.Valid() {
+			cat = event.CategoryNone // a category from a newer writer
+		}
 		o := &object{seq: e.Seq, time: e.Time, addr: e.Addr, size: e.Size, requested: e.Requested,
-			cat: e.Category, expect: e.Expect, site: e.Site, label: e.Label, scope: e.Scope}
+			cat: cat, expect: e.Expect, site: e.Site, label: e.Label, scope: e.Scope}
 		s.objs[e.Addr] = o
 		s.allocated += o.size
-		if o.cat.Valid() {
-			s.byCat[o.cat] += o.size
-		}
+		s.byCat[o.cat] += o.size
 	case event.KindFree:
 		o := s.objs[e.Addr]
 		if o != nil {
@@ -225,9 +227,7 @@ func (s *state) apply(e event.Event) *object {
 func (s *state) drop(o *object) {
 	delete(s.objs, o.addr)
 	s.allocated -= o.size
-	if o.cat.Valid() {
-		s.byCat[o.cat] -= o.size
-	}
+	s.byCat[o.cat] -= o.size
 }
 
 func (s *state) dropSeg(g *segment) {
