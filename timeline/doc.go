@@ -115,9 +115,10 @@ path, skips to N (Reader.SkipTo) and reads on, resuming over the log's
 growing end (Reader.Resume) until it reaches the tail again. The Recorder
 never lets the tail drop an event the Writer has not yet written, so the
 log and the tail overlap and the hand-over has no gap and no duplicate.
-The Recorder's memory is the ring plus the tail, whatever the trace length
-and however many subscribers there are: a slow subscriber never holds the
-producer back, it just reads the file. A client that reconnects resumes
+The Recorder's memory is the ring, the tail and the definitions (which an
+Emitter keeps too), whatever the trace length and however many
+subscribers there are: a slow subscriber never holds the producer back, it
+just reads the file. A client that reconnects resumes
 with a new subscription from the last sequence number it received plus
 one.
 

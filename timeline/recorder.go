@@ -93,8 +93,9 @@ type pendingDef struct {
 // place among the events, so every reader of the log and every subscriber
 // sees a name before its first use.
 //
-// Flush, Close, CloseWithReason, Err, Stats and Subscribe may be called
-// from any goroutine. Events emitted concurrently with Close may be lost
+// A Recorder holds a goroutine and the log file until Close, which the
+// owner must call. Flush, Close, CloseWithReason, Err, Stats and Subscribe
+// may be called from any goroutine. Events emitted concurrently with Close may be lost
 // (they are counted in Stats().Dropped); events emitted after Close are
 // dropped and reported by Err.
 type Recorder struct {
@@ -139,20 +140,20 @@ type Recorder struct {
 	done    chan struct{} // closed when the writer goroutine exits
 
 	// Published to subscribers, under mu.
-	mu       sync.RWMutex
-	tail     []event.Event // circular, len = power of two
-	tstart   uint64        // absolute index of the oldest event in tail
-	tend     uint64        // absolute index one past the newest
-	strs     []StringDef   // every string definition, in order (append-only)
-	sites    []SiteDef     // every site definition, in order (append-only)
-	ended    bool
-	reason   string
-	err      error // first write error
-	changed  chan struct{}
-	watched  atomic.Bool // a subscriber waits on changed
-	closeErr error       // what Close returned
+	mu      sync.RWMutex
+	tail    []event.Event // circular, len = power of two
+	tstart  uint64        // absolute index of the oldest event in tail
+	tend    uint64        // absolute index one past the newest
+	strs    []StringDef   // every string definition, in order (append-only)
+	sites   []SiteDef     // every site definition, in order (append-only)
+	ended   bool
+	reason  string
+	err     error // first write error
+	changed chan struct{}
+	watched atomic.Bool // a subscriber waits on changed
 
 	closeOnce sync.Once
+	closeErr  error // what the first Close returned
 }
 
 type request struct {
@@ -308,9 +309,9 @@ func (r *Recorder) waitSpace(w uint64) bool {
 	}
 }
 
-// Flush blocks until every event and definition emitted before the call
-// is written to the log (not synced to stable storage) and visible to
-// subscribers. It returns the first write error, or ErrRecorderClosed
+// Flush blocks until every event and definition the producer made before
+// the call is written to the log (not synced to stable storage) and
+// visible to subscribers. It returns the first write error, or ErrRecorderClosed
 // after Close.
 func (r *Recorder) Flush() error {
 	reply := make(chan error, 1)
