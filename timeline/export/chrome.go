@@ -306,7 +306,6 @@ type chromeWriter struct {
 	live     [event.NumCategories]string // counter names
 	labels   map[event.StringID]string
 	sites    map[event.SiteID]string
-	maxTime  int64
 }
 
 func (c *chromeWriter) start() {
@@ -369,7 +368,6 @@ func (c *chromeWriter) aggregated(o *object) bool {
 
 func (c *chromeWriter) event(e event.Event) error {
 	c.flushCounters(e.Time)
-	c.maxTime = max(c.maxTime, e.Time)
 	for _, k := range c.sc.starts[e.Seq] {
 		c.groupBegin(k, c.sc.groups[k], e.Time)
 	}
@@ -679,8 +677,7 @@ func (c *chromeWriter) setCounter(name string, ts int64, v uint64) {
 }
 
 // flushCounters writes the sampled tracks whose interval ended before now
-// (everything when now is negative... callers pass maxTime+interval at the
-// end).
+// (finish writes the rest).
 func (c *chromeWriter) flushCounters(now int64) {
 	if c.sc.interval == 0 {
 		return
