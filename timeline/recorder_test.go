@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -640,4 +641,24 @@ func TestRecorderOutOfOrder(t *testing.T) {
 		t.Errorf("subscriber: %d events, %v", c.n, err)
 	}
 	checkLog(t, rec.Path(), 10, "")
+}
+
+// TestRecorderBytesPerEvent: the Recorder's periodic flushes and chunking
+// leave the log as compact as the Writer's alone (TestBytesPerEvent).
+func TestRecorderBytesPerEvent(t *testing.T) {
+	src := record(11, 24, 4096, 512, 64)
+	rec := newTestRecorder(t, RecorderOptions{})
+	replay(src, rec)
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(rec.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := float64(fi.Size()) / float64(len(src.events))
+	t.Logf("%d events, %d bytes, %.2f B/event", len(src.events), fi.Size(), per)
+	if per > 16 {
+		t.Errorf("%.2f bytes per event, want <= 16", per)
+	}
 }
