@@ -3,6 +3,9 @@
 // Usage:
 //
 //	linger generate --model PRESET --device meta|cpu [--prompt-tokens N | --prompt TEXT] [flags]
+//	linger trace analyze FILE [--json]
+//	linger trace export --format perfetto|memviz-json|memviz-pickle|pprof [--at peak|end|SEQ] FILE -o OUT
+//	linger trace diff A B [--json]
 //	linger help [COMMAND]
 //
 // Run "linger help generate" for the flags of a command.
@@ -27,6 +30,7 @@ type command struct {
 
 var commands = map[string]command{
 	"generate": {"run one request through the engine and write its trace", runGenerate},
+	"trace":    {"analyze, export or compare traces (linger trace help)", runTrace},
 }
 
 // errUsage marks an error caused by the command line; main exits 2 for it.

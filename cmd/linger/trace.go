@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"linger/timeline"
+	"linger/timeline/analyze"
+	"linger/timeline/export"
+)
+
+var traceCommands = map[string]command{
+	"analyze": {"lingering objects, growth, duplicates, the peak and the two tracks of a trace", runTraceAnalyze},
+	"export":  {"write a trace as Perfetto JSON, a PyTorch memory_viz snapshot or a pprof profile", runTraceExport},
+	"diff":    {"what changed between two traces, by site and category", runTraceDiff},
+}
+
+func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stdout, "Usage: linger trace COMMAND [flags] FILE...\n\nCommands:")
+		for _, n := range []string{"analyze", "export", "diff"} {
+			fmt.Fprintf(stdout, "  %-8s %s\n", n, traceCommands[n].summary)
+		}
+		if len(args) == 0 {
+			return fmt.Errorf("%w: missing trace command", errUsage)
+		}
+		return nil
+	}
+	c, ok := traceCommands[args[0]]
+	if !ok {
+		return fmt.Errorf("%w: unknown trace command %q (valid: analyze, export, diff)", errUsage, args[0])
+	}
+	return c.run(ctx, args[1:], stdout, stderr)
+}
+
+// parseInterspersed parses flags that may come before or after the
+// positional arguments ("export FILE -o OUT"), and returns the positionals.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// openTrace opens a trace file and, when its tail is torn or corrupt, says
+// so on stderr: everything before the damage is still read.
+func openTrace(path string, stderr io.Writer) (*timeline.File, error) {
+	f, err := timeline.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if stop := f.Stop(); stop != nil {
+		fmt.Fprintf(stderr, "warning: %s: %v; using the %d events before it\n", path, stop, f.Events())
+	}
+	return f, nil
+}
+
+func truncation(f *timeline.File) string {
+	if stop := f.Stop(); stop != nil {
+		return stop.Error()
+	}
+	return ""
+}
+
+func runTraceAnalyze(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("trace analyze", stderr)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	maxObjects := fs.Int("max-objects", 0, "list at most this many lingering objects (default 100; totals stay exact)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: trace analyze takes one trace file, got %d", errUsage, len(pos))
+	}
+	f, err := openTrace(pos[0], stderr)
+	if err != nil {
+		return err
+	}
+	rep, err := analyze.Run(f, analyze.Options{MaxObjects: *maxObjects, Truncated: truncation(f)})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return rep.WriteText(stdout)
+}
+
+func runTraceDiff(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("trace diff", stderr)
+	asJSON := fs.Bool("json", false, "print the difference as JSON")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return fmt.Errorf("%w: trace diff takes two trace files (before, after), got %d", errUsage, len(pos))
+	}
+	var reps [2]*analyze.Report
+	for i, p := range pos {
+		f, err := openTrace(p, stderr)
+		if err != nil {
+			return err
+		}
+		if reps[i], err = analyze.Run(f, analyze.Options{Truncated: truncation(f)}); err != nil {
+			return err
+		}
+	}
+	d := analyze.Diff(reps[0], reps[1])
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(d)
+	}
+	return d.WriteText(stdout)
+}
+
+var exportFormats = map[string]func(w io.Writer, tr export.Trace, at export.At) error{
+	"perfetto": func(w io.Writer, tr export.Trace, _ export.At) error {
+		return export.Chrome(w, tr, export.ChromeOptions{})
+	},
+	"memviz-json": func(w io.Writer, tr export.Trace, at export.At) error {
+		return export.MemvizJSON(w, tr, export.MemvizOptions{At: at})
+	},
+	"memviz-pickle": func(w io.Writer, tr export.Trace, at export.At) error {
+		return export.MemvizPickle(w, tr, export.MemvizOptions{At: at})
+	},
+	"pprof": export.Pprof,
+}
+
+func runTraceExport(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("trace export", stderr)
+	format := fs.String("format", "", "perfetto, memviz-json, memviz-pickle or pprof")
+	atFlag := fs.String("at", "", "the instant of a snapshot or profile: peak, end or a sequence number (default: peak for pprof, end for memviz)")
+	out := fs.String("o", "", "write to `FILE` (required)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	write, ok := exportFormats[*format]
+	if !ok {
+		return fmt.Errorf("%w: --format must be one of perfetto, memviz-json, memviz-pickle, pprof; got %q", errUsage, *format)
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: trace export takes one trace file, got %d", errUsage, len(pos))
+	}
+	if *out == "" {
+		return fmt.Errorf("%w: -o OUT is required", errUsage)
+	}
+	if *atFlag == "" && *format == "pprof" {
+		*atFlag = "peak"
+	}
+	at, err := export.ParseAt(*atFlag)
+	if err != nil {
+		return fmt.Errorf("%w: --at: %v", errUsage, err)
+	}
+	if *format == "perfetto" && *atFlag != "" {
+		return fmt.Errorf("%w: --at does not apply to perfetto, which exports the whole trace", errUsage)
+	}
+	f, err := openTrace(pos[0], stderr)
+	if err != nil {
+		return err
+	}
+	n, err := writeAtomic(*out, func(w io.Writer) error { return write(w, f, at) })
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s (%s, %s)\n", *out, *format, formatBytes(uint64(n)))
+	return nil
+}
+
+// writeAtomic writes path through a temporary file in the same directory,
+// renamed into place only when everything was written and synced, so that
+// a failure leaves any previous file intact and no partial one behind.
+func writeAtomic(path string, write func(io.Writer) error) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return 0, fmt.Errorf("write %q: %w", path, err)
+	}
+	cw := &countingWriter{w: tmp}
+	err = write(cw)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return 0, fmt.Errorf("write %q: %w", path, err)
+	}
+	return cw.n, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
