@@ -197,7 +197,10 @@ func writeAtomic(path string, write func(io.Writer) error) (int64, error) {
 		return 0, fmt.Errorf("write %q: %w", path, err)
 	}
 	cw := &countingWriter{w: tmp}
-	err = write(cw)
+	err = tmp.Chmod(0o644) // CreateTemp makes 0600; an export is meant to be shared
+	if err == nil {
+		err = write(cw)
+	}
 	if err == nil {
 		err = tmp.Sync()
 	}
