@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+)
+
+// genTrace runs generate on the meta device and returns the trace's path.
+func genTrace(t *testing.T, dir, name string, extra ...string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	args := append([]string{"generate", "--model", "tiny", "--device", "meta", "--prompt-tokens", "256", "--chunk-size", "64",
+		"--max-new-tokens", "12", "--trace", path}, extra...)
+	if code, _, stderr := runCLI(t, args...); code != 0 {
+		t.Fatalf("generate: exit %d: %s", code, stderr)
+	}
+	return path
+}
+
+func TestTraceAnalyze(t *testing.T) {
+	dir := t.TempDir()
+	tr := genTrace(t, dir, "a.ltrace")
+	code, out, stderr := runCLI(t, "trace", "analyze", tr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "lingering: none") || !strings.Contains(out, "peak:") {
+		t.Errorf("a clean generate should show no lingering object and a peak:\n%s", out)
+	}
+	code, out, _ = runCLI(t, "trace", "analyze", "--json", tr)
+	var rep map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("--json: exit %d, output not JSON: %.200s", code, out)
+	}
+	if _, ok := rep["peak"]; !ok {
+		t.Errorf("JSON report lacks a peak: %v", keys(rep))
+	}
+
+	// A torn trace still analyzes, with a warning saying where it stopped.
+	data, err := os.ReadFile(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := filepath.Join(dir, "torn.ltrace")
+	os.WriteFile(torn, data[:len(data)-7], 0o644)
+	code, out, stderr = runCLI(t, "trace", "analyze", torn)
+	if code != 0 || !strings.Contains(stderr, "truncated") || !strings.Contains(out, "truncated") {
+		t.Errorf("torn trace: exit %d\nstdout %s\nstderr %s", code, out, stderr)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trace", "analyze", filepath.Join(dir, "nope.ltrace")}, "no such file"},
+		{[]string{"trace", "analyze", "trace_test.go"}, "not a linger trace"},
+		{[]string{"trace", "analyze"}, "one trace file"},
+		{[]string{"trace", "frob"}, `"frob"`},
+		{[]string{"trace", "diff", tr}, "two trace files"},
+	} {
+		if code, _, stderr := runCLI(t, c.args...); code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want failure mentioning %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+func keys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+func TestTraceExport(t *testing.T) {
+	dir := t.TempDir()
+	tr := genTrace(t, dir, "a.ltrace")
+	for _, format := range []string{"perfetto", "memviz-json", "memviz-pickle", "pprof"} {
+		out := filepath.Join(dir, "out."+format)
+		// Flags after the file, as the README shows.
+		code, stdout, stderr := runCLI(t, "trace", "export", "--format", format, tr, "-o", out)
+		if code != 0 || !strings.Contains(stdout, "wrote "+out) {
+			t.Fatalf("%s: exit %d: %s %s", format, code, stdout, stderr)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch format {
+		case "perfetto", "memviz-json":
+			if !json.Valid(data) {
+				t.Errorf("%s output is not valid JSON", format)
+			}
+		case "memviz-pickle":
+			if len(data) < 3 || data[0] != 0x80 || data[1] != 4 || data[len(data)-1] != '.' {
+				t.Errorf("pickle does not start with PROTO 4 and end with STOP")
+			}
+		case "pprof":
+			p, err := profile.ParseData(data)
+			if err != nil || len(p.Sample) == 0 {
+				t.Errorf("pprof output: %v, %d samples", err, len(p.Sample))
+			}
+		}
+	}
+	// A failed export leaves an existing file as it was and no temporary behind.
+	out := filepath.Join(dir, "keep.json")
+	os.WriteFile(out, []byte("previous"), 0o644)
+	if code, _, _ := runCLI(t, "trace", "export", "--format", "pprof", "--at", "999999999", tr, "-o", out); code == 0 {
+		t.Error("export at a sequence number past the trace succeeded")
+	}
+	if got, _ := os.ReadFile(out); string(got) != "previous" {
+		t.Errorf("failed export changed the file: %q", got)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".keep.json.*")); len(m) != 0 {
+		t.Errorf("temporary files left behind: %v", m)
+	}
+	for _, args := range [][]string{
+		{"trace", "export", "--format", "svg", tr, "-o", out},
+		{"trace", "export", "--format", "pprof", tr},
+		{"trace", "export", "--format", "pprof", "--at", "soon", tr, "-o", out},
+	} {
+		if code, _, _ := runCLI(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+func TestTraceDiff(t *testing.T) {
+	dir := t.TempDir()
+	a := genTrace(t, dir, "a.ltrace")
+	b := genTrace(t, dir, "b.ltrace", "--max-new-tokens", "40")
+	code, out, stderr := runCLI(t, "trace", "diff", a, b)
+	if code != 0 || out == "" {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	code, out, _ = runCLI(t, "trace", "diff", "--json", a, b)
+	if code != 0 || !json.Valid([]byte(out)) {
+		t.Errorf("diff --json: exit %d, invalid JSON", code)
+	}
+}
