@@ -1,0 +1,69 @@
+package msg_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"linger/notebooks/msg"
+)
+
+func TestRoundTripAndParentHeader(t *testing.T) {
+	req := msg.New(msg.Shell, "execute_request", "sess-1", map[string]any{"code": "1+1"})
+	b, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"parent_header":{}`) || !strings.Contains(string(b), `"metadata":{}`) {
+		t.Errorf("a message without parent must carry parent_header {} and metadata {}: %s", b)
+	}
+	var back msg.Message
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Header != req.Header || back.Channel != msg.Shell || !back.ParentHeader.IsZero() {
+		t.Errorf("round trip changed the message: %+v", back)
+	}
+	rep := back.Reply("", "execute_reply", map[string]any{"status": "ok"})
+	if rep.ParentHeader != req.Header || rep.Header.Session != "sess-1" || rep.Channel != msg.Shell || rep.Header.MsgID == req.Header.MsgID {
+		t.Errorf("reply %+v does not answer %+v", rep.Header, req.Header)
+	}
+	var c struct{ Status string }
+	if err := rep.DecodeContent(&c); err != nil || c.Status != "ok" {
+		t.Errorf("content %q: %v", rep.Content, err)
+	}
+	if len(msg.NewID()) != 36 || msg.NewID() == msg.NewID() {
+		t.Error("NewID is not a fresh UUID")
+	}
+}
+
+func TestNullsAndValidate(t *testing.T) {
+	var m msg.Message
+	if err := json.Unmarshal([]byte(`{"channel":"shell","header":{"msg_id":"a","msg_type":"kernel_info_request"},"parent_header":null,"metadata":null,"content":null}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Validate(); err != nil {
+		t.Errorf("valid message rejected: %v", err)
+	}
+	for _, c := range []struct {
+		name, in string
+	}{
+		{"bad channel", `{"channel":"radio","header":{"msg_id":"a","msg_type":"x"}}`},
+		{"no id", `{"channel":"shell","header":{"msg_type":"x"}}`},
+		{"no type", `{"channel":"shell","header":{"msg_id":"a"}}`},
+		{"content array", `{"channel":"shell","header":{"msg_id":"a","msg_type":"x"},"content":[1]}`},
+		{"metadata string", `{"channel":"shell","header":{"msg_id":"a","msg_type":"x"},"metadata":"m"}`},
+	} {
+		var m msg.Message
+		if err := json.Unmarshal([]byte(c.in), &m); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if err := m.Validate(); !errors.Is(err, msg.ErrInvalid) {
+			t.Errorf("%s: Validate() = %v, want ErrInvalid", c.name, err)
+		}
+	}
+	if err := json.Unmarshal([]byte(`{"header":{},"parent_header":"x"}`), &m); err == nil {
+		t.Error("a string parent_header was accepted")
+	}
+}
