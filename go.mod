@@ -7,3 +7,12 @@ require (
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	golang.org/x/sys v0.50.0
 )
+
+require (
+	github.com/felixge/fgprof v0.9.5 // indirect
+	github.com/gorilla/websocket v1.5.3 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	go.starlark.net v0.0.0-20260908191801-89a6a09411d5 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)
