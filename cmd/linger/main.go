@@ -31,6 +31,9 @@ type command struct {
 var commands = map[string]command{
 	"generate": {"run one request through the engine and write its trace", runGenerate},
 	"trace":    {"analyze, export or compare traces (linger trace help)", runTrace},
+	"serve":    {"the notebook server (Jupyter Server API, kernels, timelines)", runServe},
+	"run":      {"execute a notebook headless in a fresh kernel; fail on errors or lingering memory", runNotebook},
+	"kernel":   {"a kernel process (started by the server)", runKernel},
 }
 
 // errUsage marks an error caused by the command line; main exits 2 for it.
