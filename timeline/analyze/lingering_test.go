@@ -1,8 +1,13 @@
 package analyze
 
 import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
 	"testing"
 
+	"linger/engine"
+	"linger/timeline"
 	"linger/timeline/event"
 )
 
@@ -202,4 +207,59 @@ func TestIncremental(t *testing.T) {
 	if rep.Lingering.Leaked != 0 || rep.Lingering.LateFrees != 1 || rep.Anomalies.OutOfOrder != 1 {
 		t.Errorf("after the free: %+v, anomalies %+v", rep.Lingering, rep.Anomalies)
 	}
+}
+
+var (
+	_ Trace      = (*timeline.File)(nil)
+	_ Names      = (*timeline.Dict)(nil)
+	_ event.Sink = (*Analyzer)(nil)
+)
+
+// TestFileMatchesStream: a trace written to disk and analyzed with Run
+// reports what the same events fed live report.
+func TestFileMatchesStream(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.ltrace")
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := &memTrace{}
+	engineTrace(t, sinkPair{w, live}, "tiny", 300, 64, 20, engine.KVPaged)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := timeline.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := Run(f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(Options{Names: &live.Dict})
+	for _, e := range live.events {
+		a.Add(e)
+	}
+	j1, _ := json.Marshal(fromFile)
+	j2, _ := json.Marshal(a.Report(&live.Dict))
+	if !bytes.Equal(j1, j2) {
+		t.Errorf("file and stream reports differ:\n%s\n%s", j1, j2)
+	}
+}
+
+type sinkPair [2]event.Sink
+
+func (s sinkPair) DefineString(id event.StringID, v string) {
+	s[0].DefineString(id, v)
+	s[1].DefineString(id, v)
+}
+
+func (s sinkPair) DefineSite(id event.SiteID, v event.Site) {
+	s[0].DefineSite(id, v)
+	s[1].DefineSite(id, v)
+}
+
+func (s sinkPair) Emit(e event.Event) {
+	s[0].Emit(e)
+	s[1].Emit(e)
 }
