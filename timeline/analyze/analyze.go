@@ -587,18 +587,34 @@ func (a *Analyzer) linger(o *obj, s *scope, e *event.Event) {
 	}
 }
 
+// Live returns the object alive at addr now, between Adds, and whether
+// there is one. Its LingerSeq is 0 unless it is lingering; names are
+// unresolved (see Object). An exporter that walks a trace once can ask it
+// at a free event, before passing the event to Add, to learn whether the
+// object lingered and since when.
+func (a *Analyzer) Live(addr uint64) (Object, bool) {
+	o := a.live[addr]
+	if o == nil {
+		return Object{}, false
+	}
+	return a.object(o), true
+}
+
 // object describes o as an Object with ids, names unresolved.
 func (a *Analyzer) object(o *obj) Object {
-	return Object{
+	ob := Object{
 		Addr: o.addr, Size: o.size, Requested: o.req,
 		CategoryID: o.cat, LabelID: o.label, SiteID: o.site, ScopeLabelID: o.scopeLabel,
 		Category: o.cat.String(),
 		AllocSeq: o.seq, AllocTime: o.time,
 		Expect:    o.expect.String(),
 		ScopeID:   uint64(o.scopeID),
-		ScopeKind: o.scopeKind.String(),
 		LingerSeq: o.lingerSeq, LingerTime: o.lingerTime,
 	}
+	if o.lingering {
+		ob.ScopeKind = o.scopeKind.String()
+	}
+	return ob
 }
 
 func (a *Analyzer) segment(e *event.Event, alloc bool) {

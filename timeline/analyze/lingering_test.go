@@ -200,8 +200,14 @@ func TestIncremental(t *testing.T) {
 			t.Fatalf("after event %d: %d lingering, want %d", e.Seq, rep.Lingering.Leaked, want)
 		}
 	}
+	if o, ok := a.Live(x); !ok || o.LingerSeq != b.em.Seq() || o.ScopeKind != "request" {
+		t.Errorf("Live(%#x) = %+v, %v; want lingering since seq %d", x, o, ok, b.em.Seq())
+	}
 	b.free(x)
 	a.Add(b.tr.events[len(b.tr.events)-1])
+	if _, ok := a.Live(x); ok {
+		t.Errorf("Live after the free")
+	}
 	a.Add(b.tr.events[len(b.tr.events)-1]) // re-delivered: ignored
 	rep := a.Report(&b.tr.Dict)
 	if rep.Lingering.Leaked != 0 || rep.Lingering.LateFrees != 1 || rep.Anomalies.OutOfOrder != 1 {

@@ -24,9 +24,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if l.Count == 0 {
 		p("lingering: none")
 	} else {
-		p("lingering: %d objects, %s (leaked %d, %s; freed late %d, %s, mean delay %s, max %s / %d events / %d steps)",
-			l.Count, fmtBytes(l.Bytes), l.Leaked, fmtBytes(l.LeakedBytes), l.LateFrees, fmtBytes(l.LateFreeBytes),
-			fmtDuration(l.MeanDelayNS), fmtDuration(l.MaxDelayNS), l.MaxDelayEvents, l.MaxDelaySteps)
+		late := "none freed late"
+		if l.LateFrees > 0 {
+			late = fmt.Sprintf("freed late %d, %s, mean delay %s, max %s / %d events / %d steps", l.LateFrees, fmtBytes(l.LateFreeBytes),
+				fmtDuration(l.MeanDelayNS), fmtDuration(l.MaxDelayNS), l.MaxDelayEvents, l.MaxDelaySteps)
+		}
+		p("lingering: %d objects, %s (leaked %d, %s; %s)", l.Count, fmtBytes(l.Bytes), l.Leaked, fmtBytes(l.LeakedBytes), late)
 		for _, t := range l.BySite[:min(len(l.BySite), textRows)] {
 			p("  %-10s %10s in %d objects (leaked %s)  at %s", t.Category, fmtBytes(t.Bytes), t.Count, fmtBytes(t.LeakedBytes), shortSite(t.Site))
 		}
