@@ -106,7 +106,8 @@ func NewKVCache(a *alloc.Allocator, cfg Config, dt DType, layout KVLayout, maxTo
 	if dt.Size() == 0 {
 		return nil, fmt.Errorf("new kv cache: invalid dtype %v", dt)
 	}
-	b := kvBase{id: kvIDs.Add(1), a: a, cfg: cfg, dt: dt, max: maxTokens, width: cfg.KVValuesPerToken() / 2}
+	b := kvBase{id: kvIDs.Add(1), a: a, cfg: cfg, dt: dt, max: maxTokens, width: cfg.KVValuesPerToken() / 2,
+		scope: a.Emitter().Current()}
 	if cfg.MLA() {
 		b.width = cfg.KVValuesPerToken()
 	}
@@ -130,6 +131,18 @@ type kvBase struct {
 	n     int
 	width int // values per token of one of k or v (of the latent, for MLA)
 	freed bool
+	// scope is the scope open when the cache was made (its request's, in
+	// Generate and the scheduler). Blocks the cache adds later belong to
+	// it, whatever scope is innermost then: under continuous batching that
+	// is often another request's.
+	scope event.ScopeID
+}
+
+// alloc allocates one of the cache's tensors in the cache's scope.
+func (b *kvBase) alloc(shape []int, label string) (*Tensor, error) {
+	// Cache tensors are made once per request or per 16 tokens: a stack
+	// walk for the site is affordable, and names the real caller.
+	return emptyIn(b.a, b.scope, b.a.Emitter().Caller(0), shape, b.dt, event.CategoryKVCache, event.ScopeRequest, label)
 }
 
 func (b *kvBase) ID() uint64   { return b.id }
@@ -198,7 +211,7 @@ func (c *contiguousKV) reserve(n int) error {
 	}
 	for l := 0; l < L; l++ {
 		if c.cfg.MLA() {
-			t, err := Empty(c.a, []int{c.max, c.width}, c.dt, event.CategoryKVCache, event.ScopeRequest, labelLatent.get(l))
+			t, err := c.alloc([]int{c.max, c.width}, labelLatent.get(l))
 			if err != nil {
 				c.release()
 				return fmt.Errorf("kv cache: %w", err)
@@ -206,13 +219,13 @@ func (c *contiguousKV) reserve(n int) error {
 			c.k = append(c.k, t)
 			continue
 		}
-		k, err := Empty(c.a, []int{c.max, c.cfg.KVHeads, c.cfg.HeadDim}, c.dt, event.CategoryKVCache, event.ScopeRequest, labelK.get(l))
+		k, err := c.alloc([]int{c.max, c.cfg.KVHeads, c.cfg.HeadDim}, labelK.get(l))
 		if err != nil {
 			c.release()
 			return fmt.Errorf("kv cache: %w", err)
 		}
 		c.k = append(c.k, k)
-		v, err := Empty(c.a, []int{c.max, c.cfg.KVHeads, c.cfg.HeadDim}, c.dt, event.CategoryKVCache, event.ScopeRequest, labelV.get(l))
+		v, err := c.alloc([]int{c.max, c.cfg.KVHeads, c.cfg.HeadDim}, labelV.get(l))
 		if err != nil {
 			c.release()
 			return fmt.Errorf("kv cache: %w", err)
@@ -281,7 +294,7 @@ func (p *pagedKV) reserve(n int) error {
 	}
 	shape := []int{p.cfg.Layers, p.planes(), PageSize, p.width}
 	for len(p.blocks)*PageSize < n {
-		t, err := Empty(p.a, shape, p.dt, event.CategoryKVCache, event.ScopeRequest, labelBlock.get(len(p.blocks)))
+		t, err := p.alloc(shape, labelBlock.get(len(p.blocks)))
 		if err != nil {
 			return fmt.Errorf("kv cache: %w", err)
 		}

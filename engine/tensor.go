@@ -44,6 +44,12 @@ func Empty(a *alloc.Allocator, shape []int, dt DType, category event.Category, e
 
 // emptyAt is Empty with the allocation's site given (0: Alloc's caller).
 func emptyAt(a *alloc.Allocator, site event.SiteID, shape []int, dt DType, category event.Category, expect event.ScopeKind, label string) (*Tensor, error) {
+	return emptyIn(a, 0, site, shape, dt, category, expect, label)
+}
+
+// emptyIn is emptyAt recording the allocation in the given scope (0: the
+// innermost open one).
+func emptyIn(a *alloc.Allocator, scope event.ScopeID, site event.SiteID, shape []int, dt DType, category event.Category, expect event.ScopeKind, label string) (*Tensor, error) {
 	n, err := numel(shape)
 	if err != nil {
 		return nil, fmt.Errorf("tensor %q: %w", label, err)
@@ -55,7 +61,7 @@ func emptyAt(a *alloc.Allocator, site event.SiteID, shape []int, dt DType, categ
 	if hasData && dt != F32 {
 		return nil, fmt.Errorf("tensor %q: dtype %v on %s: %w (only f32 has data)", label, dt, a.Device().Name(), ErrUnsupported)
 	}
-	b, err := a.Alloc(alloc.Request{Size: uint64(n) * uint64(dt.Size()), Category: category, Expect: expect, Label: label, Site: site})
+	b, err := a.Alloc(alloc.Request{Size: uint64(n) * uint64(dt.Size()), Category: category, Expect: expect, Label: label, Site: site, Scope: scope})
 	if err != nil {
 		return nil, fmt.Errorf("tensor %q %v: %w", label, shape, err)
 	}

@@ -57,6 +57,11 @@ type Request struct {
 	// paths should pass a site from Emitter.At with a package-level
 	// event.Callsite instead.
 	Site event.SiteID
+	// Scope is the scope the allocation belongs to. 0: the innermost open
+	// scope. A cache that grows while another request's scope is innermost
+	// (continuous batching) names its own request here, so that its blocks
+	// are judged by the right scope's end.
+	Scope event.ScopeID
 }
 
 // Block states.
@@ -318,7 +323,7 @@ func (a *Allocator) alloc(r *Request, site event.SiteID) (*Block, error) {
 	s.PeakByCategory[u.cat] = max(s.PeakByCategory[u.cat], s.ByCategory[u.cat])
 	if a.em.Enabled() {
 		a.em.Emit(event.Event{Kind: event.KindAlloc, Addr: u.addr, Size: u.size, Requested: u.requested,
-			Category: u.cat, Expect: u.expect, Label: label, Site: site})
+			Category: u.cat, Expect: u.expect, Label: label, Site: site, Scope: r.Scope})
 	}
 	return u, nil
 }

@@ -3,7 +3,6 @@ package analyze
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
 	"linger/engine"
@@ -42,11 +41,6 @@ func noLingering(t *testing.T, tr *memTrace) *Report {
 	rep, err := Run(tr, Options{})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if knownPagedBatchGap(rep) {
-		t.Skipf("engine annotation gap: %d paged KV blocks allocated in a batched decode are recorded in the batch's scopes, "+
-			"not their own request's, so they are owned by the latest-admitted request and linger when it ends first "+
-			"(fix in engine: alloc.Request.Scope set to the cache's request scope)", rep.Lingering.Count)
 	}
 	if rep.Lingering.Count != 0 {
 		t.Errorf("%d lingering objects, %d bytes, in a correct run; first: %+v", rep.Lingering.Count, rep.Lingering.Bytes, rep.Lingering.Objects[:min(3, len(rep.Lingering.Objects))])
@@ -100,21 +94,6 @@ func TestEngineNoFalsePositives(t *testing.T) {
 	}
 }
 
-// knownPagedBatchGap reports whether every lingering object is a paged KV
-// block allocated by a Scheduler's batched decode: the engine records them
-// in the batch's scopes, which sit inside the latest-admitted request, so
-// no rule over the recorded scopes can tell which request owns them.
-func knownPagedBatchGap(rep *Report) bool {
-	if rep.Lingering.Count == 0 || rep.Lingering.Omitted > 0 {
-		return false
-	}
-	for _, o := range rep.Lingering.Objects {
-		if o.Category != "kv_cache" || !strings.Contains(o.Site, "pagedKV).reserve") || !strings.Contains(o.Site, "decodeBatch") {
-			return false
-		}
-	}
-	return true
-}
 
 func roundUp(n uint64) uint64 { return (n + 511) / 512 * 512 }
 
