@@ -94,7 +94,6 @@ func TestEngineNoFalsePositives(t *testing.T) {
 	}
 }
 
-
 func roundUp(n uint64) uint64 { return (n + 511) / 512 * 512 }
 
 // TestEngineKeepCache: a loop that keeps its KV cache past the request
