@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,7 +37,7 @@ type Emitter struct {
 	nsites  SiteID
 	open    []openScope
 	nextSc  ScopeID
-	hook    func() (string, int)
+	hook    atomic.Pointer[func() (string, int)]
 	scratch [MaxFrames]uintptr
 }
 
@@ -60,14 +61,17 @@ type openScope struct {
 // NewEmitter returns an Emitter that writes to sink, whose clock starts now.
 // sink may be nil (recording off).
 func NewEmitter(sink Sink, opts EmitterOptions) *Emitter {
-	return &Emitter{
+	e := &Emitter{
 		sink:   sink,
 		start:  time.Now(),
 		strs:   make(map[string]StringID),
 		sites:  make(map[siteKey]SiteID),
 		static: make(map[staticKey]SiteID),
-		hook:   opts.SiteHook,
 	}
+	if opts.SiteHook != nil {
+		e.hook.Store(&opts.SiteHook)
+	}
+	return e
 }
 
 // Enabled reports whether events are being recorded.
@@ -75,9 +79,11 @@ func (e *Emitter) Enabled() bool { return e != nil && e.sink != nil }
 
 // SetSiteHook replaces the site hook (see EmitterOptions.SiteHook).
 func (e *Emitter) SetSiteHook(h func() (cell string, line int)) {
-	e.mu.Lock()
-	e.hook = h
-	e.mu.Unlock()
+	if h == nil {
+		e.hook.Store(nil)
+		return
+	}
+	e.hook.Store(&h)
 }
 
 // Intern returns the id of s, defining it to the Sink on first use.
@@ -113,10 +119,8 @@ func (e *Emitter) Caller(skip int) SiteID {
 	}
 	var k siteKey
 	runtime.Callers(skip+3, k.pcs[:])
+	k.cell, k.line = e.where()
 	e.mu.Lock()
-	if e.hook != nil {
-		k.cell, k.line = e.hook()
-	}
 	id, ok := e.sites[k]
 	if !ok {
 		id = e.defineSiteLocked(k)
@@ -171,6 +175,24 @@ func (e *Emitter) siteLocked(k siteKey, s Site) SiteID {
 type Callsite struct {
 	once sync.Once
 	pcs  [MaxFrames]uintptr
+	last atomic.Pointer[callsiteMemo] // the id most recently given out
+}
+
+// callsiteMemo remembers a Callsite's site for one emitter and cell line:
+// allocations in a loop hit it again and again, without a lock or a map.
+type callsiteMemo struct {
+	e    *Emitter
+	cell string
+	line int
+	id   SiteID
+}
+
+// where returns the notebook cell and line the site hook reports.
+func (e *Emitter) where() (string, int) {
+	if h := e.hook.Load(); h != nil {
+		return (*h)()
+	}
+	return "", 0
 }
 
 // At returns the site of the Callsite c, with the notebook cell and line
@@ -182,16 +204,18 @@ func (e *Emitter) At(c *Callsite, skip int) SiteID {
 	}
 	c.once.Do(func() { runtime.Callers(skip+6, c.pcs[:]) })
 	k := staticKey{c: c}
-	e.mu.Lock()
-	if e.hook != nil {
-		k.cell, k.line = e.hook()
+	k.cell, k.line = e.where()
+	if m := c.last.Load(); m != nil && m.e == e && m.line == k.line && m.cell == k.cell {
+		return m.id
 	}
+	e.mu.Lock()
 	id, ok := e.static[k]
 	if !ok {
 		id = e.defineSiteLocked(siteKey{pcs: c.pcs, cell: k.cell, line: k.line})
 		e.static[k] = id
 	}
 	e.mu.Unlock()
+	c.last.Store(&callsiteMemo{e: e, cell: k.cell, line: k.line, id: id})
 	return id
 }
 

@@ -251,3 +251,20 @@ func BenchmarkEmitterAt(b *testing.B) {
 		em.At(&testCallsite, 0)
 	}
 }
+
+// One Callsite serves every Emitter: each interns it in its own table.
+func TestCallsiteTwoEmitters(t *testing.T) {
+	var cs event.Callsite
+	s1, s2 := newMemSink(), newMemSink()
+	e1 := event.NewEmitter(s1, event.EmitterOptions{})
+	e2 := event.NewEmitter(s2, event.EmitterOptions{})
+	e2.Intern("shifts e2's ids") // strings and sites are separate tables; make e2 differ anyway
+	e2.Site(event.Site{Cell: "other"})
+	a1, a2, b1 := e1.At(&cs, 0), e2.At(&cs, 0), e1.At(&cs, 0)
+	if a1 != b1 {
+		t.Errorf("same emitter, same line: ids %d and %d", a1, b1)
+	}
+	if _, ok := s2.sites[a2]; !ok || a2 == a1 {
+		t.Errorf("second emitter got id %d (first %d), defined: %v", a2, a1, s2.sites)
+	}
+}
