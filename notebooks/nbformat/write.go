@@ -1,0 +1,197 @@
+package nbformat
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Write encodes nb as an nbformat 4.5 file the way Jupyter does: keys
+// sorted at every level, one-space indentation, non-ASCII characters
+// written as themselves, multi-line strings as lists of lines, and a
+// trailing newline. The output depends only on nb, so saving an unchanged
+// notebook changes no byte.
+//
+// Write checks nb first and writes nothing if it would not validate against
+// the 4.5 schema (an error wrapping ErrInvalid: a bad or repeated cell id,
+// an unknown cell or output type, a non-string text mime value, a
+// well-known metadata key of the wrong type).
+func Write(w io.Writer, nb *Notebook) error {
+	b, err := Marshal(nb)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(b); err != nil {
+		return fmt.Errorf("write notebook: %w", err)
+	}
+	return nil
+}
+
+// Marshal returns the bytes Write would write.
+func Marshal(nb *Notebook) ([]byte, error) {
+	return nb.encode(true, " ")
+}
+
+// MarshalJSON encodes nb in its in-memory form, compactly: multi-line
+// strings stay single strings. This is a notebook model's content in the
+// Jupyter contents API. It fails as Write does on an invalid notebook.
+func (nb *Notebook) MarshalJSON() ([]byte, error) {
+	return nb.encode(false, "")
+}
+
+func (nb *Notebook) encode(split bool, indent string) ([]byte, error) {
+	if err := nb.validate(); err != nil {
+		return nil, err
+	}
+	t := nb.tree(split)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // Jupyter writes <, > and & as themselves
+	enc.SetIndent("", indent)
+	if err := enc.Encode(t); err != nil {
+		// validate has checked every raw value, so this is a bug.
+		return nil, fmt.Errorf("encode notebook: %w", err)
+	}
+	if indent == "" {
+		return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	}
+	return buf.Bytes(), nil
+}
+
+// tree builds the notebook as maps, which encoding/json writes with sorted
+// keys. nb must have passed validate.
+func (nb *Notebook) tree(split bool) map[string]any {
+	md := rawTree(nb.Metadata)
+	delete(md, "orig_nbformat") // Jupyter never writes it either
+	delete(md, "orig_nbformat_minor")
+	cells := make([]any, 0, len(nb.Cells))
+	for _, c := range nb.Cells {
+		cells = append(cells, c.tree(split))
+	}
+	return map[string]any{
+		"nbformat":       Format,
+		"nbformat_minor": FormatMinor,
+		"metadata":       md,
+		"cells":          cells,
+	}
+}
+
+func (c *Cell) tree(split bool) map[string]any {
+	t := map[string]any{
+		"id":        c.ID,
+		"cell_type": c.Type,
+		"metadata":  rawTree(c.Metadata),
+		"source":    text(c.Source, split),
+	}
+	if c.Type != CellCode {
+		if c.Attachments != nil {
+			atts := make(map[string]any, len(c.Attachments))
+			for name, b := range c.Attachments {
+				atts[name] = bundleTree(b, split)
+			}
+			t["attachments"] = atts
+		}
+		return t
+	}
+	t["execution_count"] = c.ExecutionCount
+	outs := make([]any, 0, len(c.Outputs))
+	for _, o := range c.Outputs {
+		outs = append(outs, o.tree(split))
+	}
+	t["outputs"] = outs
+	return t
+}
+
+func (o *Output) tree(split bool) map[string]any {
+	t := map[string]any{"output_type": o.Type}
+	switch o.Type {
+	case OutputStream:
+		t["name"] = o.Name
+		t["text"] = text(o.Text, split)
+	case OutputDisplayData, OutputExecuteResult:
+		t["data"] = bundleTree(o.Data, split)
+		t["metadata"] = rawTree(o.Metadata)
+		if o.Type == OutputExecuteResult {
+			t["execution_count"] = o.ExecutionCount
+		}
+	case OutputError:
+		t["ename"] = o.EName
+		t["evalue"] = o.EValue
+		tb := o.Traceback
+		if tb == nil {
+			tb = []string{}
+		}
+		t["traceback"] = tb
+	}
+	return t
+}
+
+// rawTree decodes raw values so that their keys get sorted too.
+func rawTree(m Metadata) map[string]any {
+	t := make(map[string]any, len(m))
+	for k, raw := range m {
+		t[k], _ = value(raw) // validated
+	}
+	return t
+}
+
+// splitMimes are the non-text/* types Jupyter writes as lists of lines.
+var splitMimes = map[string]bool{"application/javascript": true, "image/svg+xml": true}
+
+func bundleTree(b MimeBundle, split bool) map[string]any {
+	t := make(map[string]any, len(b))
+	for mime, raw := range b {
+		v, _ := value(raw) // validated
+		if s, ok := v.(string); ok && !isJSONMime(mime) && (strings.HasPrefix(mime, "text/") || splitMimes[mime]) {
+			t[mime] = text(s, split)
+			continue
+		}
+		t[mime] = v
+	}
+	return t
+}
+
+func text(s string, split bool) any {
+	if !split {
+		return s
+	}
+	return SplitLines(s)
+}
+
+// SplitLines splits s after every line boundary, keeping the boundaries,
+// exactly as Python's str.splitlines(keepends=True) that Jupyter uses: "\n",
+// "\r\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", U+0085, U+2028 and
+// U+2029. Joining the result gives s back; "" gives an empty list.
+func SplitLines(s string) []string {
+	lines := []string{}
+	start := 0
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= 0x80 {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		end := -1
+		switch r {
+		case '\r':
+			end = i + 1
+			if end < len(s) && s[end] == '\n' {
+				end++
+			}
+		case '\n', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
+			end = i + size
+		}
+		if end < 0 {
+			i += size
+			continue
+		}
+		lines = append(lines, s[start:end])
+		start, i = end, end
+	}
+	if start < len(s) {
+		lines = append(lines, s[start:])
+	}
+	return lines
+}
