@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,7 +51,7 @@ func TestGenerateContinuesCallerCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equalShape(res.Tokens, whole.Tokens) || res.Cache != cache || cache.Len() != 33 {
+	if !slices.Equal(res.Tokens, whole.Tokens) || res.Cache != cache || cache.Len() != 33 {
 		t.Errorf("continued: %v, whole: %v, len %d", res.Tokens, whole.Tokens, cache.Len())
 	}
 	if _, err := e.Generate(context.Background(), Request{Prompt: p, MaxNewTokens: 10, ChunkSize: 8, Cache: cache}); !errors.Is(err, ErrBadRequest) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -389,7 +390,7 @@ func (e *Engine) Forward(tokens []int, cache KVCache, mask *Tensor) (*Tensor, er
 	}
 	if mask != nil {
 		want := []int{len(tokens), cache.Len() + len(tokens)}
-		if !equalShape(mask.shape, want) {
+		if !slices.Equal(mask.shape, want) {
 			return nil, fmt.Errorf("forward: %w: mask of shape %v, want %v", ErrBadRequest, mask.shape, want)
 		}
 		if !mask.Live() {

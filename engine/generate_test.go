@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -189,7 +190,7 @@ func TestGenerateDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !equalShape(a.Tokens, b.Tokens) {
+		if !slices.Equal(a.Tokens, b.Tokens) {
 			t.Errorf("two runs differ: %v vs %v", a.Tokens, b.Tokens)
 		}
 		// Chunk size does not change greedy output.
@@ -198,7 +199,7 @@ func TestGenerateDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if req.TopK == 0 && !equalShape(a.Tokens, c.Tokens) {
+		if req.TopK == 0 && !slices.Equal(a.Tokens, c.Tokens) {
 			t.Errorf("chunk size changed greedy output: %v vs %v", a.Tokens, c.Tokens)
 		}
 	}
@@ -222,7 +223,7 @@ func TestGenerateStopsAtEOS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.StoppedAtEOS || !equalShape(res.Tokens, free.Tokens[:3]) {
+	if !res.StoppedAtEOS || !slices.Equal(res.Tokens, free.Tokens[:3]) {
 		t.Errorf("tokens %v (eos %v), want %v", res.Tokens, res.StoppedAtEOS, free.Tokens[:3])
 	}
 }
@@ -303,7 +304,7 @@ func TestGenerateWithFullMask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equalShape(got.Tokens, want.Tokens) {
+	if !slices.Equal(got.Tokens, want.Tokens) {
 		t.Errorf("tokens with a full mask %v, want %v", got.Tokens, want.Tokens)
 	}
 	for _, ev := range sink.events[before:] {

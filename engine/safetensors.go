@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 )
 
@@ -130,7 +131,7 @@ func (f *stFile) load(name string, t *Tensor) error {
 	if !ok {
 		return fmt.Errorf("missing tensor %q", name)
 	}
-	if !equalShape(e.Shape, t.shape) {
+	if !slices.Equal(e.Shape, t.shape) {
 		return fmt.Errorf("tensor %q: shape %v in file, model needs %v", name, e.Shape, t.shape)
 	}
 	if t.data == nil {
@@ -152,18 +153,6 @@ func (f *stFile) load(name string, t *Tensor) error {
 }
 
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
-
-func equalShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 // WriteSafetensors writes tensors (name → shape and float32 data, row
 // major) as an F32 safetensors file at path. It exists for tests and for

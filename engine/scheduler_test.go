@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"linger/timeline/event"
@@ -57,7 +58,7 @@ func TestSchedulerMatchesSolo(t *testing.T) {
 				if c.Err != nil {
 					t.Fatalf("request %d: %v", c.ID, c.Err)
 				}
-				if want := solo[c.ID-1]; !equalShape(c.Result.Tokens, want) {
+				if want := solo[c.ID-1]; !slices.Equal(c.Result.Tokens, want) {
 					t.Errorf("request %d: batched %v, solo %v", c.ID, c.Result.Tokens, want)
 				}
 			}
