@@ -1,0 +1,267 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"linger/notebooks/msg"
+	"linger/timeline/event"
+)
+
+// The pipe protocol between the server and a kernel process. The server
+// writes frames to the kernel's stdin and reads frames from its stdout;
+// stderr is left alone for panics and logs.
+//
+// A frame is
+//
+//	length  uint32 big-endian: the bytes that follow (type + payload), 1..MaxFrame
+//	type    byte:  FrameHello, FrameMessage, FrameEvents or FrameControl
+//	payload length-1 bytes
+//
+// FrameHello (kernel → server, first frame): JSON Hello.
+// FrameMessage (both ways): the JSON of a msg.Message, buffers included.
+// FrameControl (both ways): JSON Control (interrupt, shutdown, lingering
+// query and answer).
+// FrameEvents (kernel → server): a sequence of records, each a tag byte
+// then its body:
+//
+//	tagString  event.AppendStringDef encoding
+//	tagSite    event.AppendSiteDef encoding
+//	tagEvents  uvarint first seq, uvarint count, uvarint n, then n bytes of
+//	           events encoded by a fresh event.Encoder
+//
+// A record defines every string and site before the first event using it,
+// as the kernel's Emitter made them.
+
+// Frame types. They are wire numbers.
+const (
+	FrameHello   byte = 1
+	FrameMessage byte = 2
+	FrameEvents  byte = 3
+	FrameControl byte = 4
+)
+
+// Event record tags inside a FrameEvents payload.
+const (
+	tagString byte = 1
+	tagSite   byte = 2
+	tagEvents byte = 3
+)
+
+// MaxFrame is the largest frame (type byte and payload) either side
+// accepts; a larger length is refused with ErrFrameTooLarge before anything
+// is read or allocated.
+const MaxFrame = 64 << 20
+
+// Errors of the pipe protocol.
+var (
+	ErrFrameTooLarge = errors.New("frame too large")
+	ErrBadFrame      = errors.New("malformed frame")
+)
+
+// Hello is the kernel's first frame.
+type Hello struct {
+	Protocol       int    `json:"protocol"`
+	Implementation string `json:"implementation"`
+	PID            int    `json:"pid"`
+}
+
+// Control is a control frame's payload.
+type Control struct {
+	// Op is "interrupt", "shutdown", "lingering" (a query, server →
+	// kernel) or "lingering_reply" (its answer).
+	Op      string   `json:"op"`
+	ID      string   `json:"id,omitempty"`
+	Holders []Holder `json:"holders,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// WriteFrame writes one frame. It is not safe for concurrent use on the
+// same writer; callers serialize.
+func WriteFrame(w io.Writer, typ byte, payload []byte) error {
+	if len(payload)+1 > MaxFrame {
+		return fmt.Errorf("write frame of %d bytes: %w", len(payload)+1, ErrFrameTooLarge)
+	}
+	var hdr [5]byte
+	binary.BigEndian.PutUint32(hdr[:4], uint32(len(payload)+1))
+	hdr[4] = typ
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(payload)
+	return err
+}
+
+// ReadFrame reads one frame, returning its type and payload. At a clean
+// end of input it returns io.EOF; a frame cut short is
+// io.ErrUnexpectedEOF. A length over MaxFrame is refused with
+// ErrFrameTooLarge without reading the payload; the stream cannot be
+// resynchronized after it.
+func ReadFrame(r io.Reader) (byte, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n == 0 {
+		return 0, nil, fmt.Errorf("%w: empty frame", ErrBadFrame)
+	}
+	if n > MaxFrame {
+		return 0, nil, fmt.Errorf("frame of %d bytes: %w", n, ErrFrameTooLarge)
+	}
+	if _, err := io.ReadFull(r, hdr[4:5]); err != nil {
+		return 0, nil, noEOF(err)
+	}
+	payload := make([]byte, n-1)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return 0, nil, noEOF(err)
+	}
+	return hdr[4], payload, nil
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// DecodeMessage decodes a FrameMessage payload and validates it.
+func DecodeMessage(payload []byte) (*msg.Message, error) {
+	m := new(msg.Message)
+	if err := json.Unmarshal(payload, m); err != nil {
+		return nil, fmt.Errorf("%w: message: %v", ErrBadFrame, err)
+	}
+	if err := m.Validate(); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// DecodeEvents decodes a FrameEvents payload into sink, in order. It stops
+// at the first malformed record with an error wrapping ErrBadFrame; what
+// came before it has been applied.
+func DecodeEvents(payload []byte, sink event.Sink) error {
+	var dec event.Decoder
+	for len(payload) > 0 {
+		tag := payload[0]
+		payload = payload[1:]
+		switch tag {
+		case tagString:
+			id, s, n, err := event.DecodeStringDef(payload)
+			if err != nil {
+				return fmt.Errorf("%w: string def: %v", ErrBadFrame, err)
+			}
+			sink.DefineString(id, s)
+			payload = payload[n:]
+		case tagSite:
+			id, s, n, err := event.DecodeSiteDef(payload)
+			if err != nil {
+				return fmt.Errorf("%w: site def: %v", ErrBadFrame, err)
+			}
+			sink.DefineSite(id, s)
+			payload = payload[n:]
+		case tagEvents:
+			first, n1 := binary.Uvarint(payload)
+			if n1 <= 0 {
+				return fmt.Errorf("%w: events: first seq", ErrBadFrame)
+			}
+			payload = payload[n1:]
+			count, n2 := binary.Uvarint(payload)
+			if n2 <= 0 {
+				return fmt.Errorf("%w: events: count", ErrBadFrame)
+			}
+			payload = payload[n2:]
+			size, n3 := binary.Uvarint(payload)
+			if n3 <= 0 || size > uint64(len(payload)-n3) {
+				return fmt.Errorf("%w: events: length", ErrBadFrame)
+			}
+			body := payload[n3 : n3+int(size)]
+			payload = payload[n3+int(size):]
+			if count > uint64(len(body)) {
+				// Every event takes at least one byte.
+				return fmt.Errorf("%w: events: %d events in %d bytes", ErrBadFrame, count, len(body))
+			}
+			dec.Reset(first)
+			var ev event.Event
+			for i := uint64(0); i < count; i++ {
+				k, err := dec.Decode(body, &ev)
+				if err != nil {
+					return fmt.Errorf("%w: event %d: %v", ErrBadFrame, first+i, err)
+				}
+				body = body[k:]
+				sink.Emit(ev)
+			}
+			if len(body) != 0 {
+				return fmt.Errorf("%w: events: %d trailing bytes", ErrBadFrame, len(body))
+			}
+		default:
+			return fmt.Errorf("%w: unknown record tag %d", ErrBadFrame, tag)
+		}
+	}
+	return nil
+}
+
+// eventBuffer builds FrameEvents payloads. It is not safe for concurrent
+// use.
+type eventBuffer struct {
+	out   []byte // finished records
+	run   []byte // encoded events of the open tagEvents record
+	first uint64
+	count uint64
+	enc   event.Encoder
+}
+
+func (b *eventBuffer) defineString(id event.StringID, s string) {
+	b.closeRun()
+	b.out = append(b.out, tagString)
+	b.out = event.AppendStringDef(b.out, id, s)
+}
+
+func (b *eventBuffer) defineSite(id event.SiteID, s event.Site) {
+	b.closeRun()
+	b.out = append(b.out, tagSite)
+	b.out = event.AppendSiteDef(b.out, id, s)
+}
+
+func (b *eventBuffer) emit(e *event.Event) {
+	if b.count > 0 && e.Seq != b.first+b.count {
+		b.closeRun()
+	}
+	if b.count == 0 {
+		b.first = e.Seq
+		b.enc.Reset()
+	}
+	b.run = b.enc.Append(b.run, e)
+	b.count++
+}
+
+func (b *eventBuffer) closeRun() {
+	if b.count == 0 {
+		return
+	}
+	b.out = append(b.out, tagEvents)
+	b.out = binary.AppendUvarint(b.out, b.first)
+	b.out = binary.AppendUvarint(b.out, b.count)
+	b.out = binary.AppendUvarint(b.out, uint64(len(b.run)))
+	b.out = append(b.out, b.run...)
+	b.run = b.run[:0]
+	b.count = 0
+}
+
+// size is about the bytes the payload would take now.
+func (b *eventBuffer) size() int { return len(b.out) + len(b.run) }
+
+// take returns the payload and empties the buffer; nil when empty.
+func (b *eventBuffer) take() []byte {
+	b.closeRun()
+	if len(b.out) == 0 {
+		return nil
+	}
+	p := b.out
+	b.out = nil
+	return p
+}

@@ -1,0 +1,171 @@
+package kernel
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+
+	"linger/engine"
+	"linger/engine/alloc"
+)
+
+// The retention walk: breadth first from the roots (the globals in name
+// order, then the engines' and tokenizers' registries, then tensors no
+// value refers to any more), so each block gets its shortest path.
+
+type walkItem struct {
+	v    any
+	path string
+}
+
+// holderPaths maps the address of every block reachable from the kernel's
+// roots to its reference path.
+func (k *kernelProc) holderPaths() map[uint64]string {
+	paths := map[uint64]string{}
+	seen := map[uintptr]bool{}
+	var queue []walkItem
+	names := k.globals.Keys() // sorted
+	for _, n := range names {
+		queue = append(queue, walkItem{k.globals[n], "global " + n})
+	}
+	rt := k.rt
+	rt.mu.Lock()
+	for _, e := range rt.engines {
+		queue = append(queue, walkItem{e.obj, fmt.Sprintf("Engine#%d registry", e.n)})
+	}
+	ids := make([]uint64, 0, len(rt.caches))
+	for id := range rt.caches {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		queue = append(queue, walkItem{rt.caches[id], "engine registry"})
+	}
+	for _, t := range rt.toks {
+		queue = append(queue, walkItem{t.obj, fmt.Sprintf("Tokenizer#%d registry", t.n)})
+	}
+	for _, t := range rt.tensors {
+		queue = append(queue, walkItem{t.obj, "kernel registry (no reference left; call .free())"})
+	}
+	rt.mu.Unlock()
+
+	for len(queue) > 0 {
+		it := queue[0]
+		queue = queue[1:]
+		if p := pointerOf(it.v); p != 0 {
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+		}
+		push := func(v any, path string) { queue = append(queue, walkItem{v, path}) }
+		switch v := it.v.(type) {
+		case *alloc.Block:
+			if v != nil && v.Live() {
+				if _, ok := paths[v.Addr()]; !ok {
+					paths[v.Addr()] = it.path
+				}
+			}
+		case *engine.Tensor:
+			if b := v.Block(); b != nil && v.Live() {
+				if _, ok := paths[b.Addr()]; !ok {
+					paths[b.Addr()] = it.path + " → " + labelStep(b.Label())
+				}
+			}
+		case *object:
+			p := it.path + " → " + v.short()
+			if v.refs != nil {
+				v.refs(func(step string, child any) {
+					switch {
+					case step == "":
+						push(child, p)
+					case step[0] == '.' || step[0] == '[':
+						push(child, p+step)
+					default:
+						push(child, p+"."+step)
+					}
+				})
+			}
+		case *starlark.List:
+			for i := 0; i < v.Len(); i++ {
+				push(v.Index(i), fmt.Sprintf("%s[%d]", it.path, i))
+			}
+		case starlark.Tuple:
+			for i, x := range v {
+				push(x, fmt.Sprintf("%s[%d]", it.path, i))
+			}
+		case *starlark.Dict:
+			for _, kv := range v.Items() {
+				push(kv[1], fmt.Sprintf("%s[%s]", it.path, kv[0].String()))
+			}
+		case *starlark.Set:
+			iter := v.Iterate()
+			var x starlark.Value
+			for iter.Next(&x) {
+				push(x, it.path+" → set element")
+			}
+			iter.Done()
+		case *starlarkstruct.Struct:
+			for _, n := range v.AttrNames() {
+				if x, err := v.Attr(n); err == nil {
+					push(x, it.path+"."+n)
+				}
+			}
+		case *starlark.Function:
+			for i := 0; i < v.NumFreeVars(); i++ {
+				b, x := v.FreeVar(i)
+				if c, ok := x.(interface{ Unwrap() starlark.Value }); ok {
+					x = c.Unwrap()
+				}
+				push(x, fmt.Sprintf("%s → closure %s captures %s", it.path, v.Name(), b.Name))
+			}
+			for i := 0; i < v.NumParams(); i++ {
+				if d := v.ParamDefault(i); d != nil {
+					name, _ := v.Param(i)
+					push(d, fmt.Sprintf("%s → default %s", it.path, name))
+				}
+			}
+		}
+	}
+	return paths
+}
+
+// pointerOf returns an identity for values that can be shared (0 for
+// values that cannot form cycles or cannot be compared).
+func pointerOf(v any) uintptr {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		return rv.Pointer()
+	}
+	return 0
+}
+
+var layerLabel = regexp.MustCompile(`^layer\.(\d+)\.`)
+
+// labelStep writes a block label as a path step: "layer.5.k" → "layer[5].k".
+func labelStep(label string) string {
+	if label == "" {
+		return "(unlabeled)"
+	}
+	return layerLabel.ReplaceAllString(label, "layer[$1].")
+}
+
+// lingering returns the live lingering objects, largest first, each with
+// the path that holds it ("" when nothing the walk knows refers to it).
+// It must run on the executor goroutine (between cells or in one).
+func (k *kernelProc) lingering() []Holder {
+	rep := k.sink.report()
+	paths := k.holderPaths()
+	var out []Holder
+	for _, o := range rep.Lingering.Objects {
+		if o.FreeSeq != 0 {
+			continue
+		}
+		out = append(out, Holder{Addr: o.Addr, Size: o.Size, Category: o.Category, Label: o.Label, Site: o.Site, Path: paths[o.Addr]})
+	}
+	return out
+}

@@ -1,0 +1,736 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+
+	"linger/notebooks/msg"
+	"linger/timeline"
+	"linger/timeline/analyze"
+	"linger/timeline/event"
+)
+
+// fileOptions make cells feel like Python.
+var fileOptions = &syntax.FileOptions{While: true, TopLevelControl: true, GlobalReassign: true, Recursion: true, Set: true}
+
+// MaxSteps is the Starlark step limit of one cell: generous, so that only
+// a runaway loop meets it.
+const MaxSteps = 1 << 34
+
+// flushInterval is how often buffered events go to the server.
+const flushInterval = 20 * time.Millisecond
+
+// resultVar receives a cell's trailing expression.
+const resultVar = "__linger_result__"
+
+// pipeSink is the kernel Emitter's sink: it batches events into FrameEvents
+// payloads for the server and feeds the kernel's own Analyzer, which
+// timeline.lingering() and the server's lingering query read.
+type pipeSink struct {
+	mu    sync.Mutex
+	buf   eventBuffer
+	dict  timeline.Dict
+	an    *analyze.Analyzer
+	write func(typ byte, p []byte) error
+}
+
+func (s *pipeSink) DefineString(id event.StringID, str string) {
+	s.mu.Lock()
+	s.buf.defineString(id, str)
+	s.dict.DefineString(id, str)
+	s.an.DefineString(id, str)
+	s.mu.Unlock()
+}
+
+func (s *pipeSink) DefineSite(id event.SiteID, site event.Site) {
+	s.mu.Lock()
+	s.buf.defineSite(id, site)
+	s.dict.DefineSite(id, site)
+	s.mu.Unlock()
+}
+
+func (s *pipeSink) Emit(e event.Event) {
+	s.mu.Lock()
+	s.buf.emit(&e)
+	s.an.Add(e)
+	if s.buf.size() > 1<<20 {
+		s.flushLocked()
+	}
+	s.mu.Unlock()
+}
+
+func (s *pipeSink) flush() {
+	s.mu.Lock()
+	s.flushLocked()
+	s.mu.Unlock()
+}
+
+// flushLocked writes under the sink's lock so that batches keep their
+// order.
+func (s *pipeSink) flushLocked() {
+	if p := s.buf.take(); p != nil {
+		_ = s.write(FrameEvents, p)
+	}
+}
+
+func (s *pipeSink) report() *analyze.Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.an.Report(&s.dict)
+}
+
+// kernelProc is one kernel process's state.
+type kernelProc struct {
+	wmu     sync.Mutex
+	out     io.Writer
+	session string
+	log     io.Writer
+
+	sink *pipeSink
+	em   *event.Emitter
+	rt   *runtime
+
+	globals   starlark.StringDict
+	execCount int
+	history   [][3]any
+
+	mu  sync.Mutex // guards cur
+	cur *cellRun
+
+	jobs chan func()
+	stop chan struct{}
+	once sync.Once
+}
+
+// cellRun is the running cell.
+type cellRun struct {
+	thread      *starlark.Thread
+	cancel      context.CancelFunc
+	interrupted bool
+	cell        string
+}
+
+// Serve runs a kernel over a framed pipe: it reads frames from in and
+// writes frames to out until the input ends, a shutdown arrives or ctx is
+// done. It returns nil after a shutdown or a clean end of input.
+func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
+	k := &kernelProc{out: out, session: msg.NewID(), log: os.Stderr, globals: starlark.StringDict{},
+		jobs: make(chan func(), 64), stop: make(chan struct{})}
+	k.sink = &pipeSink{an: analyze.New(analyze.Options{MaxObjects: 1 << 16}), write: k.writeFrame}
+	k.em = event.NewEmitter(k.sink, event.EmitterOptions{SiteHook: k.siteHook})
+	k.rt = newRuntime(k.em, k.sink)
+	installUniverse.Do(func() {
+		for name, v := range universe() {
+			starlark.Universe[name] = v
+		}
+	})
+	hello, _ := json.Marshal(Hello{Protocol: 1, Implementation: "linger", PID: os.Getpid()})
+	if err := k.writeFrame(FrameHello, hello); err != nil {
+		return fmt.Errorf("kernel: hello: %w", err)
+	}
+	sess := k.em.Begin(event.ScopeSession, "session")
+	k.publish(nil, "status", map[string]any{"execution_state": "starting"})
+	k.publish(nil, "status", map[string]any{"execution_state": "idle"})
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // flusher
+		defer wg.Done()
+		t := time.NewTicker(flushInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				k.sink.flush()
+			case <-k.stop:
+				return
+			}
+		}
+	}()
+	go func() { // executor: cells and queries run one at a time, in order
+		defer wg.Done()
+		for {
+			select {
+			case job := <-k.jobs:
+				job()
+			case <-k.stop:
+				return
+			}
+		}
+	}()
+	readErr := make(chan error, 1)
+	go func() { readErr <- k.readLoop(in) }()
+	var err error
+	select {
+	case err = <-readErr:
+	case <-ctx.Done():
+	case <-k.stop:
+	}
+	k.shutdown()
+	wg.Wait()
+	k.rt.close()
+	k.em.End(sess)
+	k.sink.flush()
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return err
+}
+
+func (k *kernelProc) shutdown() {
+	k.once.Do(func() {
+		k.interrupt()
+		close(k.stop)
+	})
+}
+
+func (k *kernelProc) writeFrame(typ byte, p []byte) error {
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
+	return WriteFrame(k.out, typ, p)
+}
+
+func (k *kernelProc) send(m *msg.Message) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		fmt.Fprintf(k.log, "kernel: encode %s: %v\n", m.Header.MsgType, err)
+		return
+	}
+	if err := k.writeFrame(FrameMessage, b); err != nil {
+		fmt.Fprintf(k.log, "kernel: send %s: %v\n", m.Header.MsgType, err)
+	}
+}
+
+// publish sends an iopub message whose parent is parent (nil: none).
+func (k *kernelProc) publish(parent *msg.Message, typ string, content any) {
+	var m *msg.Message
+	if parent != nil {
+		m = parent.Reply(msg.IOPub, typ, content)
+	} else {
+		m = msg.New(msg.IOPub, typ, k.session, content)
+	}
+	k.send(m)
+}
+
+func (k *kernelProc) readLoop(in io.Reader) error {
+	for {
+		typ, p, err := ReadFrame(in)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				fmt.Fprintf(k.log, "kernel: read: %v\n", err)
+			}
+			return err
+		}
+		switch typ {
+		case FrameMessage:
+			m, err := DecodeMessage(p)
+			if err != nil {
+				if m != nil && m.Header.MsgID != "" && m.Header.MsgType != "" {
+					if m.Channel == "" {
+						m.Channel = msg.Shell
+					}
+					k.errorReply(m, "InvalidMessage", err.Error())
+				} else {
+					fmt.Fprintf(k.log, "kernel: dropped a bad message: %v\n", err)
+				}
+				continue
+			}
+			if m.Channel == msg.Control {
+				k.control(m)
+				continue
+			}
+			k.enqueue(func() { k.shell(m) })
+		case FrameControl:
+			var c Control
+			if err := json.Unmarshal(p, &c); err != nil {
+				fmt.Fprintf(k.log, "kernel: bad control frame: %v\n", err)
+				continue
+			}
+			switch c.Op {
+			case "interrupt":
+				k.interrupt()
+			case "shutdown":
+				k.shutdown()
+				return nil
+			case "lingering":
+				k.enqueue(func() {
+					b, _ := json.Marshal(Control{Op: "lingering_reply", ID: c.ID, Holders: k.lingering()})
+					_ = k.writeFrame(FrameControl, b)
+				})
+			default:
+				fmt.Fprintf(k.log, "kernel: unknown control op %q\n", c.Op)
+			}
+		default:
+			fmt.Fprintf(k.log, "kernel: unknown frame type %d\n", typ)
+		}
+	}
+}
+
+func (k *kernelProc) enqueue(job func()) {
+	select {
+	case k.jobs <- job:
+	case <-k.stop:
+	}
+}
+
+func (k *kernelProc) interrupt() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cur != nil {
+		k.cur.interrupted = true
+		k.cur.thread.Cancel("KeyboardInterrupt")
+		k.cur.cancel()
+	}
+}
+
+// siteHook names the cell and line running now: the innermost Starlark
+// frame with a position. It runs on the cell's goroutine, during
+// allocations.
+func (k *kernelProc) siteHook() (string, int) {
+	k.mu.Lock()
+	cur := k.cur
+	k.mu.Unlock()
+	if cur == nil {
+		return "", 0
+	}
+	th := cur.thread
+	for i := 0; i < th.CallStackDepth(); i++ {
+		fr := th.CallFrame(i)
+		if fr.Pos.Line > 0 && !strings.HasPrefix(fr.Pos.Filename(), "<") {
+			return fr.Pos.Filename(), int(fr.Pos.Line)
+		}
+	}
+	return cur.cell, 0
+}
+
+func replyType(t string) string {
+	if strings.HasSuffix(t, "_request") {
+		return strings.TrimSuffix(t, "_request") + "_reply"
+	}
+	return "error_reply"
+}
+
+func (k *kernelProc) errorReply(m *msg.Message, ename, evalue string) {
+	k.send(m.Reply(m.Channel, replyType(m.Header.MsgType), map[string]any{
+		"status": "error", "ename": ename, "evalue": evalue, "traceback": []string{ename + ": " + evalue},
+	}))
+}
+
+// control handles a control-channel message at once, even while a cell
+// runs.
+func (k *kernelProc) control(m *msg.Message) {
+	switch m.Header.MsgType {
+	case "interrupt_request":
+		k.interrupt()
+		k.send(m.Reply(msg.Control, "interrupt_reply", map[string]any{"status": "ok"}))
+	case "shutdown_request":
+		var c struct {
+			Restart bool `json:"restart"`
+		}
+		_ = m.DecodeContent(&c)
+		k.send(m.Reply(msg.Control, "shutdown_reply", map[string]any{"status": "ok", "restart": c.Restart}))
+		k.shutdown()
+	case "kernel_info_request":
+		k.send(m.Reply(msg.Control, "kernel_info_reply", kernelInfo()))
+	default:
+		k.errorReply(m, "UnknownMessageType", fmt.Sprintf("unknown message type %q", m.Header.MsgType))
+	}
+}
+
+func kernelInfo() map[string]any {
+	return map[string]any{
+		"status": "ok", "protocol_version": msg.ProtocolVersion, "implementation": "linger",
+		"implementation_version": "0.1",
+		"language_info": map[string]any{"name": "starlark", "version": "", "mimetype": "text/x-python",
+			"file_extension": ".star", "codemirror_mode": "python", "pygments_lexer": "python"},
+		"banner":     "Linger: Starlark cells over an instrumented inference engine",
+		"help_links": []any{}, "debugger": false,
+	}
+}
+
+// shell handles one shell (or stdin) message on the executor goroutine.
+func (k *kernelProc) shell(m *msg.Message) {
+	k.publish(m, "status", map[string]any{"execution_state": "busy"})
+	defer k.publish(m, "status", map[string]any{"execution_state": "idle"})
+	reply := func(content any) { k.send(m.Reply(m.Channel, replyType(m.Header.MsgType), content)) }
+	switch m.Header.MsgType {
+	case "kernel_info_request":
+		reply(kernelInfo())
+	case "execute_request":
+		k.execute(m)
+	case "complete_request":
+		var c struct {
+			Code      string `json:"code"`
+			CursorPos int    `json:"cursor_pos"`
+		}
+		_ = m.DecodeContent(&c)
+		reply(k.complete(c.Code, c.CursorPos))
+	case "inspect_request":
+		var c struct {
+			Code      string `json:"code"`
+			CursorPos int    `json:"cursor_pos"`
+		}
+		_ = m.DecodeContent(&c)
+		reply(k.inspect(c.Code, c.CursorPos))
+	case "is_complete_request":
+		var c struct {
+			Code string `json:"code"`
+		}
+		_ = m.DecodeContent(&c)
+		reply(isComplete(c.Code))
+	case "history_request":
+		var c struct {
+			N int `json:"n"`
+		}
+		_ = m.DecodeContent(&c)
+		h := k.history
+		if c.N > 0 && c.N < len(h) {
+			h = h[len(h)-c.N:]
+		}
+		if h == nil {
+			h = [][3]any{}
+		}
+		reply(map[string]any{"status": "ok", "history": h})
+	case "comm_info_request":
+		reply(map[string]any{"status": "ok", "comms": map[string]any{}})
+	default:
+		k.errorReply(m, "UnknownMessageType", fmt.Sprintf("unknown message type %q", m.Header.MsgType))
+	}
+}
+
+type executeRequest struct {
+	Code         string `json:"code"`
+	Silent       bool   `json:"silent"`
+	StoreHistory *bool  `json:"store_history"`
+}
+
+func (k *kernelProc) execute(m *msg.Message) {
+	var req executeRequest
+	if err := m.DecodeContent(&req); err != nil {
+		k.errorReply(m, "InvalidMessage", err.Error())
+		return
+	}
+	store := !req.Silent && (req.StoreHistory == nil || *req.StoreHistory)
+	if store {
+		k.execCount++
+	}
+	count := k.execCount
+	var meta struct {
+		CellID string `json:"cellId"`
+	}
+	if len(m.Metadata) > 0 {
+		_ = json.Unmarshal(m.Metadata, &meta)
+	}
+	cell := meta.CellID
+	if cell == "" {
+		cell = fmt.Sprintf("exec-%d", count)
+	}
+	if !req.Silent {
+		k.publish(m, "execute_input", map[string]any{"code": req.Code, "execution_count": count})
+	}
+	if store {
+		k.history = append(k.history, [3]any{k.session, count, req.Code})
+	}
+	res, cerr := k.runCell(m, cell, req.Code, req.Silent)
+	if res != nil && res != starlark.None && !req.Silent {
+		k.publish(m, "execute_result", map[string]any{"execution_count": count,
+			"data": map[string]any{"text/plain": res.String()}, "metadata": map[string]any{}})
+	}
+	k.sink.flush()
+	if cerr != nil {
+		if !req.Silent {
+			k.publish(m, "error", map[string]any{"ename": cerr.ename, "evalue": cerr.evalue, "traceback": cerr.traceback})
+		}
+		k.send(m.Reply(m.Channel, "execute_reply", map[string]any{"status": "error", "execution_count": count,
+			"ename": cerr.ename, "evalue": cerr.evalue, "traceback": cerr.traceback}))
+		return
+	}
+	k.send(m.Reply(m.Channel, "execute_reply", map[string]any{"status": "ok", "execution_count": count,
+		"payload": []any{}, "user_expressions": map[string]any{}}))
+}
+
+// cellError is a failed cell as Jupyter shows it.
+type cellError struct {
+	ename, evalue string
+	traceback     []string
+}
+
+// runCell runs code as cell, returning its trailing expression's value.
+func (k *kernelProc) runCell(m *msg.Message, cell, code string, silent bool) (starlark.Value, *cellError) {
+	f, err := fileOptions.Parse(cell, code, 0)
+	if err != nil {
+		return nil, syntaxError(err)
+	}
+	hasResult := false
+	if n := len(f.Stmts); n > 0 {
+		if es, ok := f.Stmts[n-1].(*syntax.ExprStmt); ok {
+			start, _ := es.Span()
+			f.Stmts[n-1] = &syntax.AssignStmt{OpPos: start, Op: syntax.EQ,
+				LHS: &syntax.Ident{NamePos: start, Name: resultVar}, RHS: es.X}
+			hasResult = true
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	thread := &starlark.Thread{Name: cell,
+		Print: func(_ *starlark.Thread, s string) {
+			if !silent {
+				k.publish(m, "stream", map[string]any{"name": "stdout", "text": s + "\n"})
+			}
+		},
+		Load: func(*starlark.Thread, string) (starlark.StringDict, error) {
+			return nil, errors.New("load is not available in Linger cells: define what you need in a cell")
+		},
+	}
+	thread.SetMaxExecutionSteps(MaxSteps)
+	thread.SetLocal(threadKernel, k)
+	run := &cellRun{thread: thread, cancel: cancel, cell: cell}
+	k.rt.ctx = ctx
+	k.rt.progress = k.progressBar(m, silent)
+	k.mu.Lock()
+	k.cur = run
+	k.mu.Unlock()
+	scope := k.em.Begin(event.ScopeCell, cell)
+	err = starlark.ExecREPLChunk(f, thread, k.globals)
+	k.em.End(scope)
+	k.mu.Lock()
+	k.cur = nil
+	interrupted := run.interrupted
+	k.mu.Unlock()
+	k.rt.ctx, k.rt.progress = nil, nil
+	var res starlark.Value
+	if hasResult {
+		res = k.globals[resultVar]
+		delete(k.globals, resultVar)
+	}
+	if err != nil {
+		return nil, evalError(err, interrupted)
+	}
+	return res, nil
+}
+
+func syntaxError(err error) *cellError {
+	ce := &cellError{ename: "SyntaxError", evalue: err.Error()}
+	var se syntax.Error
+	if errors.As(err, &se) {
+		ce.evalue = se.Msg
+		ce.traceback = []string{fmt.Sprintf("  Cell %s, line %d", se.Pos.Filename(), se.Pos.Line), "SyntaxError: " + se.Msg}
+		return ce
+	}
+	ce.traceback = []string{"SyntaxError: " + err.Error()}
+	return ce
+}
+
+func evalError(err error, interrupted bool) *cellError {
+	ce := &cellError{ename: "Error", evalue: err.Error()}
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) {
+		ce.evalue = ee.Msg
+		ce.traceback = append(ce.traceback, "Traceback (most recent call last):")
+		for _, fr := range ee.CallStack {
+			if fr.Pos.Line == 0 || strings.HasPrefix(fr.Pos.Filename(), "<") {
+				continue
+			}
+			ce.traceback = append(ce.traceback, fmt.Sprintf("  Cell %s, line %d, in %s", fr.Pos.Filename(), fr.Pos.Line, fr.Name))
+		}
+	} else if se := syntaxError(err); strings.Contains(err.Error(), ":") {
+		// Resolve errors (undefined names) carry a position like a syntax
+		// error.
+		var rerr interface{ Error() string } = err
+		_ = rerr
+		_ = se
+	}
+	switch {
+	case interrupted:
+		ce.ename, ce.evalue = "KeyboardInterrupt", "the cell was interrupted"
+	case strings.Contains(ce.evalue, "too many steps"):
+		ce.ename = "TimeoutError"
+	case strings.Contains(ce.evalue, "undefined"):
+		ce.ename = "NameError"
+	case strings.Contains(ce.evalue, "not in dict") || strings.Contains(ce.evalue, "key "):
+		ce.ename = "KeyError"
+	case strings.Contains(ce.evalue, "out of range"):
+		ce.ename = "IndexError"
+	case strings.Contains(ce.evalue, "division by zero"):
+		ce.ename = "ZeroDivisionError"
+	case strings.Contains(ce.evalue, "unsupported") || strings.Contains(ce.evalue, "got ") || strings.Contains(ce.evalue, "not callable"):
+		ce.ename = "TypeError"
+	}
+	ce.traceback = append(ce.traceback, ce.ename+": "+ce.evalue)
+	return ce
+}
+
+// progressBar returns the Progress callback of a generate in a cell: a
+// display_data output updated in place, at most every 100 ms.
+func (k *kernelProc) progressBar(m *msg.Message, silent bool) func(done, total int) {
+	if silent {
+		return nil
+	}
+	id := msg.NewID()
+	shown := false
+	var last time.Time
+	return func(done, total int) {
+		if total < 4 {
+			return
+		}
+		if shown && done != total && time.Since(last) < 100*time.Millisecond {
+			return
+		}
+		last = time.Now()
+		const width = 30
+		fill := width * done / total
+		text := fmt.Sprintf("prefill [%s%s] %d/%d chunks", strings.Repeat("#", fill), strings.Repeat(".", width-fill), done, total)
+		content := map[string]any{"data": map[string]any{"text/plain": text}, "metadata": map[string]any{},
+			"transient": map[string]any{"display_id": id}}
+		typ := "update_display_data"
+		if !shown {
+			typ, shown = "display_data", true
+		}
+		k.publish(m, typ, content)
+	}
+}
+
+// isComplete answers is_complete_request with the Starlark parser.
+func isComplete(code string) map[string]any {
+	if strings.TrimSpace(code) == "" {
+		return map[string]any{"status": "complete"}
+	}
+	_, err := fileOptions.Parse("<input>", code, 0)
+	if err == nil {
+		lines := strings.Split(strings.TrimRight(code, "\n"), "\n")
+		last := lines[len(lines)-1]
+		// An indented block still open wants a blank line, as in Python.
+		if len(lines) > 1 && (strings.HasPrefix(last, " ") || strings.HasPrefix(last, "\t")) && !strings.HasSuffix(code, "\n\n") {
+			return map[string]any{"status": "incomplete", "indent": leadingSpace(last)}
+		}
+		return map[string]any{"status": "complete"}
+	}
+	var se syntax.Error
+	if errors.As(err, &se) {
+		lines := strings.Split(code, "\n")
+		atEnd := int(se.Pos.Line) >= len(lines) || strings.Contains(se.Msg, "end of file") || strings.Contains(se.Msg, "unexpected EOF")
+		if atEnd {
+			last := strings.TrimRight(code, "\n")
+			ls := strings.Split(last, "\n")
+			indent := leadingSpace(ls[len(ls)-1])
+			if strings.HasSuffix(strings.TrimSpace(last), ":") {
+				indent += "    "
+			}
+			return map[string]any{"status": "incomplete", "indent": indent}
+		}
+	}
+	return map[string]any{"status": "invalid"}
+}
+
+func leadingSpace(s string) string {
+	return s[:len(s)-len(strings.TrimLeft(s, " \t"))]
+}
+
+// wordAt returns the dotted identifier ending at cursor (in runes) and
+// its start.
+func wordAt(code string, cursor int) (string, int) {
+	rs := []rune(code)
+	if cursor < 0 || cursor > len(rs) {
+		cursor = len(rs)
+	}
+	start := cursor
+	for start > 0 {
+		r := rs[start-1]
+		if r == '_' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			start--
+			continue
+		}
+		break
+	}
+	return string(rs[start:cursor]), start
+}
+
+func (k *kernelProc) complete(code string, cursor int) map[string]any {
+	word, start := wordAt(code, cursor)
+	matches := []string{}
+	if i := strings.LastIndexByte(word, '.'); i >= 0 {
+		base, prefix := word[:i], word[i+1:]
+		if v := k.lookup(base); v != nil {
+			if ha, ok := v.(starlark.HasAttrs); ok {
+				for _, n := range ha.AttrNames() {
+					if strings.HasPrefix(n, prefix) {
+						matches = append(matches, base+"."+n)
+					}
+				}
+			}
+		}
+	} else {
+		seen := map[string]bool{}
+		for _, d := range []starlark.StringDict{k.globals, starlark.Universe} {
+			for _, n := range d.Keys() {
+				if strings.HasPrefix(n, word) && !seen[n] {
+					seen[n] = true
+					matches = append(matches, n)
+				}
+			}
+		}
+	}
+	if cursor < 0 || cursor > len([]rune(code)) {
+		cursor = len([]rune(code))
+	}
+	return map[string]any{"status": "ok", "matches": matches, "cursor_start": start, "cursor_end": cursor, "metadata": map[string]any{}}
+}
+
+// lookup resolves a dotted name against the globals and builtins.
+func (k *kernelProc) lookup(name string) starlark.Value {
+	parts := strings.Split(name, ".")
+	v, ok := k.globals[parts[0]]
+	if !ok {
+		v, ok = starlark.Universe[parts[0]]
+	}
+	if !ok {
+		return nil
+	}
+	for _, p := range parts[1:] {
+		ha, ok := v.(starlark.HasAttrs)
+		if !ok {
+			return nil
+		}
+		nv, err := ha.Attr(p)
+		if err != nil || nv == nil {
+			return nil
+		}
+		v = nv
+	}
+	return v
+}
+
+func (k *kernelProc) inspect(code string, cursor int) map[string]any {
+	word, _ := wordAt(code, cursor)
+	if word == "" {
+		// The cursor may sit inside the name.
+		rs := []rune(code)
+		end := cursor
+		for end < len(rs) && (rs[end] == '_' || rs[end] >= 'a' && rs[end] <= 'z' || rs[end] >= 'A' && rs[end] <= 'Z') {
+			end++
+		}
+		word, _ = wordAt(code, end)
+	}
+	v := k.lookup(word)
+	if v == nil {
+		return map[string]any{"status": "ok", "found": false, "data": map[string]any{}, "metadata": map[string]any{}}
+	}
+	text := fmt.Sprintf("%s: %s\n%s", word, v.Type(), v.String())
+	if fn, ok := v.(*starlark.Function); ok && fn.Doc() != "" {
+		text += "\n\n" + fn.Doc()
+	}
+	if ha, ok := v.(starlark.HasAttrs); ok {
+		text += "\nattributes: " + strings.Join(ha.AttrNames(), ", ")
+	}
+	return map[string]any{"status": "ok", "found": true, "data": map[string]any{"text/plain": text}, "metadata": map[string]any{}}
+}
