@@ -3,6 +3,10 @@ GO      ?= go
 BIN     := bin/linger
 OUT     := out
 PKGS    := ./...
+NPM     ?= npm
+# The Jupyter client test (test/jupyter) runs @jupyterlab/services under
+# Node; npm ci writes this file last, so it marks a finished install.
+JS_DEPS := test/jupyter/node_modules/.package-lock.json
 
 .PHONY: run test bench build check-fmt check-generated fuzz clean
 
@@ -17,10 +21,15 @@ run: build
 	$(BIN) generate --model qwen2-1.5b --device meta --prompt-tokens 131072 --chunk-size 2048 --max-new-tokens 16 --trace $(OUT)/qwen2-1.5b-128k.ltrace
 	$(BIN) generate --model small --device cpu --prompt "Memory that outlives its scope is memory that lingers." --max-new-tokens 24 --trace $(OUT)/small-cpu.ltrace
 
-test: check-fmt check-generated
+test: check-fmt check-generated $(JS_DEPS)
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race -short ./timeline/... ./engine/alloc/... ./engine/device/... ./engine/tokenizer/...
+
+# Installs exactly what package-lock.json pins, again whenever it changes.
+$(JS_DEPS): test/jupyter/package.json test/jupyter/package-lock.json
+	$(NPM) ci --prefix test/jupyter --no-audit --no-fund
+	@touch $@
 
 check-fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
