@@ -2,18 +2,23 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
+	"os"
+
+	"linger/notebooks/kernel"
 )
 
-// runKernel is a kernel process, started by the server. Being built (issue
-// 4): the kernel engineer replaces this file.
+// runKernel is a kernel process, started by the server: it speaks the
+// framed pipe protocol of package kernel on stdin and stdout; stderr is for
+// panics and logs.
 func runKernel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("kernel: not built yet")
-}
-
-// runNotebook executes a notebook headless. Being built (issue 4): the
-// kernel engineer replaces this function (and may move it to run.go).
-func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("run: not built yet")
+	fs := newFlagSet("kernel", stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: linger kernel\n\nA kernel process, started by 'linger serve' or 'linger run'; it reads frames on stdin and writes frames on stdout.")
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return kernel.Serve(ctx, os.Stdin, stdout)
 }

@@ -97,6 +97,11 @@ func (rt *runtime) mainAllocator() *alloc.Allocator {
 // close frees what the cells left (engines close their caches and
 // weights); it runs when the kernel shuts down.
 func (rt *runtime) close() {
+	// Cache entries live as long as the session by design; dropping them
+	// before the session scope ends keeps them from counting as lingering.
+	for _, t := range rt.toks {
+		t.tok.ClearCache()
+	}
 	for _, e := range rt.engines {
 		_ = e.eng.Close()
 	}
@@ -668,6 +673,7 @@ type tokenizerBinding struct {
 	n       int
 	mu      sync.Mutex
 	entries map[string]*alloc.Block // cache key → its accounted block
+	tok     *tokenizer.Tokenizer
 }
 
 func builtinTokenizer(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -743,7 +749,7 @@ func builtinTokenizer(thread *starlark.Thread, b *starlark.Builtin, args starlar
 			yield(fmt.Sprintf("cache[%q]", k), blks[i])
 		}
 	}
-	tb.obj = o
+	tb.obj, tb.tok = o, tok
 	rt.mu.Lock()
 	rt.toks = append(rt.toks, tb)
 	rt.mu.Unlock()

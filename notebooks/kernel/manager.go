@@ -2,7 +2,17 @@ package kernel
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"linger/notebooks/msg"
@@ -51,69 +61,628 @@ type Holder struct {
 // Manager starts and tracks kernel processes. It is safe for concurrent
 // use.
 type Manager struct {
-	opts ManagerOptions
+	opts   ManagerOptions
+	ctx    context.Context // ends every kernel process at Close
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	kernels map[string]*Kernel
+	order   []*Kernel
 }
 
 // NewManager returns a Manager starting kernels as opts says.
-func NewManager(opts ManagerOptions) *Manager { return &Manager{opts: opts} }
+func NewManager(opts ManagerOptions) *Manager {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{opts: opts, ctx: ctx, cancel: cancel, kernels: map[string]*Kernel{}}
+}
 
-// Start starts a kernel process and returns once it is ready.
+// StartTimeout bounds how long a kernel process may take to say hello.
+const StartTimeout = 30 * time.Second
+
+// stopGrace is how long a kernel asked to shut down may take before it is
+// killed.
+const stopGrace = 2 * time.Second
+
+// subscriberBuffer is how many messages a subscriber may fall behind
+// before its subscription is closed.
+const subscriberBuffer = 4096
+
+// Start starts a kernel process and returns once it has said hello. ctx
+// bounds only the start; the process lives until Shutdown or Close.
 func (m *Manager) Start(ctx context.Context, opts StartOptions) (*Kernel, error) {
-	return nil, errors.New("kernel: not built yet")
+	if opts.Name != "" && opts.Name != "linger" {
+		return nil, fmt.Errorf("start kernel: unknown kernelspec %q", opts.Name)
+	}
+	if len(m.opts.Command) == 0 {
+		return nil, errors.New("start kernel: no kernel command configured")
+	}
+	k := &Kernel{m: m, id: msg.NewID(), name: "linger", path: opts.Path, state: "starting",
+		last: time.Now(), subs: map[*subscriber]struct{}{}, done: make(chan struct{})}
+	if err := k.startProcess(ctx); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.kernels[k.id] = k
+	m.order = append(m.order, k)
+	m.mu.Unlock()
+	return k, nil
 }
 
 // Get returns the kernel with the given id.
-func (m *Manager) Get(id string) (*Kernel, bool) { return nil, false }
+func (m *Manager) Get(id string) (*Kernel, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k, ok := m.kernels[id]
+	return k, ok
+}
 
-// List returns every kernel, ordered by start time.
-func (m *Manager) List() []*Kernel { return nil }
+// List returns every kernel, in start order.
+func (m *Manager) List() []*Kernel {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*Kernel(nil), m.order...)
+}
 
-// Shutdown ends a kernel for good; ErrNoKernel if id is unknown.
-func (m *Manager) Shutdown(ctx context.Context, id string) error { return ErrNoKernel }
+// Shutdown ends a kernel for good: a graceful shutdown, then a kill after
+// a grace period (or when ctx ends). It returns ErrNoKernel for an unknown
+// id.
+func (m *Manager) Shutdown(ctx context.Context, id string) error {
+	m.mu.Lock()
+	k, ok := m.kernels[id]
+	if ok {
+		delete(m.kernels, id)
+		for i, x := range m.order {
+			if x == k {
+				m.order = append(m.order[:i], m.order[i+1:]...)
+				break
+			}
+		}
+	}
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("shutdown %s: %w", id, ErrNoKernel)
+	}
+	k.shutdown(ctx)
+	return nil
+}
 
 // Close shuts every kernel down.
-func (m *Manager) Close() error { return nil }
+func (m *Manager) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*stopGrace)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, k := range m.List() {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = m.Shutdown(ctx, k.ID()) }()
+	}
+	wg.Wait()
+	m.cancel()
+	return nil
+}
 
 // Kernel is one kernel. It survives restarts (same ID, new process). Its
 // methods are safe for concurrent use.
-type Kernel struct{}
+type Kernel struct {
+	m    *Manager
+	id   string
+	name string
+	path string
 
-// ID is the kernel's UUID.
-func (k *Kernel) ID() string { return "" }
-
-// Name is the kernelspec name.
-func (k *Kernel) Name() string { return "" }
-
-// ExecutionState is "starting", "idle", "busy", "restarting" or "dead".
-func (k *Kernel) ExecutionState() string { return "dead" }
-
-// LastActivity is when the kernel last sent or received a message.
-func (k *Kernel) LastActivity() time.Time { return time.Time{} }
-
-// Send delivers a client's shell, control or stdin message.
-func (k *Kernel) Send(m *msg.Message) error { return ErrNoKernel }
-
-// Subscribe returns every message from the kernel and a cancel function.
-func (k *Kernel) Subscribe() (<-chan *msg.Message, func()) {
-	c := make(chan *msg.Message)
-	close(c)
-	return c, func() {}
+	mu       sync.Mutex
+	state    string
+	last     time.Time
+	proc     *process
+	restarts int
+	subs     map[*subscriber]struct{}
+	shut     bool
+	done     chan struct{}
 }
 
-// Interrupt stops the running cell.
-func (k *Kernel) Interrupt() error { return ErrNoKernel }
+// process is one kernel process and its trace.
+type process struct {
+	cmd   *exec.Cmd
+	wmu   sync.Mutex
+	stdin io.WriteCloser
+	rec   *timeline.Recorder
+	trace string
 
-// Restart replaces the process.
-func (k *Kernel) Restart(ctx context.Context) error { return ErrNoKernel }
+	ready  chan struct{}
+	exited chan struct{}
+	// stopping is set when the Manager asked the process to end (restart,
+	// shutdown), so its exit is not a death.
+	stopping atomic.Bool
+	// restartAfter: the client's shutdown_request asked for a restart.
+	restartAfter atomic.Bool
 
-// Recorder is the current process's trace.
-func (k *Kernel) Recorder() *timeline.Recorder { return nil }
+	mu      sync.Mutex
+	pending map[string]*msg.Message  // requests awaiting their reply, by msg_id
+	queries map[string]chan []Holder // lingering queries, by id
+}
+
+type subscriber struct {
+	ch     chan *msg.Message
+	closed bool
+}
+
+var traceName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+func (k *Kernel) tracePath() string {
+	base := strings.TrimSuffix(filepath.Base(k.path), filepath.Ext(k.path))
+	base = strings.Trim(traceName.ReplaceAllString(base, "_"), "._")
+	if base == "" {
+		base = "kernel"
+	}
+	name := fmt.Sprintf("%s-%s.ltrace", base, k.id)
+	if k.restarts > 0 {
+		name = fmt.Sprintf("%s-%s-%d.ltrace", base, k.id, k.restarts)
+	}
+	return filepath.Join(k.m.opts.TraceDir, name)
+}
+
+// startProcess starts a process for k and waits for its hello.
+func (k *Kernel) startProcess(ctx context.Context) error {
+	m := k.m
+	k.mu.Lock()
+	trace := k.tracePath()
+	k.mu.Unlock()
+	if dir := filepath.Dir(trace); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("start kernel: %w", err)
+		}
+	}
+	rec, err := timeline.NewRecorder(trace, timeline.RecorderOptions{})
+	if err != nil {
+		return fmt.Errorf("start kernel: %w", err)
+	}
+	cmd := exec.CommandContext(m.ctx, m.opts.Command[0], m.opts.Command[1:]...)
+	cmd.Dir = m.opts.Dir
+	cmd.Env = append(os.Environ(), m.opts.Env...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		_ = rec.Close()
+		return fmt.Errorf("start kernel: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		_ = rec.Close()
+		return fmt.Errorf("start kernel: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		_ = rec.CloseWithReason("kernel failed to start: " + err.Error())
+		return fmt.Errorf("start kernel %q: %w", m.opts.Command[0], err)
+	}
+	p := &process{cmd: cmd, stdin: stdin, rec: rec, trace: trace, ready: make(chan struct{}), exited: make(chan struct{}),
+		pending: map[string]*msg.Message{}, queries: map[string]chan []Holder{}}
+	k.mu.Lock()
+	k.proc = p
+	k.mu.Unlock()
+	go k.readLoop(p, stdout)
+	timer := time.NewTimer(StartTimeout)
+	defer timer.Stop()
+	select {
+	case <-p.ready:
+		k.mu.Lock()
+		if k.state == "starting" || k.state == "restarting" {
+			k.state = "idle"
+		}
+		k.mu.Unlock()
+		return nil
+	case <-p.exited:
+		return errors.New("start kernel: the process exited before it was ready")
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+	p.stopping.Store(true)
+	_ = cmd.Process.Kill()
+	<-p.exited
+	return errors.New("start kernel: no hello from the process in time")
+}
+
+// readLoop reads the process's frames until its output ends, then waits
+// for it and records how it ended.
+func (k *Kernel) readLoop(p *process, stdout io.Reader) {
+	var readErr error
+	for {
+		typ, payload, err := ReadFrame(stdout)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				readErr = err
+			}
+			break
+		}
+		switch typ {
+		case FrameHello:
+			select {
+			case <-p.ready:
+			default:
+				close(p.ready)
+			}
+		case FrameMessage:
+			m, err := DecodeMessage(payload)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "kernel %s: bad message from the kernel: %v\n", k.id, err)
+				continue
+			}
+			k.fromKernel(p, m)
+		case FrameEvents:
+			if err := DecodeEvents(payload, p.rec); err != nil {
+				fmt.Fprintf(os.Stderr, "kernel %s: bad event batch: %v\n", k.id, err)
+			}
+		case FrameControl:
+			var c Control
+			if err := json.Unmarshal(payload, &c); err != nil {
+				continue
+			}
+			if c.Op == "lingering_reply" {
+				p.mu.Lock()
+				ch := p.queries[c.ID]
+				delete(p.queries, c.ID)
+				p.mu.Unlock()
+				if ch != nil {
+					ch <- c.Holders
+				}
+			}
+		}
+	}
+	if readErr != nil {
+		// A kernel that breaks the protocol cannot be trusted further.
+		_ = p.cmd.Process.Kill()
+	}
+	waitErr := p.cmd.Wait()
+	k.exited(p, waitErr, readErr)
+}
+
+func (k *Kernel) fromKernel(p *process, m *msg.Message) {
+	k.mu.Lock()
+	current := k.proc == p
+	k.last = time.Now()
+	if current && m.Channel == msg.IOPub && m.Header.MsgType == "status" {
+		var s struct {
+			State string `json:"execution_state"`
+		}
+		if m.DecodeContent(&s) == nil && (s.State == "idle" || s.State == "busy") && k.state != "restarting" {
+			k.state = s.State
+		}
+	}
+	k.mu.Unlock()
+	if m.Channel != msg.IOPub {
+		p.mu.Lock()
+		delete(p.pending, m.ParentHeader.MsgID)
+		p.mu.Unlock()
+	}
+	k.broadcast(m)
+}
+
+// broadcast sends m to every subscriber without blocking; one that is
+// full is closed and dropped.
+func (k *Kernel) broadcast(m *msg.Message) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for s := range k.subs {
+		select {
+		case s.ch <- m:
+		default:
+			s.closed = true
+			close(s.ch)
+			delete(k.subs, s)
+		}
+	}
+}
+
+// exited records the end of process p.
+func (k *Kernel) exited(p *process, waitErr, readErr error) {
+	close(p.exited)
+	expected := p.stopping.Load()
+	reason := "shutdown"
+	if !expected {
+		switch {
+		case readErr != nil:
+			reason = "kernel died: protocol error: " + readErr.Error()
+		case waitErr != nil:
+			reason = "kernel died: " + waitErr.Error()
+		default:
+			reason = "kernel exited"
+		}
+	}
+	_ = p.rec.CloseWithReason(reason)
+	p.mu.Lock()
+	pending := p.pending
+	p.pending = map[string]*msg.Message{}
+	for id, ch := range p.queries {
+		close(ch)
+		delete(p.queries, id)
+	}
+	p.mu.Unlock()
+	for _, req := range pending {
+		if req.Header.MsgType == "shutdown_request" {
+			continue
+		}
+		k.broadcast(req.Reply(req.Channel, replyType(req.Header.MsgType), map[string]any{
+			"status": "error", "ename": "KernelDied", "evalue": reason, "traceback": []string{reason}}))
+	}
+	k.mu.Lock()
+	current := k.proc == p && !k.shut
+	k.mu.Unlock()
+	if !current {
+		return
+	}
+	if p.restartAfter.Load() {
+		go func() { _ = k.Restart(k.m.ctx) }()
+		return
+	}
+	if expected {
+		return
+	}
+	k.mu.Lock()
+	k.state = "dead"
+	k.mu.Unlock()
+	k.broadcast(msg.New(msg.IOPub, "status", "", map[string]any{"execution_state": "dead"}))
+}
+
+// ID is the kernel's UUID.
+func (k *Kernel) ID() string { return k.id }
+
+// Name is the kernelspec name, "linger".
+func (k *Kernel) Name() string { return k.name }
+
+// ExecutionState is "starting", "idle", "busy", "restarting" or "dead".
+func (k *Kernel) ExecutionState() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.state
+}
+
+// LastActivity is when the kernel last sent or received a message.
+func (k *Kernel) LastActivity() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.last
+}
+
+// ErrDead is returned (wrapped) by a request to a kernel whose process has
+// died or been shut down; restart it.
+var ErrDead = errors.New("kernel is dead")
+
+func (k *Kernel) current() (*process, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.shut {
+		return nil, fmt.Errorf("kernel %s: %w", k.id, ErrNoKernel)
+	}
+	p := k.proc
+	if p == nil {
+		return nil, fmt.Errorf("kernel %s: %w", k.id, ErrDead)
+	}
+	select {
+	case <-p.exited:
+		return nil, fmt.Errorf("kernel %s: %w", k.id, ErrDead)
+	default:
+	}
+	return p, nil
+}
+
+func (p *process) write(typ byte, payload []byte) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	return WriteFrame(p.stdin, typ, payload)
+}
+
+// Send delivers a client's shell, control or stdin message to the kernel.
+// An invalid message is answered with an error reply (to the subscribers)
+// and never reaches the kernel; Send then returns nil. Send returns an
+// error wrapping ErrDead or ErrNoKernel when the kernel cannot take
+// messages (its requests are answered with an error reply too).
+func (k *Kernel) Send(m *msg.Message) error {
+	if err := m.Validate(); err != nil {
+		if m.Header.MsgID != "" && m.Header.MsgType != "" {
+			ch := m.Channel
+			if ch == "" || ch == msg.IOPub {
+				ch = msg.Shell
+			}
+			k.broadcast(m.Reply(ch, replyType(m.Header.MsgType), map[string]any{
+				"status": "error", "ename": "InvalidMessage", "evalue": err.Error(), "traceback": []string{err.Error()}}))
+		}
+		return nil
+	}
+	p, err := k.current()
+	if err != nil {
+		k.broadcast(m.Reply(m.Channel, replyType(m.Header.MsgType), map[string]any{
+			"status": "error", "ename": "KernelDied", "evalue": err.Error(), "traceback": []string{err.Error()}}))
+		return err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("send %s: %w", m.Header.MsgType, err)
+	}
+	if len(b)+1 > MaxFrame {
+		e := fmt.Sprintf("message of %d bytes is over the %d-byte limit", len(b), MaxFrame)
+		k.broadcast(m.Reply(m.Channel, replyType(m.Header.MsgType), map[string]any{
+			"status": "error", "ename": "MessageTooLarge", "evalue": e, "traceback": []string{e}}))
+		return nil
+	}
+	if m.Channel == msg.Control && m.Header.MsgType == "shutdown_request" {
+		var c struct {
+			Restart bool `json:"restart"`
+		}
+		_ = m.DecodeContent(&c)
+		p.stopping.Store(true)
+		p.restartAfter.Store(c.Restart)
+	}
+	if m.Channel == msg.Shell || m.Channel == msg.Control {
+		p.mu.Lock()
+		p.pending[m.Header.MsgID] = m
+		p.mu.Unlock()
+	}
+	k.mu.Lock()
+	k.last = time.Now()
+	k.mu.Unlock()
+	if err := p.write(FrameMessage, b); err != nil {
+		return fmt.Errorf("send %s: %w", m.Header.MsgType, err)
+	}
+	return nil
+}
+
+// Subscribe returns every message from the kernel (iopub, and the replies
+// on shell, control and stdin, Channel set) and a cancel function. The
+// channel is closed by cancel, when the kernel is shut down for good, or
+// when the subscriber falls subscriberBuffer messages behind: a slow
+// subscriber never blocks the kernel.
+func (k *Kernel) Subscribe() (<-chan *msg.Message, func()) {
+	s := &subscriber{ch: make(chan *msg.Message, subscriberBuffer)}
+	k.mu.Lock()
+	if k.shut {
+		close(s.ch)
+		k.mu.Unlock()
+		return s.ch, func() {}
+	}
+	k.subs[s] = struct{}{}
+	k.mu.Unlock()
+	return s.ch, func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if !s.closed {
+			s.closed = true
+			close(s.ch)
+			delete(k.subs, s)
+		}
+	}
+}
+
+func (k *Kernel) control(c Control) error {
+	p, err := k.current()
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(c)
+	return p.write(FrameControl, b)
+}
+
+// Interrupt stops the running cell; its reply is an error with ename
+// "KeyboardInterrupt".
+func (k *Kernel) Interrupt() error { return k.control(Control{Op: "interrupt"}) }
+
+// Restart replaces the process with a fresh one (globals and memory gone,
+// a new trace file). The kernel keeps its ID and subscribers.
+func (k *Kernel) Restart(ctx context.Context) error {
+	k.mu.Lock()
+	if k.shut {
+		k.mu.Unlock()
+		return fmt.Errorf("restart %s: %w", k.id, ErrNoKernel)
+	}
+	old := k.proc
+	k.state = "restarting"
+	k.restarts++
+	k.mu.Unlock()
+	k.broadcast(msg.New(msg.IOPub, "status", "", map[string]any{"execution_state": "restarting"}))
+	if old != nil {
+		old.restartAfter.Store(false)
+		stopProcess(ctx, old)
+	}
+	if err := k.startProcess(ctx); err != nil {
+		k.mu.Lock()
+		k.state = "dead"
+		k.mu.Unlock()
+		k.broadcast(msg.New(msg.IOPub, "status", "", map[string]any{"execution_state": "dead"}))
+		return fmt.Errorf("restart %s: %w", k.id, err)
+	}
+	return nil
+}
+
+// stopProcess asks p to shut down and kills it after stopGrace or when
+// ctx ends.
+func stopProcess(ctx context.Context, p *process) {
+	p.stopping.Store(true)
+	b, _ := json.Marshal(Control{Op: "shutdown"})
+	_ = p.write(FrameControl, b)
+	_ = p.stdin.Close()
+	t := time.NewTimer(stopGrace)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+func (k *Kernel) shutdown(ctx context.Context) {
+	k.mu.Lock()
+	if k.shut {
+		k.mu.Unlock()
+		return
+	}
+	p := k.proc
+	k.mu.Unlock()
+	if p != nil {
+		stopProcess(ctx, p)
+	}
+	k.mu.Lock()
+	k.shut = true
+	k.state = "dead"
+	for s := range k.subs {
+		s.closed = true
+		close(s.ch)
+		delete(k.subs, s)
+	}
+	k.mu.Unlock()
+	close(k.done)
+}
+
+// Recorder is the current process's trace: events stream into it from the
+// kernel process. After a death it is closed, with the reason, and stays
+// readable.
+func (k *Kernel) Recorder() *timeline.Recorder {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.proc == nil {
+		return nil
+	}
+	return k.proc.rec
+}
 
 // TracePath is the current process's trace file.
-func (k *Kernel) TracePath() string { return "" }
+func (k *Kernel) TracePath() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.proc == nil {
+		return ""
+	}
+	return k.proc.trace
+}
 
-// Lingering asks the live kernel who holds each lingering object.
-func (k *Kernel) Lingering(ctx context.Context) ([]Holder, error) { return nil, ErrNoKernel }
+// Lingering asks the live kernel which objects linger and who holds each.
+// The kernel answers between cells (a running cell is finished first), so
+// ctx should carry a deadline.
+func (k *Kernel) Lingering(ctx context.Context) ([]Holder, error) {
+	p, err := k.current()
+	if err != nil {
+		return nil, err
+	}
+	id := msg.NewID()
+	ch := make(chan []Holder, 1)
+	p.mu.Lock()
+	p.queries[id] = ch
+	p.mu.Unlock()
+	b, _ := json.Marshal(Control{Op: "lingering", ID: id})
+	if err := p.write(FrameControl, b); err != nil {
+		return nil, fmt.Errorf("lingering: %w", err)
+	}
+	select {
+	case hs, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("lingering: %w", ErrDead)
+		}
+		return hs, nil
+	case <-ctx.Done():
+		p.mu.Lock()
+		delete(p.queries, id)
+		p.mu.Unlock()
+		return nil, fmt.Errorf("lingering: %w", ctx.Err())
+	}
+}
 
 // Done is closed when the kernel is shut down for good.
-func (k *Kernel) Done() <-chan struct{} { return nil }
+func (k *Kernel) Done() <-chan struct{} { return k.done }

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"linger/notebooks/kernel"
+	"linger/notebooks/msg"
+	"linger/notebooks/nbformat"
+	"linger/timeline"
+	"linger/timeline/analyze"
+)
+
+// errCell and errLingering are the failures of a headless run that CI
+// gates on.
+var (
+	errCell      = errors.New("a cell failed")
+	errLingering = errors.New("lingering memory over the limit")
+)
+
+// runNotebook executes a notebook headless in a fresh kernel process, as
+// jupyter nbconvert --execute does, and judges its trace.
+func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run", stderr)
+	out := fs.String("out", "", "write the executed notebook (outputs, execution counts) to `FILE`")
+	tracePath := fs.String("trace", "", "write the kernel's trace to `FILE` (.ltrace)")
+	maxLinger := fs.String("max-lingering", "", "fail when more than `BYTES` lingered (e.g. 0, 64MiB); default no limit")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up on the whole run after `D`")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--max-lingering BYTES] [--timeout D]\n\nExecutes every code cell in a fresh kernel, prints a line per cell and the lingering summary,\nand exits non-zero on a cell error or when lingering bytes exceed --max-lingering.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	// The notebook may come before or after the flags.
+	var path string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		path, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if path == "" && fs.NArg() > 0 {
+		path = fs.Arg(0)
+		if fs.NArg() > 1 {
+			return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(1))
+		}
+	} else if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if path == "" {
+		return fmt.Errorf("%w: no notebook given", errUsage)
+	}
+	limit := int64(-1)
+	if *maxLinger != "" {
+		n, err := parseBytes(*maxLinger)
+		if err != nil {
+			return fmt.Errorf("%w: --max-lingering: %v", errUsage, err)
+		}
+		limit = int64(n)
+	}
+	nb, err := nbformat.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the linger binary: %w", err)
+	}
+	traceDir, err := os.MkdirTemp("", "linger-run-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(traceDir)
+	dir, _ := filepath.Abs(filepath.Dir(path))
+	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{exe, "kernel"}, TraceDir: traceDir, Dir: dir})
+	defer mgr.Close()
+	k, err := mgr.Start(ctx, kernel.StartOptions{Path: path})
+	if err != nil {
+		return err
+	}
+	msgs, unsub := k.Subscribe()
+	defer unsub()
+
+	var cellErr error
+	code := 0
+	for _, c := range nb.Cells {
+		if c.Type == nbformat.CellCode {
+			code++
+		}
+	}
+	i := 0
+	for _, c := range nb.Cells {
+		if c.Type != nbformat.CellCode {
+			continue
+		}
+		i++
+		start := time.Now()
+		if err := executeCell(ctx, k, msgs, c); err != nil {
+			var ce *cellFailure
+			if errors.As(err, &ce) {
+				fmt.Fprintf(stdout, "[%d/%d] cell %s: %s: %s (%s)\n", i, code, c.ID, ce.ename, ce.evalue, time.Since(start).Round(time.Millisecond))
+				for _, l := range ce.traceback {
+					fmt.Fprintf(stdout, "    %s\n", l)
+				}
+				cellErr = fmt.Errorf("%w: cell %s (%d of %d): %s: %s", errCell, c.ID, i, code, ce.ename, ce.evalue)
+				break
+			}
+			return fmt.Errorf("cell %s: %w", c.ID, err)
+		}
+		fmt.Fprintf(stdout, "[%d/%d] cell %s ok (%s)\n", i, code, c.ID, time.Since(start).Round(time.Millisecond))
+	}
+
+	holders, herr := k.Lingering(ctx)
+	trace := k.TracePath()
+	if err := mgr.Shutdown(ctx, k.ID()); err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := nbformat.WriteFile(*out, nb); err != nil {
+			return err
+		}
+	}
+	f, err := timeline.OpenFile(trace)
+	if err != nil {
+		return fmt.Errorf("read the trace: %w", err)
+	}
+	rep, err := analyze.Run(f, analyze.Options{})
+	_ = f.Stop()
+	if err != nil {
+		return fmt.Errorf("analyze the trace: %w", err)
+	}
+	if *tracePath != "" {
+		if err := copyFile(*tracePath, trace); err != nil {
+			return fmt.Errorf("write the trace: %w", err)
+		}
+	}
+	printLingering(stdout, rep, holders, herr)
+	if cellErr != nil {
+		return cellErr
+	}
+	if limit >= 0 && rep.Lingering.Bytes > uint64(limit) {
+		where := ""
+		if len(rep.Lingering.BySite) > 0 {
+			where = fmt.Sprintf(" (most at %s)", cellSite(rep.Lingering.BySite[0].Site))
+		}
+		return fmt.Errorf("%w: %s lingered, limit %s%s", errLingering, formatBytes(rep.Lingering.Bytes), formatBytes(uint64(limit)), where)
+	}
+	return nil
+}
+
+// printLingering writes the run's lingering summary: bytes by category and
+// by site (cell and line first), and who held the objects alive at the end.
+func printLingering(w io.Writer, rep *analyze.Report, holders []kernel.Holder, herr error) {
+	l := rep.Lingering
+	fmt.Fprintf(w, "lingering: %d objects, %s (%s still alive at the end)\n", l.Count, formatBytes(l.Bytes), formatBytes(l.LeakedBytes))
+	for _, c := range l.ByCategory {
+		fmt.Fprintf(w, "  %-16s %10s  %d objects\n", c.Category, formatBytes(c.Bytes), c.Count)
+	}
+	// Sites differ in their Go frames; people want the cell and line.
+	type key struct{ cat, site string }
+	var order []key
+	bytes := map[key]uint64{}
+	for _, s := range l.BySite {
+		k := key{s.Category, cellSite(s.Site)}
+		if _, ok := bytes[k]; !ok {
+			order = append(order, k)
+		}
+		bytes[k] += s.Bytes
+	}
+	for i, k := range order {
+		if i == 10 {
+			fmt.Fprintf(w, "  ... %d more sites\n", len(order)-i)
+			break
+		}
+		fmt.Fprintf(w, "  %-16s %10s  at %s\n", k.cat, formatBytes(bytes[k]), k.site)
+	}
+	if herr != nil {
+		fmt.Fprintf(w, "  (holders unknown: %v)\n", herr)
+		return
+	}
+	// One line per distinct holder root.
+	seen := map[string]bool{}
+	for _, h := range holders {
+		root := h.Path
+		if j := strings.Index(root, " → "); j >= 0 {
+			root = root[:j]
+		}
+		if root == "" || seen[root] {
+			continue
+		}
+		seen[root] = true
+		fmt.Fprintf(w, "  held by %s\n", h.Path)
+	}
+}
+
+// cellFailure is a cell's error output.
+type cellFailure struct {
+	ename, evalue string
+	traceback     []string
+}
+
+func (c *cellFailure) Error() string { return c.ename + ": " + c.evalue }
+
+// executeCell runs one code cell and stores its outputs and execution
+// count in c.
+func executeCell(ctx context.Context, k *kernel.Kernel, msgs <-chan *msg.Message, c *nbformat.Cell) error {
+	req := msg.New(msg.Shell, "execute_request", "linger-run", map[string]any{
+		"code": c.Source, "silent": false, "store_history": true, "user_expressions": map[string]any{},
+		"allow_stdin": false, "stop_on_error": true})
+	req.Metadata, _ = json.Marshal(map[string]any{"cellId": c.ID})
+	if err := k.Send(req); err != nil {
+		return err
+	}
+	c.Outputs = nil
+	displays := map[string]*nbformat.Output{}
+	var failure *cellFailure
+	gotReply, idle := false, false
+	for !gotReply || !idle {
+		var m *msg.Message
+		select {
+		case m = <-msgs:
+			if m == nil {
+				return errors.New("the kernel went away")
+			}
+		case <-ctx.Done():
+			_ = k.Interrupt()
+			return ctx.Err()
+		}
+		if m.ParentHeader.MsgID != req.Header.MsgID {
+			if m.Header.MsgType == "status" && statusIs(m, "dead") {
+				return errors.New("the kernel died")
+			}
+			continue
+		}
+		var content struct {
+			Name           string              `json:"name"`
+			Text           string              `json:"text"`
+			Data           nbformat.MimeBundle `json:"data"`
+			Metadata       nbformat.Metadata   `json:"metadata"`
+			ExecutionCount *int                `json:"execution_count"`
+			Transient      struct {
+				DisplayID string `json:"display_id"`
+			} `json:"transient"`
+			Status    string   `json:"status"`
+			EName     string   `json:"ename"`
+			EValue    string   `json:"evalue"`
+			Traceback []string `json:"traceback"`
+			State     string   `json:"execution_state"`
+		}
+		_ = m.DecodeContent(&content)
+		if content.Metadata == nil {
+			content.Metadata = nbformat.Metadata{}
+		}
+		switch m.Header.MsgType {
+		case "status":
+			idle = content.State == "idle"
+		case "stream":
+			if n := len(c.Outputs); n > 0 && c.Outputs[n-1].Type == nbformat.OutputStream && c.Outputs[n-1].Name == content.Name {
+				c.Outputs[n-1].Text += content.Text
+			} else {
+				c.Outputs = append(c.Outputs, &nbformat.Output{Type: nbformat.OutputStream, Name: content.Name, Text: content.Text})
+			}
+		case "execute_result":
+			c.Outputs = append(c.Outputs, &nbformat.Output{Type: nbformat.OutputExecuteResult, Data: content.Data, Metadata: content.Metadata, ExecutionCount: content.ExecutionCount})
+		case "display_data":
+			o := &nbformat.Output{Type: nbformat.OutputDisplayData, Data: content.Data, Metadata: content.Metadata}
+			c.Outputs = append(c.Outputs, o)
+			if id := content.Transient.DisplayID; id != "" {
+				displays[id] = o
+			}
+		case "update_display_data":
+			if o := displays[content.Transient.DisplayID]; o != nil {
+				o.Data, o.Metadata = content.Data, content.Metadata
+			}
+		case "error":
+			c.Outputs = append(c.Outputs, &nbformat.Output{Type: nbformat.OutputError, EName: content.EName, EValue: content.EValue, Traceback: content.Traceback})
+		case "execute_reply":
+			gotReply = true
+			c.ExecutionCount = content.ExecutionCount
+			if content.Status != "ok" {
+				failure = &cellFailure{ename: content.EName, evalue: content.EValue, traceback: content.Traceback}
+			}
+		}
+	}
+	if failure != nil {
+		return failure
+	}
+	return nil
+}
+
+func statusIs(m *msg.Message, state string) bool {
+	var s struct {
+		State string `json:"execution_state"`
+	}
+	return m.DecodeContent(&s) == nil && s.State == state
+}
+
+func copyFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// cellSite is the notebook part of a site ("cell c1:3"), or the whole site
+// when it has none.
+func cellSite(site string) string {
+	if j := strings.Index(site, " ← "); j >= 0 && strings.HasPrefix(site, "cell ") {
+		return site[:j]
+	}
+	return site
+}
