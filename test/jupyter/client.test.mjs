@@ -115,6 +115,7 @@ const settings = ServerConnection.makeSettings({
 function describe(m) {
   if (!m || !m.header) return JSON.stringify(m).slice(0, 200);
   let s = `${m.channel}/${m.header.msg_type}`;
+  if (m.header.session) s += ` [session ${String(m.header.session).slice(0, 8)}]`;
   const c = m.content || {};
   if (c.execution_state) s += ` ${c.execution_state}`;
   if (c.status) s += ` status=${c.status}`;
@@ -220,6 +221,10 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
         await fn(st);
       } catch (err) {
         const got = recent.slice(Math.max(0, seen - 5));
+        if (err.response) {
+          // A ServerConnection.ResponseError: name the request that failed.
+          err.message += `\n  HTTP ${err.response.status} from ${err.response.url}`;
+        }
         err.message +=
           `\n  websocket messages received around this step: ${got.length ? got.join(' | ') : '(none)'}` +
           (clientErrors.length > errs ? `\n  client errors: ${clientErrors.slice(errs).join(' | ')}` : '');
@@ -358,6 +363,11 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
       assert.equal(m.channel, 'iopub');
       assert.equal(m.parent_header.msg_id, future.msg.header.msg_id, 'iopub parent_header.msg_id');
     }
+    // @jupyterlab/services drops a message whose header.session differs
+    // from the last one it saw ("old message"), so one kernel process must
+    // keep one session.
+    const sessionsSeen = new Set([...iopub, reply].map(m => m.header.session));
+    assert.equal(sessionsSeen.size, 1, `header.session differs within one request: ${[...sessionsSeen].join(', ')}`);
     assert.equal(msgs[1].content.code, code, 'execute_input.code');
     assert.equal(msgs[2].content.name, 'stdout', 'stream name');
     assert.equal(msgs[2].content.text, 'hi\n', 'stream text');
