@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"linger/notebooks/nbformat"
+	"linger/timeline"
+)
+
+// TestMain lets the test binary stand in for linger as a kernel process:
+// linger run starts os.Executable() with "kernel".
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "kernel" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func writeNotebook(t *testing.T, dir, name string, sources ...string) string {
+	t.Helper()
+	nb := nbformat.New()
+	for _, s := range sources {
+		nb.Cells = append(nb.Cells, nbformat.NewCell(nbformat.CellCode, s))
+	}
+	nb.Cells[0].ID = "setup"
+	path := filepath.Join(dir, name)
+	if err := nbformat.WriteFile(path, nb); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestRunNotebook(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts kernel processes")
+	}
+	dir := t.TempDir()
+	setup := `e = engine(model="qwen2-1.5b", device="meta")`
+	tests := []struct {
+		name    string
+		cells   []string
+		wantErr string
+		want    []string
+	}{
+		{"leaky", []string{setup, "r = e.generate(prompt_tokens=8192, chunk_size=1024, keep_cache=True)\nlast_cache = r.cache"},
+			"lingering memory over the limit", []string{"kv_cache", "held by global last_cache → KVCache#1 → layer[0].k"}},
+		{"clean", []string{setup, "r = e.generate(prompt_tokens=8192, chunk_size=1024, max_new_tokens=2)\nprint(len(r.tokens))"},
+			"", []string{"[2/2] cell", "lingering: 0 objects"}},
+		{"error", []string{setup, "def f():\n    return {}['missing']\n\nf()", "print('not reached')"},
+			"a cell failed", []string{"KeyError", "line 4, in <toplevel>", "line 2, in f"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeNotebook(t, dir, tt.name+".ipynb", tt.cells...)
+			out := filepath.Join(dir, tt.name+".out.ipynb")
+			trace := filepath.Join(dir, tt.name+".ltrace")
+			var stdout, stderr bytes.Buffer
+			err := runNotebook(context.Background(), []string{path, "--out", out, "--trace", trace, "--max-lingering", "0"}, &stdout, &stderr)
+			got := stdout.String()
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("err = %v, want %q\n%s%s", err, tt.wantErr, got, stderr.String())
+			}
+			if tt.name == "leaky" && !strings.Contains(err.Error(), "cell ") {
+				t.Errorf("error does not name the cell: %v", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("output lacks %q:\n%s", w, got)
+				}
+			}
+			nb, rerr := nbformat.ReadFile(out)
+			if rerr != nil {
+				t.Fatalf("executed notebook: %v", rerr)
+			}
+			if nb.Cells[0].ExecutionCount == nil || *nb.Cells[0].ExecutionCount != 1 {
+				t.Errorf("execution count of the first cell: %v", nb.Cells[0].ExecutionCount)
+			}
+			if tt.name == "clean" {
+				var kinds []string
+				text := ""
+				for _, o := range nb.Cells[1].Outputs {
+					kinds = append(kinds, o.Type)
+					text += o.Text
+				}
+				if strings.Join(kinds, ",") != "display_data,stream" || text != "2\n" {
+					b, _ := json.Marshal(nb.Cells[1].Outputs)
+					t.Errorf("outputs %s", b)
+				}
+			}
+			f, err := timeline.OpenFile(trace)
+			if err != nil {
+				t.Fatalf("trace: %v", err)
+			}
+			defer f.Stop()
+			if f.Events() == 0 {
+				t.Error("empty trace")
+			}
+		})
+	}
+}
