@@ -242,6 +242,7 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
   let kernel;
   let other;
   let executed;
+  let kernelSession; // header.session of the kernel process before restart
 
   t.after(async () => {
     // Whatever failed, leave no kernel behind and let node exit.
@@ -382,6 +383,21 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
   });
 
   const exec = 'execute: busy → execute_input → stream "hi\\n" → execute_result 42 → idle, execute_reply ok';
+
+  await step('messaging: kernel messages carry the kernel\'s own session id, not the client\'s', [exec], async () => {
+    // Messaging spec 5.x, "the session id": a kernel session id, in headers
+    // from a kernel, identifies the kernel process and is regenerated on
+    // restart; the client's id belongs in parent_header. @jupyterlab/services
+    // keys its "old message" filter on it.
+    const { reply, iopub } = executed;
+    kernelSession = reply.header.session;
+    assert.ok(kernelSession, 'execute_reply header.session is empty');
+    assert.equal(reply.parent_header.session, kernel.clientId, 'parent_header.session is the client session');
+    assert.notEqual(kernelSession, kernel.clientId, 'execute_reply header.session is the client\'s session id, not the kernel\'s');
+    for (const m of iopub) {
+      assert.equal(m.header.session, kernelSession, `iopub ${m.header.msg_type} header.session`);
+    }
+  });
 
   await step('execute: error cell → error output, execute_reply status error, traceback names the line', [info], async () => {
     const code = 'a = 1\nb = 2\nfail("boom")\nc = 3';
@@ -535,6 +551,12 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
     assert.match(stripANSI(`${after.reply.content.ename} ${after.reply.content.evalue}`), /\bx\b/, 'the error names x');
     const fresh = await execute(kernel, '1 + 1');
     assert.equal(fresh.reply.content.status, 'ok', 'the restarted kernel executes');
+  });
+
+  await step('messaging: a restarted kernel has a new kernel session id', ['restart: POST /api/kernels/{id}/restart gives a fresh kernel (global x gone), same id', 'messaging: kernel messages carry the kernel\'s own session id, not the client\'s'], async () => {
+    const { reply } = await execute(kernel, '2 + 2');
+    assert.notEqual(reply.header.session, kernelSession, 'header.session unchanged across a restart');
+    assert.notEqual(reply.header.session, kernel.clientId, 'header.session is the client\'s');
   });
 
   await step('shutdown: DELETE /api/sessions/{id} ends the session and its kernel', [started], async () => {
