@@ -138,7 +138,15 @@ func startServer(t *testing.T, bin string) *server {
 			}
 		}
 	})
-	stderr := newLineLogger(t, "server: ", nil)
+	misplaced := make(chan string, 1)
+	stderr := newLineLogger(t, "server: ", func(line string) {
+		if u := urlLine.FindString(line); u != "" {
+			select {
+			case misplaced <- u:
+			default:
+			}
+		}
+	})
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	// Its own process group, so that a cleanup kill also reaches kernels
@@ -171,6 +179,8 @@ func startServer(t *testing.T, bin string) *server {
 			t.Fatalf("linger serve printed %q, which does not carry the token it was given", u)
 		}
 		t.Logf("linger serve is at %s", u)
+	case u := <-misplaced:
+		t.Fatalf("linger serve printed its URL %q on stderr; tests (and people piping it) read it from stdout", u)
 	case <-s.done:
 		t.Fatalf("linger serve exited before printing its URL: %v (its output is above)", s.err)
 	case <-time.After(startTimeout):
