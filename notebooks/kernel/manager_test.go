@@ -1,0 +1,316 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"linger/notebooks/msg"
+	"linger/timeline"
+)
+
+// lingerBin is the linger binary the end-to-end tests start kernels from,
+// built once by TestMain.
+var lingerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "linger-kernel-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	lingerBin = filepath.Join(dir, "linger")
+	out, err := exec.Command("go", "build", "-o", lingerBin, "linger/cmd/linger").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build linger: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func newManager(t *testing.T) *Manager {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts kernel processes")
+	}
+	m := NewManager(ManagerOptions{Command: []string{lingerBin, "kernel"}, TraceDir: t.TempDir(), Dir: t.TempDir()})
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// session is a client of a Manager's kernel.
+type session struct {
+	t    *testing.T
+	k    *Kernel
+	msgs <-chan *msg.Message
+	id   string
+}
+
+func startSession(t *testing.T, m *Manager) *session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	k, err := m.Start(ctx, StartOptions{Name: "linger", Path: "dir/My Notebook.ipynb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, stop := k.Subscribe()
+	t.Cleanup(stop)
+	return &session{t: t, k: k, msgs: ch, id: msg.NewID()}
+}
+
+func (s *session) send(channel, typ string, content any) *msg.Message {
+	s.t.Helper()
+	m := msg.New(channel, typ, s.id, content)
+	if err := s.k.Send(m); err != nil {
+		s.t.Fatalf("send: %v", err)
+	}
+	return m
+}
+
+// wait collects req's messages until its reply and idle status.
+func (s *session) wait(req *msg.Message, timeout time.Duration) []*msg.Message {
+	s.t.Helper()
+	var out []*msg.Message
+	reply, idle := false, false
+	deadline := time.After(timeout)
+	for !reply || !idle {
+		select {
+		case m, ok := <-s.msgs:
+			if !ok {
+				s.t.Fatal("subscription closed")
+			}
+			if m.ParentHeader.MsgID != req.Header.MsgID {
+				continue
+			}
+			out = append(out, m)
+			if m.Channel != msg.IOPub {
+				reply = true
+			}
+			if m.Header.MsgType == "status" && statusOf(m) == "idle" {
+				idle = true
+			}
+		case <-deadline:
+			s.t.Fatalf("timeout after %s waiting for %s: got %v", timeout, req.Header.MsgType, types(out))
+		}
+	}
+	return out
+}
+
+func (s *session) exec(code string) []*msg.Message {
+	s.t.Helper()
+	return s.wait(s.send(msg.Shell, "execute_request", map[string]any{"code": code}), 20*time.Second)
+}
+
+func resultText(ms []*msg.Message) string {
+	r := find(ms, "execute_result")
+	if r == nil {
+		return ""
+	}
+	return r["data"].(map[string]any)["text/plain"].(string)
+}
+
+func TestManagerExecute(t *testing.T) {
+	m := newManager(t)
+	s := startSession(t, m)
+	if s.k.ExecutionState() != "idle" {
+		t.Errorf("state %q after start", s.k.ExecutionState())
+	}
+	if _, ok := m.Get(s.k.ID()); !ok || len(m.List()) != 1 {
+		t.Fatal("kernel not listed")
+	}
+	info := find(s.wait(s.send(msg.Shell, "kernel_info_request", nil), 5*time.Second), "kernel_info_reply")
+	if info["implementation"] != "linger" || info["protocol_version"] != "5.3" {
+		t.Errorf("kernel_info %v", info)
+	}
+	ms := s.exec("print('hello')\n6 * 7")
+	if got := strings.Join(types(ms), ","); got != "status,execute_input,stream,execute_result,execute_reply,status" {
+		t.Errorf("messages %s", got)
+	}
+	if resultText(ms) != "42" {
+		t.Errorf("result %q", resultText(ms))
+	}
+	ms = s.exec("x = 1\ny = [1, 2]\ny[5]")
+	rep := find(ms, "execute_reply")
+	if rep["status"] != "error" || rep["ename"] != "IndexError" || !strings.Contains(fmt.Sprint(rep["traceback"]), "line 3") {
+		t.Errorf("error reply %v", rep)
+	}
+	unknown := find(s.wait(s.send(msg.Shell, "frobnicate_request", nil), 5*time.Second), "frobnicate_reply")
+	if unknown["ename"] != "UnknownMessageType" {
+		t.Errorf("unknown request: %v", unknown)
+	}
+	bad := &msg.Message{Channel: msg.Shell, Header: msg.Header{MsgID: msg.NewID(), MsgType: "execute_request", Session: s.id}, Content: json.RawMessage(`[1]`)}
+	if err := s.k.Send(bad); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-s.msgs:
+		if c := find([]*msg.Message{r}, "execute_reply"); c["ename"] != "InvalidMessage" || r.ParentHeader.MsgID != bad.Header.MsgID {
+			t.Errorf("invalid message: %v", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no reply to an invalid message")
+	}
+	if resultText(s.exec("x")) != "1" {
+		t.Error("kernel lost its globals after bad messages")
+	}
+}
+
+func TestManagerInterrupt(t *testing.T) {
+	m := newManager(t)
+	s := startSession(t, m)
+	req := s.send(msg.Shell, "execute_request", map[string]any{"code": "n = 0\nwhile True:\n    n += 1"})
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	if err := s.k.Interrupt(); err != nil {
+		t.Fatal(err)
+	}
+	ms := s.wait(req, 5*time.Second)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("interrupt took %s to idle", d)
+	}
+	if r := find(ms, "execute_reply"); r["ename"] != "KeyboardInterrupt" {
+		t.Errorf("reply %v", r)
+	}
+	// Through the control channel, as a Jupyter client does.
+	req = s.send(msg.Shell, "execute_request", map[string]any{"code": "while True:\n    pass"})
+	time.Sleep(100 * time.Millisecond)
+	s.send(msg.Control, "interrupt_request", nil)
+	if r := find(s.wait(req, 2*time.Second), "execute_reply"); r["ename"] != "KeyboardInterrupt" {
+		t.Errorf("reply %v", r)
+	}
+	if resultText(s.exec("n > 0")) != "True" {
+		t.Error("globals lost after an interrupt")
+	}
+}
+
+func TestManagerRestart(t *testing.T) {
+	m := newManager(t)
+	s := startSession(t, m)
+	s.exec(`x = 1
+e = engine(model="tiny", device="meta")
+t = tensor([1024, 1024], label="big")`)
+	if resultText(s.exec("mem.stats().allocated > 0")) != "True" {
+		t.Fatal("nothing allocated")
+	}
+	first := s.k.TracePath()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.k.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.k.TracePath() == first {
+		t.Error("restart kept the trace file")
+	}
+	if r := find(s.exec("x"), "execute_reply"); r["ename"] != "NameError" {
+		t.Errorf("globals survived the restart: %v", r)
+	}
+	if got := resultText(s.exec("mem.stats().allocated")); got != "0" {
+		t.Errorf("allocated after restart = %s", got)
+	}
+	f, err := timeline.OpenFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	if reason, _ := f.End(); reason != "shutdown" {
+		t.Errorf("old trace ends with %q", reason)
+	}
+}
+
+func TestManagerKill(t *testing.T) {
+	m := newManager(t)
+	s := startSession(t, m)
+	s.exec(`e = engine(model="tiny", device="meta")
+kept = e.generate(prompt_tokens=1024, chunk_size=256, keep_cache=True)`)
+	req := s.send(msg.Shell, "execute_request", map[string]any{"code": "while True:\n    pass"})
+	time.Sleep(200 * time.Millisecond)
+	s.k.mu.Lock()
+	p := s.k.proc
+	s.k.mu.Unlock()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var dead, replied bool
+	deadline := time.After(5 * time.Second)
+	for !dead || !replied {
+		select {
+		case msg := <-s.msgs:
+			if msg.Header.MsgType == "status" && statusOf(msg) == "dead" && msg.ParentHeader.IsZero() {
+				dead = true
+			}
+			if msg.ParentHeader.MsgID == req.Header.MsgID && msg.Header.MsgType == "execute_reply" {
+				replied = true
+			}
+		case <-deadline:
+			t.Fatalf("dead=%t replied=%t", dead, replied)
+		}
+	}
+	if s.k.ExecutionState() != "dead" {
+		t.Errorf("state %q", s.k.ExecutionState())
+	}
+	if _, ok := m.Get(s.k.ID()); !ok {
+		t.Error("a dead kernel left the list")
+	}
+	f, err := timeline.OpenFile(s.k.TracePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	if reason, _ := f.End(); !strings.Contains(reason, "kernel died: signal: killed") {
+		t.Errorf("trace end %q", reason)
+	}
+	if f.Events() == 0 {
+		t.Error("the trace lost the events before the death")
+	}
+	// The manager still works, and so does the kernel after a restart.
+	s2 := startSession(t, m)
+	if resultText(s2.exec("1 + 1")) != "2" {
+		t.Error("new kernel does not run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.k.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if resultText(s.exec("2 + 2")) != "4" {
+		t.Error("restarted kernel does not run")
+	}
+	if err := m.Shutdown(ctx, s.k.ID()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.k.Done():
+	default:
+		t.Error("Done not closed after Shutdown")
+	}
+	if err := m.Shutdown(ctx, s.k.ID()); err == nil {
+		t.Error("second shutdown succeeded")
+	}
+}
+
+func TestManagerLingering(t *testing.T) {
+	m := newManager(t)
+	s := startSession(t, m)
+	s.exec(`e = engine(model="tiny", device="meta")
+last_cache = e.generate(prompt_tokens=512, chunk_size=256, keep_cache=True).cache`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hs, err := s.k.Lingering(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) == 0 || !strings.HasPrefix(hs[0].Path, "global last_cache → KVCache#") {
+		t.Fatalf("holders %+v", hs)
+	}
+}
