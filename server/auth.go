@@ -1,0 +1,137 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Auth rules, as Jupyter Server applies them:
+//
+//   - Every route needs the token, by header (Authorization: token T), by
+//     query (?token=T) or by the cookie a query token sets.
+//   - A ?token= on a page GET sets the cookie and redirects to the URL
+//     without it, so the token leaves the address bar and history.
+//   - A request authenticated only by the cookie and not safe (not GET,
+//     HEAD, OPTIONS) must also carry the _xsrf cookie's value in the
+//     X-XSRFToken header (or an _xsrf query parameter): a cookie is sent by
+//     the browser to any site's forms, a header is not.
+//   - A websocket upgrade with an Origin must come from the page's own
+//     host; clients that are not browsers send no Origin and pass.
+const (
+	tokenCookie = "linger-token"
+	xsrfCookie  = "_xsrf"
+	xsrfHeader  = "X-XSRFToken"
+)
+
+// NewToken returns a random token of 48 hex digits.
+func NewToken() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+var (
+	errBadToken = &apiError{errForbidden, errors.New("missing or wrong token")}
+	errXSRF     = &apiError{errForbidden, errors.New("'_xsrf' argument missing from request or not matching the _xsrf cookie")}
+	errOrigin   = &apiError{errForbidden, errors.New("websocket origin does not match the host")}
+)
+
+func (s *Server) tokenOK(t string) bool {
+	return t != "" && subtle.ConstantTimeCompare([]byte(t), []byte(s.opts.Token)) == 1
+}
+
+// authenticate wraps h with the token, XSRF and Origin checks.
+func (s *Server) authenticate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "token "); ok {
+			if !s.tokenOK(strings.TrimSpace(t)) {
+				s.writeError(w, r, errBadToken)
+				return
+			}
+			h.ServeHTTP(w, r)
+			return
+		}
+		if t := r.URL.Query().Get("token"); t != "" {
+			if !s.tokenOK(t) {
+				s.writeError(w, r, errBadToken)
+				return
+			}
+			if isWebsocket(r) {
+				h.ServeHTTP(w, r)
+				return
+			}
+			s.setCookies(w, r)
+			if r.Method == http.MethodGet && !strings.Contains(r.URL.Path, "/api/") && !strings.Contains(r.URL.Path, "/debug/") && r.URL.Path != "/metrics" {
+				// A page: drop the token from the address.
+				u := *r.URL
+				q := u.Query()
+				q.Del("token")
+				u.RawQuery = q.Encode()
+				http.Redirect(w, r, u.RequestURI(), http.StatusFound)
+				return
+			}
+			h.ServeHTTP(w, r)
+			return
+		}
+		c, err := r.Cookie(tokenCookie)
+		if err != nil || !s.tokenOK(c.Value) {
+			s.writeError(w, r, errBadToken)
+			return
+		}
+		if !safeMethod(r.Method) && !xsrfOK(r) {
+			s.writeError(w, r, errXSRF)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// setCookies gives a browser the token cookie and an _xsrf cookie for its
+// scripts to echo back.
+func (s *Server) setCookies(w http.ResponseWriter, r *http.Request) {
+	path := s.opts.BaseURL
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.opts.Token, Path: path, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	if c, err := r.Cookie(xsrfCookie); err != nil || c.Value == "" {
+		// Not HttpOnly: the page's script reads it to set X-XSRFToken.
+		http.SetCookie(w, &http.Cookie{Name: xsrfCookie, Value: NewToken(), Path: path, SameSite: http.SameSiteLaxMode})
+	}
+}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+func xsrfOK(r *http.Request) bool {
+	c, err := r.Cookie(xsrfCookie)
+	if err != nil || c.Value == "" {
+		return false
+	}
+	v := r.Header.Get(xsrfHeader)
+	if v == "" {
+		v = r.URL.Query().Get(xsrfCookie)
+	}
+	return v != "" && subtle.ConstantTimeCompare([]byte(v), []byte(c.Value)) == 1
+}
+
+func isWebsocket(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// originOK is gorilla's same-origin rule: no Origin (not a browser) or an
+// Origin whose host is the request's Host.
+func originOK(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}

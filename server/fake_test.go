@@ -1,0 +1,374 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"linger/notebooks/kernel"
+	"linger/notebooks/msg"
+	"linger/timeline"
+)
+
+// fakeKernels is an in-process stand-in for kernel.Manager: handler tests
+// need kernels that answer at once, without processes.
+type fakeKernels struct {
+	mu sync.Mutex
+	ks map[string]*fakeKernel
+	n  int
+}
+
+func newFakeKernels() *fakeKernels { return &fakeKernels{ks: map[string]*fakeKernel{}} }
+
+func (f *fakeKernels) Start(ctx context.Context, opts kernel.StartOptions) (kernelHandle, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	k := &fakeKernel{id: msg.NewID(), name: kernelName, state: "idle", order: f.n,
+		subs: map[int]chan *msg.Message{}, done: make(chan struct{}), last: time.Now()}
+	f.ks[k.id] = k
+	return k, nil
+}
+
+func (f *fakeKernels) Get(id string) (kernelHandle, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k, ok := f.ks[id]
+	if !ok {
+		return nil, false
+	}
+	return k, true
+}
+
+func (f *fakeKernels) get(id string) *fakeKernel {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ks[id]
+}
+
+func (f *fakeKernels) List() []kernelHandle {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ks []*fakeKernel
+	for _, k := range f.ks {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].order < ks[j].order })
+	out := make([]kernelHandle, len(ks))
+	for i, k := range ks {
+		out[i] = k
+	}
+	return out
+}
+
+func (f *fakeKernels) Shutdown(ctx context.Context, id string) error {
+	f.mu.Lock()
+	k, ok := f.ks[id]
+	delete(f.ks, id)
+	f.mu.Unlock()
+	if !ok {
+		return kernel.ErrNoKernel
+	}
+	k.mu.Lock()
+	k.state = "dead"
+	for i, c := range k.subs {
+		close(c)
+		delete(k.subs, i)
+	}
+	k.mu.Unlock()
+	close(k.done)
+	return nil
+}
+
+// fakeKernel evaluates "A+B" of integers and publishes what a kernel does
+// for an execute_request.
+type fakeKernel struct {
+	id, name string
+	order    int
+	done     chan struct{}
+
+	mu          sync.Mutex
+	state       string
+	last        time.Time
+	subs        map[int]chan *msg.Message
+	nsub        int
+	count       int
+	interrupts  int
+	restarts    int
+	subCapacity int
+}
+
+func (k *fakeKernel) ID() string   { return k.id }
+func (k *fakeKernel) Name() string { return k.name }
+func (k *fakeKernel) ExecutionState() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.state
+}
+func (k *fakeKernel) LastActivity() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.last
+}
+func (k *fakeKernel) Recorder() *timeline.Recorder { return nil }
+func (k *fakeKernel) Done() <-chan struct{}        { return k.done }
+
+func (k *fakeKernel) Subscribe() (<-chan *msg.Message, func()) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := k.subCapacity
+	if n == 0 {
+		n = 256
+	}
+	c := make(chan *msg.Message, n)
+	k.nsub++
+	i := k.nsub
+	k.subs[i] = c
+	return c, func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if c, ok := k.subs[i]; ok {
+			close(c)
+			delete(k.subs, i)
+		}
+	}
+}
+
+// publish fans m out; a full subscriber is cut off, as the Manager does.
+func (k *fakeKernel) publish(m *msg.Message) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i, c := range k.subs {
+		select {
+		case c <- m:
+		default:
+			close(c)
+			delete(k.subs, i)
+		}
+	}
+}
+
+func (k *fakeKernel) status(parent *msg.Message, state string) {
+	k.mu.Lock()
+	k.state = state
+	k.mu.Unlock()
+	s := msg.New(msg.IOPub, "status", parent.Header.Session, map[string]string{"execution_state": state})
+	s.ParentHeader = parent.Header
+	k.publish(s)
+}
+
+func (k *fakeKernel) Send(m *msg.Message) error {
+	if k.ExecutionState() == "dead" {
+		return errors.New("kernel is dead")
+	}
+	k.mu.Lock()
+	k.last = time.Now()
+	k.mu.Unlock()
+	k.status(m, "busy")
+	switch m.Header.MsgType {
+	case "kernel_info_request":
+		k.publish(m.Reply("", "kernel_info_reply", map[string]any{
+			"status": "ok", "protocol_version": msg.ProtocolVersion, "implementation": "fake",
+			"language_info": map[string]string{"name": "python"},
+		}))
+	case "execute_request":
+		var c struct {
+			Code string `json:"code"`
+		}
+		if err := m.DecodeContent(&c); err != nil {
+			return err
+		}
+		k.mu.Lock()
+		k.count++
+		n := k.count
+		k.mu.Unlock()
+		in := m.Reply(msg.IOPub, "execute_input", map[string]any{"code": c.Code, "execution_count": n})
+		k.publish(in)
+		var a, b int
+		if _, err := fmt.Sscanf(strings.ReplaceAll(c.Code, " ", ""), "%d+%d", &a, &b); err != nil {
+			k.publish(m.Reply(msg.IOPub, "error", map[string]any{"ename": "SyntaxError", "evalue": c.Code, "traceback": []string{}}))
+			k.publish(m.Reply("", "execute_reply", map[string]any{"status": "error", "execution_count": n, "ename": "SyntaxError", "evalue": c.Code, "traceback": []string{}}))
+			break
+		}
+		r := m.Reply(msg.IOPub, "execute_result", map[string]any{
+			"execution_count": n, "data": map[string]string{"text/plain": fmt.Sprint(a + b)}, "metadata": map[string]any{},
+		})
+		if c.Code == "0+0" {
+			r.Buffers = [][]byte{{0, 1, 2, 255}}
+		}
+		k.publish(r)
+		k.publish(m.Reply("", "execute_reply", map[string]any{"status": "ok", "execution_count": n, "user_expressions": map[string]any{}}))
+	default:
+		k.publish(m.Reply("", strings.TrimSuffix(m.Header.MsgType, "_request")+"_reply", map[string]any{"status": "error", "ename": "UnknownMessage", "evalue": m.Header.MsgType, "traceback": []string{}}))
+	}
+	k.status(m, "idle")
+	return nil
+}
+
+func (k *fakeKernel) Interrupt() error {
+	k.mu.Lock()
+	k.interrupts++
+	k.mu.Unlock()
+	return nil
+}
+
+func (k *fakeKernel) Restart(ctx context.Context) error {
+	k.mu.Lock()
+	k.restarts++
+	k.count = 0
+	k.mu.Unlock()
+	return nil
+}
+
+// die is an unexpected death: status dead reaches every client.
+func (k *fakeKernel) die() {
+	k.mu.Lock()
+	k.state = "dead"
+	k.mu.Unlock()
+	k.publish(msg.New(msg.IOPub, "status", "", map[string]string{"execution_state": "dead"}))
+}
+
+// fakeContents is a map of path → model; enough to exercise the routes
+// (the real store has its own tests).
+type fakeContents struct {
+	mu    sync.Mutex
+	files map[string]json.RawMessage
+	cps   map[string][]json.RawMessage
+}
+
+var errFakeNotFound = notFound("not found")
+
+func newFakeContents() *fakeContents {
+	return &fakeContents{files: map[string]json.RawMessage{
+		"a.ipynb": json.RawMessage(`{"cells":[],"metadata":{},"nbformat":4,"nbformat_minor":5}`),
+	}, cps: map[string][]json.RawMessage{}}
+}
+
+func (f *fakeContents) model(p string, content json.RawMessage) map[string]any {
+	m := map[string]any{"name": path.Base(p), "path": p, "type": "notebook", "format": "json", "content": content,
+		"writable": true, "created": isoTime(time.Unix(0, 0)), "last_modified": isoTime(time.Unix(0, 0)), "mimetype": nil}
+	return m
+}
+
+func (f *fakeContents) Get(ctx context.Context, p string, q contentsQuery) (any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if strings.Contains(p, "..") {
+		return nil, &apiError{errForbidden, fmt.Errorf("path %q escapes the root", p)}
+	}
+	if p == "" {
+		var list []map[string]any
+		for name := range f.files {
+			list = append(list, f.model(name, nil))
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i]["path"].(string) < list[j]["path"].(string) })
+		return map[string]any{"name": "", "path": "", "type": "directory", "content": list}, nil
+	}
+	c, ok := f.files[p]
+	if !ok {
+		return nil, errFakeNotFound
+	}
+	if !q.Content {
+		c = nil
+	}
+	return f.model(p, c), nil
+}
+
+func (f *fakeContents) Save(ctx context.Context, p string, body []byte) (any, bool, error) {
+	var m struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, false, badRequest("bad model: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, existed := f.files[p]
+	f.files[p] = m.Content
+	return f.model(p, nil), !existed, nil
+}
+
+func (f *fakeContents) Create(ctx context.Context, dir string, body []byte) (any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := path.Join(dir, fmt.Sprintf("Untitled%d.ipynb", len(f.files)))
+	f.files[p] = json.RawMessage(`{}`)
+	return f.model(p, nil), nil
+}
+
+func (f *fakeContents) Rename(ctx context.Context, p string, body []byte) (any, error) {
+	var m struct {
+		Path string `json:"path"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, badRequest("bad body: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.files[p]
+	if !ok {
+		return nil, errFakeNotFound
+	}
+	delete(f.files, p)
+	f.files[m.Path] = c
+	return f.model(m.Path, nil), nil
+}
+
+func (f *fakeContents) Delete(ctx context.Context, p string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.files[p]; !ok {
+		return errFakeNotFound
+	}
+	delete(f.files, p)
+	return nil
+}
+
+func (f *fakeContents) Checkpoints(ctx context.Context, p string) (any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := []map[string]string{}
+	for i := range f.cps[p] {
+		out = append(out, map[string]string{"id": fmt.Sprint(i), "last_modified": isoTime(time.Unix(0, 0))})
+	}
+	return out, nil
+}
+
+func (f *fakeContents) CreateCheckpoint(ctx context.Context, p string) (any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.files[p]
+	if !ok {
+		return nil, errFakeNotFound
+	}
+	f.cps[p] = append(f.cps[p], c)
+	return map[string]string{"id": fmt.Sprint(len(f.cps[p]) - 1), "last_modified": isoTime(time.Unix(0, 0))}, nil
+}
+
+func (f *fakeContents) RestoreCheckpoint(ctx context.Context, p, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, c := range f.cps[p] {
+		if fmt.Sprint(i) == id {
+			f.files[p] = c
+			return nil
+		}
+	}
+	return errFakeNotFound
+}
+
+func (f *fakeContents) DeleteCheckpoint(ctx context.Context, p, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.cps[p]) == 0 {
+		return errFakeNotFound
+	}
+	f.cps[p] = f.cps[p][:len(f.cps[p])-1]
+	return nil
+}

@@ -1,0 +1,211 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"linger/notebooks/kernel"
+	"linger/notebooks/msg"
+	"linger/timeline"
+)
+
+// kernels is what the handlers need of a kernel.Manager; an interface so
+// that handler tests can run on an in-process fake.
+type kernels interface {
+	Start(ctx context.Context, opts kernel.StartOptions) (kernelHandle, error)
+	Get(id string) (kernelHandle, bool)
+	List() []kernelHandle
+	Shutdown(ctx context.Context, id string) error
+}
+
+// kernelHandle is what the handlers need of a *kernel.Kernel.
+type kernelHandle interface {
+	ID() string
+	Name() string
+	ExecutionState() string
+	LastActivity() time.Time
+	Send(m *msg.Message) error
+	Subscribe() (<-chan *msg.Message, func())
+	Interrupt() error
+	Restart(ctx context.Context) error
+	Recorder() *timeline.Recorder
+	Done() <-chan struct{}
+}
+
+// managerKernels adapts a *kernel.Manager to kernels.
+type managerKernels struct{ m *kernel.Manager }
+
+func (a managerKernels) Start(ctx context.Context, opts kernel.StartOptions) (kernelHandle, error) {
+	k, err := a.m.Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func (a managerKernels) Get(id string) (kernelHandle, bool) {
+	k, ok := a.m.Get(id)
+	if !ok || k == nil {
+		return nil, false
+	}
+	return k, true
+}
+
+func (a managerKernels) List() []kernelHandle {
+	ks := a.m.List()
+	out := make([]kernelHandle, 0, len(ks))
+	for _, k := range ks {
+		if k != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func (a managerKernels) Shutdown(ctx context.Context, id string) error { return a.m.Shutdown(ctx, id) }
+
+// kernelName is the one kernelspec.
+const kernelName = "linger"
+
+// kernelModel is Jupyter's kernel model.
+type kernelModel struct {
+	ID             string `json:"id"`
+	Name           string `json:"name"`
+	LastActivity   string `json:"last_activity"`
+	ExecutionState string `json:"execution_state"`
+	Connections    int    `json:"connections"`
+}
+
+func (s *Server) kernelModel(k kernelHandle) kernelModel {
+	return kernelModel{
+		ID: k.ID(), Name: k.Name(), LastActivity: isoTime(k.LastActivity()),
+		ExecutionState: k.ExecutionState(), Connections: s.connections(k.ID()),
+	}
+}
+
+func (s *Server) kernel(id string) (kernelHandle, error) {
+	k, ok := s.kernels.Get(id)
+	if !ok {
+		return nil, notFound("kernel %s: %w", id, kernel.ErrNoKernel)
+	}
+	return k, nil
+}
+
+// kernelspec is the spec of the linger kernel. The language is starlark,
+// which is what cells are; kernel_info's language_info says python for
+// highlighting (codemirror_mode and mimetype), since Starlark is Python's
+// syntax and editors know no "starlark" mode.
+func kernelspec() map[string]any {
+	return map[string]any{
+		"name": kernelName,
+		"spec": map[string]any{
+			"argv":           []string{"linger", "kernel"},
+			"display_name":   "Linger (Starlark)",
+			"language":       "starlark",
+			"interrupt_mode": "message",
+			"env":            map[string]string{},
+			"metadata":       map[string]any{"debugger": false},
+		},
+		"resources": map[string]string{},
+	}
+}
+
+func (s *Server) handleKernelspecs(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"default":     kernelName,
+		"kernelspecs": map[string]any{kernelName: kernelspec()},
+	})
+}
+
+func (s *Server) handleKernelspec(w http.ResponseWriter, r *http.Request) {
+	if r.PathValue("name") != kernelName {
+		s.writeError(w, r, notFound("no kernelspec %q", r.PathValue("name")))
+		return
+	}
+	writeJSON(w, http.StatusOK, kernelspec())
+}
+
+func (s *Server) handleKernelList(w http.ResponseWriter, r *http.Request) {
+	out := []kernelModel{}
+	for _, k := range s.kernels.List() {
+		out = append(out, s.kernelModel(k))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) startKernel(r *http.Request, name, path string) (kernelHandle, error) {
+	if name == "" {
+		name = kernelName
+	}
+	if name != kernelName {
+		return nil, badRequest("no kernelspec %q (Linger has %q)", name, kernelName)
+	}
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	return s.kernels.Start(ctx, kernel.StartOptions{Name: name, Path: path})
+}
+
+func (s *Server) handleKernelStart(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Name string `json:"name"`
+		Path string `json:"path"`
+	}
+	if err := readJSON(w, r, 1<<20, &body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	k, err := s.startKernel(r, body.Name, body.Path)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", s.opts.BaseURL+"api/kernels/"+k.ID())
+	writeJSON(w, http.StatusCreated, s.kernelModel(k))
+}
+
+func (s *Server) handleKernelGet(w http.ResponseWriter, r *http.Request) {
+	k, err := s.kernel(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.kernelModel(k))
+}
+
+func (s *Server) handleKernelDelete(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	if err := s.kernels.Shutdown(ctx, r.PathValue("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.sessions.dropKernel(r.PathValue("id"))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleKernelInterrupt(w http.ResponseWriter, r *http.Request) {
+	k, err := s.kernel(r.PathValue("id"))
+	if err == nil {
+		err = k.Interrupt()
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request) {
+	k, err := s.kernel(r.PathValue("id"))
+	if err == nil {
+		ctx, cancel := ctxTimeout(r)
+		err = k.Restart(ctx)
+		cancel()
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.kernelModel(k))
+}

@@ -1,0 +1,136 @@
+package server
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the server's Prometheus metrics. Kernel states and event
+// counts are read from the Manager at scrape time rather than kept in step
+// with it, so they cannot drift.
+type metrics struct {
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	wsOpen      prometheus.Gauge
+	wsTotal     prometheus.Counter
+	relayed     *prometheus.CounterVec
+	wsRefused   *prometheus.CounterVec
+	kernelState *prometheus.Desc
+	kernelEvent *prometheus.Desc
+	s           *Server
+}
+
+// newMetrics registers the server's metrics with reg.
+func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "linger_http_requests_total", Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "linger_http_request_duration_seconds", Help: "HTTP request latency by route pattern (websockets: connection lifetime).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"route"}),
+		wsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "linger_websocket_connections", Help: "Open kernel websocket connections.",
+		}),
+		wsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "linger_websocket_connections_total", Help: "Kernel websocket connections accepted.",
+		}),
+		relayed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "linger_messages_relayed_total", Help: "Jupyter messages relayed, by direction (to_kernel, to_client) and channel.",
+		}, []string{"direction", "channel"}),
+		wsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "linger_websocket_messages_refused_total", Help: "Client websocket messages refused, by reason (malformed, too_large, send).",
+		}, []string{"reason"}),
+		kernelState: prometheus.NewDesc("linger_kernels", "Kernels by execution state.", []string{"state"}, nil),
+		kernelEvent: prometheus.NewDesc("linger_kernel_events_received_total",
+			"Memory events received from a kernel's current process and recorded in its trace.", []string{"kernel"}, nil),
+		s: s,
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.wsOpen, m.wsTotal, m.relayed, m.wsRefused, m} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Describe implements prometheus.Collector for the scrape-time metrics.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.kernelState
+	ch <- m.kernelEvent
+}
+
+// Collect implements prometheus.Collector for the scrape-time metrics.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	states := map[string]int{"starting": 0, "idle": 0, "busy": 0, "restarting": 0, "dead": 0}
+	for _, k := range m.s.kernels.List() {
+		states[k.ExecutionState()]++
+		if rec := k.Recorder(); rec != nil {
+			ch <- prometheus.MustNewConstMetric(m.kernelEvent, prometheus.CounterValue, float64(rec.Stats().Events), k.ID())
+		}
+	}
+	for st, n := range states {
+		ch <- prometheus.MustNewConstMetric(m.kernelState, prometheus.GaugeValue, float64(n), st)
+	}
+}
+
+// statusWriter remembers the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and Hijack (websocket
+// upgrades, pprof's streaming).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush passes through for fgprof and pprof, which stream.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Hijack passes through for websocket upgrades.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.code = http.StatusSwitchingProtocols
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// instrument counts requests to the route pattern by status.
+func (s *Server) instrument(route string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		code := sw.code
+		if code == 0 {
+			code = http.StatusOK
+		}
+		s.metrics.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+		s.metrics.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		if route != "GET /api/status" && route != "GET /metrics" {
+			s.touch()
+		}
+	})
+}

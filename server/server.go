@@ -1,0 +1,274 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/felixge/fgprof"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"linger/notebooks/kernel"
+)
+
+// Version is the Jupyter Server API version Linger answers GET /api with.
+// Clients compare it to decide which features exist; Linger implements the
+// paths of jupyter_server 2.x.
+const Version = "2.14.0"
+
+// Default limits.
+const (
+	DefaultMaxBodyBytes    = 100 << 20 // contents saves
+	DefaultMaxMessageBytes = 64 << 20  // one websocket message
+)
+
+// Options configures a Server.
+type Options struct {
+	// Dir is the notebook root, shown on the placeholder pages.
+	Dir string
+	// Token is the secret every API request must carry; it must not be
+	// empty (serve generates one).
+	Token string
+	// Manager runs the kernels. Required.
+	Manager *kernel.Manager
+	// Contents stores the notebooks. Required.
+	Contents ContentsStore // TODO(server): *contents.Store when it lands
+	// Registerer receives the server's metrics; nil means a fresh registry
+	// of the server's own (never the global one).
+	Registerer prometheus.Registerer
+	// Gatherer serves /metrics; nil means the registry made for a nil
+	// Registerer, or prometheus.DefaultGatherer when Registerer is the
+	// default registerer.
+	Gatherer prometheus.Gatherer
+	// Logger logs failed requests and connections; nil discards.
+	Logger *slog.Logger
+	// BaseURL is the path prefix the server is mounted at, "/" by default.
+	BaseURL string
+	// MaxBodyBytes limits a request body (contents saves); 0 means
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxMessageBytes limits one websocket message from a client; 0 means
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int64
+}
+
+// Server serves the Jupyter Server API for one Manager and Store. Its
+// Handler may serve any number of concurrent requests.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	kernels  kernels
+	contents contentStore
+	metrics  *metrics
+	gatherer prometheus.Gatherer
+	handler  http.Handler
+	started  time.Time
+
+	sessions *sessionStore
+
+	mu    sync.Mutex
+	conns map[string]int // kernel id → open websocket connections
+	last  time.Time      // last API activity
+}
+
+// New returns a Server for opts. It fails if the token is empty or the
+// metrics cannot be registered (a second Server on the same Registerer).
+func New(opts Options) (*Server, error) {
+	if opts.Manager == nil {
+		return nil, errors.New("server: no kernel manager")
+	}
+	if opts.Contents == nil {
+		return nil, errors.New("server: no contents store")
+	}
+	return newServer(opts, managerKernels{opts.Manager}, storeContents{opts.Contents})
+}
+
+// newServer is New with the kernels and contents behind the interfaces
+// the handlers use, so tests can run the handlers on fakes.
+func newServer(opts Options, ks kernels, cs contentStore) (*Server, error) {
+	if opts.Token == "" {
+		return nil, errors.New("server: empty token")
+	}
+	if opts.BaseURL == "" {
+		opts.BaseURL = "/"
+	}
+	if !strings.HasPrefix(opts.BaseURL, "/") || !strings.HasSuffix(opts.BaseURL, "/") {
+		return nil, fmt.Errorf("server: base URL %q must start and end with /", opts.BaseURL)
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg, gat := opts.Registerer, opts.Gatherer
+	if reg == nil {
+		r := prometheus.NewRegistry()
+		reg, gat = r, r
+	}
+	if gat == nil {
+		if g, ok := reg.(prometheus.Gatherer); ok {
+			gat = g
+		} else {
+			gat = prometheus.DefaultGatherer
+		}
+	}
+	s := &Server{
+		opts: opts, log: log, kernels: ks, contents: cs, gatherer: gat,
+		started: time.Now(), last: time.Now(),
+		sessions: newSessionStore(), conns: map[string]int{},
+	}
+	m, err := newMetrics(reg, s)
+	if err != nil {
+		return nil, fmt.Errorf("server: register metrics: %w", err)
+	}
+	s.metrics = m
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// routes builds the mux. Every route but the placeholder favicon needs the
+// token; the pattern of each is the route label of its metrics.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(pattern string, h http.HandlerFunc) {
+		method, path, ok := strings.Cut(pattern, " ")
+		if !ok {
+			method, path = "", pattern
+		}
+		full := strings.TrimSuffix(s.opts.BaseURL, "/") + path
+		if method != "" {
+			full = method + " " + full
+		}
+		var hh http.Handler = h
+		if prefix := strings.TrimSuffix(s.opts.BaseURL, "/"); prefix != "" {
+			// Handlers (pprof's index among them) see paths from the root.
+			hh = http.StripPrefix(prefix, hh)
+		}
+		mux.Handle(full, s.instrument(pattern, s.authenticate(hh)))
+	}
+
+	handle("GET /{$}", s.handleTree)
+	handle("GET /tree/{path...}", s.handleTree)
+
+	handle("GET /api", s.handleVersion)
+	handle("GET /api/{$}", s.handleVersion)
+	handle("GET /api/status", s.handleStatus)
+	handle("GET /api/me", s.handleMe)
+	handle("GET /api/kernelspecs", s.handleKernelspecs)
+	handle("GET /api/kernelspecs/{name}", s.handleKernelspec)
+
+	handle("GET /api/kernels", s.handleKernelList)
+	handle("POST /api/kernels", s.handleKernelStart)
+	handle("GET /api/kernels/{id}", s.handleKernelGet)
+	handle("DELETE /api/kernels/{id}", s.handleKernelDelete)
+	handle("POST /api/kernels/{id}/interrupt", s.handleKernelInterrupt)
+	handle("POST /api/kernels/{id}/restart", s.handleKernelRestart)
+	handle("GET /api/kernels/{id}/channels", s.handleChannels)
+
+	handle("GET /api/sessions", s.handleSessionList)
+	handle("POST /api/sessions", s.handleSessionCreate)
+	handle("GET /api/sessions/{id}", s.handleSessionGet)
+	handle("PATCH /api/sessions/{id}", s.handleSessionPatch)
+	handle("DELETE /api/sessions/{id}", s.handleSessionDelete)
+
+	// Checkpoints hang below a path of any depth, so one pattern takes all
+	// of /api/contents and handleContents splits the path.
+	handle("/api/contents", s.handleContents)
+	handle("/api/contents/{path...}", s.handleContents)
+
+	handle("/api/{rest...}", s.handleAPINotFound)
+
+	handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}).ServeHTTP)
+	// pprof on this mux, never on http.DefaultServeMux, so it is behind
+	// the token and absent from any other server in the process.
+	handle("GET /debug/pprof/", pprof.Index)
+	handle("GET /debug/pprof/cmdline", pprof.Cmdline)
+	handle("GET /debug/pprof/profile", pprof.Profile)
+	handle("GET /debug/pprof/symbol", pprof.Symbol)
+	handle("POST /debug/pprof/symbol", pprof.Symbol)
+	handle("GET /debug/pprof/trace", pprof.Trace)
+	handle("GET /debug/fgprof", fgprof.Handler().ServeHTTP)
+	return mux
+}
+
+// touch records API activity for /api/status.
+func (s *Server) touch() {
+	s.mu.Lock()
+	s.last = time.Now()
+	s.mu.Unlock()
+}
+
+// connections returns the open websocket connections to a kernel.
+func (s *Server) connections(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns[id]
+}
+
+func (s *Server) addConn(id string, d int) {
+	s.mu.Lock()
+	s.conns[id] += d
+	if s.conns[id] <= 0 {
+		delete(s.conns, id)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"version": Version})
+}
+
+func (s *Server) handleAPINotFound(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, notFound("no API route %s %s", r.Method, r.URL.Path))
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	last := s.last
+	n := 0
+	for _, c := range s.conns {
+		n += c
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"started":       isoTime(s.started),
+		"last_activity": isoTime(last),
+		"connections":   n,
+		"kernels":       len(s.kernels.List()),
+	})
+}
+
+// handleMe is the identity JupyterLab's UserManager asks for; Linger has
+// one user, whoever holds the token.
+func (s *Server) handleMe(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"identity": map[string]any{
+			"username": "linger", "name": "Linger", "display_name": "Linger",
+			"initials": "L", "avatar_url": nil, "color": nil,
+		},
+		"permissions": map[string]any{},
+	})
+}
+
+// isoTime formats t as Jupyter does (UTC, RFC 3339 with a Z).
+func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
+
+// ctxTimeout bounds the kernel operations a request waits for.
+func ctxTimeout(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), 30*time.Second)
+}
