@@ -1,8 +1,8 @@
 package server
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
