@@ -32,6 +32,10 @@ func (k *kernelProc) holderPaths() map[uint64]string {
 	for _, n := range names {
 		queue = append(queue, walkItem{k.globals[n], "global " + n})
 	}
+	// The globals' walk finishes before the registries' starts: a
+	// reference from a global, however deep, is the one to report.
+	k.walk(queue, paths, seen)
+	queue = nil
 	rt := k.rt
 	rt.mu.Lock()
 	for _, e := range rt.engines {
@@ -52,7 +56,13 @@ func (k *kernelProc) holderPaths() map[uint64]string {
 		queue = append(queue, walkItem{t.obj, "kernel registry (no reference left; call .free())"})
 	}
 	rt.mu.Unlock()
+	k.walk(queue, paths, seen)
+	return paths
+}
 
+// walk visits queue breadth first, recording the first path to each live
+// block in paths.
+func (k *kernelProc) walk(queue []walkItem, paths map[uint64]string, seen map[uintptr]bool) {
 	for len(queue) > 0 {
 		it := queue[0]
 		queue = queue[1:]
@@ -77,7 +87,10 @@ func (k *kernelProc) holderPaths() map[uint64]string {
 				}
 			}
 		case *object:
-			p := it.path + " → " + v.short()
+			p := it.path
+			if v.name != "" {
+				p += " → " + v.name
+			}
 			if v.refs != nil {
 				v.refs(func(step string, child any) {
 					switch {
@@ -131,7 +144,6 @@ func (k *kernelProc) holderPaths() map[uint64]string {
 			}
 		}
 	}
-	return paths
 }
 
 // pointerOf returns an identity for values that can be shared (0 for
