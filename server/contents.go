@@ -34,6 +34,7 @@ type contentsQuery struct {
 	Type    string // "", "file", "notebook", "directory"
 	Format  string // "", "text", "base64", "json"
 	Content bool   // content=0 asks for the model without content
+	Hash    bool   // hash=1 asks for the sha256 of the bytes
 }
 
 // handleContents serves /api/contents/{path} and its checkpoints, which
@@ -70,7 +71,7 @@ func (s *Server) handleContents(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
 		q := r.URL.Query()
 		model, err = s.contents.Get(ctx, p, contentsQuery{
-			Type: q.Get("type"), Format: q.Get("format"), Content: q.Get("content") != "0",
+			Type: q.Get("type"), Format: q.Get("format"), Content: q.Get("content") != "0", Hash: q.Get("hash") == "1",
 		})
 	case r.Method == http.MethodPut:
 		var body []byte
@@ -125,9 +126,3 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	return b, nil
 }
 
-// ContentsStore is interim until notebooks/contents lands.
-type ContentsStore = contentStore
-
-type storeContents struct{ contentStore }
-
-func contentsStatus(err error) (int, string, bool) { return 0, "", false }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
 )
 
@@ -39,7 +40,7 @@ type Options struct {
 	// Manager runs the kernels. Required.
 	Manager *kernel.Manager
 	// Contents stores the notebooks. Required.
-	Contents ContentsStore // TODO(server): *contents.Store when it lands
+	Contents *contents.Store
 	// Registerer receives the server's metrics; nil means a fresh registry
 	// of the server's own (never the global one).
 	Registerer prometheus.Registerer

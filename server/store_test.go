@@ -1,0 +1,101 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"linger/notebooks/contents"
+)
+
+// newStoreServer is a test server on a real contents store in a temporary
+// directory, with fake kernels.
+func newStoreServer(t *testing.T) (*testServer, string) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := contents.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s, err := newServer(Options{Dir: dir, Token: testToken, MaxBodyBytes: 1 << 20}, newFakeKernels(), storeContents{st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return &testServer{Server: ts, s: s}, dir
+}
+
+const testNotebook = `{"type":"notebook","format":"json","content":{"cells":[{"cell_type":"code","id":"c1","source":"1+1","metadata":{},"outputs":[],"execution_count":null}],"metadata":{},"nbformat":4,"nbformat_minor":5}}`
+
+func TestContentsStore(t *testing.T) {
+	ts, dir := newStoreServer(t)
+	steps := []struct {
+		method, path, body string
+		want               int
+		contains           string
+	}{
+		{"GET", "/api/contents", "", 200, `"type":"directory"`},
+		{"PUT", "/api/contents/a.ipynb", testNotebook, 201, `"name":"a.ipynb"`},
+		{"PUT", "/api/contents/a.ipynb", testNotebook, 200, `"type":"notebook"`},
+		{"GET", "/api/contents/a.ipynb?type=notebook&format=json&content=1&_=1", "", 200, `"source":"1+1"`},
+		{"GET", "/api/contents/a.ipynb?content=0", "", 200, `"content":null`},
+		{"PUT", "/api/contents/b.txt", `{"type":"file","format":"text","content":"hello"}`, 201, `"b.txt"`},
+		{"GET", "/api/contents/b.txt?type=file&format=text", "", 200, `"content":"hello"`},
+		{"PUT", "/api/contents/bad.ipynb", `{"type":"notebook","format":"json","content":{"cells":"no"}}`, 400, `"message"`},
+		{"PUT", "/api/contents/x.ipynb", `{not json`, 400, `"message"`},
+		{"POST", "/api/contents/a.ipynb/checkpoints", "", 201, `"id":"checkpoint"`},
+		{"GET", "/api/contents/a.ipynb/checkpoints", "", 200, `"id":"checkpoint"`},
+		{"POST", "/api/contents/a.ipynb/checkpoints/checkpoint", "", 204, ``},
+		{"POST", "/api/contents/a.ipynb/checkpoints/nope", "", 404, `"reason":"Not Found"`},
+		{"DELETE", "/api/contents/a.ipynb/checkpoints/checkpoint", "", 204, ``},
+		{"POST", "/api/contents", `{"type":"notebook"}`, 201, `"Untitled.ipynb"`},
+		{"POST", "/api/contents/", `{"type":"directory"}`, 201, `"Untitled Folder"`},
+		{"POST", "/api/contents", `{"copy_from":"a.ipynb"}`, 201, `"a-Copy1.ipynb"`},
+		{"PATCH", "/api/contents/a-Copy1.ipynb", `{"path":"c.ipynb"}`, 200, `"path":"c.ipynb"`},
+		{"PATCH", "/api/contents/c.ipynb", `{"path":"a.ipynb"}`, 409, `"reason":"Conflict"`},
+		{"DELETE", "/api/contents/c.ipynb", "", 204, ``},
+		{"GET", "/api/contents/c.ipynb", "", 404, ``},
+		{"GET", "/api/contents/..%2F..%2Fetc%2Fpasswd", "", 403, ``},
+		{"GET", "/api/contents/sub%2F..%2F..%2Fx", "", 403, ``},
+		{"GET", "/api/contents/%2Fetc%2Fpasswd", "", 0, ``},
+		{"PUT", "/api/contents/..%2Fescape.txt", `{"type":"file","format":"text","content":"x"}`, 403, ``},
+		{"GET", "/api/contents/out/secret", "", 403, ``},
+		{"GET", "/tree/", "", 200, `a.ipynb`},
+	}
+	// A symlink out of the root.
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range steps {
+		code, b := ts.do(t, st.method, st.path, st.body)
+		if st.want == 0 {
+			// An absolute path: the URL's leading slashes go (as in
+			// Jupyter), so it names a path inside the root, here missing.
+			if code != 400 && code != 403 && code != 404 {
+				t.Fatalf("%s %s: %d %s", st.method, st.path, code, b)
+			}
+			continue
+		}
+		if code != st.want || !strings.Contains(string(b), st.contains) {
+			t.Fatalf("%s %s: %d %s, want %d with %q", st.method, st.path, code, b, st.want, st.contains)
+		}
+		if code >= 400 {
+			var e errorBody
+			if err := json.Unmarshal(b, &e); err != nil || e.Message == "" {
+				t.Fatalf("%s %s: error body %s", st.method, st.path, b)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escape.txt")); err == nil {
+		t.Fatal("a PUT escaped the root")
+	}
+}
