@@ -125,4 +125,3 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	}
 	return b, nil
 }
-
