@@ -58,7 +58,33 @@ func (nb *Notebook) encode(split bool, indent string) ([]byte, error) {
 	if indent == "" {
 		return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 	}
-	return buf.Bytes(), nil
+	return unescapeSeparators(buf.Bytes()), nil
+}
+
+// unescapeSeparators writes U+2028 and U+2029 as themselves, as Python's
+// json.dumps(ensure_ascii=False) does; encoding/json escapes them for
+// JavaScript's sake. Every backslash in encoder output starts an escape,
+// so stepping over escapes two bytes at a time never misreads an escaped
+// backslash followed by "u2028".
+func unescapeSeparators(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`\u202`)) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			out = append(out, b[i])
+			continue
+		}
+		if rest := b[i:]; bytes.HasPrefix(rest, []byte(`\u2028`)) || bytes.HasPrefix(rest, []byte(`\u2029`)) {
+			out = utf8.AppendRune(out, rune(0x2028+int(rest[5]-'8')))
+			i += 5
+			continue
+		}
+		out = append(out, b[i], b[i+1])
+		i++
+	}
+	return out
 }
 
 // tree builds the notebook as maps, which encoding/json writes with sorted
