@@ -1,0 +1,142 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+
+	"linger/notebooks/msg"
+	"linger/timeline"
+	"linger/timeline/event"
+)
+
+func TestFrameRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	m := msg.New(msg.Shell, "execute_request", "s", map[string]any{"code": "1"})
+	m.Buffers = [][]byte{{1, 2, 3}}
+	b, _ := m.MarshalJSON()
+	if err := WriteFrame(&buf, FrameMessage, b); err != nil {
+		t.Fatal(err)
+	}
+	typ, p, err := ReadFrame(&buf)
+	if err != nil || typ != FrameMessage {
+		t.Fatalf("read: %d %v", typ, err)
+	}
+	got, err := DecodeMessage(p)
+	if err != nil || got.Header != m.Header || !bytes.Equal(got.Buffers[0], []byte{1, 2, 3}) {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	if _, _, err := ReadFrame(&buf); err != io.EOF {
+		t.Errorf("at end: %v", err)
+	}
+}
+
+func TestFrameErrors(t *testing.T) {
+	huge := binary.BigEndian.AppendUint32(nil, MaxFrame+1)
+	tests := []struct {
+		name string
+		in   []byte
+		want error
+	}{
+		{"oversized", huge, ErrFrameTooLarge},
+		{"empty", []byte{0, 0, 0, 0}, ErrBadFrame},
+		{"short header", []byte{0, 0}, io.ErrUnexpectedEOF},
+		{"short payload", []byte{0, 0, 0, 9, FrameMessage, '{'}, io.ErrUnexpectedEOF},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, _, err := ReadFrame(bytes.NewReader(tt.in)); !errors.Is(err, tt.want) {
+				t.Errorf("err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+	if err := WriteFrame(io.Discard, FrameMessage, make([]byte, MaxFrame)); !errors.Is(err, ErrFrameTooLarge) {
+		t.Errorf("write oversized: %v", err)
+	}
+}
+
+// TestEventsRoundTrip sends an Emitter's output through eventBuffer and
+// DecodeEvents and compares it with a direct recording.
+func TestEventsRoundTrip(t *testing.T) {
+	var direct, piped timeline.Dict
+	var dEvents, pEvents []event.Event
+	var eb eventBuffer
+	tee := sinkFunc{
+		str:  func(id event.StringID, s string) { direct.DefineString(id, s); eb.defineString(id, s) },
+		site: func(id event.SiteID, s event.Site) { direct.DefineSite(id, s); eb.defineSite(id, s) },
+		emit: func(e event.Event) { dEvents = append(dEvents, e); eb.emit(&e) },
+	}
+	em := event.NewEmitter(tee, event.EmitterOptions{SiteHook: func() (string, int) { return "cell-1", 3 }})
+	scope := em.Begin(event.ScopeCell, "cell-1")
+	for i := 0; i < 100; i++ {
+		em.Emit(event.Event{Kind: event.KindAlloc, Addr: uint64(i) << 12, Size: 4096, Requested: 4000, Category: event.CategoryKVCache, Expect: event.ScopeRequest, Label: em.Intern("layer.1.k"), Site: em.Caller(0)})
+	}
+	em.Mark("half")
+	em.End(scope)
+	sink := sinkFunc{
+		str:  piped.DefineString,
+		site: piped.DefineSite,
+		emit: func(e event.Event) { pEvents = append(pEvents, e) },
+	}
+	if err := DecodeEvents(eb.take(), sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(pEvents) != len(dEvents) {
+		t.Fatalf("%d events, want %d", len(pEvents), len(dEvents))
+	}
+	for i := range dEvents {
+		if pEvents[i] != dEvents[i] {
+			t.Fatalf("event %d: %+v, want %+v", i, pEvents[i], dEvents[i])
+		}
+	}
+	s, _ := piped.Site(dEvents[1].Site)
+	if s.Cell != "cell-1" || s.Line != 3 {
+		t.Errorf("site %+v", s)
+	}
+}
+
+type sinkFunc struct {
+	str  func(event.StringID, string)
+	site func(event.SiteID, event.Site)
+	emit func(event.Event)
+}
+
+func (s sinkFunc) DefineString(id event.StringID, v string) { s.str(id, v) }
+func (s sinkFunc) DefineSite(id event.SiteID, v event.Site) { s.site(id, v) }
+func (s sinkFunc) Emit(e event.Event)                       { s.emit(e) }
+
+func FuzzDecodeFrame(f *testing.F) {
+	var buf bytes.Buffer
+	m := msg.New(msg.Shell, "kernel_info_request", "s", nil)
+	b, _ := m.MarshalJSON()
+	_ = WriteFrame(&buf, FrameMessage, b)
+	f.Add(buf.Bytes())
+	buf.Reset()
+	var eb eventBuffer
+	eb.defineString(1, "layer.0.k")
+	eb.defineSite(1, event.Site{Cell: "c", Line: 2})
+	eb.emit(&event.Event{Seq: 1, Kind: event.KindAlloc, Addr: 4096, Size: 512, Label: 1, Site: 1})
+	eb.emit(&event.Event{Seq: 2, Kind: event.KindFree, Addr: 4096, Size: 512, Label: 1, Site: 1})
+	_ = WriteFrame(&buf, FrameEvents, eb.take())
+	f.Add(buf.Bytes())
+	buf.Reset()
+	_ = WriteFrame(&buf, FrameControl, []byte(`{"op":"lingering","id":"x"}`))
+	f.Add(buf.Bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := bytes.NewReader(data)
+		for {
+			typ, p, err := ReadFrame(r)
+			if err != nil {
+				return
+			}
+			switch typ {
+			case FrameMessage:
+				_, _ = DecodeMessage(p)
+			case FrameEvents:
+				_ = DecodeEvents(p, sinkFunc{str: func(event.StringID, string) {}, site: func(event.SiteID, event.Site) {}, emit: func(event.Event) {}})
+			}
+		}
+	})
+}
