@@ -292,10 +292,17 @@ func (s *Store) fileModel(rel string, fi fs.FileInfo, opts GetOptions) (Model, e
 // a directory the directory is made if missing. The parent directory must
 // exist. As in Jupyter, saving a notebook that has no checkpoint creates
 // one.
+//
+// A file may come in chunks (Model.Chunk): the first replaces the file,
+// each later one is appended. Every chunk is saved atomically, so the
+// file is always the previous content or that plus the chunk.
 func (s *Store) Save(p string, m Model) (Model, bool, error) {
 	rel, err := s.writable(p)
 	if err != nil {
 		return Model{}, false, err
+	}
+	if m.Chunk != 0 && m.Type != TypeFile {
+		return Model{}, false, fmt.Errorf("%w: save %q: only files can be uploaded in chunks", ErrInvalid, rel)
 	}
 	data, err := encode(m)
 	if err != nil {
@@ -303,6 +310,13 @@ func (s *Store) Save(p string, m Model) (Model, bool, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if m.Chunk > 1 || m.Chunk < 0 {
+		prev, err := s.root.ReadFile(rel)
+		if err != nil {
+			return Model{}, false, fmt.Errorf("save chunk %d of %q: %w", m.Chunk, rel, fsError(rel, err))
+		}
+		data = append(prev, data...)
+	}
 	return s.save(rel, m.Type, data)
 }
 
@@ -655,14 +669,17 @@ func (s *Store) Copy(from, toDir string) (Model, error) {
 	if err != nil {
 		return Model{}, fsError(src, err)
 	}
-	if dfi, err := s.root.Stat(osName(dst)); err == nil && dfi.IsDir() {
+	switch dfi, err := s.root.Stat(osName(dst)); {
+	case err == nil && dfi.IsDir():
 		name, err := s.increment(dst, stripCopy(path.Base(src)), "-Copy")
 		if err != nil {
 			return Model{}, err
 		}
 		dst = path.Join(dst, name)
-	} else if err == nil {
+	case err == nil:
 		return Model{}, fmt.Errorf("%w: %q", ErrExists, dst)
+	case !errors.Is(err, fs.ErrNotExist):
+		return Model{}, fsError(dst, err)
 	}
 	if dst == "" || hidden(dst) {
 		return Model{}, fmt.Errorf("%w: %q", ErrBadPath, dst)

@@ -41,6 +41,11 @@ type Model struct {
 	Size          *int64 // bytes; nil for directories
 	Hash          string // hex sha256 of the bytes, when GetOptions.Hash asks
 	HashAlgorithm string // "sha256" when Hash is set
+	// Chunk is set by clients uploading a large file in pieces, as
+	// Jupyter's LargeFileManager takes them: 1 for the first piece, 2, 3,
+	// … for the next ones and -1 for the last; 0 for a whole file. Save
+	// only.
+	Chunk int
 }
 
 type wireModel struct {
@@ -56,6 +61,7 @@ type wireModel struct {
 	Size          *int64          `json:"size"`
 	Hash          string          `json:"hash,omitempty"`
 	HashAlgorithm string          `json:"hash_algorithm,omitempty"`
+	Chunk         int             `json:"chunk,omitempty"`
 }
 
 func nullable(s string) *string {
@@ -96,6 +102,7 @@ func (m *Model) UnmarshalJSON(b []byte) error {
 		Name: w.Name, Path: w.Path, Type: w.Type, Writable: w.Writable,
 		Created: w.Created, LastModified: w.LastModified,
 		Size: w.Size, Hash: w.Hash, HashAlgorithm: w.HashAlgorithm,
+		Chunk: w.Chunk,
 	}
 	if w.Mimetype != nil {
 		m.Mimetype = *w.Mimetype
