@@ -8,15 +8,24 @@ NPM     ?= npm
 # Node; npm ci writes this file last, so it marks a finished install.
 JS_DEPS := test/jupyter/node_modules/.package-lock.json
 
-.PHONY: run test bench build check-fmt check-generated fuzz clean
+.PHONY: run demo test bench build check-fmt check-generated fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/linger
 
-# The main job: a 128K-token request on a qwen2-1.5b-shaped model on the meta
-# device (exact accounting, no compute), then a real generation on the cpu
-# device; each writes a trace.
+# The main job: the notebook server on the repository's notebooks/
+# directory. It prints its URL with the token (open it, or point a Jupyter
+# client at it); Ctrl-C stops it and its kernels. ADDR=127.0.0.1:0 picks a
+# free port.
+ADDR    ?= 127.0.0.1:8888
 run: build
+	@mkdir -p $(OUT)/traces
+	$(BIN) serve --dir notebooks --addr $(ADDR) --trace-dir $(OUT)/traces
+
+# The engine on its own: a 128K-token request on a qwen2-1.5b-shaped model on
+# the meta device (exact accounting, no compute), then a real generation on
+# the cpu device; each writes a trace.
+demo: build
 	@mkdir -p $(OUT)
 	$(BIN) generate --model qwen2-1.5b --device meta --prompt-tokens 131072 --chunk-size 2048 --max-new-tokens 16 --trace $(OUT)/qwen2-1.5b-128k.ltrace
 	$(BIN) generate --model small --device cpu --prompt "Memory that outlives its scope is memory that lingers." --max-new-tokens 24 --trace $(OUT)/small-cpu.ltrace

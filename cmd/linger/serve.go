@@ -3,11 +3,108 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"linger/notebooks/contents"
+	"linger/notebooks/kernel"
+	"linger/server"
 )
 
-// runServe starts the notebook server. Being built (issue 4): the server
-// engineer replaces this file.
+// runServe is the notebook server: the Jupyter Server API on --addr
+// (127.0.0.1 only unless told otherwise), kernels as child processes,
+// notebooks under --dir. It prints the URL with the token on stdout, and
+// on SIGINT or SIGTERM stops accepting, shuts every kernel down and
+// returns.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("serve: not built yet")
+	fs := newFlagSet("serve", stderr)
+	dir := fs.String("dir", ".", "notebook root directory")
+	addr := fs.String("addr", "127.0.0.1:8888", "listen address (port 0 picks a free port)")
+	token := fs.String("token", "", "auth token (default: a random one, printed with the URL)")
+	traceDir := fs.String("trace-dir", "", "where kernel traces go (default: DIR/.linger/traces)")
+	baseURL := fs.String("base-url", "/", "path prefix the server is mounted at")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	root, err := filepath.Abs(*dir)
+	if err != nil {
+		return fmt.Errorf("notebook dir %q: %w", *dir, err)
+	}
+	store, err := contents.New(root)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if *traceDir == "" {
+		*traceDir = filepath.Join(root, ".linger", "traces")
+	}
+	if err := os.MkdirAll(*traceDir, 0o755); err != nil {
+		return fmt.Errorf("trace dir: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the linger binary for kernels: %w", err)
+	}
+	if *token == "" {
+		*token = server.NewToken()
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{exe, "kernel"}, TraceDir: *traceDir, Dir: root})
+	defer mgr.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := server.New(server.Options{
+		Dir: root, Token: *token, Manager: mgr, Contents: store,
+		Registerer: reg, Gatherer: reg, Logger: log, BaseURL: *baseURL,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	// Tests and make run read this line.
+	fmt.Fprintf(stdout, "http://%s%s?token=%s\n", net.JoinHostPort(host, port), *baseURL, *token)
+	log.Info("serving", "dir", root, "addr", ln.Addr().String(), "traces", *traceDir)
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Websockets are hijacked and not waited for by Shutdown; closing the
+	// kernels ends their subscriptions, which closes them.
+	if err := mgr.Close(); err != nil {
+		log.Warn("close kernels", "err", err)
+	}
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
 }
