@@ -543,12 +543,6 @@ func evalError(err error, interrupted bool) *cellError {
 			}
 			ce.traceback = append(ce.traceback, fmt.Sprintf("  Cell %s, line %d, in %s", fr.Pos.Filename(), fr.Pos.Line, fr.Name))
 		}
-	} else if se := syntaxError(err); strings.Contains(err.Error(), ":") {
-		// Resolve errors (undefined names) carry a position like a syntax
-		// error.
-		var rerr interface{ Error() string } = err
-		_ = rerr
-		_ = se
 	}
 	switch {
 	case interrupted:
@@ -711,16 +705,15 @@ func (k *kernelProc) lookup(name string) starlark.Value {
 }
 
 func (k *kernelProc) inspect(code string, cursor int) map[string]any {
-	word, _ := wordAt(code, cursor)
-	if word == "" {
-		// The cursor may sit inside the name.
-		rs := []rune(code)
-		end := cursor
-		for end < len(rs) && (rs[end] == '_' || rs[end] >= 'a' && rs[end] <= 'z' || rs[end] >= 'A' && rs[end] <= 'Z') {
-			end++
-		}
-		word, _ = wordAt(code, end)
+	// The cursor may sit inside the name: extend it to the name's end.
+	rs := []rune(code)
+	if cursor < 0 || cursor > len(rs) {
+		cursor = len(rs)
 	}
+	for cursor < len(rs) && (rs[cursor] == '_' || rs[cursor] >= 'a' && rs[cursor] <= 'z' || rs[cursor] >= 'A' && rs[cursor] <= 'Z' || rs[cursor] >= '0' && rs[cursor] <= '9') {
+		cursor++
+	}
+	word, _ := wordAt(code, cursor)
 	v := k.lookup(word)
 	if v == nil {
 		return map[string]any{"status": "ok", "found": false, "data": map[string]any{}, "metadata": map[string]any{}}

@@ -1,8 +1,10 @@
 package kernel
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestExecute(t *testing.T) {
@@ -62,4 +64,87 @@ mem.device().total > 0
 	}
 	ms = c.exec("timeline.lingering()")
 	t.Log(find(ms, "execute_result"))
+}
+
+func TestRequests(t *testing.T) {
+	c := startKernel(t)
+	c.exec("alpha = 1\nalphabet = engine(model=\"tiny\")")
+	ask := func(typ string, content map[string]any) map[string]any {
+		t.Helper()
+		req := c.request("shell", typ, content, nil)
+		return find(c.collect(req, 5*time.Second), strings.TrimSuffix(typ, "_request")+"_reply")
+	}
+	tests := []struct {
+		name    string
+		typ     string
+		content map[string]any
+		check   func(r map[string]any) bool
+	}{
+		{"complete global", "complete_request", map[string]any{"code": "x = alp", "cursor_pos": 7},
+			func(r map[string]any) bool { return fmt.Sprint(r["matches"]) == "[alpha alphabet]" && r["cursor_start"] == 4.0 }},
+		{"complete builtin", "complete_request", map[string]any{"code": "caus", "cursor_pos": 4},
+			func(r map[string]any) bool { return fmt.Sprint(r["matches"]) == "[causal_mask]" }},
+		{"complete attr", "complete_request", map[string]any{"code": "alphabet.gen", "cursor_pos": 12},
+			func(r map[string]any) bool { return fmt.Sprint(r["matches"]) == "[alphabet.generate]" }},
+		{"inspect", "inspect_request", map[string]any{"code": "alphabet", "cursor_pos": 3},
+			func(r map[string]any) bool {
+				return r["found"] == true && strings.Contains(fmt.Sprint(r["data"]), "Engine#1")
+			}},
+		{"inspect missing", "inspect_request", map[string]any{"code": "nope", "cursor_pos": 4},
+			func(r map[string]any) bool { return r["found"] == false }},
+		{"is_complete complete", "is_complete_request", map[string]any{"code": "x = 1"},
+			func(r map[string]any) bool { return r["status"] == "complete" }},
+		{"is_complete open block", "is_complete_request", map[string]any{"code": "for i in range(3):"},
+			func(r map[string]any) bool { return r["status"] == "incomplete" && r["indent"] == "    " }},
+		{"is_complete open bracket", "is_complete_request", map[string]any{"code": "x = [1,\n"},
+			func(r map[string]any) bool { return r["status"] == "incomplete" }},
+		{"is_complete invalid", "is_complete_request", map[string]any{"code": "x = = 1\ny = 2"},
+			func(r map[string]any) bool { return r["status"] == "invalid" }},
+		{"history", "history_request", map[string]any{"hist_access_type": "tail", "n": 10},
+			func(r map[string]any) bool { return strings.Contains(fmt.Sprint(r["history"]), "alpha = 1") }},
+		{"comm_info", "comm_info_request", map[string]any{},
+			func(r map[string]any) bool { return r["status"] == "ok" && fmt.Sprint(r["comms"]) == "map[]" }},
+		{"kernel_info", "kernel_info_request", map[string]any{},
+			func(r map[string]any) bool {
+				return r["implementation"] == "linger" && r["language_info"].(map[string]any)["name"] == "starlark"
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if r := ask(tt.typ, tt.content); !tt.check(r) {
+				t.Errorf("reply %v", r)
+			}
+		})
+	}
+}
+
+func TestCellRules(t *testing.T) {
+	c := startKernel(t)
+	tests := []struct {
+		code, ename, evalue string
+	}{
+		{`load("x.star", "y")`, "Error", "load is not available"},
+		{"x = = 1", "SyntaxError", ""},
+		{"undefined_name + 1", "NameError", "undefined"},
+		{"def f(n):\n    return f(n - 1) if n else 0\nf(50)", "", ""}, // recursion is on
+		{"s = set([1, 2])\nn = 0\nwhile n < 3:\n    n += 1", "", ""},
+	}
+	for _, tt := range tests {
+		r := find(c.exec(tt.code), "execute_reply")
+		if tt.ename == "" {
+			if r["status"] != "ok" {
+				t.Errorf("%q: %v", tt.code, r)
+			}
+			continue
+		}
+		if r["ename"] != tt.ename || !strings.Contains(fmt.Sprint(r["evalue"]), tt.evalue) {
+			t.Errorf("%q: %v", tt.code, r)
+		}
+	}
+	// A silent cell shows nothing and does not count.
+	req := c.request("shell", "execute_request", map[string]any{"code": "print(1)\n2", "silent": true}, nil)
+	ms := c.collect(req, 5*time.Second)
+	if got := strings.Join(types(ms), ","); got != "status,execute_reply,status" {
+		t.Errorf("silent: %s", got)
+	}
 }
