@@ -81,7 +81,9 @@ func TestRequests(t *testing.T) {
 		check   func(r map[string]any) bool
 	}{
 		{"complete global", "complete_request", map[string]any{"code": "x = alp", "cursor_pos": 7},
-			func(r map[string]any) bool { return fmt.Sprint(r["matches"]) == "[alpha alphabet]" && r["cursor_start"] == 4.0 }},
+			func(r map[string]any) bool {
+				return fmt.Sprint(r["matches"]) == "[alpha alphabet]" && r["cursor_start"] == 4.0
+			}},
 		{"complete builtin", "complete_request", map[string]any{"code": "caus", "cursor_pos": 4},
 			func(r map[string]any) bool { return fmt.Sprint(r["matches"]) == "[causal_mask]" }},
 		{"complete attr", "complete_request", map[string]any{"code": "alphabet.gen", "cursor_pos": 12},
