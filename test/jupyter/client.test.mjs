@@ -529,13 +529,27 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
       content: {}
     });
     const ctl = kernel.sendControlMessage(req, true);
-    const ctlReply = await withTimeout(ctl.done, 5000, 'interrupt_reply on control');
+    const ctlIOPub = [];
+    ctl.onIOPub = m => ctlIOPub.push(m);
+    const ctlReply = await withTimeout(
+      new Promise(resolve => {
+        ctl.onReply = resolve;
+      }),
+      5000,
+      'interrupt_reply on control'
+    );
     assert.equal(ctlReply.header.msg_type, 'interrupt_reply');
     assert.equal(ctlReply.channel, 'control');
     const reply = await withTimeout(future.done, 5000, 'execute_reply after interrupt_request');
     const elapsed = Date.now() - t0;
     assert.equal(reply.content.ename, 'KeyboardInterrupt', `execute_reply ${JSON.stringify(reply.content)}`);
     assert.ok(elapsed < 2000, `interrupt_request took ${elapsed} ms`);
+    // A kernel brackets every request, control ones too, with status busy
+    // and idle whose parent is the request; @jupyterlab/services resolves a
+    // control future (debug requests, for one) only on that idle.
+    await withTimeout(ctl.done, 1000, 'status idle with the interrupt_request as parent (the control future never resolves)').catch(err => {
+      throw new Error(`${err.message}; iopub for it: ${JSON.stringify(ctlIOPub.map(m => m.header.msg_type + ':' + (m.content.execution_state ?? '')))}`);
+    });
   });
 
   await step('restart: POST /api/kernels/{id}/restart gives a fresh kernel (global x gone), same id', [info], async () => {

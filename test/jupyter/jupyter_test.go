@@ -81,8 +81,8 @@ func TestJupyterClient(t *testing.T) {
 			t.Logf("node client (%s framing) ran %v", framing, time.Since(start).Round(time.Millisecond))
 			srv.stop(t)
 			if err != nil {
-				t.Fatalf("the Jupyter client failed over the %s framing (%v); failed protocol steps:\n%s\n\nnode output above (lines prefixed node:)",
-					framing, err, failedSteps(out))
+				t.Fatalf("the Jupyter client failed over the %s framing (%v); failed protocol steps:\n%s\n(node's whole output is above, lines prefixed node:)",
+					framing, err, strings.TrimRight(failedSteps(out), "\n"))
 			}
 		})
 	}
