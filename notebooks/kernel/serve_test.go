@@ -150,3 +150,24 @@ func TestCellRules(t *testing.T) {
 		t.Errorf("silent: %s", got)
 	}
 }
+
+// TestInterruptGenerate interrupts a long cpu prefill: the engine's
+// context stops it between chunks.
+func TestInterruptGenerate(t *testing.T) {
+	c := startKernel(t)
+	c.exec(`e = engine(model="small", device="cpu")`)
+	req := c.request("shell", "execute_request", map[string]any{"code": "r = e.generate(prompt_tokens=8000, chunk_size=64)"}, nil)
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	c.request("control", "interrupt_request", nil, nil)
+	ms := c.collect(req, 10*time.Second)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("interrupt took %s", d)
+	}
+	if r := find(ms, "execute_reply"); r["ename"] != "KeyboardInterrupt" {
+		t.Errorf("reply %v (%s)", r, time.Since(start))
+	}
+	if r := find(c.exec("mem.stats().by_category"), "execute_result"); !strings.Contains(fmt.Sprint(r), `"kv_cache": 0,`) {
+		t.Errorf("an interrupted generate left its cache: %v", r)
+	}
+}
