@@ -36,6 +36,7 @@ var policy = map[string][]string{
 	"engine/tokenizer": {"timeline/event", "engine/tokenizer/..."},
 	"timeline":         {"timeline/event"},
 	"timeline/analyze": {"timeline/event"},
+	"timeline/lod":     {"timeline", "timeline/event"}, // level-of-detail queries over a trace log
 	"timeline/export":  {"timeline/event", "timeline/analyze"},
 	"timeline/event":   {},
 }
