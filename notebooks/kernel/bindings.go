@@ -370,6 +370,17 @@ func newEngineObject(rt *runtime, eb *engineBinding, dev string) *object {
 		rt.mu.Unlock()
 		return bv, nil
 	})
+	o.method("scheduler", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		maxBatch, static := 0, false
+		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "max_batch?", &maxBatch, "static?", &static); err != nil {
+			return nil, err
+		}
+		sc, err := engine.NewScheduler(eng, engine.SchedulerOptions{MaxBatch: maxBatch, Static: static})
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: %w", err)
+		}
+		return rt.schedulerObject(eng, sc), nil
+	})
 	o.method("close", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		if err := eng.Close(); err != nil {
 			return nil, fmt.Errorf("close: %w", err)
@@ -414,12 +425,7 @@ func engineGenerate(thread *starlark.Thread, rt *runtime, eb *engineBinding, b *
 			req.Prompt = append(req.Prompt, id%cfg.Vocab)
 		}
 	default:
-		// A synthetic prompt: deterministic ids that avoid 0 and EOS-like
-		// specials at the start of the vocabulary.
-		req.Prompt = make([]int, promptTokens)
-		for i := range req.Prompt {
-			req.Prompt[i] = 1000 + (i*7919)%(cfg.Vocab-1000)
-		}
+		req.Prompt = syntheticPrompt(promptTokens, cfg.Vocab)
 	}
 	if t, ok := mask.(*object); ok {
 		tb, ok := t.tensor()
@@ -475,6 +481,71 @@ func (rt *runtime) resultObject(eng *engine.Engine, res *engine.Result) *object 
 		}
 	}
 	return o
+}
+
+// schedulerObject wraps a continuous-batching Scheduler: submit requests,
+// then step() or run() them; each completion is a Result.
+func (rt *runtime) schedulerObject(eng *engine.Engine, sc *engine.Scheduler) *object {
+	n := rt.id("scheduler")
+	o := newObject("Scheduler", func() string { return fmt.Sprintf("Scheduler#%d(pending=%d)", n, sc.Pending()) })
+	o.name = fmt.Sprintf("Scheduler#%d", n)
+	o.field("pending", func() starlark.Value { return starlark.MakeInt(sc.Pending()) })
+	o.method("submit", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var promptTokens, maxNew int
+		chunk := 2048
+		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "prompt_tokens", &promptTokens, "max_new_tokens?", &maxNew, "chunk_size?", &chunk); err != nil {
+			return nil, err
+		}
+		id, err := sc.Submit(engine.Request{Prompt: syntheticPrompt(promptTokens, eng.Config().Vocab), MaxNewTokens: maxNew, ChunkSize: chunk})
+		if err != nil {
+			return nil, fmt.Errorf("submit: %w", err)
+		}
+		return starlark.MakeInt(id), nil
+	})
+	completions := func(cs []engine.Completion) starlark.Value {
+		out := make([]starlark.Value, 0, len(cs))
+		for _, c := range cs {
+			var res starlark.Value = starlark.None
+			if c.Result != nil {
+				res = rt.resultObject(eng, c.Result)
+			}
+			errText := ""
+			if c.Err != nil {
+				errText = c.Err.Error()
+			}
+			out = append(out, starlarkstruct.FromStringDict(starlark.String("completion"), starlark.StringDict{
+				"id": starlark.MakeInt(c.ID), "result": res, "error": starlark.String(errText)}))
+		}
+		return starlark.NewList(out)
+	}
+	o.method("step", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		cs, err := sc.Step(rt.cellCtx())
+		if err != nil {
+			return nil, fmt.Errorf("step: %w", err)
+		}
+		return completions(cs), nil
+	})
+	o.method("run", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		cs, err := sc.Run(rt.cellCtx())
+		if err != nil {
+			return nil, fmt.Errorf("run: %w", err)
+		}
+		return completions(cs), nil
+	})
+	o.method("close", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		return starlark.None, wrapErr("close", sc.Close())
+	})
+	return o
+}
+
+// syntheticPrompt is n deterministic token ids that avoid the specials at
+// the start of the vocabulary.
+func syntheticPrompt(n, vocab int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = 1000 + (i*7919)%(vocab-1000)
+	}
+	return p
 }
 
 // cacheObject returns the one Starlark value of cache c.

@@ -249,6 +249,11 @@ func (k *kernelProc) readLoop(in io.Reader) error {
 				k.control(m)
 				continue
 			}
+			if m.Channel == msg.Stdin {
+				// Cells never ask for input, so an input_reply answers
+				// nothing.
+				continue
+			}
 			k.enqueue(func() { k.shell(m) })
 		case FrameControl:
 			var c Control

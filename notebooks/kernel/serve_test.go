@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"linger/notebooks/msg"
 )
 
 func TestExecute(t *testing.T) {
@@ -54,10 +56,24 @@ g = e.workspace.acquire(4)
 b = e.batch()
 b.alloc([2, 64], label="scratch")
 timeline.mark("done")
+sc = e.scheduler(max_batch=2)
+sc.submit(prompt_tokens=64, max_new_tokens=2, chunk_size=32)
+sc.submit(prompt_tokens=32, max_new_tokens=3)
+done = sc.run()
+print(len(done), done[0].result.tokens)
 mem.device().total > 0
 `)
 	if rep := find(ms, "execute_reply"); rep["status"] != "ok" {
 		t.Fatalf("reply %v", rep)
+	}
+	out := ""
+	for _, m := range ms {
+		if m.Header.MsgType == "stream" {
+			out += fmt.Sprint(find([]*msg.Message{m}, "stream")["text"])
+		}
+	}
+	if !strings.HasPrefix(out, "True 0\n2 [") {
+		t.Errorf("printed %q", out)
 	}
 	if find(ms, "display_data") == nil {
 		t.Errorf("no progress bar: %v", types(ms))
