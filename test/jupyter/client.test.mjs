@@ -353,9 +353,11 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
 
   const info = 'websocket: kernel_info_reply (kernel.info: protocol_version, language_info)';
 
-  await step('execute: busy → execute_input → stream "hi\\n" → execute_result 42 → idle, execute_reply ok', [info], async () => {
+  await step('execute: busy → execute_input → stream "hi\\n" → execute_result 42 → idle, execute_reply ok', [info], async st => {
     const code = 'x = 20\nprint("hi")\nx + 22';
+    const t0 = performance.now();
     const { future, reply, iopub } = await execute(kernel, code);
+    st.diagnostic(`execute round trip (request to idle): ${(performance.now() - t0).toFixed(1)} ms`);
     executed = { reply, iopub };
     const msgs = mergeStreams(iopub);
     const types = msgs.map(m => m.header.msg_type + (m.header.msg_type === 'status' ? `:${m.content.execution_state}` : ''));
@@ -485,7 +487,7 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
     assert.equal(text(got.outputs[1].data['text/plain']), '42');
   });
 
-  await step('interrupt: POST /api/kernels/{id}/interrupt stops `while True: pass`, reply error KeyboardInterrupt within 2 s', [info], async () => {
+  await step('interrupt: POST /api/kernels/{id}/interrupt stops `while True: pass`, reply error KeyboardInterrupt within 2 s', [info], async st => {
     const iopub = [];
     const future = kernel.requestExecute({ code: 'n = 0\nwhile True:\n    n += 1\n' });
     future.onIOPub = m => iopub.push(m);
@@ -500,6 +502,7 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
     await kernel.interrupt();
     const reply = await withTimeout(future.done, 5000, 'execute_reply after interrupt');
     const elapsed = Date.now() - t0;
+    st.diagnostic(`interrupt (REST) to execute_reply and idle: ${elapsed} ms`);
     assert.equal(reply.content.status, 'error', `execute_reply ${JSON.stringify(reply.content)}`);
     assert.equal(reply.content.ename, 'KeyboardInterrupt', 'ename');
     assert.ok(elapsed < 2000, `interrupt took ${elapsed} ms to the reply and idle`);
@@ -512,7 +515,7 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
     assert.equal(res?.content.data['text/plain'], '20', 'x survives an interrupt');
   });
 
-  await step('interrupt: interrupt_request on the control channel stops a long cell', [info], async () => {
+  await step('interrupt: interrupt_request on the control channel stops a long cell', [info], async st => {
     const iopub = [];
     const future = kernel.requestExecute({ code: 'while True:\n    pass\n' });
     future.onIOPub = m => iopub.push(m);
@@ -542,6 +545,7 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
     assert.equal(ctlReply.channel, 'control');
     const reply = await withTimeout(future.done, 5000, 'execute_reply after interrupt_request');
     const elapsed = Date.now() - t0;
+    st.diagnostic(`interrupt_request (control) to execute_reply: ${elapsed} ms`);
     assert.equal(reply.content.ename, 'KeyboardInterrupt', `execute_reply ${JSON.stringify(reply.content)}`);
     assert.ok(elapsed < 2000, `interrupt_request took ${elapsed} ms`);
     // A kernel brackets every request, control ones too, with status busy
@@ -552,11 +556,13 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
     });
   });
 
-  await step('restart: POST /api/kernels/{id}/restart gives a fresh kernel (global x gone), same id', [info], async () => {
+  await step('restart: POST /api/kernels/{id}/restart gives a fresh kernel (global x gone), same id', [info], async st => {
     const before = await execute(kernel, 'x');
     assert.equal(before.reply.content.status, 'ok', `x before restart: ${JSON.stringify(before.reply.content)}`);
     const id = kernel.id;
+    const t0 = performance.now();
     await withTimeout(kernel.restart(), STEP_TIMEOUT - 5000, 'restart');
+    st.diagnostic(`restart (REST restart and reconnect): ${(performance.now() - t0).toFixed(1)} ms`);
     assert.equal(kernel.id, id, 'kernel id changed across a restart');
     const info2 = await withTimeout(kernel.info, 5000, 'kernel_info after restart');
     assert.match(String(info2.protocol_version), /^5\./);
