@@ -2,4 +2,72 @@
 // driving the engine), the framed pipe protocol between it and the server,
 // and the server-side Manager that starts, restarts and watches kernel
 // processes and records their event streams.
+//
+// # Processes
+//
+// The server starts `linger kernel` (Serve) once per kernel, with stdin
+// and stdout as a pipe of frames (see WriteFrame for the format) and stderr
+// left alone for panics and logs. Jupyter messages go both ways as JSON;
+// the kernel's allocation events come back in batches, flushed every 20 ms
+// and at the end of every cell, and the Manager feeds them into a
+// timeline.Recorder per process, so the server is the single writer of the
+// trace. A kernel that dies loses nothing it already sent, and its trace
+// ends with the reason ("kernel died: signal: killed").
+//
+// # Cells
+//
+// Cells are Starlark (go.starlark.net) with while loops, recursion,
+// top-level control flow, sets and global reassignment; globals persist
+// between cells; print becomes a stream output and a trailing expression
+// the execute_result. One Thread runs each cell, with a step limit of
+// MaxSteps; load is refused and there is no file or network access. An
+// interrupt cancels the thread between steps and the engine's context
+// between prefill chunks and decode steps, and the cell fails with
+// KeyboardInterrupt. Each cell is a cell scope inside the kernel's session
+// scope, and every allocation made while it runs has the cell id (the
+// execute_request's metadata cellId, else "exec-N") and the Starlark line
+// in its site.
+//
+// # Bindings
+//
+//	engine(model="qwen2-1.5b", device="meta"|"cpu", dtype=, memory_limit="16GiB", kv_layout="contiguous"|"paged", seed=0) → Engine
+//	  .generate(prompt_tokens=N | prompt="text", max_new_tokens=0, chunk_size=2048, keep_cache=False, mask=None, cache=None, top_k=, temperature=, seed=) → Result
+//	      Result: .tokens .text .cache .peak .prompt_tokens .chunks .stopped_at_eos .prefill_seconds .decode_seconds .tokens_per_second .allocated
+//	  .tokenize(text) → [ids]
+//	  .kv_cache(max_tokens) → KVCache (.id .len .cap .bytes .layout .reset() .free())
+//	  .workspace (.bytes .outstanding .acquire(rows) → WorkspaceGuard (.release() .released .per_call))
+//	  .batch() → BatchContext (.alloc(shape, label=) .close() .bytes)
+//	  .scheduler(max_batch=8, static=False) → Scheduler (.submit(prompt_tokens=, max_new_tokens=, chunk_size=) .step() .run() .pending .close())
+//	  .close(), .config, .model, .device, .weight_bytes
+//	tensor(shape, category="activation", expect="cell", label="tensor", dtype="f32") → Tensor (.free() .view(*sizes) .slice(dim, start, end) .shape .bytes .live .label)
+//	causal_mask(rows, cols, offset=0, label="mask", expect="cell") → Tensor
+//	tokenizer(cache_size=0) → Tokenizer (.encode(text, key=None) .stats() .clear()); each cache entry is a tokenizer_cache block
+//	mem.stats(), mem.empty_cache(), mem.snapshot(), mem.device()
+//	timeline.mark(label), timeline.lingering() → [struct(addr, size, category, label, site, holder)]
+//	struct(**kwargs)
+//
+// A long prefill shows a progress bar: a display_data output with a
+// transient display_id, updated in place with update_display_data.
+//
+// There is one allocator per device per kernel process: the first engine
+// (or tensor) picks the device and every later engine on it shares the
+// allocator, so mem.stats() covers them all; an engine on another device
+// gets an allocator of its own. mem.* and tensor() use the first.
+//
+// # Who holds it
+//
+// For each live lingering object (judged by an analyze.Analyzer fed by the
+// kernel's own event stream) the kernel walks, breadth first, from the
+// globals in name order, then from the registries (engines, KV caches the
+// engine adopted, tokenizer caches, tensors no value refers to) through
+// list, tuple, dict and set elements, struct fields, closures' captured
+// variables and default values, and the binding values, to the block, and
+// names the first path found, e.g.
+//
+//	global last_cache → KVCache#3 → layer[5].k
+//	global d["runs"][1] → KVCache#3 → layer[0].k
+//	global h → closure hook captures c → KVCache#3 → layer[0].k
+//
+// timeline.lingering() returns these paths in a cell; Kernel.Lingering
+// asks a live kernel from the server.
 package kernel
