@@ -14,6 +14,33 @@
 // trace. A kernel that dies loses nothing it already sent, and its trace
 // ends with the reason ("kernel died: signal: killed").
 //
+// # Pipe protocol
+//
+// The server
+// writes frames to the kernel's stdin and reads frames from its stdout;
+// stderr is left alone for panics and logs.
+//
+// A frame is
+//
+//	length  uint32 big-endian: the bytes that follow (type + payload), 1..MaxFrame
+//	type    byte:  FrameHello, FrameMessage, FrameEvents or FrameControl
+//	payload length-1 bytes
+//
+// FrameHello (kernel → server, first frame): JSON Hello.
+// FrameMessage (both ways): the JSON of a msg.Message, buffers included.
+// FrameControl (both ways): JSON Control (interrupt, shutdown, lingering
+// query and answer).
+// FrameEvents (kernel → server): a sequence of records, each a tag byte
+// then its body:
+//
+//	tagString  event.AppendStringDef encoding
+//	tagSite    event.AppendSiteDef encoding
+//	tagEvents  uvarint first seq, uvarint count, uvarint n, then n bytes of
+//	           events encoded by a fresh event.Encoder
+//
+// A record defines every string and site before the first event using it,
+// as the kernel's Emitter made them.
+//
 // # Cells
 //
 // Cells are Starlark (go.starlark.net) with while loops, recursion,
