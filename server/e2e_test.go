@@ -1,0 +1,227 @@
+package server
+
+import (
+	"bytes"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"testing"
+
+	"linger/notebooks/contents"
+	"linger/notebooks/kernel"
+	"linger/notebooks/msg"
+)
+
+// End-to-end tests: the real handler, a real kernel.Manager and real
+// kernel processes (the linger binary, built once).
+
+var (
+	buildOnce sync.Once
+	lingerBin string
+	buildErr  error
+)
+
+func linger(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts kernel processes")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "linger-server-test")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		lingerBin = filepath.Join(dir, "linger")
+		out, err := exec.Command("go", "build", "-o", lingerBin, "linger/cmd/linger").CombinedOutput()
+		if err != nil {
+			buildErr = &buildError{err, out}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return lingerBin
+}
+
+type buildError struct {
+	err error
+	out []byte
+}
+
+func (e *buildError) Error() string { return "build linger: " + e.err.Error() + "\n" + string(e.out) }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if lingerBin != "" {
+		os.RemoveAll(filepath.Dir(lingerBin))
+	}
+	os.Exit(code)
+}
+
+func newE2EServer(t *testing.T) *testServer { return newE2EServerB(t) }
+
+func newE2EServerB(t testing.TB) *testServer {
+	t.Helper()
+	bin := linger(t)
+	dir := t.TempDir()
+	st, err := contents.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{bin, "kernel"}, TraceDir: t.TempDir(), Dir: dir})
+	s, err := New(Options{Dir: dir, Token: testToken, Manager: mgr, Contents: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		mgr.Close()
+		ts.Close()
+		st.Close()
+	})
+	return &testServer{Server: ts, s: s}
+}
+
+func TestE2EExecute(t *testing.T) {
+	ts := newE2EServer(t)
+	kid := ts.startKernel(t)
+	a := dialKernel(t, ts, kid, false, "legacy-client")
+	b := dialKernel(t, ts, kid, true, "v1-client")
+	waitConns(t, ts, kid, 2)
+	for _, c := range []*wsClient{a, b} {
+		ki := c.request("kernel_info_request", nil)
+		c.send(t, ki)
+		got := c.until(t, ki.Header.MsgID, "kernel_info_reply")
+		if r := got[len(got)-1]; !strings.Contains(string(r.Content), `"protocol_version"`) {
+			t.Fatalf("kernel_info_reply %s", r.Content)
+		}
+	}
+	got := a.execute(t, "1+1")
+	var result *msg.Message
+	for _, m := range got {
+		if m.Header.MsgType == "execute_result" {
+			result = m
+		}
+	}
+	if result == nil || !strings.Contains(string(result.Content), `"2"`) {
+		t.Fatalf("legacy client got %s", types(got))
+	}
+	// The other client, on the other framing, saw the same result.
+	seen := b.until(t, result.ParentHeader.MsgID, "execute_result")
+	if !bytes.Equal(seen[len(seen)-1].Content, result.Content) {
+		t.Fatalf("v1 client's result %s, legacy's %s", seen[len(seen)-1].Content, result.Content)
+	}
+	// And an error comes back as one.
+	got = b.execute(t, "1 +")
+	if !strings.Contains(types(got), "iopub:error") || !strings.Contains(types(got), "shell:execute_reply") {
+		t.Fatalf("syntax error gave %s", types(got))
+	}
+}
+
+// kernelPIDs finds the kernel processes this test started (a child of the
+// test binary running "linger kernel").
+func kernelPIDs(t *testing.T) []int {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("finds the kernel process through /proc")
+	}
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	me := os.Getpid()
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		i := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(me) {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if bytes.Contains(cmd, []byte("kernel")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func TestE2EKernelKilled(t *testing.T) {
+	ts := newE2EServer(t)
+	kid := ts.startKernel(t)
+	a := dialKernel(t, ts, kid, false, "a")
+	b := dialKernel(t, ts, kid, true, "b")
+	waitConns(t, ts, kid, 2)
+	pids := kernelPIDs(t)
+	if len(pids) != 1 {
+		t.Fatalf("kernel processes %v", pids)
+	}
+	// Mid-cell: a long loop, then kill -9.
+	long := a.request("execute_request", map[string]any{"code": "n = 0\nwhile True:\n    n += 1\n"})
+	a.send(t, long)
+	a.until(t, long.Header.MsgID, "execute_input")
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*wsClient{a, b} {
+		for {
+			m := c.read(t)
+			if m.Header.MsgType == "status" && strings.Contains(string(m.Content), `"dead"`) {
+				break
+			}
+		}
+	}
+	if code, body := ts.do(t, "GET", "/api/kernels/"+kid, ""); code != 200 || !strings.Contains(string(body), `"dead"`) {
+		t.Fatalf("killed kernel's model: %d %s", code, body)
+	}
+	if code, _ := ts.do(t, "GET", "/api/status", ""); code != 200 {
+		t.Fatalf("server after the kill: %d", code)
+	}
+	// Restart brings it back on the same id.
+	if code, body := ts.do(t, "POST", "/api/kernels/"+kid+"/restart", ""); code != 200 {
+		t.Fatalf("restart: %d %s", code, body)
+	}
+	c := dialKernel(t, ts, kid, false, "c")
+	if got := c.execute(t, "2+2"); !strings.Contains(types(got), "execute_result") {
+		t.Fatalf("after restart: %s", types(got))
+	}
+}
+
+func TestE2EInterrupt(t *testing.T) {
+	ts := newE2EServer(t)
+	kid := ts.startKernel(t)
+	c := dialKernel(t, ts, kid, true, "s")
+	long := c.request("execute_request", map[string]any{"code": "n = 0\nwhile True:\n    n += 1\n"})
+	c.send(t, long)
+	c.until(t, long.Header.MsgID, "execute_input")
+	start := time.Now()
+	if code, body := ts.do(t, "POST", "/api/kernels/"+kid+"/interrupt", ""); code != 204 {
+		t.Fatalf("interrupt: %d %s", code, body)
+	}
+	got := c.until(t, long.Header.MsgID, "execute_reply")
+	if r := got[len(got)-1]; !strings.Contains(string(r.Content), "KeyboardInterrupt") {
+		t.Fatalf("reply after interrupt: %s", r.Content)
+	}
+	for {
+		m := c.read(t)
+		if m.Header.MsgType == "status" && strings.Contains(string(m.Content), "idle") && m.ParentHeader.MsgID == long.Header.MsgID {
+			break
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("idle %v after the interrupt, want < 1s", d)
+	}
+}
