@@ -314,3 +314,40 @@ last_cache = e.generate(prompt_tokens=512, chunk_size=256, keep_cache=True).cach
 		t.Fatalf("holders %+v", hs)
 	}
 }
+
+func TestManagerClientRestartAndSlowSubscriber(t *testing.T) {
+	m := newManager(t)
+	s := startSession(t, m)
+	slow, stop := s.k.Subscribe() // never read until the end
+	defer stop()
+	s.exec("x = 1\nfor i in range(5000):\n    print(i)")
+	// The slow subscription was closed rather than blocking the kernel.
+	n := 0
+	for range slow {
+		n++
+	}
+	if n != subscriberBuffer {
+		t.Errorf("slow subscriber got %d messages before its close, want %d", n, subscriberBuffer)
+	}
+	first := s.k.TracePath()
+	req := s.send(msg.Control, "shutdown_request", map[string]any{"restart": true})
+	deadline := time.After(10 * time.Second)
+	for got := false; !got; {
+		select {
+		case m := <-s.msgs:
+			got = m.ParentHeader.MsgID == req.Header.MsgID && m.Header.MsgType == "shutdown_reply"
+		case <-deadline:
+			t.Fatal("no shutdown_reply")
+		}
+	}
+	for s.k.TracePath() == first || s.k.ExecutionState() != "idle" {
+		select {
+		case <-deadline:
+			t.Fatalf("no restart: state %s", s.k.ExecutionState())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if r := find(s.exec("x"), "execute_reply"); r["ename"] != "NameError" {
+		t.Errorf("globals survived a client restart: %v", r)
+	}
+}
