@@ -124,6 +124,9 @@ func TestE2EExecute(t *testing.T) {
 	if !strings.Contains(types(got), "iopub:error") || !strings.Contains(types(got), "shell:execute_reply") {
 		t.Fatalf("syntax error gave %s", types(got))
 	}
+	if code, body := ts.do(t, "GET", "/api/kernels/"+kid+"/lingering", ""); code != 200 || body[0] != '[' {
+		t.Fatalf("lingering: %d %s", code, body)
+	}
 }
 
 // kernelPIDs finds the kernel processes this test started (a child of the

@@ -119,6 +119,10 @@ func (k *fakeKernel) LastActivity() time.Time {
 func (k *fakeKernel) Recorder() *timeline.Recorder { return nil }
 func (k *fakeKernel) Done() <-chan struct{}        { return k.done }
 
+func (k *fakeKernel) Lingering(ctx context.Context) ([]kernel.Holder, error) {
+	return []kernel.Holder{{Addr: 4096, Size: 1 << 20, Category: "kv_cache", Path: "global last_cache → KVCache#1 → layer[0].k"}}, nil
+}
+
 func (k *fakeKernel) Subscribe() (<-chan *msg.Message, func()) {
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -30,6 +30,7 @@ type kernelHandle interface {
 	Interrupt() error
 	Restart(ctx context.Context) error
 	Recorder() *timeline.Recorder
+	Lingering(ctx context.Context) ([]kernel.Holder, error)
 	Done() <-chan struct{}
 }
 
@@ -208,4 +209,25 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.kernelModel(k))
+}
+
+// handleLingering answers who holds each lingering object in the live
+// kernel (for the UI; Linger's own route, not Jupyter's).
+func (s *Server) handleLingering(w http.ResponseWriter, r *http.Request) {
+	k, err := s.kernel(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := ctxTimeout(r)
+	defer cancel()
+	hs, err := k.Lingering(ctx)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if hs == nil {
+		hs = []kernel.Holder{}
+	}
+	writeJSON(w, http.StatusOK, hs)
 }

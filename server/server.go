@@ -180,6 +180,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST /api/kernels/{id}/interrupt", s.handleKernelInterrupt)
 	handle("POST /api/kernels/{id}/restart", s.handleKernelRestart)
 	handle("GET /api/kernels/{id}/channels", s.handleChannels)
+	handle("GET /api/kernels/{id}/lingering", s.handleLingering)
 
 	handle("GET /api/sessions", s.handleSessionList)
 	handle("POST /api/sessions", s.handleSessionCreate)
