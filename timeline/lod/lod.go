@@ -1,0 +1,575 @@
+package lod
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+
+	"linger/timeline"
+	"linger/timeline/event"
+)
+
+// Defaults for Options.
+const (
+	DefaultWidth      = 1000    // 1 µs: the finest level-0 bucket of a short trace
+	DefaultMaxBuckets = 1 << 14 // level-0 buckets before the base coarsens (a power of 4)
+	DefaultMaxObjects = 1 << 18 // objects kept before the smaller half is dropped
+	maxPixels         = 1 << 14 // the most buckets one Query returns
+)
+
+// Counter names the Index follows as tracks, as package analyze does.
+const (
+	CounterDeviceUsed = "device_used"
+	CounterGoHeap     = "go_heap_inuse"
+)
+
+// Value indexes: live bytes of each category (indexed by event.Category),
+// then the tracks.
+const (
+	valAllocated = event.NumCategories + iota
+	valReserved
+	valDevice
+	valGoHeap
+	numVals
+)
+
+// Options configures an Index. Zero fields take the defaults.
+type Options struct {
+	// Width is the initial width of a level-0 bucket in nanoseconds
+	// (default 1 µs). It grows fourfold each time the trace outgrows
+	// MaxBuckets level-0 buckets.
+	Width int64
+	// MaxBuckets is the most level-0 buckets kept, rounded up to a power
+	// of 4 (default 16384). The Index holds about 4/3 of this many
+	// buckets of about 250 bytes each.
+	MaxBuckets int
+	// MaxObjects is the most objects kept for Objects (default 262144,
+	// about 80 bytes each).
+	MaxObjects int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Width <= 0 {
+		o.Width = DefaultWidth
+	}
+	if o.MaxBuckets <= 0 {
+		o.MaxBuckets = DefaultMaxBuckets
+	}
+	n := 1
+	for n < o.MaxBuckets {
+		n *= 4
+	}
+	o.MaxBuckets = n
+	if o.MaxObjects <= 0 {
+		o.MaxObjects = DefaultMaxObjects
+	}
+	o.MaxObjects = max(o.MaxObjects, 16)
+	return o
+}
+
+type bucket struct {
+	max, last             [numVals]uint64
+	events, allocs, frees uint64
+}
+
+func (b *bucket) merge(o *bucket) {
+	for v := range numVals {
+		b.max[v] = max(b.max[v], o.max[v])
+	}
+	b.last = o.last
+	b.events += o.events
+	b.allocs += o.allocs
+	b.frees += o.frees
+}
+
+// Values are memory figures in bytes at an instant, or their maxima over
+// a bucket.
+type Values struct {
+	// Category is live bytes by category, indexed by event.Category.
+	Category   [event.NumCategories]uint64 `json:"category"`
+	Allocated  uint64                      `json:"allocated"`
+	Reserved   uint64                      `json:"reserved"`
+	DeviceUsed uint64                      `json:"device_used"`
+	GoHeap     uint64                      `json:"go_heap"`
+}
+
+func values(v *[numVals]uint64) Values {
+	var out Values
+	copy(out.Category[:], v[:event.NumCategories])
+	out.Allocated, out.Reserved, out.DeviceUsed, out.GoHeap = v[valAllocated], v[valReserved], v[valDevice], v[valGoHeap]
+	return out
+}
+
+// Bucket is the aggregate of the events with T0 <= Time < T1.
+type Bucket struct {
+	T0     int64  `json:"t0"`
+	T1     int64  `json:"t1"`
+	Events uint64 `json:"events"`
+	Allocs uint64 `json:"allocs"`
+	Frees  uint64 `json:"frees"`
+	// Max holds each value's maximum in the bucket, counting the value it
+	// had when the bucket began; Last the values at its end.
+	Max  Values `json:"max"`
+	Last Values `json:"last"`
+}
+
+// Object is one allocation and, once freed, its free.
+type Object struct {
+	Seq       uint64          `json:"seq"` // the alloc event's
+	Addr      uint64          `json:"addr"`
+	Size      uint64          `json:"size"`
+	Category  event.Category  `json:"category"`
+	Expect    event.ScopeKind `json:"expect"`
+	Scope     event.ScopeID   `json:"scope"`
+	Site      event.SiteID    `json:"site"`
+	Label     event.StringID  `json:"label"`
+	AllocTime int64           `json:"alloc_time"`
+	// FreeTime and FreeSeq are -1 and 0 while the object is alive (at the
+	// end of a trace: a leak).
+	FreeTime int64  `json:"free_time"`
+	FreeSeq  uint64 `json:"free_seq"`
+	// Lingering is set by Objects from ObjectsOptions.Lingering.
+	Lingering bool `json:"lingering"`
+}
+
+// Index is a level-of-detail index over one trace; see the package doc.
+// It is safe for concurrent use: Add (or Emit) from one goroutine at a
+// time, queries from any.
+type Index struct {
+	mu     sync.RWMutex
+	opts   Options
+	width  int64      // of a level-0 bucket
+	levels [][]bucket // levels[l] has buckets of width·4^l from time 0
+	cur    [numVals]uint64
+
+	dict       timeline.Dict
+	counterIDs map[event.StringID]int // label → value index, or -1
+	hasDevice  bool                   // a device_used counter has been seen
+	segDevice  uint64
+
+	events   uint64
+	lastSeq  uint64
+	lastTime int64
+
+	objs    []Object
+	live    map[uint64]int // addr → index in objs
+	minSize uint64         // allocations smaller are not kept
+}
+
+// New returns an empty Index.
+func New(opts Options) *Index {
+	opts = opts.withDefaults()
+	n := 1
+	for m := 1; m < opts.MaxBuckets; m *= 4 {
+		n++
+	}
+	return &Index{
+		opts:       opts,
+		width:      opts.Width,
+		levels:     make([][]bucket, n),
+		counterIDs: map[event.StringID]int{},
+		live:       map[uint64]int{},
+	}
+}
+
+// FromFile builds an Index over every event of f. It reads the file once.
+func FromFile(f *timeline.File, opts Options) (*Index, error) {
+	ix := New(opts)
+	ix.dict = *f.Dict()
+	err := f.Replay(func(e event.Event) error {
+		ix.add(&e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index trace: %w", err)
+	}
+	return ix, nil
+}
+
+// DefineString records a string definition, so that the Index knows its
+// counters and can resolve labels (String).
+func (ix *Index) DefineString(id event.StringID, s string) {
+	ix.mu.Lock()
+	ix.dict.DefineString(id, s)
+	delete(ix.counterIDs, id)
+	ix.mu.Unlock()
+}
+
+// DefineSite records a site definition (see Site).
+func (ix *Index) DefineSite(id event.SiteID, s event.Site) {
+	ix.mu.Lock()
+	ix.dict.DefineSite(id, s)
+	ix.mu.Unlock()
+}
+
+// Emit is Add; with DefineString and DefineSite it makes the Index an
+// event.Sink.
+func (ix *Index) Emit(e event.Event) { ix.Add(e) }
+
+// Add adds one event. Events must come in Seq order; an event whose Time
+// is before the previous event's counts at the previous event's time.
+func (ix *Index) Add(e event.Event) {
+	ix.mu.Lock()
+	ix.add(&e)
+	ix.mu.Unlock()
+}
+
+// AddBatch adds a subscription batch: its definitions, then its events,
+// under one lock.
+func (ix *Index) AddBatch(b timeline.Batch) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, d := range b.Strings {
+		ix.dict.DefineString(d.ID, d.Text)
+		delete(ix.counterIDs, d.ID)
+	}
+	for _, d := range b.Sites {
+		ix.dict.DefineSite(d.ID, d.Site)
+	}
+	for i := range b.Events {
+		ix.add(&b.Events[i])
+	}
+}
+
+// String returns the string with the given id ("" when undefined).
+func (ix *Index) String(id event.StringID) string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.dict.String(id)
+}
+
+// Site returns the site with the given id and whether it is defined.
+func (ix *Index) Site(id event.SiteID) (event.Site, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.dict.Site(id)
+}
+
+// Last returns the number of events added, and the Seq and Time of the
+// last of them.
+func (ix *Index) Last() (events, seq uint64, time int64) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.events, ix.lastSeq, ix.lastTime
+}
+
+// Resolution returns the width of the finest buckets now kept, in
+// nanoseconds.
+func (ix *Index) Resolution() int64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.width
+}
+
+func (ix *Index) add(e *event.Event) {
+	t := max(e.Time, ix.lastTime, 0)
+	ix.events++
+	ix.lastSeq, ix.lastTime = e.Seq, t
+	ix.extend(t)
+	for l := range ix.levels {
+		ix.levels[l][len(ix.levels[l])-1].events++
+	}
+	switch e.Kind {
+	case event.KindAlloc:
+		ix.count(func(b *bucket) { b.allocs++ })
+		ix.set(int(e.Category%event.NumCategories), ix.cur[e.Category%event.NumCategories]+e.Size)
+		ix.set(valAllocated, ix.cur[valAllocated]+e.Size)
+		ix.keep(e, t)
+	case event.KindFree:
+		ix.count(func(b *bucket) { b.frees++ })
+		c := int(e.Category % event.NumCategories)
+		ix.set(c, ix.cur[c]-min(e.Size, ix.cur[c]))
+		ix.set(valAllocated, ix.cur[valAllocated]-min(e.Size, ix.cur[valAllocated]))
+		if i, ok := ix.live[e.Addr]; ok {
+			ix.objs[i].FreeTime, ix.objs[i].FreeSeq = t, e.Seq
+			delete(ix.live, e.Addr)
+		}
+	case event.KindSegmentAlloc, event.KindSegmentFree:
+		// As package analyze: reserved is the allocator's own pools;
+		// device used every segment until a device_used counter appears.
+		if e.Kind == event.KindSegmentAlloc {
+			if e.Extra != event.PoolOutside {
+				ix.set(valReserved, ix.cur[valReserved]+e.Size)
+			}
+			ix.segDevice += e.Size
+		} else {
+			if e.Extra != event.PoolOutside {
+				ix.set(valReserved, ix.cur[valReserved]-min(e.Size, ix.cur[valReserved]))
+			}
+			ix.segDevice -= min(e.Size, ix.segDevice)
+		}
+		if !ix.hasDevice {
+			ix.set(valDevice, ix.segDevice)
+		}
+	case event.KindCounter:
+		v, ok := ix.counterIDs[e.Label]
+		if !ok {
+			v = -1
+			switch ix.dict.String(e.Label) {
+			case CounterDeviceUsed:
+				v = valDevice
+			case CounterGoHeap:
+				v = valGoHeap
+			}
+			ix.counterIDs[e.Label] = v
+		}
+		if v == valDevice {
+			ix.hasDevice = true
+		}
+		if v >= 0 {
+			ix.set(v, e.Size)
+		}
+	}
+}
+
+// extend makes the bucket holding t the last of every level, coarsening
+// first if t is beyond MaxBuckets level-0 buckets. New buckets start from
+// the current values.
+func (ix *Index) extend(t int64) {
+	for t/ix.width >= int64(ix.opts.MaxBuckets) {
+		ix.coarsen()
+	}
+	for l := range ix.levels {
+		k := int(t/ix.width) >> (2 * l)
+		for len(ix.levels[l]) <= k {
+			ix.levels[l] = append(ix.levels[l], bucket{max: ix.cur, last: ix.cur})
+		}
+	}
+}
+
+// coarsen drops level 0 and adds a coarser level on top.
+func (ix *Index) coarsen() {
+	top := ix.levels[len(ix.levels)-1]
+	var next []bucket
+	for i, b := range top {
+		if i%4 == 0 {
+			next = append(next, b)
+		} else {
+			next[len(next)-1].merge(&b)
+		}
+	}
+	copy(ix.levels, ix.levels[1:])
+	ix.levels[len(ix.levels)-1] = next
+	ix.width *= 4
+}
+
+func (ix *Index) set(v int, x uint64) {
+	ix.cur[v] = x
+	for l := range ix.levels {
+		b := &ix.levels[l][len(ix.levels[l])-1]
+		b.last[v] = x
+		b.max[v] = max(b.max[v], x)
+	}
+}
+
+func (ix *Index) count(f func(*bucket)) {
+	for l := range ix.levels {
+		f(&ix.levels[l][len(ix.levels[l])-1])
+	}
+}
+
+// keep records an allocation as an Object, dropping the smaller half of
+// the table when it is full.
+func (ix *Index) keep(e *event.Event, t int64) {
+	if e.Size < ix.minSize {
+		return
+	}
+	if len(ix.objs) >= ix.opts.MaxObjects {
+		ix.shrink()
+		if e.Size < ix.minSize {
+			return
+		}
+	}
+	ix.live[e.Addr] = len(ix.objs)
+	ix.objs = append(ix.objs, Object{
+		Seq: e.Seq, Addr: e.Addr, Size: e.Size, Category: e.Category, Expect: e.Expect,
+		Scope: e.Scope, Site: e.Site, Label: e.Label, AllocTime: t, FreeTime: -1,
+	})
+}
+
+// shrink keeps the larger half of the objects (in time order) and raises
+// the size below which allocations are not kept.
+func (ix *Index) shrink() {
+	sizes := make([]uint64, len(ix.objs))
+	for i := range ix.objs {
+		sizes[i] = ix.objs[i].Size
+	}
+	slices.Sort(sizes)
+	median := sizes[len(sizes)/2]
+	n := len(sizes) - len(sizes)/2 // kept with Size >= median, ties included
+	for i := len(sizes) / 2; i > 0 && sizes[i-1] == median; i-- {
+		n++
+	}
+	threshold := median
+	if n > ix.opts.MaxObjects*3/4 {
+		threshold = median + 1 // too many ties: keep only the larger
+	}
+	ix.minSize = max(ix.minSize, threshold)
+	kept := ix.objs[:0]
+	clear(ix.live)
+	for _, o := range ix.objs {
+		if o.Size < ix.minSize {
+			continue
+		}
+		if o.FreeTime < 0 {
+			ix.live[o.Addr] = len(kept)
+		}
+		kept = append(kept, o)
+	}
+	clear(ix.objs[len(kept):])
+	ix.objs = kept
+}
+
+// Query returns the aggregates of [t0, t1) in at most pixels buckets
+// (capped at 16384), in time order, each covering whole buckets of one
+// level of the pyramid, so bucket bounds need not fall on pixel bounds:
+// draw each from T0 to T1. Buckets are never narrower than Resolution, so
+// a window narrower than pixels·Resolution gets fewer buckets. t1 <= 0
+// means the end of the trace. Buckets after the last event are not
+// returned.
+func (ix *Index) Query(t0, t1 int64, pixels int) []Bucket {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	t0 = max(t0, 0)
+	if len(ix.levels[0]) == 0 {
+		return nil
+	}
+	end := int64(len(ix.levels[0])) * ix.width
+	if t1 <= 0 || t1 > end {
+		t1 = end
+	}
+	if t1 <= t0 {
+		return nil
+	}
+	pixels = min(max(pixels, 1), maxPixels)
+	span := t1 - t0
+	per := span / int64(pixels)
+	l, w := 0, ix.width
+	for l+1 < len(ix.levels) && w*4 <= per {
+		l, w = l+1, w*4
+	}
+	lv := ix.levels[l]
+	k0, k1 := int(t0/w), int((t1-1)/w)
+	k1 = min(k1, len(lv)-1)
+	out := make([]Bucket, 0, min(pixels, k1-k0+1))
+	var acc bucket
+	px := -1
+	var accT0 int64
+	flush := func(kEnd int) {
+		if px >= 0 {
+			out = append(out, Bucket{
+				T0: accT0, T1: int64(kEnd) * w,
+				Events: acc.events, Allocs: acc.allocs, Frees: acc.frees,
+				Max: values(&acc.max), Last: values(&acc.last),
+			})
+		}
+	}
+	for k := k0; k <= k1; k++ {
+		p := int(max(int64(k)*w-t0, 0) * int64(pixels) / span)
+		if p != px {
+			flush(k)
+			px, acc, accT0 = p, lv[k], int64(k)*w
+			continue
+		}
+		acc.merge(&lv[k])
+	}
+	flush(k1 + 1)
+	return out
+}
+
+// ObjectsOptions refines Objects.
+type ObjectsOptions struct {
+	// Lingering, if set, says whether the object allocated by the event
+	// with sequence number seq lingers; Objects copies its answer into
+	// Object.Lingering. It is called with the Index read-locked and must
+	// not call the Index.
+	Lingering func(seq uint64) bool
+	// Category, if set, keeps only objects of these categories.
+	Category []event.Category
+}
+
+// Objects returns the n largest objects whose lifetime [AllocTime,
+// FreeTime] meets [t0, t1) (t1 <= 0: the end of the trace), largest
+// first, ties in allocation order. Only the objects the Index keeps are considered (see the package
+// doc).
+func (ix *Index) Objects(t0, t1 int64, n int, opts ObjectsOptions) []Object {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if t1 <= 0 {
+		t1 = ix.lastTime + 1
+	}
+	if n <= 0 || t1 <= t0 {
+		return nil
+	}
+	// The table is in allocation order: stop at the first allocated after t1.
+	end, _ := slices.BinarySearchFunc(ix.objs, t1, func(o Object, t int64) int { return cmp.Compare(o.AllocTime, t) })
+	var top []int // indexes, a min-heap on (Size, -index) of at most n
+	less := func(a, b int) bool {
+		if ix.objs[a].Size != ix.objs[b].Size {
+			return ix.objs[a].Size < ix.objs[b].Size
+		}
+		return a > b
+	}
+	for i := range end {
+		o := &ix.objs[i]
+		if o.FreeTime >= 0 && o.FreeTime < t0 {
+			continue
+		}
+		if len(opts.Category) > 0 && !slices.Contains(opts.Category, o.Category) {
+			continue
+		}
+		if len(top) < n {
+			top = append(top, i)
+			up(top, len(top)-1, less)
+		} else if less(top[0], i) {
+			top[0] = i
+			down(top, 0, less)
+		}
+	}
+	slices.SortFunc(top, func(a, b int) int {
+		if less(a, b) {
+			return 1
+		}
+		if less(b, a) {
+			return -1
+		}
+		return 0
+	})
+	out := make([]Object, len(top))
+	for j, i := range top {
+		out[j] = ix.objs[i]
+		if opts.Lingering != nil {
+			out[j].Lingering = opts.Lingering(out[j].Seq)
+		}
+	}
+	return out
+}
+
+func up(h []int, i int, less func(a, b int) bool) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !less(h[i], h[p]) {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func down(h []int, i int, less func(a, b int) bool) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && less(h[c+1], h[c]) {
+			c++
+		}
+		if !less(h[c], h[i]) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}

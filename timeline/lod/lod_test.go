@@ -1,0 +1,346 @@
+package lod
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"linger/timeline"
+	"linger/timeline/event"
+)
+
+// synth returns n events of a plausible trace: segments, allocations and
+// frees of every category, counters for device used and Go heap, with
+// times that advance irregularly (bursts and gaps) from time 0.
+func synth(n int, seed uint64) (timeline.Dict, []event.Event) {
+	r := rand.New(rand.NewPCG(seed, 1))
+	var d timeline.Dict
+	d.DefineString(1, CounterDeviceUsed)
+	d.DefineString(2, CounterGoHeap)
+	d.DefineString(3, "layer.0.k")
+	var evs []event.Event
+	var live []event.Event
+	var t int64
+	addr := uint64(1 << 20)
+	for seq := uint64(1); len(evs) < n; seq++ {
+		switch r.IntN(10) {
+		case 0:
+			t += r.Int64N(5_000_000) // a gap
+		default:
+			t += r.Int64N(2000)
+		}
+		e := event.Event{Seq: seq, Time: t}
+		switch k := r.IntN(20); {
+		case k < 9 || len(live) == 0:
+			addr += 4096
+			e.Kind, e.Addr, e.Size = event.KindAlloc, addr, uint64(512*(1+r.IntN(1<<r.IntN(12))))
+			e.Category, e.Label, e.Site = event.Category(1+r.IntN(9)), 3, event.SiteID(1+r.IntN(4))
+			live = append(live, e)
+		case k < 17:
+			i := r.IntN(len(live))
+			a := live[i]
+			live[i] = live[len(live)-1]
+			live = live[:len(live)-1]
+			e.Kind, e.Addr, e.Size, e.Category = event.KindFree, a.Addr, a.Size, a.Category
+		case k == 17:
+			e.Kind, e.Addr, e.Size, e.Extra = event.KindSegmentAlloc, addr<<8, 2<<20, uint64(r.IntN(3))
+		case k == 18:
+			e.Kind, e.Size, e.Label = event.KindCounter, uint64(r.IntN(1<<30)), event.StringID(1+r.IntN(2))
+		default:
+			e.Kind, e.Label = event.KindMark, 3
+		}
+		evs = append(evs, e)
+	}
+	return d, evs
+}
+
+// state is the brute-force model: the values after a prefix of events.
+type state struct {
+	v         [numVals]uint64
+	seg       uint64
+	hasDevice bool
+}
+
+func (s *state) apply(d *timeline.Dict, e event.Event) {
+	sub := func(v int, x uint64) { s.v[v] -= min(x, s.v[v]) }
+	switch e.Kind {
+	case event.KindAlloc:
+		s.v[e.Category] += e.Size
+		s.v[valAllocated] += e.Size
+	case event.KindFree:
+		sub(int(e.Category), e.Size)
+		sub(valAllocated, e.Size)
+	case event.KindSegmentAlloc:
+		if e.Extra != event.PoolOutside {
+			s.v[valReserved] += e.Size
+		}
+		s.seg += e.Size
+	case event.KindSegmentFree:
+		if e.Extra != event.PoolOutside {
+			sub(valReserved, e.Size)
+		}
+		s.seg -= min(e.Size, s.seg)
+	case event.KindCounter:
+		switch d.String(e.Label) {
+		case CounterDeviceUsed:
+			s.hasDevice = true
+			s.v[valDevice] = e.Size
+		case CounterGoHeap:
+			s.v[valGoHeap] = e.Size
+		}
+	}
+	if !s.hasDevice {
+		s.v[valDevice] = s.seg
+	}
+}
+
+// brute computes the bucket [t0, t1) from every event.
+func brute(d *timeline.Dict, evs []event.Event, t0, t1 int64) Bucket {
+	var s state
+	var mx [numVals]uint64
+	var b Bucket
+	started := false
+	for _, e := range evs {
+		if e.Time >= t1 {
+			break
+		}
+		if e.Time >= t0 && !started {
+			mx, started = s.v, true
+		}
+		s.apply(d, e)
+		if e.Time >= t0 {
+			b.Events++
+			switch e.Kind {
+			case event.KindAlloc:
+				b.Allocs++
+			case event.KindFree:
+				b.Frees++
+			}
+			for v := range numVals {
+				mx[v] = max(mx[v], s.v[v])
+			}
+		}
+	}
+	if !started {
+		mx = s.v
+	}
+	b.T0, b.T1, b.Max, b.Last = t0, t1, values(&mx), values(&s.v)
+	return b
+}
+
+func build(d timeline.Dict, evs []event.Event, opts Options) *Index {
+	ix := New(opts)
+	ix.dict = d
+	for _, e := range evs {
+		ix.Add(e)
+	}
+	return ix
+}
+
+func TestQueryMatchesBruteForce(t *testing.T) {
+	d, evs := synth(20000, 1)
+	end := evs[len(evs)-1].Time
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{
+		{"defaults", Options{}},
+		{"coarsened", Options{MaxBuckets: 64}},
+		{"coarse start", Options{Width: 1 << 30}},
+	} {
+		ix := build(d, evs, c.opts)
+		for _, q := range []struct {
+			t0, t1 int64
+			px     int
+		}{
+			{0, 0, 1},
+			{0, 0, 100},
+			{0, end + 1, 1000},
+			{end / 3, end / 2, 7},
+			{end / 3, end/3 + 10_000, 50},
+			{end - 1000, 0, 3},
+			{end + 1e9, 0, 10},
+		} {
+			got := ix.Query(q.t0, q.t1, q.px)
+			if len(got) > q.px {
+				t.Errorf("%s: Query(%d, %d, %d): %d buckets", c.name, q.t0, q.t1, q.px, len(got))
+			}
+			for i, b := range got {
+				if i > 0 && b.T0 != got[i-1].T1 {
+					t.Errorf("%s: Query(%d, %d, %d): bucket %d starts at %d, previous ends at %d", c.name, q.t0, q.t1, q.px, i, b.T0, got[i-1].T1)
+				}
+				if want := brute(&d, evs, b.T0, b.T1); b != want {
+					t.Fatalf("%s: Query(%d, %d, %d) bucket %d:\n got %+v\nwant %+v", c.name, q.t0, q.t1, q.px, i, b, want)
+				}
+			}
+			if q.t0 <= end && len(got) == 0 {
+				t.Errorf("%s: Query(%d, %d, %d): no buckets", c.name, q.t0, q.t1, q.px)
+			}
+			if len(got) > 0 && (got[0].T0 > max(q.t0, 0) || (q.t1 > 0 && got[len(got)-1].T1 < min(q.t1, end))) {
+				t.Errorf("%s: Query(%d, %d, %d) covers [%d, %d)", c.name, q.t0, q.t1, q.px, got[0].T0, got[len(got)-1].T1)
+			}
+		}
+	}
+}
+
+// bruteObjects lists every allocation with its free, as Objects sees them.
+func bruteObjects(evs []event.Event) []Object {
+	var objs []Object
+	live := map[uint64]int{}
+	for _, e := range evs {
+		switch e.Kind {
+		case event.KindAlloc:
+			live[e.Addr] = len(objs)
+			objs = append(objs, Object{Seq: e.Seq, Addr: e.Addr, Size: e.Size, Category: e.Category, Site: e.Site, Label: e.Label, AllocTime: e.Time, FreeTime: -1})
+		case event.KindFree:
+			if i, ok := live[e.Addr]; ok {
+				objs[i].FreeTime, objs[i].FreeSeq = e.Time, e.Seq
+				delete(live, e.Addr)
+			}
+		}
+	}
+	return objs
+}
+
+func TestObjects(t *testing.T) {
+	d, evs := synth(20000, 2)
+	end := evs[len(evs)-1].Time
+	all := bruteObjects(evs)
+	ix := build(d, evs, Options{})
+	odd := func(seq uint64) bool { return seq%2 == 1 }
+	for _, q := range []struct {
+		t0, t1 int64
+		n      int
+	}{{0, 0, 10}, {end / 2, end/2 + 1, 5}, {end / 4, end / 2, 100}, {0, 0, 1 << 20}} {
+		var want []Object
+		for _, o := range all {
+			if o.AllocTime < max(q.t1, 0) || q.t1 <= 0 {
+				if o.FreeTime < 0 || o.FreeTime >= q.t0 {
+					o.Lingering = odd(o.Seq)
+					want = append(want, o)
+				}
+			}
+		}
+		slices.SortStableFunc(want, func(a, b Object) int {
+			if a.Size != b.Size {
+				return int(int64(b.Size) - int64(a.Size))
+			}
+			return 0
+		})
+		want = want[:min(len(want), q.n)]
+		got := ix.Objects(q.t0, q.t1, q.n, ObjectsOptions{Lingering: odd})
+		if !slices.Equal(got, want) {
+			t.Errorf("Objects(%d, %d, %d): got %d objects, want %d; first got %+v want %+v", q.t0, q.t1, q.n, len(got), len(want), first(got), first(want))
+		}
+	}
+}
+
+func first(o []Object) any {
+	if len(o) == 0 {
+		return nil
+	}
+	return o[0]
+}
+
+func TestObjectsBounded(t *testing.T) {
+	d, evs := synth(50000, 3)
+	ix := build(d, evs, Options{MaxObjects: 1000})
+	if n := len(ix.objs); n > 1000 {
+		t.Fatalf("%d objects kept, want at most 1000", n)
+	}
+	// The largest objects of the whole trace survive the shrinking.
+	all := bruteObjects(evs)
+	slices.SortStableFunc(all, func(a, b Object) int { return int(int64(b.Size) - int64(a.Size)) })
+	got := ix.Objects(0, 0, 20, ObjectsOptions{})
+	for i := range got {
+		if got[i].Size != all[i].Size {
+			t.Fatalf("object %d: size %d, want %d", i, got[i].Size, all[i].Size)
+		}
+	}
+}
+
+func TestBoundedBuckets(t *testing.T) {
+	ix := New(Options{MaxBuckets: 16})
+	for i := range 10000 {
+		ix.Add(event.Event{Seq: uint64(i + 1), Time: int64(i) * int64(i) * 1000, Kind: event.KindMark})
+	}
+	total := 0
+	for _, l := range ix.levels {
+		total += len(l)
+	}
+	if len(ix.levels[0]) > 16 || total > 16*4/3+len(ix.levels) {
+		t.Errorf("%d level-0 buckets, %d in all", len(ix.levels[0]), total)
+	}
+	if got := ix.Query(0, 0, 1000); len(got) == 0 || got[len(got)-1].Events == 0 {
+		t.Errorf("last bucket missing the last event: %+v", got)
+	}
+}
+
+func TestFromFile(t *testing.T) {
+	d, evs := synth(5000, 4)
+	path := t.TempDir() + "/t.ltrace"
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.DefineString(1, CounterDeviceUsed)
+	w.DefineString(2, CounterGoHeap)
+	w.DefineString(3, "layer.0.k")
+	for _, e := range evs {
+		w.Emit(e)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := timeline.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := FromFile(f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := build(d, evs, Options{})
+	if g, w := ix.Query(0, 0, 300), want.Query(0, 0, 300); !slices.Equal(g, w) {
+		t.Errorf("file index differs from the in-memory one")
+	}
+	if ix.String(3) != "layer.0.k" {
+		t.Errorf("String(3) = %q", ix.String(3))
+	}
+}
+
+func BenchmarkAdd(b *testing.B) {
+	d, evs := synth(100000, 5)
+	b.ReportAllocs()
+	var ix *Index
+	for i := 0; b.Loop(); i++ {
+		j := i % len(evs)
+		if j == 0 {
+			ix = New(Options{})
+			ix.dict = d
+		}
+		ix.Add(evs[j])
+	}
+}
+
+func BenchmarkQuery(b *testing.B) {
+	d, evs := synth(1_000_000, 6)
+	ix := build(d, evs, Options{})
+	end := evs[len(evs)-1].Time
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		t0 := int64(i%100) * end / 200
+		ix.Query(t0, t0+end/2, 2000)
+	}
+}
+
+func BenchmarkObjects(b *testing.B) {
+	d, evs := synth(1_000_000, 7)
+	ix := build(d, evs, Options{})
+	end := evs[len(evs)-1].Time
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		t0 := int64(i%100) * end / 200
+		ix.Objects(t0, t0+end/2, 200, ObjectsOptions{})
+	}
+}
