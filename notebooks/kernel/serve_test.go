@@ -75,6 +75,13 @@ mem.device().total > 0
 	if !strings.HasPrefix(out, "True 0\n2 [") {
 		t.Errorf("printed %q", out)
 	}
+	if find(ms, "update_display_data") == nil {
+		t.Errorf("progress bar never updated: %v", types(ms))
+	}
+	if r := find(c.exec(`engine(model="tiny", memory_limit="16GiB")
+mem.snapshot().limit`), "execute_result"); fmt.Sprint(r["data"]) != "map[text/plain:17179869184]" {
+		t.Errorf("memory limit: %v", r)
+	}
 	if find(ms, "display_data") == nil {
 		t.Errorf("no progress bar: %v", types(ms))
 	}
