@@ -1,12 +1,63 @@
-// Package server is Linger's HTTP face: the Jupyter Server REST API
-// (/api, /api/status, /api/kernelspecs, /api/kernels, /api/sessions,
-// /api/contents), the kernel websocket /api/kernels/{id}/channels in both
-// of Jupyter's framings, token auth with the XSRF and Origin checks Jupyter
-// makes, Prometheus metrics at /metrics, and profiling at /debug/pprof/ and
-// /debug/fgprof.
+// Package server is Linger's HTTP face: the Jupyter Server REST API, the
+// kernel websocket in both of Jupyter's framings, token auth with the XSRF
+// and Origin checks Jupyter makes, Prometheus metrics, and profiling.
 //
 // Kernels are processes run by a notebooks/kernel.Manager; notebooks are
-// files in a notebooks/contents.Store. The server owns neither: it
-// translates HTTP into their calls and their errors into HTTP statuses, in
-// one place (errorStatus).
+// files in a notebooks/contents.Store. The server owns neither: it turns
+// HTTP into their calls and their errors into HTTP statuses, in one place
+// (errorStatus), with Jupyter's JSON error body {"message", "reason"}.
+//
+// # Routes
+//
+// All paths sit below Options.BaseURL ("/" by default). Unknown query
+// parameters are ignored (clients add cache busters).
+//
+//	GET    /api                                    {"version"}
+//	GET    /api/status                             started, last_activity, connections, kernels
+//	GET    /api/me                                 the one identity (JupyterLab asks)
+//	GET    /api/kernelspecs[/linger]               one spec, "linger", language "starlark"
+//	GET    /api/kernels                            kernel models
+//	POST   /api/kernels                            start → 201
+//	GET    /api/kernels/{id}                       kernel model
+//	DELETE /api/kernels/{id}                       shut down → 204
+//	POST   /api/kernels/{id}/interrupt             → 204
+//	POST   /api/kernels/{id}/restart               → 200 kernel model
+//	GET    /api/kernels/{id}/channels              the kernel websocket
+//	GET    /api/kernels/{id}/lingering             who holds each lingering object (Linger's own)
+//	GET    /api/sessions                           session models
+//	POST   /api/sessions                           create → 201 (or the existing one for the path)
+//	GET    /api/sessions/{id}                      session model
+//	PATCH  /api/sessions/{id}                      path, name, type; kernel {name} (new) or {id}
+//	DELETE /api/sessions/{id}                      → 204, its kernel shut down
+//	GET    /api/contents/{path}                    type, format, content=0|1, hash=1
+//	PUT    /api/contents/{path}                    save → 201 new, 200 existing
+//	POST   /api/contents/{dir}                     untitled {type, ext} or {copy_from} → 201
+//	PATCH  /api/contents/{path}                    rename {path}
+//	DELETE /api/contents/{path}                    → 204
+//	GET    /api/contents/{path}/checkpoints        list
+//	POST   /api/contents/{path}/checkpoints        create → 201
+//	POST   /api/contents/{path}/checkpoints/{id}   restore → 204
+//	DELETE /api/contents/{path}/checkpoints/{id}   → 204
+//	GET    /metrics                                Prometheus
+//	GET    /debug/pprof/..., /debug/fgprof         Go's profiles; fgprof's wall-clock profile
+//	GET    /, /tree/{path}                         a placeholder listing until the UI exists
+//
+// # Kernel websocket
+//
+// A client offering the subprotocol v1.kernel.websocket.jupyter.org gets
+// the v1 binary framing, any other the legacy JSON framing (see
+// framing.go). Each connection subscribes to its kernel: iopub goes to
+// every connection, a reply only to the connection that sent a message of
+// the session in its parent header (or named it in ?session_id=). A
+// malformed or oversized client message is answered with an error on that
+// socket (a request gets its *_reply with status "error") and the
+// connection stays up; past four times the limit the connection is closed.
+// A client that falls behind the kernel's buffer is closed with code 1013
+// and reconnects; a kernel shut down closes its sockets with 1000.
+//
+// # Auth
+//
+// See auth.go: the token by header, query or cookie on every route; the
+// XSRF check for cookie-authenticated writes; Origin against Host for
+// websocket upgrades. A failure is 403 with a JSON error on every route.
 package server
