@@ -42,6 +42,10 @@ type Hello struct {
 	Protocol       int    `json:"protocol"`
 	Implementation string `json:"implementation"`
 	PID            int    `json:"pid"`
+	// Session is the process's kernel session id: every message the
+	// kernel sends carries it in header.session, and a restart (a new
+	// process) has a new one, as the messaging spec asks.
+	Session string `json:"session"`
 }
 
 // Control is a control frame's payload.

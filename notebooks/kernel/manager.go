@@ -173,6 +173,7 @@ type Kernel struct {
 	last     time.Time
 	proc     *process
 	restarts int
+	session  string // the current process's session id, from its hello
 	subs     map[*subscriber]struct{}
 	shut     bool
 	done     chan struct{}
@@ -293,6 +294,12 @@ func (k *Kernel) readLoop(p *process, stdout io.Reader) {
 		}
 		switch typ {
 		case FrameHello:
+			var h Hello
+			if json.Unmarshal(payload, &h) == nil && h.Session != "" {
+				k.mu.Lock()
+				k.session = h.Session
+				k.mu.Unlock()
+			}
 			select {
 			case <-p.ready:
 			default:
@@ -356,6 +363,16 @@ func (k *Kernel) fromKernel(p *process, m *msg.Message) {
 
 // broadcast sends m to every subscriber without blocking; one that is
 // full is closed and dropped.
+// announce broadcasts a message the Manager makes itself (status changes,
+// replies for a dead process), stamped with the kernel's session as the
+// process's own messages are.
+func (k *Kernel) announce(m *msg.Message) {
+	k.mu.Lock()
+	m.Header.Session = k.session
+	k.mu.Unlock()
+	k.broadcast(m)
+}
+
 func (k *Kernel) broadcast(m *msg.Message) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -398,7 +415,7 @@ func (k *Kernel) exited(p *process, waitErr, readErr error) {
 		if req.Header.MsgType == "shutdown_request" {
 			continue
 		}
-		k.broadcast(req.Reply(req.Channel, replyType(req.Header.MsgType), map[string]any{
+		k.announce(req.Reply(req.Channel, replyType(req.Header.MsgType), map[string]any{
 			"status": "error", "ename": "KernelDied", "evalue": reason, "traceback": []string{reason}}))
 	}
 	k.mu.Lock()
@@ -417,7 +434,7 @@ func (k *Kernel) exited(p *process, waitErr, readErr error) {
 	k.mu.Lock()
 	k.state = "dead"
 	k.mu.Unlock()
-	k.broadcast(msg.New(msg.IOPub, "status", "", map[string]any{"execution_state": "dead"}))
+	k.announce(msg.New(msg.IOPub, "status", "", map[string]any{"execution_state": "dead"}))
 }
 
 // ID is the kernel's UUID.
@@ -480,14 +497,14 @@ func (k *Kernel) Send(m *msg.Message) error {
 			if ch == "" || ch == msg.IOPub {
 				ch = msg.Shell
 			}
-			k.broadcast(m.Reply(ch, replyType(m.Header.MsgType), map[string]any{
+			k.announce(m.Reply(ch, replyType(m.Header.MsgType), map[string]any{
 				"status": "error", "ename": "InvalidMessage", "evalue": err.Error(), "traceback": []string{err.Error()}}))
 		}
 		return nil
 	}
 	p, err := k.current()
 	if err != nil {
-		k.broadcast(m.Reply(m.Channel, replyType(m.Header.MsgType), map[string]any{
+		k.announce(m.Reply(m.Channel, replyType(m.Header.MsgType), map[string]any{
 			"status": "error", "ename": "KernelDied", "evalue": err.Error(), "traceback": []string{err.Error()}}))
 		return err
 	}
@@ -497,7 +514,7 @@ func (k *Kernel) Send(m *msg.Message) error {
 	}
 	if len(b)+1 > MaxFrame {
 		e := fmt.Sprintf("message of %d bytes is over the %d-byte limit", len(b), MaxFrame)
-		k.broadcast(m.Reply(m.Channel, replyType(m.Header.MsgType), map[string]any{
+		k.announce(m.Reply(m.Channel, replyType(m.Header.MsgType), map[string]any{
 			"status": "error", "ename": "MessageTooLarge", "evalue": e, "traceback": []string{e}}))
 		return nil
 	}
@@ -574,7 +591,7 @@ func (k *Kernel) Restart(ctx context.Context) error {
 	k.state = "restarting"
 	k.restarts++
 	k.mu.Unlock()
-	k.broadcast(msg.New(msg.IOPub, "status", "", map[string]any{"execution_state": "restarting"}))
+	k.announce(msg.New(msg.IOPub, "status", "", map[string]any{"execution_state": "restarting"}))
 	if old != nil {
 		old.restartAfter.Store(false)
 		stopProcess(ctx, old)
@@ -583,7 +600,7 @@ func (k *Kernel) Restart(ctx context.Context) error {
 		k.mu.Lock()
 		k.state = "dead"
 		k.mu.Unlock()
-		k.broadcast(msg.New(msg.IOPub, "status", "", map[string]any{"execution_state": "dead"}))
+		k.announce(msg.New(msg.IOPub, "status", "", map[string]any{"execution_state": "dead"}))
 		return fmt.Errorf("restart %s: %w", k.id, err)
 	}
 	return nil

@@ -134,7 +134,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			starlark.Universe[name] = v
 		}
 	})
-	hello, _ := json.Marshal(Hello{Protocol: 1, Implementation: "linger", PID: os.Getpid()})
+	hello, _ := json.Marshal(Hello{Protocol: 1, Implementation: "linger", PID: os.Getpid(), Session: k.session})
 	if err := k.writeFrame(FrameHello, hello); err != nil {
 		return fmt.Errorf("kernel: hello: %w", err)
 	}
@@ -201,6 +201,10 @@ func (k *kernelProc) writeFrame(typ byte, p []byte) error {
 }
 
 func (k *kernelProc) send(m *msg.Message) {
+	// A kernel's messages carry its own session, not the client's (which
+	// Reply copies): clients use it to drop messages from a kernel that
+	// has since restarted.
+	m.Header.Session = k.session
 	b, err := json.Marshal(m)
 	if err != nil {
 		fmt.Fprintf(k.log, "kernel: encode %s: %v\n", m.Header.MsgType, err)
@@ -334,6 +338,10 @@ func (k *kernelProc) errorReply(m *msg.Message, ename, evalue string) {
 // control handles a control-channel message at once, even while a cell
 // runs.
 func (k *kernelProc) control(m *msg.Message) {
+	// Control requests are bracketed by busy and idle like shell ones, as
+	// ipykernel does: clients complete a control request on its idle.
+	k.publish(m, "status", map[string]any{"execution_state": "busy"})
+	defer k.publish(m, "status", map[string]any{"execution_state": "idle"})
 	switch m.Header.MsgType {
 	case "interrupt_request":
 		k.interrupt()

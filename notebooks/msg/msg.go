@@ -174,8 +174,9 @@ func New(channel, msgType, session string, v any) *Message {
 	return m
 }
 
-// Reply returns a message answering m: same session, m's header as its
-// parent. channel "" means m's channel.
+// Reply returns a message answering m, with m's header as its parent and
+// m's session; a kernel stamps its own session on what it sends. channel ""
+// means m's channel.
 func (m *Message) Reply(channel, msgType string, v any) *Message {
 	if channel == "" {
 		channel = m.Channel
