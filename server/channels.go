@@ -23,6 +23,9 @@ const (
 	// waiting for the writer; the reader blocks when it is full, which
 	// only slows that client down.
 	outBuffer = 16
+	// doneGrace is how long a closed subscription waits for the kernel's
+	// Done to tell a shutdown from a slow client.
+	doneGrace = 250 * time.Millisecond
 )
 
 // errNotWebsocket answers a plain GET of the channels route.
@@ -277,9 +280,13 @@ func (c *wsConn) writePump(sub <-chan *msg.Message) {
 // client reconnects and asks the kernel for its state again).
 func (c *wsConn) closeSub() {
 	code, text := websocket.CloseNormalClosure, "kernel shut down"
+	// A shutdown closes the subscriptions just before Done, so give Done
+	// a moment before calling the client slow.
+	t := time.NewTimer(doneGrace)
+	defer t.Stop()
 	select {
 	case <-c.k.Done():
-	default:
+	case <-t.C:
 		code, text = websocket.CloseTryAgainLater, "client too slow: messages were dropped; reconnect"
 	}
 	_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
