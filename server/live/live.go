@@ -1,0 +1,417 @@
+// Package live serves Linger's memory timelines to browsers: a resumable
+// websocket stream of a kernel's events, and level-of-detail queries
+// (aggregates per time bucket, the largest objects in view) over a
+// kernel's live trace or a saved trace file. The wire format is described
+// in docs/timeline.md.
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"linger/timeline"
+	"linger/timeline/event"
+	"linger/timeline/lod"
+)
+
+// Defaults for Options.
+const (
+	DefaultMaxLag         = 1 << 18
+	DefaultCatchupBuckets = 512
+	DefaultMaxPixels      = 8192
+	DefaultMaxObjects     = 5000
+)
+
+// ErrNotFound is returned by the lookups in Options for an unknown kernel
+// or trace; the handlers answer it with 404.
+var ErrNotFound = errors.New("not found")
+
+// Options configures a Handler.
+type Options struct {
+	// Recorder returns the live trace of the kernel with the given id
+	// (kernel.Manager.Get(id) then Kernel.Recorder()), or ErrNotFound.
+	// Required for the kernel routes.
+	Recorder func(id string) (*timeline.Recorder, error)
+	// TracePath resolves the name of a saved trace, as it appears in the
+	// URL, to a file path, or ErrNotFound. The server decides which names
+	// are allowed (it must keep paths inside its directory). Required for
+	// the trace routes.
+	TracePath func(name string) (string, error)
+	// Lingering, if set, says whether the object allocated by the event
+	// with sequence number seq of the given trace lingers (package
+	// analyze knows); the objects routes copy it into each answer.
+	Lingering func(rec *timeline.Recorder, path string, seq uint64) bool
+	// MaxLag is how many events a stream may fall behind the Recorder
+	// before the events in between are replaced by a catch-up summary
+	// (default 262144).
+	MaxLag uint64
+	// CatchupBuckets is how many buckets a catch-up summary has at most
+	// (default 512).
+	CatchupBuckets int
+	// Index configures the level-of-detail indexes.
+	Index lod.Options
+	// CheckOrigin is the websocket upgrader's origin check; nil allows
+	// only same-origin requests (gorilla's default). The server's own
+	// authentication runs before the Handler.
+	CheckOrigin func(r *http.Request) bool
+	// Log receives connection errors; nil discards them.
+	Log *slog.Logger
+}
+
+// Handler serves the timeline routes; see Register. It is safe for
+// concurrent use. Close stops the indexing goroutines.
+type Handler struct {
+	opts Options
+	log  *slog.Logger
+	ctx  context.Context
+	stop context.CancelFunc
+
+	mu      sync.Mutex
+	kernels map[*timeline.Recorder]*kernelIndex
+	files   map[string]*fileIndex // by path
+	wg      sync.WaitGroup
+}
+
+// kernelIndex follows one Recorder from its first event.
+type kernelIndex struct {
+	ix   *lod.Index
+	done chan struct{} // closed when the trace has ended or indexing failed
+	err  error         // set before done is closed
+}
+
+type fileIndex struct {
+	once    sync.Once
+	modTime time.Time
+	size    int64
+	ix      *lod.Index
+	err     error
+}
+
+// New returns a Handler.
+func New(opts Options) *Handler {
+	if opts.MaxLag == 0 {
+		opts.MaxLag = DefaultMaxLag
+	}
+	if opts.CatchupBuckets <= 0 {
+		opts.CatchupBuckets = DefaultCatchupBuckets
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Handler{
+		opts: opts, log: log, ctx: ctx, stop: stop,
+		kernels: map[*timeline.Recorder]*kernelIndex{},
+		files:   map[string]*fileIndex{},
+	}
+}
+
+// Register adds the timeline routes to mux under prefix ("" for the
+// root, or the server's base URL without its trailing slash):
+//
+//	GET {prefix}/api/timeline/kernels/{id}/stream?from=SEQ   websocket
+//	GET {prefix}/api/timeline/kernels/{id}/lod?t0=&t1=&px=
+//	GET {prefix}/api/timeline/kernels/{id}/objects?t0=&t1=&n=
+//	GET {prefix}/api/timeline/traces/{name}/lod?t0=&t1=&px=
+//	GET {prefix}/api/timeline/traces/{name}/objects?t0=&t1=&n=
+//
+// {name} is one path segment: the saved trace's name, URL-escaped
+// (slashes as %2F). Authentication is the caller's: wrap mux, or register
+// on a mux that is.
+func (h *Handler) Register(mux *http.ServeMux, prefix string) {
+	mux.HandleFunc("GET "+prefix+"/api/timeline/kernels/{id}/stream", h.serveStream)
+	mux.HandleFunc("GET "+prefix+"/api/timeline/kernels/{id}/lod", h.serveKernelLOD)
+	mux.HandleFunc("GET "+prefix+"/api/timeline/kernels/{id}/objects", h.serveKernelObjects)
+	mux.HandleFunc("GET "+prefix+"/api/timeline/traces/{name}/lod", h.serveTraceLOD)
+	mux.HandleFunc("GET "+prefix+"/api/timeline/traces/{name}/objects", h.serveTraceObjects)
+}
+
+// Close stops following live traces. Streams in progress end when their
+// clients go or their traces end.
+func (h *Handler) Close() error {
+	h.stop()
+	h.wg.Wait()
+	return nil
+}
+
+// kernelIndex returns the index of rec, starting to follow it on first use.
+func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ki, ok := h.kernels[rec]; ok {
+		return ki
+	}
+	ki := &kernelIndex{ix: lod.New(h.opts.Index), done: make(chan struct{})}
+	h.kernels[rec] = ki
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer close(ki.done)
+		sub := rec.Subscribe(1)
+		defer sub.Close()
+		for {
+			b, err := sub.Next(h.ctx)
+			if err != nil {
+				if !errors.Is(err, context.Canceled) && !errors.Is(err, errEOF) {
+					ki.err = err
+				}
+				return
+			}
+			ki.ix.AddBatch(b)
+		}
+	}()
+	return ki
+}
+
+// fileIndex returns the index of the trace at path, built on first use
+// and rebuilt when the file changes.
+func (h *Handler) fileIndex(path string) (*lod.Index, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("trace %q: %w", path, ErrNotFound)
+		}
+		return nil, err
+	}
+	h.mu.Lock()
+	e, ok := h.files[path]
+	if !ok || !e.modTime.Equal(fi.ModTime()) || e.size != fi.Size() {
+		e = &fileIndex{modTime: fi.ModTime(), size: fi.Size()}
+		h.files[path] = e
+	}
+	h.mu.Unlock()
+	e.once.Do(func() {
+		f, err := timeline.OpenFile(path)
+		if err != nil {
+			e.err = err
+			return
+		}
+		e.ix, e.err = lod.FromFile(f, h.opts.Index)
+	})
+	return e.ix, e.err
+}
+
+func (h *Handler) recorder(r *http.Request) (*timeline.Recorder, error) {
+	if h.opts.Recorder == nil {
+		return nil, fmt.Errorf("kernel timelines: %w", ErrNotFound)
+	}
+	rec, err := h.opts.Recorder(r.PathValue("id"))
+	if err == nil && rec == nil {
+		err = fmt.Errorf("kernel %q has no trace: %w", r.PathValue("id"), ErrNotFound)
+	}
+	return rec, err
+}
+
+func (h *Handler) tracePath(r *http.Request) (string, error) {
+	if h.opts.TracePath == nil {
+		return "", fmt.Errorf("saved traces: %w", ErrNotFound)
+	}
+	return h.opts.TracePath(r.PathValue("name"))
+}
+
+func (h *Handler) serveKernelLOD(w http.ResponseWriter, r *http.Request) {
+	rec, err := h.recorder(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	serveLOD(w, r, h.kernelIndex(rec).ix)
+}
+
+func (h *Handler) serveTraceLOD(w http.ResponseWriter, r *http.Request) {
+	path, err := h.tracePath(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ix, err := h.fileIndex(path)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	serveLOD(w, r, ix)
+}
+
+func (h *Handler) serveKernelObjects(w http.ResponseWriter, r *http.Request) {
+	rec, err := h.recorder(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.serveObjects(w, r, h.kernelIndex(rec).ix, rec, "")
+}
+
+func (h *Handler) serveTraceObjects(w http.ResponseWriter, r *http.Request) {
+	path, err := h.tracePath(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ix, err := h.fileIndex(path)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h.serveObjects(w, r, ix, nil, path)
+}
+
+// lodAnswer is the body of a lod query.
+type lodAnswer struct {
+	Events     uint64       `json:"events"`
+	LastSeq    uint64       `json:"last_seq"`
+	End        int64        `json:"end"`        // time of the last event, ns
+	Resolution int64        `json:"resolution"` // finest bucket width, ns
+	Categories []string     `json:"categories"` // names of Values.category's indexes
+	Buckets    []lod.Bucket `json:"buckets"`
+}
+
+func categoryNames() []string {
+	names := make([]string, event.NumCategories)
+	for i := range names {
+		names[i] = event.Category(i).String()
+	}
+	return names
+}
+
+func serveLOD(w http.ResponseWriter, r *http.Request, ix *lod.Index) {
+	q, err := window(r, "px", 1000, DefaultMaxPixels)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	n, seq, end := ix.Last()
+	writeJSON(w, lodAnswer{
+		Events: n, LastSeq: seq, End: end, Resolution: ix.Resolution(),
+		Categories: categoryNames(),
+		Buckets:    ix.Query(q.t0, q.t1, q.n),
+	})
+}
+
+// objectAnswer is one object of an objects query, its names resolved.
+type objectAnswer struct {
+	lod.Object
+	Category string    `json:"category"`
+	Expect   string    `json:"expect"`
+	Label    string    `json:"label"`
+	SiteID   uint32    `json:"site_id"`
+	Site     *siteJSON `json:"site,omitempty"`
+	Leak     bool      `json:"leak"` // not freed by the end of the trace (or yet, live)
+	Lifetime int64     `json:"lifetime"`
+	LabelID  uint32    `json:"label_id"`
+}
+
+type siteJSON struct {
+	Cell   string      `json:"cell,omitempty"`
+	Line   int         `json:"line,omitempty"`
+	Text   string      `json:"text"`
+	Frames []frameJSON `json:"frames,omitempty"`
+}
+
+type frameJSON struct {
+	Func string `json:"func"`
+	File string `json:"file"`
+	Line int    `json:"line"`
+}
+
+func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request, ix *lod.Index, rec *timeline.Recorder, path string) {
+	q, err := window(r, "n", 100, DefaultMaxObjects)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var opts lod.ObjectsOptions
+	if h.opts.Lingering != nil {
+		opts.Lingering = func(seq uint64) bool { return h.opts.Lingering(rec, path, seq) }
+	}
+	_, _, end := ix.Last()
+	objs := ix.Objects(q.t0, q.t1, q.n, opts)
+	out := make([]objectAnswer, len(objs))
+	for i, o := range objs {
+		a := objectAnswer{
+			Object: o, Category: o.Category.String(), Expect: o.Expect.String(),
+			Label: ix.String(o.Label), SiteID: uint32(o.Site), LabelID: uint32(o.Label),
+			Leak: o.FreeTime < 0,
+		}
+		if o.FreeTime >= 0 {
+			a.Lifetime = o.FreeTime - o.AllocTime
+		} else {
+			a.Lifetime = end - o.AllocTime
+		}
+		if s, ok := ix.Site(o.Site); ok {
+			sj := &siteJSON{Cell: s.Cell, Line: s.Line, Text: s.String()}
+			for _, f := range s.Frames {
+				sj.Frames = append(sj.Frames, frameJSON(f))
+			}
+			a.Site = sj
+		}
+		out[i] = a
+	}
+	writeJSON(w, map[string]any{"end": end, "objects": out})
+}
+
+type query struct {
+	t0, t1 int64
+	n      int
+}
+
+// window parses t0, t1 (ns; t1 absent or 0: the end) and the count named
+// n (default def, at most limit).
+func window(r *http.Request, n string, def, limit int) (query, error) {
+	q := query{n: def}
+	v := r.URL.Query()
+	var err error
+	parse := func(name string, dst *int64) {
+		if s := v.Get(name); s != "" && err == nil {
+			*dst, err = strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				err = fmt.Errorf("%w: %s=%q is not an integer", errBadRequest, name, s)
+			}
+		}
+	}
+	parse("t0", &q.t0)
+	parse("t1", &q.t1)
+	var c int64
+	parse(n, &c)
+	if err != nil {
+		return q, err
+	}
+	if c > 0 {
+		q.n = int(min(c, int64(limit)))
+	}
+	if q.t1 != 0 && q.t1 <= q.t0 {
+		return q, fmt.Errorf("%w: empty window t0=%d t1=%d", errBadRequest, q.t0, q.t1)
+	}
+	return q, nil
+}
+
+var errBadRequest = errors.New("bad request")
+
+// writeError answers err as JSON with a status from its sentinel. (The
+// server maps its own errors in one place; these routes answer their own.)
+func writeError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, errBadRequest):
+		code = http.StatusBadRequest
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"message": err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(v)
+}

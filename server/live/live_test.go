@@ -1,0 +1,398 @@
+package live
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"linger/timeline"
+	"linger/timeline/event"
+)
+
+// fixture is a Handler serving one kernel ("k1", rec) and saved traces
+// from dir.
+type fixture struct {
+	srv *httptest.Server
+	h   *Handler
+	rec *timeline.Recorder
+	dir string
+}
+
+func newFixture(t *testing.T, opts Options) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	rec, err := timeline.NewRecorder(filepath.Join(dir, "live.ltrace"), timeline.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{rec: rec, dir: dir}
+	opts.Recorder = func(id string) (*timeline.Recorder, error) {
+		if id != "k1" {
+			return nil, fmt.Errorf("kernel %q: %w", id, ErrNotFound)
+		}
+		return rec, nil
+	}
+	opts.TracePath = func(name string) (string, error) {
+		if strings.Contains(name, "/") || strings.HasPrefix(name, ".") {
+			return "", fmt.Errorf("trace %q: %w", name, ErrNotFound)
+		}
+		return filepath.Join(dir, name), nil
+	}
+	f.h = New(opts)
+	mux := http.NewServeMux()
+	f.h.Register(mux, "")
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		f.srv.Close()
+		rec.Close()
+		f.h.Close()
+	})
+	return f
+}
+
+// emit sends events first..last to sink: allocations, frees of half of
+// them, a label and a site, times 1 µs apart.
+func emit(sink event.Sink, first, last uint64) {
+	if first == 1 {
+		sink.DefineString(1, "block")
+		sink.DefineSite(1, event.Site{Cell: "c1", Line: 3, Frames: []event.Frame{{Func: "f", File: "a/b.go", Line: 9}}})
+	}
+	for s := first; s <= last; s++ {
+		e := event.Event{Seq: s, Time: int64(s) * 1000, Kind: event.KindAlloc, Addr: s, Size: 512 * (s%7 + 1), Category: event.Category(s%9 + 1), Label: 1, Site: 1}
+		if s%2 == 0 {
+			e.Kind, e.Addr, e.Size, e.Category = event.KindFree, s-1, 512*((s-1)%7+1), event.Category((s-1)%9+1)
+		}
+		sink.Emit(e)
+	}
+}
+
+func (f *fixture) dial(t *testing.T, from uint64) *websocket.Conn {
+	t.Helper()
+	u := "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/api/timeline/kernels/k1/stream?from=" + fmt.Sprint(from)
+	ws, _, err := websocket.DefaultDialer.Dial(u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+type message struct {
+	Type    string    `json:"type"`
+	From    uint64    `json:"from"`
+	To      uint64    `json:"to"`
+	Last    uint64    `json:"last"`
+	Events  [][]int64 `json:"events"`
+	Strings [][]any   `json:"strings"`
+	Buckets []any     `json:"buckets"`
+}
+
+func read(t *testing.T, ws *websocket.Conn) message {
+	t.Helper()
+	ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, p, err := ws.ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m message
+	if err := json.Unmarshal(p, &m); err != nil {
+		t.Fatalf("%v: %.200s", err, p)
+	}
+	return m
+}
+
+// tally checks that a stream delivers every event exactly once, in
+// order, or accounts for it in a catch-up message.
+type tally struct {
+	next     uint64
+	events   int
+	catchups int
+	defs     int
+}
+
+func (c *tally) add(t *testing.T, m message) {
+	t.Helper()
+	switch m.Type {
+	case "events":
+		for _, e := range m.Events {
+			if uint64(e[0]) != c.next {
+				t.Fatalf("event %d, want %d", e[0], c.next)
+			}
+			c.next++
+			c.events++
+		}
+	case "catchup":
+		if m.From != c.next || m.To < m.From || len(m.Buckets) == 0 {
+			t.Fatalf("catchup %d..%d with %d buckets at %d", m.From, m.To, len(m.Buckets), c.next)
+		}
+		c.next = m.To + 1
+		c.catchups++
+	case "defs":
+		c.defs++
+	}
+}
+
+func TestResumeAfterDisconnect(t *testing.T) {
+	f := newFixture(t, Options{})
+	const n = 30000
+	go func() {
+		for s := uint64(1); s <= n; s += 1000 {
+			emit(f.rec, s, s+999)
+			time.Sleep(2 * time.Millisecond)
+		}
+		f.rec.Close()
+	}()
+	c := tally{next: 1}
+	ws := f.dial(t, 1)
+	if m := read(t, ws); m.Type != "start" || m.From != 1 {
+		t.Fatalf("first message %+v", m)
+	}
+	for c.events < 5000 {
+		c.add(t, read(t, ws))
+	}
+	ws.Close()
+	for round := 0; ; round++ {
+		ws = f.dial(t, c.next)
+		if m := read(t, ws); m.Type != "start" || m.From != c.next {
+			t.Fatalf("start after reconnect: %+v, want from %d", m, c.next)
+		}
+		done := false
+		for i := 0; i < 3 && !done; i++ { // drop the connection every few messages
+			m := read(t, ws)
+			if m.Type == "end" {
+				if m.Last != n {
+					t.Fatalf("end at %d, want %d", m.Last, n)
+				}
+				done = true
+			}
+			c.add(t, m)
+		}
+		ws.Close()
+		if done {
+			break
+		}
+	}
+	if c.events != n || c.catchups != 0 {
+		t.Errorf("%d events, %d catch-ups; want %d, 0", c.events, c.catchups, n)
+	}
+	if c.defs == 0 {
+		t.Errorf("no definitions")
+	}
+}
+
+func TestSlowClientCatchesUp(t *testing.T) {
+	f := newFixture(t, Options{MaxLag: 5000})
+	ws := f.dial(t, 1)
+	if m := read(t, ws); m.Type != "start" {
+		t.Fatalf("first message %+v", m)
+	}
+	// The client reads nothing while a million events are produced: the
+	// socket buffers fill, the server's writes block and it falls behind.
+	const n = 1_000_000
+	emit(f.rec, 1, n)
+	if err := f.rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	f.rec.Close()
+	c := tally{next: 1}
+	for {
+		m := read(t, ws)
+		if m.Type == "end" {
+			break
+		}
+		c.add(t, m)
+	}
+	if c.next != n+1 {
+		t.Errorf("stream ends at %d, want %d", c.next-1, n)
+	}
+	if c.catchups == 0 {
+		t.Errorf("no catch-up message after falling %d events behind", n-c.events)
+	}
+	t.Logf("%d events in detail, %d catch-ups", c.events, c.catchups)
+}
+
+func writeTrace(t *testing.T, path string, n uint64) {
+	t.Helper()
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emit(w, 1, n)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func get(t *testing.T, u string, status int, v any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != status {
+		t.Fatalf("GET %s: %s, want %d", u, resp.Status, status)
+	}
+	if v != nil {
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// bruteAllocated is the allocated bytes after each event of emit, and
+// their maximum over [t0, t1) (counting the value at t0).
+func bruteAllocated(n uint64, t0, t1 int64) (maxv, last uint64) {
+	var cur uint64
+	started := false
+	for s := uint64(1); s <= n; s++ {
+		tm := int64(s) * 1000
+		if tm >= t1 {
+			break
+		}
+		if tm >= t0 && !started {
+			maxv, started = cur, true
+		}
+		if s%2 == 1 {
+			cur += 512 * (s%7 + 1)
+		} else {
+			cur -= 512 * ((s-1)%7 + 1)
+		}
+		if tm >= t0 {
+			maxv = max(maxv, cur)
+		}
+	}
+	if !started {
+		maxv = cur
+	}
+	return maxv, cur
+}
+
+type lodBody struct {
+	Events  uint64 `json:"events"`
+	Buckets []struct {
+		T0, T1 int64
+		Events uint64
+		Max    struct{ Allocated uint64 }
+		Last   struct{ Allocated uint64 }
+	} `json:"buckets"`
+}
+
+func checkLOD(t *testing.T, body lodBody, n uint64, px int) {
+	t.Helper()
+	if body.Events != n || len(body.Buckets) == 0 || len(body.Buckets) > px {
+		t.Fatalf("%d events, %d buckets", body.Events, len(body.Buckets))
+	}
+	var events uint64
+	for _, b := range body.Buckets {
+		mx, last := bruteAllocated(n, b.T0, b.T1)
+		if b.Max.Allocated != mx || b.Last.Allocated != last {
+			t.Errorf("bucket [%d, %d): allocated max %d last %d, want %d %d", b.T0, b.T1, b.Max.Allocated, b.Last.Allocated, mx, last)
+		}
+		events += b.Events
+	}
+	if events != n {
+		t.Errorf("buckets count %d events, want %d", events, n)
+	}
+}
+
+func TestLODMatchesBruteForce(t *testing.T) {
+	f := newFixture(t, Options{})
+	const n = 5000
+	writeTrace(t, filepath.Join(f.dir, "small.ltrace"), n)
+	for _, px := range []int{1, 7, 100, 5000} {
+		var body lodBody
+		get(t, f.srv.URL+"/api/timeline/traces/small.ltrace/lod?px="+fmt.Sprint(px), 200, &body)
+		checkLOD(t, body, n, px)
+	}
+
+	emit(f.rec, 1, n)
+	f.rec.Flush()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var body lodBody
+		get(t, f.srv.URL+"/api/timeline/kernels/k1/lod?px=50", 200, &body)
+		if body.Events == n {
+			checkLOD(t, body, n, 50)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kernel index has %d events, want %d", body.Events, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestObjects(t *testing.T) {
+	f := newFixture(t, Options{Lingering: func(_ *timeline.Recorder, _ string, seq uint64) bool { return seq == 4999 }})
+	writeTrace(t, filepath.Join(f.dir, "small.ltrace"), 5000)
+	var body struct {
+		Objects []struct {
+			Seq       uint64
+			Size      uint64
+			Category  string
+			Label     string
+			Leak      bool
+			Lingering bool
+			FreeTime  int64 `json:"free_time"`
+			Site      struct {
+				Cell string
+				Line int
+				Text string
+			}
+		}
+	}
+	get(t, f.srv.URL+"/api/timeline/traces/small.ltrace/objects?n=3&t0=4990000", 200, &body)
+	if len(body.Objects) != 3 {
+		t.Fatalf("%d objects, want 3", len(body.Objects))
+	}
+	o := body.Objects[0]
+	if o.Size != 512*7 || o.Label != "block" || o.Site.Cell != "c1" || o.Site.Line != 3 || o.Category == "" {
+		t.Errorf("largest object %+v", o)
+	}
+	if !(body.Objects[0].Size >= body.Objects[1].Size && body.Objects[1].Size >= body.Objects[2].Size) {
+		t.Errorf("not largest first: %+v", body.Objects)
+	}
+	for _, o := range body.Objects {
+		if o.Lingering != (o.Seq == 4999) || o.Leak != (o.FreeTime < 0) {
+			t.Errorf("object %+v", o)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	f := newFixture(t, Options{})
+	writeTrace(t, filepath.Join(f.dir, "small.ltrace"), 10)
+	for _, c := range []struct {
+		path   string
+		status int
+	}{
+		{"/api/timeline/kernels/nope/lod", 404},
+		{"/api/timeline/kernels/nope/stream", 404},
+		{"/api/timeline/traces/missing.ltrace/lod", 404},
+		{"/api/timeline/traces/" + url.PathEscape("../x") + "/objects", 404},
+		{"/api/timeline/traces/small.ltrace/lod?t0=x", 400},
+		{"/api/timeline/traces/small.ltrace/lod?t0=10&t1=5", 400},
+		{"/api/timeline/kernels/k1/stream?from=-1", 400},
+	} {
+		t.Run(c.path, func(t *testing.T) {
+			var body struct{ Message string }
+			get(t, f.srv.URL+c.path, c.status, &body)
+			if body.Message == "" {
+				t.Errorf("no message")
+			}
+		})
+	}
+	if !errors.Is(fmt.Errorf("x: %w", ErrNotFound), ErrNotFound) {
+		t.Fatal("ErrNotFound")
+	}
+}
