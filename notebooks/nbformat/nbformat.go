@@ -60,7 +60,7 @@ var (
 // plain value: not safe for concurrent mutation.
 type Notebook struct {
 	// Metadata is the notebook-level metadata. Keys Linger does not know
-	// are kept verbatim; kernelspec and language_info are checked.
+	// are kept (re-encoded, numbers as written); kernelspec and language_info are checked.
 	Metadata Metadata
 	Cells    []*Cell
 }

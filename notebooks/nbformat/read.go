@@ -3,6 +3,7 @@ package nbformat
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -33,20 +34,29 @@ func Read(r io.Reader) (*Notebook, error) {
 }
 
 // UnmarshalJSON decodes a notebook as Read does, replacing *nb.
+//
+// The document is decoded once into generic values and then walked:
+// decoding nested json.RawMessage levels instead would scan megabytes of
+// base64 outputs once per level.
 func (nb *Notebook) UnmarshalJSON(data []byte) error {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
 		return fmt.Errorf("%w: malformed JSON: %v", ErrInvalid, err)
 	}
-	if top == nil {
-		return fmt.Errorf("%w: not a JSON object", ErrInvalid)
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: malformed JSON: data after the notebook", ErrInvalid)
 	}
-	d := decoder{}
+	top, ok := doc.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%w: not a JSON object but %s", ErrInvalid, kind(doc))
+	}
 	major, ok := top["nbformat"]
 	if !ok {
 		return fmt.Errorf("%w: nbformat: missing (is this a notebook?)", ErrInvalid)
 	}
-	v, err := d.int("nbformat", major)
+	v, err := toInt("nbformat", major)
 	if err != nil {
 		return err
 	}
@@ -57,34 +67,34 @@ func (nb *Notebook) UnmarshalJSON(data []byte) error {
 		}
 		return fmt.Errorf("%w: nbformat %d (Linger reads nbformat 4 only%s)", ErrUnsupported, v, hint)
 	}
-	minorRaw, ok := top["nbformat_minor"]
+	minorV, ok := top["nbformat_minor"]
 	if !ok {
 		return fmt.Errorf("%w: nbformat_minor: missing", ErrInvalid)
 	}
-	minor, err := d.int("nbformat_minor", minorRaw)
+	minor, err := toInt("nbformat_minor", minorV)
 	if err != nil {
 		return err
 	}
 	if minor < 0 {
-		return fmt.Errorf("%w: nbformat_minor: %d is negative", ErrInvalid, minor)
+		return invalid("nbformat_minor", "%d is negative", minor)
 	}
 	out := Notebook{}
-	if out.Metadata, err = d.metadata("metadata", top["metadata"], true); err != nil {
+	if out.Metadata, err = toMetadata("metadata", top, "metadata"); err != nil {
 		return err
 	}
 	delete(out.Metadata, "orig_nbformat")
 	delete(out.Metadata, "orig_nbformat_minor")
-	cellsRaw, ok := top["cells"]
+	cellsV, ok := top["cells"]
 	if !ok {
-		return fmt.Errorf("%w: cells: missing", ErrInvalid)
+		return invalid("cells", "missing")
 	}
-	var cells []json.RawMessage
-	if err := d.decode("cells", cellsRaw, &cells, "a list"); err != nil {
-		return err
+	cells, ok := cellsV.([]any)
+	if !ok {
+		return invalid("cells", "want a list, got %s", kind(cellsV))
 	}
 	out.Cells = make([]*Cell, 0, len(cells))
-	for i, raw := range cells {
-		c, err := d.cell(fmt.Sprintf("cells[%d]", i), raw, minor >= FormatMinor)
+	for i, cv := range cells {
+		c, err := toCell(fmt.Sprintf("cells[%d]", i), cv, minor >= FormatMinor)
 		if err != nil {
 			return err
 		}
@@ -110,282 +120,290 @@ func repairIDs(cells []*Cell) {
 	}
 }
 
-// decoder turns raw JSON into the typed notebook, with errors that name
-// the field.
-type decoder struct{}
-
-func (decoder) errorf(path, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalid, path, fmt.Sprintf(format, args...))
+// kind names the JSON type of a decoded value for error messages.
+func kind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
-// decode unmarshals raw into v; a JSON null is a type error too, since no
-// field of a notebook may be null except the execution counts.
-func (d decoder) decode(path string, raw json.RawMessage, v any, want string) error {
-	if isNull(raw) || json.Unmarshal(raw, v) != nil {
-		return d.errorf(path, "want %s, got %s", want, kind(raw))
-	}
-	return nil
-}
-
-func (d decoder) int(path string, raw json.RawMessage) (int, error) {
-	var n json.Number
-	if kind(raw) != "a number" {
-		return 0, d.errorf(path, "want an integer, got %s", kind(raw))
-	}
-	if err := d.decode(path, raw, &n, "an integer"); err != nil {
-		return 0, err
-	}
-	v, err := strconv.Atoi(string(n))
-	if err != nil {
-		return 0, d.errorf(path, "want an integer, got %s", n)
+// field returns obj[name], or a "missing" error naming path.name.
+func field(path string, obj map[string]any, name string) (any, error) {
+	v, ok := obj[name]
+	if !ok {
+		return nil, invalid(path+"."+name, "missing")
 	}
 	return v, nil
 }
 
-// count decodes an execution count: an integer ≥ 0 or null.
-func (d decoder) count(path string, raw json.RawMessage, present bool) (*int, error) {
-	if !present {
-		return nil, d.errorf(path, "missing")
+func toInt(path string, v any) (int, error) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, invalid(path, "want an integer, got %s", kind(v))
 	}
-	if isNull(raw) {
-		return nil, nil
+	i, err := strconv.Atoi(string(n))
+	if err != nil {
+		return 0, invalid(path, "want an integer, got %s", n)
 	}
-	v, err := d.int(path, raw)
+	return i, nil
+}
+
+func toString(path string, obj map[string]any, name string) (string, error) {
+	v, err := field(path, obj, name)
+	if err != nil {
+		return "", err
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", invalid(path+"."+name, "want a string, got %s", kind(v))
+	}
+	return s, nil
+}
+
+// toCount decodes an execution count: an integer ≥ 0 or null.
+func toCount(path string, obj map[string]any) (*int, error) {
+	v, err := field(path, obj, "execution_count")
+	if err != nil || v == nil {
+		return nil, err
+	}
+	n, err := toInt(path+".execution_count", v)
 	if err != nil {
 		return nil, err
 	}
-	if v < 0 {
-		return nil, d.errorf(path, "%d is negative", v)
+	if n < 0 {
+		return nil, invalid(path+".execution_count", "%d is negative", n)
 	}
-	return &v, nil
+	return &n, nil
 }
 
-func (d decoder) string(path string, raw json.RawMessage, present bool) (string, error) {
-	if !present {
-		return "", d.errorf(path, "missing")
-	}
-	var s string
-	err := d.decode(path, raw, &s, "a string")
-	return s, err
-}
-
-// multiline decodes a string or a list of strings, joined.
-func (d decoder) multiline(path string, raw json.RawMessage, present bool) (string, error) {
-	if !present {
-		return "", d.errorf(path, "missing")
-	}
-	if s, ok := multiline(raw); ok {
-		return s, nil
-	}
-	return "", d.errorf(path, "want a string or a list of strings, got %s", kind(raw))
-}
-
-func multiline(raw json.RawMessage) (string, bool) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil && !isNull(raw) {
-		return s, true
-	}
-	var lines []string
-	if isNull(raw) || json.Unmarshal(raw, &lines) != nil {
-		return "", false
-	}
-	return strings.Join(lines, ""), true
-}
-
-func (d decoder) metadata(path string, raw json.RawMessage, required bool) (Metadata, error) {
-	if raw == nil {
-		if required {
-			return nil, d.errorf(path, "missing")
+// multiline joins a string or a list of strings.
+func multiline(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case []any:
+		var b strings.Builder
+		for _, l := range v {
+			s, ok := l.(string)
+			if !ok {
+				return "", false
+			}
+			b.WriteString(s)
 		}
-		return Metadata{}, nil
+		return b.String(), true
 	}
-	m := Metadata{}
-	if err := d.decode(path, raw, &m, "an object"); err != nil {
-		return nil, err
+	return "", false
+}
+
+func toMultiline(path string, obj map[string]any, name string) (string, error) {
+	v, err := field(path, obj, name)
+	if err != nil {
+		return "", err
+	}
+	s, ok := multiline(v)
+	if !ok {
+		return "", invalid(path+"."+name, "want a string or a list of strings, got %s", kind(v))
+	}
+	return s, nil
+}
+
+func toObject(path string, v any) (map[string]any, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, invalid(path, "want an object, got %s", kind(v))
 	}
 	return m, nil
 }
 
-func (d decoder) bundle(path string, raw json.RawMessage, present bool) (MimeBundle, error) {
-	if !present {
-		return nil, d.errorf(path, "missing")
+// rawJSON encodes a decoded value back to JSON; numbers keep their text.
+func rawJSON(v any) json.RawMessage {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Decoded JSON always encodes.
+		panic(fmt.Sprintf("nbformat: encode decoded value: %v", err))
 	}
-	var in map[string]json.RawMessage
-	if err := d.decode(path, raw, &in, "an object"); err != nil {
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func toMetadata(path string, obj map[string]any, name string) (Metadata, error) {
+	v, err := field(path, obj, name)
+	if err != nil {
 		return nil, err
 	}
-	b := make(MimeBundle, len(in))
-	for mime, v := range in {
+	if path != "" {
+		path += "."
+	}
+	m, err := toObject(path+name, v)
+	if err != nil {
+		return nil, err
+	}
+	md := make(Metadata, len(m))
+	for k, v := range m {
+		md[k] = rawJSON(v)
+	}
+	return md, nil
+}
+
+func toBundle(path string, v any) (MimeBundle, error) {
+	m, err := toObject(path, v)
+	if err != nil {
+		return nil, err
+	}
+	b := make(MimeBundle, len(m))
+	for mime, v := range m {
 		if isJSONMime(mime) {
-			b[mime] = v
+			b[mime] = rawJSON(v)
 			continue
 		}
 		s, ok := multiline(v)
 		if !ok {
-			return nil, d.errorf(fmt.Sprintf("%s[%q]", path, mime), "want a string or a list of strings, got %s", kind(v))
+			return nil, invalid(fmt.Sprintf("%s[%q]", path, mime), "want a string or a list of strings, got %s", kind(v))
 		}
 		b.SetText(mime, s)
 	}
 	return b, nil
 }
 
-func (d decoder) cell(path string, raw json.RawMessage, needID bool) (*Cell, error) {
-	var f map[string]json.RawMessage
-	if err := d.decode(path, raw, &f, "an object"); err != nil {
+func toCell(path string, v any, needID bool) (*Cell, error) {
+	f, err := toObject(path, v)
+	if err != nil {
 		return nil, err
 	}
 	c := &Cell{}
-	var err error
-	typRaw, ok := f["cell_type"]
-	if c.Type, err = d.string(path+".cell_type", typRaw, ok); err != nil {
+	if c.Type, err = toString(path, f, "cell_type"); err != nil {
 		return nil, err
 	}
 	switch c.Type {
 	case CellCode, CellMarkdown, CellRaw:
 	default:
-		return nil, d.errorf(path+".cell_type", "unknown cell type %q", c.Type)
+		return nil, invalid(path+".cell_type", "unknown cell type %q", c.Type)
 	}
-	if idRaw, ok := f["id"]; ok {
-		if c.ID, err = d.string(path+".id", idRaw, true); err != nil {
+	if _, ok := f["id"]; ok {
+		if c.ID, err = toString(path, f, "id"); err != nil {
 			return nil, err
 		}
 		if !ValidCellID(c.ID) {
 			if needID {
-				return nil, d.errorf(path+".id", "%q is not a valid cell id (1–64 of a-z A-Z 0-9 - _)", c.ID)
+				return nil, invalid(path+".id", "%q is not a valid cell id (1–64 of a-z A-Z 0-9 - _)", c.ID)
 			}
 			c.ID = "" // an older notebook: repairIDs gives it one
 		}
 	} else if needID {
-		return nil, d.errorf(path+".id", "missing (required since nbformat 4.5)")
+		return nil, invalid(path+".id", "missing (required since nbformat 4.5)")
 	}
-	if c.Metadata, err = d.metadata(path+".metadata", f["metadata"], true); err != nil {
+	if c.Metadata, err = toMetadata(path, f, "metadata"); err != nil {
 		return nil, err
 	}
-	srcRaw, ok := f["source"]
-	if c.Source, err = d.multiline(path+".source", srcRaw, ok); err != nil {
+	if c.Source, err = toMultiline(path, f, "source"); err != nil {
 		return nil, err
 	}
 	if c.Type != CellCode {
-		if araw, ok := f["attachments"]; ok {
-			var atts map[string]json.RawMessage
-			if err := d.decode(path+".attachments", araw, &atts, "an object"); err != nil {
+		if av, ok := f["attachments"]; ok {
+			atts, err := toObject(path+".attachments", av)
+			if err != nil {
 				return nil, err
 			}
 			c.Attachments = make(map[string]MimeBundle, len(atts))
-			for name, v := range atts {
-				if c.Attachments[name], err = d.bundle(fmt.Sprintf("%s.attachments[%q]", path, name), v, true); err != nil {
+			for name, bv := range atts {
+				if c.Attachments[name], err = toBundle(fmt.Sprintf("%s.attachments[%q]", path, name), bv); err != nil {
 					return nil, err
 				}
 			}
 		}
 		return c, nil
 	}
-	ecRaw, ok := f["execution_count"]
-	if c.ExecutionCount, err = d.count(path+".execution_count", ecRaw, ok); err != nil {
+	if c.ExecutionCount, err = toCount(path, f); err != nil {
 		return nil, err
 	}
-	outsRaw, ok := f["outputs"]
+	ov, err := field(path, f, "outputs")
+	if err != nil {
+		return nil, err
+	}
+	outs, ok := ov.([]any)
 	if !ok {
-		return nil, d.errorf(path+".outputs", "missing")
-	}
-	var outs []json.RawMessage
-	if err := d.decode(path+".outputs", outsRaw, &outs, "a list"); err != nil {
-		return nil, err
+		return nil, invalid(path+".outputs", "want a list, got %s", kind(ov))
 	}
 	c.Outputs = make([]*Output, 0, len(outs))
-	for i, raw := range outs {
-		o, err := d.output(fmt.Sprintf("%s.outputs[%d]", path, i), raw)
+	for i, o := range outs {
+		out, err := toOutput(fmt.Sprintf("%s.outputs[%d]", path, i), o)
 		if err != nil {
 			return nil, err
 		}
-		c.Outputs = append(c.Outputs, o)
+		c.Outputs = append(c.Outputs, out)
 	}
 	return c, nil
 }
 
-func (d decoder) output(path string, raw json.RawMessage) (*Output, error) {
-	var f map[string]json.RawMessage
-	if err := d.decode(path, raw, &f, "an object"); err != nil {
+func toOutput(path string, v any) (*Output, error) {
+	f, err := toObject(path, v)
+	if err != nil {
 		return nil, err
 	}
 	o := &Output{}
-	var err error
-	typRaw, ok := f["output_type"]
-	if o.Type, err = d.string(path+".output_type", typRaw, ok); err != nil {
+	if o.Type, err = toString(path, f, "output_type"); err != nil {
 		return nil, err
-	}
-	field := func(name string) (json.RawMessage, bool) {
-		v, ok := f[name]
-		return v, ok
 	}
 	switch o.Type {
 	case OutputStream:
-		v, ok := field("name")
-		if o.Name, err = d.string(path+".name", v, ok); err != nil {
+		if o.Name, err = toString(path, f, "name"); err != nil {
 			return nil, err
 		}
-		v, ok = field("text")
-		if o.Text, err = d.multiline(path+".text", v, ok); err != nil {
+		if o.Text, err = toMultiline(path, f, "text"); err != nil {
 			return nil, err
 		}
 	case OutputDisplayData, OutputExecuteResult:
-		v, ok := field("data")
-		if o.Data, err = d.bundle(path+".data", v, ok); err != nil {
+		dv, err := field(path, f, "data")
+		if err != nil {
 			return nil, err
 		}
-		if o.Metadata, err = d.metadata(path+".metadata", f["metadata"], true); err != nil {
+		if o.Data, err = toBundle(path+".data", dv); err != nil {
+			return nil, err
+		}
+		if o.Metadata, err = toMetadata(path, f, "metadata"); err != nil {
 			return nil, err
 		}
 		if o.Type == OutputExecuteResult {
-			v, ok := field("execution_count")
-			if o.ExecutionCount, err = d.count(path+".execution_count", v, ok); err != nil {
+			if o.ExecutionCount, err = toCount(path, f); err != nil {
 				return nil, err
 			}
 		}
 	case OutputError:
-		v, ok := field("ename")
-		if o.EName, err = d.string(path+".ename", v, ok); err != nil {
+		if o.EName, err = toString(path, f, "ename"); err != nil {
 			return nil, err
 		}
-		v, ok = field("evalue")
-		if o.EValue, err = d.string(path+".evalue", v, ok); err != nil {
+		if o.EValue, err = toString(path, f, "evalue"); err != nil {
 			return nil, err
 		}
-		v, ok = field("traceback")
+		tv, err := field(path, f, "traceback")
+		if err != nil {
+			return nil, err
+		}
+		tb, ok := tv.([]any)
 		if !ok {
-			return nil, d.errorf(path+".traceback", "missing")
+			return nil, invalid(path+".traceback", "want a list of strings, got %s", kind(tv))
 		}
-		if err := d.decode(path+".traceback", v, &o.Traceback, "a list of strings"); err != nil {
-			return nil, err
+		o.Traceback = make([]string, len(tb))
+		for i, l := range tb {
+			if o.Traceback[i], ok = l.(string); !ok {
+				return nil, invalid(fmt.Sprintf("%s.traceback[%d]", path, i), "want a string, got %s", kind(l))
+			}
 		}
 	default:
-		return nil, d.errorf(path+".output_type", "unknown output type %q", o.Type)
+		return nil, invalid(path+".output_type", "unknown output type %q", o.Type)
 	}
 	return o, nil
-}
-
-func isNull(raw json.RawMessage) bool {
-	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
-}
-
-// kind names the JSON type of raw for error messages.
-func kind(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return "nothing"
-	}
-	switch raw[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "a list"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	default:
-		return "a number"
-	}
 }

@@ -170,14 +170,43 @@ var splitMimes = map[string]bool{"application/javascript": true, "image/svg+xml"
 func bundleTree(b MimeBundle, split bool) map[string]any {
 	t := make(map[string]any, len(b))
 	for mime, raw := range b {
+		split := !isJSONMime(mime) && (strings.HasPrefix(mime, "text/") || splitMimes[mime])
+		if !split && plain(raw) {
+			t[mime] = raw // base64 images: encoding them again would only cost
+			continue
+		}
 		v, _ := value(raw) // validated
-		if s, ok := v.(string); ok && !isJSONMime(mime) && (strings.HasPrefix(mime, "text/") || splitMimes[mime]) {
+		if s, ok := v.(string); ok && split {
 			t[mime] = text(s, split)
 			continue
 		}
 		t[mime] = v
 	}
 	return t
+}
+
+// plain reports whether raw is a JSON string that encoding/json would
+// write back byte for byte: valid UTF-8, no escapes but "\n", no U+2028
+// or U+2029.
+func plain(raw json.RawMessage) bool {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' || !utf8.Valid(raw) {
+		return false
+	}
+	inner := raw[1 : len(raw)-1]
+	for i := 0; i < len(inner); i++ {
+		switch c := inner[i]; {
+		case c == '\\':
+			if i+1 >= len(inner) || inner[i+1] != 'n' {
+				return false
+			}
+			i++
+		case c == '"' || c < 0x20 || c == '<' || c == '>' || c == '&':
+			return false
+		case c == 0xe2 && (bytes.HasPrefix(inner[i:], []byte("\u2028")) || bytes.HasPrefix(inner[i:], []byte("\u2029"))):
+			return false
+		}
+	}
+	return true
 }
 
 func text(s string, split bool) any {
