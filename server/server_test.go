@@ -470,3 +470,28 @@ func TestBaseURL(t *testing.T) {
 }
 
 var _ = msg.IOPub
+
+func TestProfiles(t *testing.T) {
+	ts := newTestServer(t, nil)
+	for _, p := range []string{"/debug/fgprof?seconds=1", "/debug/pprof/heap", "/debug/pprof/profile?seconds=1"} {
+		t.Run(p, func(t *testing.T) {
+			t.Parallel()
+			code, b := ts.do(t, "GET", p, "")
+			// Profiles are gzipped protobuf.
+			if code != 200 || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+				t.Fatalf("%d, %d bytes", code, len(b))
+			}
+		})
+	}
+}
+
+func TestWebsocketQueryToken(t *testing.T) {
+	ts := newTestServer(t, nil)
+	kid := ts.startKernel(t)
+	u := "ws" + strings.TrimPrefix(ts.URL, "http") + "/api/kernels/" + kid + "/channels?session_id=s&token=" + testToken
+	ws, resp, err := websocket.DefaultDialer.Dial(u, http.Header{"Origin": {ts.URL}})
+	if err != nil {
+		t.Fatalf("dial with ?token=: %v %v", err, resp)
+	}
+	ws.Close()
+}
