@@ -429,7 +429,8 @@ func TestSaveInvalidNotebookWritesNothing(t *testing.T) {
 	}{
 		{"no cell id", json.RawMessage(`{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "raw", "metadata": {}, "source": ""}]}`), "cells[0].id"},
 		{"nbformat 3", json.RawMessage(`{"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": []}`), "nbformat 3"},
-		{"not a notebook", "just text", "malformed JSON"},
+		{"not a notebook", "just text", "not a JSON object"},
+		{"malformed", json.RawMessage(`{"nbformat": 4,`), "malformed JSON"},
 		{"map", map[string]any{"cells": []any{}}, "nbformat: missing"},
 	}
 	for _, tt := range bad {
