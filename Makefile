@@ -61,3 +61,21 @@ fuzz:
 
 clean:
 	rm -rf bin $(OUT)
+
+# The web UI's bundles (web/static/*.js) are built from web/ui/src/*.js by
+# esbuild and committed; ui rebuilds them, check-ui rebuilds into a
+# temporary directory and fails when the committed ones differ.
+.PHONY: ui check-ui
+ui:
+	$(NPM) ci --prefix web/ui --no-audit --no-fund
+	cd web/ui && node build.mjs
+
+check-ui:
+	@$(NPM) ci --prefix web/ui --no-audit --no-fund >/dev/null
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	(cd web/ui && node build.mjs $$tmp) || exit 1; \
+	stale=0; \
+	for n in $$( (cd $$tmp && ls; cd $(CURDIR)/web/static && ls) | grep '\.js$$' | sort -u); do \
+		cmp -s $$tmp/$$n web/static/$$n || { echo "web/static/$$n is stale"; stale=1; }; \
+	done; \
+	if [ $$stale != 0 ]; then echo "run 'make ui' and commit web/static"; exit 1; fi

@@ -1,0 +1,183 @@
+// One cell of the page: its element, its CodeMirror editor, its outputs
+// (kept as nbformat output objects next to their elements), and for
+// markdown its rendered view.
+
+import { marked } from "marked";
+import { createEditor, setAnnotations } from "./editor.js";
+import { renderOutput, appendStream, joined } from "./outputs.js";
+import { sanitize } from "./sanitize.js";
+import { newID } from "./api.js";
+
+function button(label, action, title) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = label;
+  b.dataset.cellAction = action;
+  b.title = title;
+  b.setAttribute("aria-label", title);
+  return b;
+}
+
+export class Cell {
+  /**
+   * model is the nbformat cell (kept: its metadata and attachments are
+   * saved back untouched); nb is the Notebook, which gets the key
+   * bindings and the tool buttons' actions.
+   */
+  constructor(nb, model) {
+    this.nb = nb;
+    this.model = model;
+    this.id = model.id || newID(4);
+    this.type = model.cell_type;
+    this.outputs = (model.outputs || []).slice();
+    this.outputEls = [];
+    this.count = model.execution_count ?? null;
+    this.build(joined(model.source));
+  }
+
+  build(source) {
+    const e = document.createElement("section");
+    e.className = `cell cell-${this.type}`;
+    e.id = "cell-" + this.id;
+    e.dataset.testid = "cell";
+    e.dataset.cellId = this.id;
+    e.dataset.cellType = this.type;
+    this.el = e;
+
+    this.promptEl = document.createElement("div");
+    this.promptEl.className = "prompt";
+    if (this.type === "code") this.promptEl.dataset.testid = "prompt";
+    const body = document.createElement("div");
+    body.className = "cell-body";
+    const tools = document.createElement("div");
+    tools.className = "cell-tools";
+    tools.append(
+      button("↑", "up", "Move cell up"),
+      button("↓", "down", "Move cell down"),
+      button(this.type === "code" ? "M" : "Py", "toggle-type", this.type === "code" ? "Make this a markdown cell" : "Make this a code cell"),
+      button("+", "add-below", "Insert a code cell below"),
+      button("✕", "delete", "Delete cell"),
+    );
+    tools.addEventListener("click", (ev) => {
+      const a = ev.target.closest("[data-cell-action]")?.dataset.cellAction;
+      if (a) this.nb.cellAction(this, a);
+    });
+    const input = document.createElement("div");
+    input.className = "input";
+    input.dataset.testid = "source";
+    body.append(tools, input);
+    this.editor = createEditor(input, {
+      doc: source,
+      language: this.type === "code" ? "python" : "",
+      keys: this.nb.keysFor(this),
+      onChange: () => this.nb.markDirty(),
+      onFocus: () => this.nb.select(this),
+    });
+    if (this.type === "code") {
+      this.outputsEl = document.createElement("div");
+      this.outputsEl.className = "outputs";
+      this.outputsEl.dataset.testid = "outputs";
+      this.outputsEl.setAttribute("aria-live", "polite");
+      body.append(this.outputsEl);
+      for (const o of this.outputs) this.outputEls.push(this.outputsEl.appendChild(renderOutput(o)));
+      this.setPrompt();
+    } else if (this.type === "markdown") {
+      this.mdEl = document.createElement("div");
+      this.mdEl.className = "markdown";
+      this.mdEl.dataset.testid = "markdown";
+      this.mdEl.tabIndex = 0;
+      this.mdEl.title = "Double-click or press Enter to edit";
+      this.mdEl.addEventListener("dblclick", () => this.edit());
+      this.mdEl.addEventListener("keydown", (ev) => {
+        if (ev.key === "Enter" && !ev.shiftKey) {
+          ev.preventDefault();
+          this.edit();
+        }
+      });
+      this.mdEl.addEventListener("focus", () => this.nb.select(this));
+      body.append(this.mdEl);
+      this.render();
+    }
+    e.append(this.promptEl, body);
+  }
+
+  source() {
+    return this.editor.state.doc.toString();
+  }
+
+  setPrompt(running) {
+    if (this.type !== "code") return;
+    this.promptEl.textContent = running ? "[*]:" : `[${this.count ?? " "}]:`;
+    this.el.classList.toggle("running", !!running);
+    this.el.setAttribute("aria-busy", running ? "true" : "false");
+  }
+
+  /** Markdown: shows the rendered source and hides the editor. */
+  render() {
+    if (this.type !== "markdown") return;
+    const src = this.source();
+    this.mdEl.replaceChildren(sanitize(marked.parse(src || "*Empty markdown cell: double-click to edit.*", { async: false })));
+    this.el.classList.remove("editing");
+    this.mdEl.hidden = false;
+  }
+
+  /** Markdown: shows the editor. */
+  edit() {
+    if (this.type !== "markdown") return;
+    this.el.classList.add("editing");
+    this.mdEl.hidden = true;
+    this.editor.focus();
+  }
+
+  focus() {
+    if (this.type === "markdown" && !this.el.classList.contains("editing")) this.mdEl.focus();
+    else this.editor.focus();
+  }
+
+  clearOutputs() {
+    this.outputs = [];
+    this.outputEls = [];
+    this.outputsEl?.replaceChildren();
+  }
+
+  /** Adds an output, merging consecutive text of one stream as Jupyter does. */
+  addOutput(o) {
+    const last = this.outputs.length - 1;
+    if (o.output_type === "stream" && last >= 0 && this.outputs[last].output_type === "stream" && this.outputs[last].name === o.name) {
+      const prev = this.outputs[last];
+      prev.text = joined(prev.text) + joined(o.text);
+      appendStream(this.outputEls[last], prev, joined(o.text));
+      return last;
+    }
+    this.outputs.push(o);
+    this.outputEls.push(this.outputsEl.appendChild(renderOutput(o)));
+    return this.outputs.length - 1;
+  }
+
+  /** Replaces output i in place (update_display_data). */
+  replaceOutput(i, o) {
+    if (i >= this.outputs.length) return;
+    this.outputs[i] = o;
+    const e = renderOutput(o);
+    this.outputEls[i].replaceWith(e);
+    this.outputEls[i] = e;
+  }
+
+  /** Sets the gutter annotations (a Map from 1-based line to {text, title, lingering}). */
+  setLineAnnotations(byLine) {
+    this.editor.dispatch({ effects: setAnnotations.of(byLine) });
+  }
+
+  /** The cell as nbformat 4.5 stores it. */
+  toJSON() {
+    const c = { ...this.model, id: this.id, cell_type: this.type, metadata: this.model.metadata || {}, source: this.source() };
+    if (this.type === "code") {
+      c.outputs = this.outputs;
+      c.execution_count = this.count;
+    } else {
+      delete c.outputs;
+      delete c.execution_count;
+    }
+    return c;
+  }
+}

@@ -1,0 +1,228 @@
+package web
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Page is what every page needs from the server.
+type Page struct {
+	// Base is the server's base URL path, starting and ending with "/";
+	// empty means "/". Every link and asset URL in the page starts with it.
+	Base string
+	// Title is the document title; empty means "Linger".
+	Title string
+}
+
+func (p Page) base() string {
+	if p.Base == "" {
+		return "/"
+	}
+	return p.Base
+}
+
+func (p Page) title() string {
+	if p.Title == "" {
+		return "Linger"
+	}
+	return p.Title + " · Linger"
+}
+
+// Entry types in a TreeView, as the Jupyter contents API names them.
+const (
+	TypeDirectory = "directory"
+	TypeNotebook  = "notebook"
+	TypeFile      = "file"
+)
+
+// TreeView is the notebook browser's view of one directory.
+type TreeView struct {
+	Page
+	// Dir is the directory's path relative to the server's root, without
+	// leading or trailing slash; "" is the root.
+	Dir string
+	// Entries are listed in the order given; the server sorts them.
+	Entries []EntryView
+}
+
+// EntryView is one row of a TreeView.
+type EntryView struct {
+	// Name is the base name; Path the path relative to the server's root.
+	Name, Path string
+	// Type is TypeDirectory, TypeNotebook or TypeFile.
+	Type string
+	// Modified is the last modification time; the zero time shows nothing.
+	Modified time.Time
+	// Size is in bytes; a negative size (directories) shows nothing.
+	Size int64
+}
+
+// Crumb is one step of a breadcrumb trail.
+type Crumb struct {
+	Name, Href string
+}
+
+// Crumbs returns the breadcrumb trail from the root to v.Dir.
+func (v TreeView) Crumbs() []Crumb {
+	out := []Crumb{{Name: "root", Href: v.base() + "tree/"}}
+	if v.Dir == "" {
+		return out
+	}
+	parts := strings.Split(v.Dir, "/")
+	for i, p := range parts {
+		out = append(out, Crumb{Name: p, Href: v.base() + "tree/" + escapePath(strings.Join(parts[:i+1], "/"))})
+	}
+	return out
+}
+
+// NotebookView is the notebook page's view of one notebook. The page shows
+// the cells as rendered here before its script runs; the script then loads
+// the notebook through the contents API and takes the cells over in place.
+type NotebookView struct {
+	Page
+	// Path is the notebook's path relative to the server's root.
+	Path string
+	// Cells in notebook order.
+	Cells []CellView
+}
+
+// Name is the notebook's base name.
+func (v NotebookView) Name() string {
+	if i := strings.LastIndexByte(v.Path, '/'); i >= 0 {
+		return v.Path[i+1:]
+	}
+	return v.Path
+}
+
+// Cell types, as nbformat names them.
+const (
+	CellCode     = "code"
+	CellMarkdown = "markdown"
+	CellRaw      = "raw"
+)
+
+// CellView is one cell.
+type CellView struct {
+	// ID is the nbformat 4.5 cell id; the page uses it as the element id
+	// ("cell-" + ID) that the timeline scrolls to.
+	ID string
+	// Type is CellCode, CellMarkdown or CellRaw.
+	Type   string
+	Source string
+	// ExecutionCount is the code cell's prompt number; 0 shows "[ ]".
+	ExecutionCount int
+	Outputs        []OutputView
+}
+
+// Output types, as nbformat names them.
+const (
+	OutputStream        = "stream"
+	OutputExecuteResult = "execute_result"
+	OutputDisplayData   = "display_data"
+	OutputError         = "error"
+)
+
+// OutputView is one output of a code cell.
+type OutputView struct {
+	// Type is one of the Output constants.
+	Type string
+	// Name is a stream's name: "stdout" or "stderr".
+	Name string
+	// Text is a stream's text, or the text/plain of a result or display.
+	Text string
+	// PNG is the base64 of an image/png result or display; when set it is
+	// shown instead of Text.
+	PNG string
+	// EName, EValue and Traceback describe an error; the traceback's ANSI
+	// escapes are removed when rendered.
+	EName, EValue string
+	Traceback     []string
+}
+
+// TimelineView is the page of one saved trace.
+type TimelineView struct {
+	Page
+	// Name is what the page calls the trace (e.g. its file name).
+	Name string
+	// TraceURL is where the timeline script fetches the trace from; the
+	// page passes it on in the container's data-trace-url attribute.
+	TraceURL string
+}
+
+func prompt(n int) string {
+	if n <= 0 {
+		return "[ ]:"
+	}
+	return fmt.Sprintf("[%d]:", n)
+}
+
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
+
+// stripANSI removes terminal escapes, which Jupyter kernels put in
+// tracebacks to colour them.
+func stripANSI(s string) string { return ansi.ReplaceAllString(s, "") }
+
+func traceback(o OutputView) string {
+	return stripANSI(strings.Join(o.Traceback, "\n"))
+}
+
+var base64Only = regexp.MustCompile(`^[A-Za-z0-9+/=\s]*$`)
+
+func pngURL(b64 string) string {
+	if !base64Only.MatchString(b64) {
+		return ""
+	}
+	return "data:image/png;base64," + strings.Join(strings.Fields(b64), "")
+}
+
+func escapePath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}
+
+func entryHref(base string, e EntryView) string {
+	switch e.Type {
+	case TypeDirectory:
+		return base + "tree/" + escapePath(e.Path)
+	case TypeNotebook:
+		return base + "notebooks/" + escapePath(e.Path)
+	default:
+		return base + "api/contents/" + escapePath(e.Path) + "?content=1"
+	}
+}
+
+func formatSize(n int64) string {
+	if n < 0 {
+		return ""
+	}
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04")
+}
+
+func isoTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
