@@ -123,6 +123,8 @@ func New(opts Options) *Handler {
 //	GET {prefix}/api/timeline/kernels/{id}/objects?t0=&t1=&n=
 //	GET {prefix}/api/timeline/traces/{name}/lod?t0=&t1=&px=
 //	GET {prefix}/api/timeline/traces/{name}/objects?t0=&t1=&n=
+//	GET {prefix}/api/timeline/kernels/{id}/scopes?t0=&t1=&n=
+//	GET {prefix}/api/timeline/traces/{name}/scopes?t0=&t1=&n=
 //
 // {name} is one path segment: the saved trace's name, URL-escaped
 // (slashes as %2F). Authentication is the caller's: wrap mux, or register
@@ -133,6 +135,8 @@ func (h *Handler) Register(mux *http.ServeMux, prefix string) {
 	mux.HandleFunc("GET "+prefix+"/api/timeline/kernels/{id}/objects", h.serveKernelObjects)
 	mux.HandleFunc("GET "+prefix+"/api/timeline/traces/{name}/lod", h.serveTraceLOD)
 	mux.HandleFunc("GET "+prefix+"/api/timeline/traces/{name}/objects", h.serveTraceObjects)
+	mux.HandleFunc("GET "+prefix+"/api/timeline/kernels/{id}/scopes", h.serveKernelScopes)
+	mux.HandleFunc("GET "+prefix+"/api/timeline/traces/{name}/scopes", h.serveTraceScopes)
 }
 
 // Close stops following live traces. Streams in progress end when their
@@ -414,4 +418,59 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	json.NewEncoder(w).Encode(v)
+}
+
+func (h *Handler) serveKernelScopes(w http.ResponseWriter, r *http.Request) {
+	rec, err := h.recorder(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	serveScopes(w, r, h.kernelIndex(rec).ix)
+}
+
+func (h *Handler) serveTraceScopes(w http.ResponseWriter, r *http.Request) {
+	path, err := h.tracePath(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ix, err := h.fileIndex(path)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	serveScopes(w, r, ix)
+}
+
+type scopeAnswer struct {
+	lod.Scope
+	Kind  string `json:"kind"`
+	Label string `json:"label"`
+}
+
+type markAnswer struct {
+	lod.Mark
+	Label string `json:"label"`
+}
+
+// serveScopes answers the scopes (step and wider) and marks of a window.
+func serveScopes(w http.ResponseWriter, r *http.Request, ix *lod.Index) {
+	q, err := window(r, "n", 2000, 20000)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	scopes := ix.Scopes(q.t0, q.t1, q.n)
+	marks := ix.Marks(q.t0, q.t1)
+	so := make([]scopeAnswer, len(scopes))
+	for i, s := range scopes {
+		so[i] = scopeAnswer{Scope: s, Kind: s.Kind.String(), Label: ix.String(s.Label)}
+	}
+	mo := make([]markAnswer, len(marks))
+	for i, m := range marks {
+		mo[i] = markAnswer{Mark: m, Label: ix.String(m.Label)}
+	}
+	_, _, end := ix.Last()
+	writeJSON(w, map[string]any{"end": end, "scopes": so, "marks": mo})
 }

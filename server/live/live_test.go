@@ -396,3 +396,39 @@ func TestErrors(t *testing.T) {
 		t.Fatal("ErrNotFound")
 	}
 }
+
+func TestScopes(t *testing.T) {
+	f := newFixture(t, Options{})
+	path := filepath.Join(f.dir, "scoped.ltrace")
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.DefineString(1, "cell 1")
+	w.DefineString(2, "checkpoint")
+	w.Emit(event.Event{Seq: 1, Time: 10, Kind: event.KindScopeBegin, Addr: 7, Expect: event.ScopeCell, Label: 1})
+	w.Emit(event.Event{Seq: 2, Time: 20, Kind: event.KindMark, Label: 2})
+	w.Emit(event.Event{Seq: 3, Time: 30, Kind: event.KindScopeEnd, Addr: 7, Expect: event.ScopeCell, Label: 1})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Scopes []struct {
+			ID         uint64
+			Kind       string
+			Label      string
+			Begin, End int64
+		}
+		Marks []struct {
+			Time  int64
+			Label string
+		}
+	}
+	get(t, f.srv.URL+"/api/timeline/traces/scoped.ltrace/scopes", 200, &body)
+	if len(body.Scopes) != 1 || body.Scopes[0].Kind != "cell" || body.Scopes[0].Label != "cell 1" || body.Scopes[0].Begin != 10 || body.Scopes[0].End != 30 {
+		t.Errorf("scopes %+v", body.Scopes)
+	}
+	if len(body.Marks) != 1 || body.Marks[0].Label != "checkpoint" || body.Marks[0].Time != 20 {
+		t.Errorf("marks %+v", body.Marks)
+	}
+}

@@ -47,6 +47,12 @@ type Options struct {
 	// MaxObjects is the most objects kept for Objects (default 262144,
 	// about 80 bytes each).
 	MaxObjects int
+	// MaxScopes is the most scopes kept for Scopes (default 65536); past
+	// it the innermost kind kept is dropped.
+	MaxScopes int
+	// MaxMarks is the most marks kept for Marks (default 16384); past it
+	// every other mark is dropped.
+	MaxMarks int
 }
 
 func (o Options) withDefaults() Options {
@@ -65,6 +71,13 @@ func (o Options) withDefaults() Options {
 		o.MaxObjects = DefaultMaxObjects
 	}
 	o.MaxObjects = max(o.MaxObjects, 16)
+	if o.MaxScopes <= 0 {
+		o.MaxScopes = DefaultMaxScopes
+	}
+	if o.MaxMarks <= 0 {
+		o.MaxMarks = DefaultMaxMarks
+	}
+	o.MaxMarks = max(o.MaxMarks, 2)
 	return o
 }
 
@@ -155,6 +168,11 @@ type Index struct {
 	objs    []Object
 	live    map[uint64]int // addr → index in objs
 	minSize uint64         // allocations smaller are not kept
+
+	scopes   []Scope               // in order of begin
+	open     map[event.ScopeID]int // open scope → index in scopes
+	minScope event.ScopeKind       // narrower scopes are not kept
+	marks    []Mark
 }
 
 // New returns an empty Index.
@@ -170,6 +188,8 @@ func New(opts Options) *Index {
 		levels:     make([][]bucket, n),
 		counterIDs: map[event.StringID]int{},
 		live:       map[uint64]int{},
+		open:       map[event.ScopeID]int{},
+		minScope:   minScopeKind,
 	}
 }
 
@@ -302,6 +322,12 @@ func (ix *Index) add(e *event.Event) {
 		if !ix.hasDevice {
 			ix.set(valDevice, ix.segDevice)
 		}
+	case event.KindScopeBegin:
+		ix.beginScope(e, t)
+	case event.KindScopeEnd:
+		ix.endScope(e, t)
+	case event.KindMark, event.KindOOM:
+		ix.mark(e, t)
 	case event.KindCounter:
 		v, ok := ix.counterIDs[e.Label]
 		if !ok {
