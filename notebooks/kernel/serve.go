@@ -297,8 +297,10 @@ func (k *kernelProc) interrupt() {
 	defer k.mu.Unlock()
 	if k.cur != nil {
 		k.cur.interrupted = true
-		k.cur.thread.Cancel("KeyboardInterrupt")
-		k.cur.cancel()
+		if k.cur.thread != nil { // else runCell cancels it as soon as it exists
+			k.cur.thread.Cancel("KeyboardInterrupt")
+			k.cur.cancel()
+		}
 	}
 }
 
@@ -313,6 +315,9 @@ func (k *kernelProc) siteHook() (string, int) {
 		return "", 0
 	}
 	th := cur.thread
+	if th == nil {
+		return cur.cell, 0
+	}
 	for i := 0; i < th.CallStackDepth(); i++ {
 		fr := th.CallFrame(i)
 		if fr.Pos.Line > 0 && !strings.HasPrefix(fr.Pos.Filename(), "<") {
@@ -448,13 +453,26 @@ func (k *kernelProc) execute(m *msg.Message) {
 	if cell == "" {
 		cell = fmt.Sprintf("exec-%d", count)
 	}
+	// The run is registered before execute_input goes out: a client may
+	// interrupt as soon as it sees it, before the cell's thread exists.
+	run := &cellRun{cell: cell}
+	k.mu.Lock()
+	k.cur = run
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		if k.cur == run {
+			k.cur = nil
+		}
+		k.mu.Unlock()
+	}()
 	if !req.Silent {
 		k.publish(m, "execute_input", map[string]any{"code": req.Code, "execution_count": count})
 	}
 	if store {
 		k.history = append(k.history, [3]any{k.session, count, req.Code})
 	}
-	res, cerr := k.runCell(m, cell, req.Code, req.Silent)
+	res, cerr := k.runCell(m, run, req.Code, req.Silent)
 	if res != nil && res != starlark.None && !req.Silent {
 		k.publish(m, "execute_result", map[string]any{"execution_count": count,
 			"data": map[string]any{"text/plain": res.String()}, "metadata": map[string]any{}})
@@ -479,7 +497,8 @@ type cellError struct {
 }
 
 // runCell runs code as cell, returning its trailing expression's value.
-func (k *kernelProc) runCell(m *msg.Message, cell, code string, silent bool) (starlark.Value, *cellError) {
+func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent bool) (starlark.Value, *cellError) {
+	cell := run.cell
 	f, err := fileOptions.Parse(cell, code, 0)
 	if err != nil {
 		return nil, syntaxError(err)
@@ -507,17 +526,19 @@ func (k *kernelProc) runCell(m *msg.Message, cell, code string, silent bool) (st
 	}
 	thread.SetMaxExecutionSteps(MaxSteps)
 	thread.SetLocal(threadKernel, k)
-	run := &cellRun{thread: thread, cancel: cancel, cell: cell}
 	k.rt.ctx = ctx
 	k.rt.progress = k.progressBar(m, silent)
 	k.mu.Lock()
-	k.cur = run
+	run.thread, run.cancel = thread, cancel
+	if run.interrupted {
+		thread.Cancel("KeyboardInterrupt")
+		cancel()
+	}
 	k.mu.Unlock()
 	scope := k.em.Begin(event.ScopeCell, cell)
 	err = starlark.ExecREPLChunk(f, thread, k.globals)
 	k.em.End(scope)
 	k.mu.Lock()
-	k.cur = nil
 	interrupted := run.interrupted
 	k.mu.Unlock()
 	k.rt.ctx, k.rt.progress = nil, nil
