@@ -1,0 +1,67 @@
+// Colours. Categories use Paul Tol's "muted" scheme, which stays
+// distinguishable under the common colour-vision deficiencies; lingering
+// and leaked objects are never told by colour alone: they carry a hatch
+// pattern and a badge too.
+
+export const CATEGORIES = ["none", "weights", "kv_cache", "attn_mask", "activation", "logits", "workspace", "tokenizer_cache", "batch_scratch", "other"];
+
+export const CATEGORY_COLOURS = [
+  "#DDDDDD", // none
+  "#332288", // weights: indigo
+  "#88CCEE", // kv_cache: cyan
+  "#44AA99", // attn_mask: teal
+  "#117733", // activation: green
+  "#999933", // logits: olive
+  "#DDCC77", // workspace: sand
+  "#CC6677", // tokenizer_cache: rose
+  "#882255", // batch_scratch: wine
+  "#AA4499", // other: purple
+];
+
+export const TRACKS = [
+  { key: "allocated", label: "allocated", colour: "#000000", dash: [] },
+  { key: "reserved", label: "reserved", colour: "#0077BB", dash: [6, 3] },
+  { key: "device_used", label: "device used", colour: "#EE7733", dash: [2, 2] },
+  { key: "go_heap", label: "Go heap", colour: "#666666", dash: [8, 2, 2, 2] },
+];
+
+// Lingering objects: Okabe–Ito vermillion with dark diagonal hatching;
+// leaks (never freed) add a cross-hatch and an "∞" badge at their end.
+export const LINGERING = "#D55E00";
+export const SCOPE_COLOURS = { cell: "#BBBBBB", request: "#CCDDAA", batch: "#EEDDAA", step: "#DDEEFF" };
+
+const patterns = new Map();
+
+/** hatch returns a canvas pattern of diagonal (or crossed) dark lines. */
+export function hatch(ctx, cross) {
+  const key = cross ? "x" : "/";
+  if (patterns.has(key)) return patterns.get(key);
+  const c = document.createElement("canvas");
+  c.width = c.height = 8;
+  const g = c.getContext("2d");
+  g.strokeStyle = "rgba(0,0,0,0.55)";
+  g.lineWidth = 1.5;
+  g.beginPath();
+  g.moveTo(0, 8); g.lineTo(8, 0);
+  if (cross) { g.moveTo(0, 0); g.lineTo(8, 8); }
+  g.stroke();
+  const p = ctx.createPattern(c, "repeat");
+  patterns.set(key, p);
+  return p;
+}
+
+export function bytes(n) {
+  if (!isFinite(n)) return "–";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (Math.abs(n) >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+  return `${n.toFixed(i && Math.abs(n) < 10 ? 1 : 0)} ${u[i]}`;
+}
+
+export function duration(ns) {
+  const a = Math.abs(ns);
+  if (a < 1e3) return `${ns.toFixed(0)} ns`;
+  if (a < 1e6) return `${(ns / 1e3).toFixed(a < 1e4 ? 1 : 0)} µs`;
+  if (a < 1e9) return `${(ns / 1e6).toFixed(a < 1e7 ? 1 : 0)} ms`;
+  return `${(ns / 1e9).toFixed(a < 1e10 ? 2 : 1)} s`;
+}

@@ -1,0 +1,126 @@
+// Where the timeline's data comes from. A TraceSource answers from the
+// server's level-of-detail routes for a saved trace; a KernelSource follows
+// a live kernel over the timeline websocket (resuming from the last
+// sequence number after a drop, so no event is missed or repeated) into a
+// local Pyramid, and asks the server for objects and scopes.
+// Routes and messages: docs/timeline.md.
+
+import { Pyramid } from "./pyramid.js";
+
+async function getJSON(url) {
+  const res = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  if (!res.ok) {
+    let msg = res.statusText;
+    try { msg = (await res.json()).message || msg; } catch { /* not JSON */ }
+    throw new Error(`${res.status} ${msg}`);
+  }
+  return res.json();
+}
+
+const q = (o) => new URLSearchParams(Object.fromEntries(Object.entries(o).map(([k, v]) => [k, String(Math.round(v))]))).toString();
+
+class Source {
+  /** prefix is the routes' common URL: {base}api/timeline/kernels/{id} or …/traces/{name}. */
+  constructor(prefix) {
+    this.prefix = prefix.replace(/\/$/, "");
+    this.listeners = new Set();
+  }
+  onChange(fn) { this.listeners.add(fn); return () => this.listeners.delete(fn); }
+  changed(what) { for (const fn of this.listeners) fn(what); }
+  objects(t0, t1, n) { return getJSON(`${this.prefix}/objects?${q({ t0, t1: Math.max(t1, t0 + 1), n })}`); }
+  scopes(t0, t1, n = 2000) { return getJSON(`${this.prefix}/scopes?${q({ t0, t1: Math.max(t1, t0 + 1), n })}`); }
+  report() { return getJSON(`${this.prefix}/report`); }
+  exportURL(format) { return `${this.prefix}/export?format=${encodeURIComponent(format)}`; }
+  close() {}
+}
+
+export class TraceSource extends Source {
+  constructor(prefix) {
+    super(prefix);
+    this.live = false;
+    this.endTime = 0;
+  }
+  async lod(t0, t1, px) {
+    const r = await getJSON(`${this.prefix}/lod?${q({ t0, t1: t1 > t0 ? t1 : 0, px })}`);
+    this.endTime = r.end;
+    return r.buckets;
+  }
+  end() { return this.endTime; }
+}
+
+export class KernelSource extends Source {
+  /** wsURL is the stream route as a ws: or wss: URL, without ?from. */
+  constructor(prefix, wsURL) {
+    super(prefix);
+    this.live = true;
+    this.wsURL = wsURL;
+    this.pyramid = new Pyramid();
+    this.next = 1; // the next sequence number wanted
+    this.state = "connecting"; // connecting | live | behind | ended | disconnected
+    this.retry = 250;
+    this.closed = false;
+    this.lastEventAt = 0; // performance.now() of the last events message
+    this.connect();
+  }
+
+  connect() {
+    if (this.closed) return;
+    const ws = new WebSocket(`${this.wsURL}?from=${this.next}`);
+    this.ws = ws;
+    ws.onopen = () => { this.retry = 250; };
+    ws.onmessage = (ev) => this.message(JSON.parse(ev.data));
+    ws.onclose = () => {
+      if (this.closed || this.state === "ended") return;
+      this.setState("disconnected");
+      setTimeout(() => this.connect(), this.retry);
+      this.retry = Math.min(this.retry * 2, 5000);
+    };
+  }
+
+  message(m) {
+    switch (m.type) {
+      case "start":
+        this.setState(m.head > m.from + 100000 ? "behind" : "live");
+        break;
+      case "defs":
+        for (const [id, s] of m.strings) this.pyramid.defineString(id, s);
+        break;
+      case "events": {
+        const evs = m.events;
+        if (!evs.length || evs[0][0] !== this.next) {
+          // Never expected: the server resumes exactly at ?from.
+          console.warn(`timeline: events from ${evs[0]?.[0]}, expected ${this.next}`);
+        }
+        for (const e of evs) this.pyramid.add(e);
+        this.next = evs[evs.length - 1][0] + 1;
+        this.lastEventAt = performance.now();
+        if (this.state !== "live") this.setState("live");
+        this.changed("events");
+        break;
+      }
+      case "catchup":
+        this.pyramid.addSummary(m);
+        this.skipped = (this.skipped || 0) + (m.to - m.from + 1);
+        this.next = m.to + 1;
+        this.setState("behind");
+        this.changed("events");
+        break;
+      case "end":
+        this.setState("ended", m.reason);
+        this.ws.close();
+        break;
+    }
+  }
+
+  setState(s, detail) {
+    if (s === this.state && !detail) return;
+    this.state = s;
+    this.stateDetail = detail || "";
+    this.changed("state");
+  }
+
+  async lod(t0, t1, px) { return this.pyramid.query(t0, t1, px); }
+  end() { return this.pyramid.end(); }
+  lingering() { return getJSON(`${this.prefix}/lingering`); }
+  close() { this.closed = true; this.ws?.close(); }
+}

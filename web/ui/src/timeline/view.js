@@ -1,0 +1,502 @@
+// The timeline view: one canvas with four tracks (time axis, scope bands
+// and marks, memory over time stacked by category with the allocated /
+// reserved / device-used lines, and the object view), a toolbar, a
+// tooltip, a detail panel and a findings panel. Large data never becomes
+// DOM nodes: everything per event or per bucket is drawn on the canvas.
+
+import { CATEGORIES, CATEGORY_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, duration } from "./palette.js";
+import { stack } from "./layout.js";
+
+const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
+const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
+const OBJECTS_N = 400, POLL_MS = 500;
+
+function el(tag, attrs = {}, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k);
+  return e;
+}
+
+export class TimelineView {
+  /** root is the [data-testid=timeline] container; source a TraceSource or KernelSource. */
+  constructor(root, source) {
+    this.root = root;
+    this.source = source;
+    this.view = { t0: 0, t1: 1e9 }; // ns
+    this.fitted = false;
+    this.follow = source.live;
+    this.buckets = [];
+    this.objects = [];
+    this.objHeight = 1;
+    this.scopes = [];
+    this.marks = [];
+    this.gen = 0;
+    this.frames = []; // draw times, ms (window.linger.timeline.frameTimes)
+    this.build();
+    this.unsub = source.onChange((what) => this.sourceChanged(what));
+    new ResizeObserver(() => this.resize()).observe(this.body);
+    this.resize();
+    this.refresh(true);
+    this.loadFindings();
+  }
+
+  build() {
+    const btn = (label, title, fn) => el("button", { type: "button", class: "lt-btn", title, "aria-label": title, onclick: fn }, label);
+    this.followBox = el("input", { type: "checkbox", id: "lt-follow", "data-testid": "timeline-follow" });
+    this.followBox.checked = this.follow;
+    this.followBox.addEventListener("change", () => { this.follow = this.followBox.checked; if (this.follow) this.toEnd(); });
+    this.status = el("span", { class: "lt-status", role: "status", "data-testid": "timeline-status" });
+    const exports = el("span", { class: "lt-exports" }, "Export: ");
+    for (const [f, label] of [["perfetto", "Perfetto"], ["memviz-json", "memory_viz JSON"], ["memviz-pickle", "pickle"], ["pprof", "pprof"]]) {
+      exports.append(el("a", { href: this.source.exportURL(f), download: "", "data-testid": `export-${f}`, class: "lt-link" }, label), " ");
+    }
+    this.toolbar = el("div", { class: "lt-toolbar" },
+      btn("Fit", "Show the whole trace (0)", () => this.fit()),
+      btn("−", "Zoom out (-)", () => this.zoom(2)),
+      btn("+", "Zoom in (+)", () => this.zoom(0.5)),
+      el("label", { for: "lt-follow", class: "lt-follow" }, this.followBox, " Follow live (f)"),
+      this.status, exports);
+    this.canvas = el("canvas", {
+      class: "lt-canvas", tabindex: "0", "data-testid": "timeline-canvas", role: "img",
+      "aria-label": "Memory timeline. Arrow keys pan, + and - zoom, 0 fits, f follows live; shift-drag zooms to a range.",
+    });
+    this.tooltip = el("div", { class: "lt-tooltip", role: "tooltip", "data-testid": "timeline-tooltip", hidden: "" });
+    this.body = el("div", { class: "lt-body" }, this.canvas, this.tooltip);
+    this.legend = el("div", { class: "lt-legend", "data-testid": "timeline-legend" });
+    for (let c = 1; c < CATEGORIES.length; c++) {
+      this.legend.append(el("span", { class: "lt-key" }, el("i", { style: `background:${CATEGORY_COLOURS[c]}` }), CATEGORIES[c]));
+    }
+    for (const t of TRACKS) this.legend.append(el("span", { class: "lt-key" }, el("i", { class: "lt-line", style: `border-color:${t.colour};border-style:${t.dash.length ? "dashed" : "solid"}` }), t.label));
+    this.legend.append(el("span", { class: "lt-key" }, el("i", { class: "lt-linger" }), "lingering ▲"), el("span", { class: "lt-key" }, el("i", { class: "lt-leak" }), "leak ∞"));
+    this.detail = el("section", { class: "lt-detail", "data-testid": "timeline-detail", "aria-live": "polite" }, el("p", { class: "lt-hint" }, "Click an object for its details."));
+    this.findings = el("section", { class: "lt-findings", "data-testid": "timeline-findings" }, el("h3", {}, "Findings"), el("p", { class: "lt-hint" }, "Loading…"));
+    this.root.replaceChildren(this.toolbar, this.body, this.legend, el("div", { class: "lt-panels" }, this.detail, this.findings));
+    injectStyle();
+    this.bindInput();
+  }
+
+  // --- geometry -----------------------------------------------------------
+
+  resize() {
+    const w = Math.max(200, this.body.clientWidth);
+    const h = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + Math.max(MIN_OBJ_H, this.body.clientHeight - (AXIS + SCOPE_KINDS.length * SCOPE_ROW + MEM_H + 2 * GAP));
+    const dpr = window.devicePixelRatio || 1;
+    this.W = w; this.H = h;
+    this.canvas.width = Math.round(w * dpr); this.canvas.height = Math.round(h * dpr);
+    this.canvas.style.width = `${w}px`; this.canvas.style.height = `${h}px`;
+    this.ctx = this.canvas.getContext("2d");
+    this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    this.tracks = {
+      scopes: AXIS,
+      mem: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP,
+      obj: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP,
+    };
+    this.tracks.objH = h - this.tracks.obj - 4;
+    this.refresh();
+  }
+
+  x(t) { return ((t - this.view.t0) / (this.view.t1 - this.view.t0)) * this.W; }
+  t(x) { return this.view.t0 + (x / this.W) * (this.view.t1 - this.view.t0); }
+
+  setView(t0, t1, userAction) {
+    const span = Math.max(t1 - t0, 1000);
+    this.view = { t0: Math.max(0, t0), t1: Math.max(0, t0) + span };
+    if (userAction && this.follow && this.view.t1 < this.source.end()) {
+      this.follow = this.followBox.checked = false; // looking back leaves follow mode
+    }
+    this.refresh();
+  }
+
+  fit() { this.setView(0, Math.max(this.source.end() * 1.02, 1e6), false); }
+  zoom(f, at = this.W / 2) {
+    const c = this.t(at), { t0, t1 } = this.view;
+    this.setView(c - (c - t0) * f, c + (t1 - c) * f, true);
+  }
+  pan(dx) {
+    const d = (dx / this.W) * (this.view.t1 - this.view.t0);
+    this.setView(this.view.t0 + d, this.view.t1 + d, true);
+  }
+  toEnd() {
+    const span = this.view.t1 - this.view.t0, end = this.source.end();
+    this.setView(Math.max(0, end - span * 0.95), Math.max(0, end - span * 0.95) + span, false);
+  }
+
+  /** jump shows [t0, t1] with some margin, e.g. from a finding. */
+  jump(t0, t1) {
+    const pad = Math.max((t1 - t0) * 0.25, 1e5);
+    this.follow = this.followBox.checked = false;
+    this.setView(t0 - pad, t1 + pad, false);
+    this.canvas.focus();
+  }
+
+  // --- data ---------------------------------------------------------------
+
+  sourceChanged(what) {
+    if (what === "state") this.showState();
+    if (what !== "events") return;
+    if (!this.fitted && this.source.end() > 0) { this.fitted = true; this.fit(); return; }
+    if (this.follow) this.toEnd();
+    else this.refresh();
+  }
+
+  showState() {
+    const s = this.source;
+    if (!s.live) return;
+    const text = { connecting: "Connecting…", live: "Live", behind: "Catching up", ended: `Trace ended${s.stateDetail ? `: ${s.stateDetail}` : ""}`, disconnected: "Connection lost; reconnecting…" }[s.state] || s.state;
+    this.status.textContent = text + (s.skipped ? ` (${s.skipped.toLocaleString()} events summarised)` : "");
+    this.status.dataset.state = s.state;
+  }
+
+  /** refresh asks for the view's data and draws; data requests are debounced, drawing is per frame. */
+  refresh(first) {
+    this.schedule();
+    clearTimeout(this.fetchTimer);
+    const now = performance.now();
+    const wait = first ? 0 : this.source.live ? Math.max(0, POLL_MS - (now - (this.lastSlow || 0))) : 60;
+    this.lodFetch();
+    this.fetchTimer = setTimeout(() => this.slowFetch(), wait);
+  }
+
+  /** lodFetch keeps at most one level-of-detail request in flight, then asks again for the latest view. */
+  async lodFetch() {
+    if (this.lodBusy) { this.lodAgain = true; return; }
+    this.lodBusy = true;
+    const { t0, t1 } = this.view;
+    try {
+      this.buckets = await this.source.lod(t0, t1, Math.ceil(this.W));
+      if (!this.fitted && this.source.end() > 0) { this.fitted = true; this.fit(); return; }
+      if (!this.firstPaint) this.firstPaint = performance.now();
+      this.schedule();
+    } catch (e) { this.status.textContent = `Timeline unavailable: ${e.message}`; } finally {
+      this.lodBusy = false;
+      if (this.lodAgain) { this.lodAgain = false; this.lodFetch(); }
+    }
+  }
+
+  async slowFetch() {
+    this.lastSlow = performance.now();
+    const { t0, t1 } = this.view;
+    try {
+      const [o, s] = await Promise.all([this.source.objects(t0, t1, OBJECTS_N), this.source.scopes(t0, t1)]);
+      this.objects = o.objects;
+      this.objEnd = o.end;
+      this.objHeight = Math.max(1, stack(this.objects, o.end));
+      this.scopes = s.scopes; this.marks = s.marks;
+      this.schedule();
+    } catch (e) { this.status.textContent = `Objects unavailable: ${e.message}`; }
+  }
+
+  // --- drawing ------------------------------------------------------------
+
+  schedule() {
+    if (this.raf) return;
+    this.raf = requestAnimationFrame(() => { this.raf = 0; this.draw(); });
+  }
+
+  draw() {
+    const start = performance.now();
+    const { ctx, W, H } = this;
+    ctx.clearRect(0, 0, W, H);
+    this.drawAxis();
+    this.drawScopes();
+    this.drawMemory();
+    this.drawObjects();
+    if (this.box) {
+      ctx.fillStyle = "rgba(0,119,187,0.15)";
+      ctx.fillRect(Math.min(this.box.x0, this.box.x1), 0, Math.abs(this.box.x1 - this.box.x0), H);
+    }
+    this.frames.push(performance.now() - start);
+    if (this.frames.length > 600) this.frames.splice(0, 300);
+  }
+
+  drawAxis() {
+    const { ctx, W } = this, { t0, t1 } = this.view;
+    const span = t1 - t0, step = 10 ** Math.floor(Math.log10(span / 6));
+    const tick = [1, 2, 5, 10].map((m) => m * step).find((s) => span / s <= 10) || step * 10;
+    ctx.fillStyle = "#333"; ctx.strokeStyle = "#ccc"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
+    ctx.beginPath();
+    for (let t = Math.ceil(t0 / tick) * tick; t < t1; t += tick) {
+      const x = Math.round(this.x(t)) + 0.5;
+      ctx.moveTo(x, AXIS - 5); ctx.lineTo(x, this.H);
+      ctx.fillText(duration(t), x + 2, 3);
+    }
+    ctx.globalAlpha = 0.4; ctx.stroke(); ctx.globalAlpha = 1;
+  }
+
+  drawScopes() {
+    const { ctx } = this, y0 = this.tracks.scopes;
+    ctx.font = "10px system-ui, sans-serif"; ctx.textBaseline = "middle";
+    for (const s of this.scopes) {
+      const row = SCOPE_KINDS.indexOf(s.kind);
+      if (row < 0) continue;
+      const x0 = Math.max(this.x(s.begin), -1), x1 = Math.min(this.x(s.end >= 0 ? s.end : this.source.end()), this.W + 1);
+      if (x1 < 0 || x0 > this.W) continue;
+      const y = y0 + row * SCOPE_ROW;
+      ctx.fillStyle = SCOPE_COLOURS[s.kind]; ctx.fillRect(x0, y + 1, Math.max(1, x1 - x0), SCOPE_ROW - 2);
+      ctx.strokeStyle = "#777"; ctx.strokeRect(x0 + 0.5, y + 1.5, Math.max(1, x1 - x0 - 1), SCOPE_ROW - 3);
+      if (x1 - x0 > 40) { ctx.fillStyle = "#222"; ctx.fillText(s.label || s.kind, Math.max(x0, 0) + 3, y + SCOPE_ROW / 2, x1 - Math.max(x0, 0) - 6); }
+    }
+    for (const m of this.marks) {
+      const x = this.x(m.time);
+      if (x < -5 || x > this.W + 5) continue;
+      ctx.fillStyle = m.oom ? "#000" : "#0077BB";
+      ctx.beginPath(); ctx.moveTo(x - 4, y0); ctx.lineTo(x + 4, y0); ctx.lineTo(x, y0 + 7); ctx.fill();
+      if (m.oom) { ctx.fillStyle = "#000"; ctx.fillText("OOM", x + 5, y0 + 4); }
+    }
+  }
+
+  drawMemory() {
+    const { ctx, buckets } = this, top = this.tracks.mem, h = MEM_H;
+    let ymax = 1;
+    for (const b of buckets) {
+      let sum = 0;
+      for (let c = 1; c < b.max.category.length; c++) sum += b.max.category[c];
+      ymax = Math.max(ymax, sum, b.max.allocated, b.max.reserved, b.max.device_used, b.max.go_heap || 0);
+    }
+    this.memMax = ymax;
+    const y = (v) => top + h - (v / ymax) * (h - 4);
+    ctx.fillStyle = "#fafafa"; ctx.fillRect(0, top, this.W, h);
+    // Stacked areas of each category's maximum per bucket: one path per
+    // category, so at most ten fills however many buckets.
+    const base = new Float64Array(buckets.length);
+    for (let c = 1; c < CATEGORIES.length; c++) {
+      ctx.beginPath();
+      let any = false;
+      buckets.forEach((b, i) => {
+        const v = b.max.category[c];
+        if (!v) return;
+        any = true;
+        const x0 = this.x(b.t0), x1 = Math.max(this.x(b.t1), x0 + 1);
+        ctx.rect(x0, y(base[i] + v), x1 - x0, y(base[i]) - y(base[i] + v));
+        base[i] += v;
+      });
+      if (any) { ctx.fillStyle = CATEGORY_COLOURS[c]; ctx.fill(); }
+    }
+    for (const tr of TRACKS) {
+      ctx.beginPath();
+      let started = false;
+      for (const b of buckets) {
+        const v = b.max[tr.key];
+        if (v === undefined || (tr.key === "go_heap" && !v)) continue;
+        const x0 = this.x(b.t0), x1 = this.x(b.t1);
+        if (!started) { ctx.moveTo(x0, y(v)); started = true; } else ctx.lineTo(x0, y(v));
+        ctx.lineTo(x1, y(v));
+      }
+      ctx.setLineDash(tr.dash); ctx.strokeStyle = tr.colour; ctx.lineWidth = 1.5; ctx.stroke();
+    }
+    ctx.setLineDash([]); ctx.lineWidth = 1;
+    ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
+    ctx.fillText(`memory (max ${bytes(ymax)})`, 4, top + 2);
+  }
+
+  drawObjects() {
+    const { ctx } = this, top = this.tracks.obj, h = this.tracks.objH;
+    ctx.fillStyle = "#fcfcfc"; ctx.fillRect(0, top, this.W, h);
+    const scale = (h - 14) / this.objHeight, end = this.objEnd ?? this.source.end();
+    this.hits = [];
+    for (const o of this.objects) {
+      const x0 = this.x(o.alloc_time), x1 = this.x(o.free_time >= 0 ? o.free_time : end);
+      const y1 = top + h - o.y * scale, y0 = y1 - Math.max(1, o.size * scale);
+      const r = { o, x0: Math.max(x0, -2), x1: Math.min(Math.max(x1, x0 + 1), this.W + 2), y0, y1 };
+      this.hits.push(r);
+      ctx.globalAlpha = o.lingering ? 1 : 0.75;
+      ctx.fillStyle = o.lingering ? LINGERING : CATEGORY_COLOURS[CATEGORIES.indexOf(o.category)] || "#999";
+      ctx.fillRect(r.x0, y0, r.x1 - r.x0, y1 - y0);
+      ctx.globalAlpha = 1;
+      if (o.lingering) {
+        ctx.fillStyle = hatch(ctx, o.leak);
+        ctx.fillRect(r.x0, y0, r.x1 - r.x0, y1 - y0);
+        ctx.strokeStyle = "#000"; ctx.lineWidth = 1.5; ctx.strokeRect(r.x0, y0, r.x1 - r.x0, y1 - y0); ctx.lineWidth = 1;
+        this.badge(o.leak ? "∞" : "▲", Math.min(r.x1, this.W - 8), Math.max(y0, top + 8));
+      }
+      if (this.selected && this.selected.seq === o.seq) {
+        ctx.strokeStyle = "#0077BB"; ctx.lineWidth = 2; ctx.strokeRect(r.x0 - 1, y0 - 1, r.x1 - r.x0 + 2, y1 - y0 + 2); ctx.lineWidth = 1;
+      }
+    }
+    ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
+    ctx.fillText(`objects: the ${this.objects.length} largest in view`, 4, top + 2);
+  }
+
+  badge(text, x, y) {
+    const { ctx } = this;
+    ctx.fillStyle = "#000"; ctx.beginPath(); ctx.arc(x, y, 7, 0, 2 * Math.PI); ctx.fill();
+    ctx.fillStyle = "#fff"; ctx.font = "bold 10px system-ui, sans-serif"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+    ctx.fillText(text, x, y + 0.5); ctx.textAlign = "start";
+  }
+
+  // --- input --------------------------------------------------------------
+
+  bindInput() {
+    const c = this.canvas;
+    const pos = (ev) => { const r = c.getBoundingClientRect(); return { x: ev.clientX - r.left, y: ev.clientY - r.top }; };
+    c.addEventListener("wheel", (ev) => {
+      ev.preventDefault();
+      const p = pos(ev);
+      if (ev.shiftKey || Math.abs(ev.deltaX) > Math.abs(ev.deltaY)) this.pan((ev.deltaX || ev.deltaY) * 0.5);
+      else this.zoom(Math.exp(ev.deltaY * 0.002), p.x);
+    }, { passive: false });
+    c.addEventListener("pointerdown", (ev) => {
+      const p = pos(ev);
+      c.setPointerCapture(ev.pointerId);
+      this.drag = { x: p.x, last: p.x, moved: false, box: ev.shiftKey };
+      if (ev.shiftKey) this.box = { x0: p.x, x1: p.x };
+    });
+    c.addEventListener("pointermove", (ev) => {
+      const p = pos(ev);
+      if (this.drag) {
+        if (Math.abs(p.x - this.drag.x) > 3) this.drag.moved = true;
+        if (this.drag.box) { this.box.x1 = p.x; this.schedule(); } else { this.pan(this.drag.last - p.x); this.drag.last = p.x; }
+        return;
+      }
+      this.hover(p, ev);
+    });
+    c.addEventListener("pointerup", (ev) => {
+      const d = this.drag, p = pos(ev);
+      this.drag = null;
+      if (d?.box) {
+        const b = this.box; this.box = null;
+        if (Math.abs(b.x1 - b.x0) > 4) this.setView(this.t(Math.min(b.x0, b.x1)), this.t(Math.max(b.x0, b.x1)), true);
+        else this.schedule();
+      } else if (d && !d.moved) this.click(p);
+    });
+    c.addEventListener("pointerleave", () => { this.tooltip.hidden = true; });
+    c.addEventListener("dblclick", () => this.fit());
+    c.addEventListener("keydown", (ev) => {
+      const k = { ArrowLeft: () => this.pan(-this.W / 8), ArrowRight: () => this.pan(this.W / 8), "+": () => this.zoom(0.5), "=": () => this.zoom(0.5), "-": () => this.zoom(2), 0: () => this.fit(), f: () => { this.followBox.checked = !this.followBox.checked; this.followBox.dispatchEvent(new Event("change")); } }[ev.key];
+      if (k) { ev.preventDefault(); k(); }
+    });
+  }
+
+  objectAt(p) {
+    for (let i = (this.hits || []).length - 1; i >= 0; i--) {
+      const r = this.hits[i];
+      if (p.x >= r.x0 - 1 && p.x <= r.x1 + 1 && p.y >= r.y0 - 1 && p.y <= r.y1 + 1) return r.o;
+    }
+    return null;
+  }
+
+  hover(p) {
+    let html = null;
+    const o = p.y >= this.tracks.obj ? this.objectAt(p) : null;
+    if (o) {
+      html = `<b>${esc(o.label || "(no label)")}</b><br>${bytes(o.size)} · ${esc(o.category)}${o.lingering ? (o.leak ? " · <b>leak</b>" : " · <b>lingering</b>") : ""}`;
+    } else if (p.y >= this.tracks.mem && p.y < this.tracks.mem + MEM_H) {
+      const t = this.t(p.x), b = this.buckets.find((b) => b.t0 <= t && t < b.t1);
+      if (b) {
+        const cats = b.max.category.map((v, c) => [v, c]).filter(([v, c]) => v && c).sort((a, b) => b[0] - a[0]).slice(0, 4);
+        html = `${duration(b.t0)}<br>allocated ${bytes(b.max.allocated)} · reserved ${bytes(b.max.reserved)} · device ${bytes(b.max.device_used)}` +
+          cats.map(([v, c]) => `<br>${CATEGORIES[c]} ${bytes(v)}`).join("");
+      }
+    } else if (p.y >= this.tracks.scopes && p.y < this.tracks.mem) {
+      const t = this.t(p.x), row = SCOPE_KINDS[Math.floor((p.y - this.tracks.scopes) / SCOPE_ROW)];
+      const s = this.scopes.find((s) => s.kind === row && s.begin <= t && (s.end < 0 || t <= s.end));
+      if (s) html = `${esc(s.kind)} ${esc(s.label)}<br>${duration(s.begin)} – ${s.end >= 0 ? duration(s.end) : "open"}`;
+    }
+    if (!html) { this.tooltip.hidden = true; return; }
+    this.tooltip.innerHTML = html;
+    this.tooltip.hidden = false;
+    this.tooltip.style.left = `${Math.min(p.x + 12, this.W - 220)}px`;
+    this.tooltip.style.top = `${p.y + 12}px`;
+  }
+
+  click(p) {
+    if (p.y >= this.tracks.scopes && p.y < this.tracks.mem) {
+      const t = this.t(p.x), row = SCOPE_KINDS[Math.floor((p.y - this.tracks.scopes) / SCOPE_ROW)];
+      const s = this.scopes.find((s) => s.kind === row && s.begin <= t && (s.end < 0 || t <= s.end));
+      // A cell's band scrolls the notebook to the cell (its label is the cell id).
+      if (s?.kind === "cell") document.dispatchEvent(new CustomEvent("linger:goto-cell", { detail: { cellId: s.label } }));
+      return;
+    }
+    const o = this.objectAt(p);
+    this.selected = o;
+    this.schedule();
+    if (o) this.showDetail(o);
+  }
+
+  async showDetail(o) {
+    const site = o.site;
+    const rows = [];
+    if (site?.cell) {
+      const a = el("a", { href: `#cell-${site.cell}`, class: "lt-link", "data-testid": "detail-cell" }, `cell ${site.cell}, line ${site.line}`);
+      a.addEventListener("click", (ev) => { ev.preventDefault(); document.dispatchEvent(new CustomEvent("linger:goto-cell", { detail: { cellId: site.cell, line: site.line } })); });
+      rows.push(["site", a]);
+    }
+    if (site?.frames?.length) rows.push(["Go frames", el("code", {}, site.frames.map((f) => `${f.func} ${f.file}:${f.line}`).join("\n"))]);
+    if (!site) rows.push(["site", "unknown"]);
+    rows.push(["size", `${bytes(o.size)} (${o.category})`]);
+    rows.push(["lifetime", `${duration(o.alloc_time)} → ${o.free_time >= 0 ? duration(o.free_time) : "never freed (leak)"} (${duration(o.lifetime)})`]);
+    rows.push(["expected to die with", `${o.expect} (scope #${o.scope})`]);
+    if (o.lingering) rows.push(["status", o.leak ? "lingering, never freed" : "lingering, freed late"]);
+    const held = el("span", { "data-testid": "detail-held-by" }, this.source.lingering ? "asking the kernel…" : "not available for a saved trace");
+    rows.push(["held by", held]);
+    const dl = el("dl", {});
+    for (const [k, v] of rows) dl.append(el("dt", {}, k), el("dd", {}, v));
+    this.detail.replaceChildren(el("h3", {}, o.label || "(no label)"), dl);
+    if (this.source.lingering) {
+      try {
+        const hs = await this.source.lingering();
+        const h = (hs.holders || hs || []).find?.((h) => h.addr === o.addr);
+        held.textContent = h?.path || (o.lingering ? "no reference path found" : "not lingering");
+      } catch (e) { held.textContent = `unavailable (${e.message})`; }
+    }
+  }
+
+  async loadFindings() {
+    let r;
+    try { r = await this.source.report(); } catch (e) {
+      this.findings.replaceChildren(el("h3", {}, "Findings"), el("p", { class: "lt-hint" }, `Not available (${e.message}).`));
+      return;
+    }
+    const list = el("ul", {});
+    const item = (text, fn) => {
+      const li = el("li", {}, fn ? el("button", { type: "button", class: "lt-finding", onclick: fn }, text) : text);
+      list.append(li);
+    };
+    const end = r.duration_ns || this.source.end();
+    for (const o of (r.lingering?.objects || []).slice(0, 50)) {
+      item(`${o.leaked ? "∞ leak" : "▲ lingering"}: ${o.label || o.category} ${bytes(o.size)} (${o.site || "unknown site"})`,
+        () => this.jump(o.alloc_time_ns, o.leaked ? end : (o.free_time_ns || end)));
+    }
+    for (const g of r.growth || []) item(`growth: ${g.category}${g.site ? ` at ${g.site}` : ""} +${bytes(g.bytes_per_step)}/${r.growth_unit || "step"}`, () => this.fit());
+    for (const d of r.duplicates || []) item(`duplicates: ${d.count} × ${bytes(d.max_size)} ${d.category} at ${d.site}`);
+    if (r.peak?.bytes) item(`peak: ${bytes(r.peak.bytes)} at ${duration(r.peak.time_ns)}`, () => this.jump(r.peak.time_ns, r.peak.time_ns));
+    if (!list.children.length) item("Nothing lingers, grows or repeats.");
+    this.findings.replaceChildren(el("h3", {}, "Findings"), list);
+  }
+
+  destroy() { this.unsub(); this.source.close(); this.root.replaceChildren(); }
+}
+
+function esc(s) { return String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`); }
+
+let styled = false;
+function injectStyle() {
+  if (styled) return;
+  styled = true;
+  // Layout only, scoped to lt-; colours come from the page's stylesheet where it sets them.
+  document.head.append(el("style", {}, `
+.lt-toolbar{display:flex;flex-wrap:wrap;gap:.5em;align-items:center;padding:.25em 0;font:13px system-ui,sans-serif}
+.lt-btn{min-width:2em}
+.lt-btn:focus-visible,.lt-canvas:focus-visible,.lt-link:focus-visible,.lt-finding:focus-visible{outline:3px solid #0077BB;outline-offset:2px}
+.lt-status{margin-left:auto}
+.lt-body{position:relative;min-height:420px}
+.lt-canvas{display:block;touch-action:none;cursor:crosshair}
+.lt-tooltip{position:absolute;pointer-events:none;background:#fff;border:1px solid #888;padding:.3em .5em;font:12px system-ui,sans-serif;max-width:220px;box-shadow:0 1px 4px rgba(0,0,0,.2)}
+.lt-legend{display:flex;flex-wrap:wrap;gap:.75em;font:12px system-ui,sans-serif;padding:.25em 0}
+.lt-key i{display:inline-block;width:12px;height:12px;margin-right:.3em;vertical-align:middle}
+.lt-key i.lt-line{height:0;border-top:2px solid;width:16px}
+.lt-key i.lt-linger{background:repeating-linear-gradient(45deg,#D55E00 0 3px,#4a1a00 3px 5px);outline:1px solid #000}
+.lt-key i.lt-leak{background:repeating-linear-gradient(45deg,#D55E00 0 3px,#000 3px 5px),#D55E00;outline:1px solid #000}
+.lt-panels{display:grid;grid-template-columns:1fr 1fr;gap:1em;font:13px system-ui,sans-serif}
+.lt-detail dl{display:grid;grid-template-columns:auto 1fr;gap:.2em .8em}
+.lt-detail code{white-space:pre-wrap}
+.lt-findings ul{list-style:none;padding:0;max-height:16em;overflow:auto}
+.lt-finding{background:none;border:0;padding:.15em 0;text-align:left;cursor:pointer;font:inherit;text-decoration:underline}
+.lt-hint{color:#555}
+`));
+}
