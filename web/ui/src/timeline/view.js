@@ -170,7 +170,6 @@ export class TimelineView {
     try {
       this.buckets = await this.source.lod(t0, t1, Math.ceil(this.W));
       if (!this.fitted && this.source.end() > 0) { this.fitted = true; this.fit(); return; }
-      if (!this.firstPaint) this.firstPaint = performance.now();
       this.schedule();
     } catch (e) { this.status.textContent = `Timeline unavailable: ${e.message}`; } finally {
       this.lodBusy = false;
@@ -210,7 +209,9 @@ export class TimelineView {
       ctx.fillStyle = "rgba(0,119,187,0.15)";
       ctx.fillRect(Math.min(this.box.x0, this.box.x1), 0, Math.abs(this.box.x1 - this.box.x0), H);
     }
-    this.frames.push(performance.now() - start);
+    const done = performance.now();
+    this.frames.push(done - start);
+    if (!this.firstPaint && this.fitted && this.buckets.length) this.firstPaint = done; // first meaningful paint
     if (this.frames.length > 600) this.frames.splice(0, 300);
   }
 

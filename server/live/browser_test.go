@@ -1,0 +1,175 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"linger/timeline"
+	"linger/timeline/event"
+)
+
+// TestBrowserTimeline measures the canvas timeline in headless Chromium
+// on a saved 1-million-event trace: first meaningful paint and pan/zoom
+// frame times, taken with performance.now() in the page and reported, not
+// asserted. It bundles web/ui/src/timeline.js with the esbuild of
+// web/ui/node_modules and runs only with LINGER_BROWSER=1:
+//
+//	LINGER_BROWSER=1 go test ./server/live -run TestBrowserTimeline -v
+//
+// LINGER_BROWSER_EVENTS changes the trace size, CHROMIUM the browser.
+func TestBrowserTimeline(t *testing.T) {
+	if os.Getenv("LINGER_BROWSER") != "1" {
+		t.Skip("set LINGER_BROWSER=1 to run")
+	}
+	n := uint64(1_000_000)
+	if s := os.Getenv("LINGER_BROWSER_EVENTS"); s != "" {
+		fmt.Sscan(s, &n)
+	}
+	chromium := os.Getenv("CHROMIUM")
+	if chromium == "" {
+		chromium = "chromium"
+	}
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "timeline.js")
+	esbuild := exec.Command("../../web/ui/node_modules/.bin/esbuild", "../../web/ui/src/timeline.js", "--bundle", "--format=esm", "--outfile="+bundle, "--log-level=warning")
+	if out, err := esbuild.CombinedOutput(); err != nil {
+		t.Fatalf("esbuild: %v\n%s", err, out)
+	}
+	w, err := timeline.Create(filepath.Join(dir, "big.ltrace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	engineLike(w, n)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	h := New(Options{TracePath: func(name string) (string, error) { return filepath.Join(dir, filepath.Base(name)), nil }})
+	defer h.Close()
+	mux := http.NewServeMux()
+	h.Register(mux, "")
+	results := make(chan []byte, 1)
+	mux.HandleFunc("GET /timeline.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		http.ServeFile(w, r, bundle)
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, benchPage)
+	})
+	mux.HandleFunc("POST /results", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		select {
+		case results <- b:
+		default:
+		}
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--window-size=1400,900", srv.URL+"/")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no browser: %v", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	select {
+	case b := <-results:
+		var r map[string]any
+		json.Unmarshal(b, &r)
+		t.Logf("%d events: %s", n, b)
+		if e, ok := r["error"]; ok {
+			t.Fatalf("page: %v", e)
+		}
+	case <-ctx.Done():
+		t.Fatal("no results from the page")
+	}
+}
+
+// engineLike writes n events shaped like a chunked prefill: cell and step
+// scopes, weights at the start, a KV cache that grows, per-step
+// activations and masks (one lingering per step), segments, counters.
+func engineLike(sink event.Sink, n uint64) {
+	sink.DefineString(1, "device_used")
+	sink.DefineString(2, "layer.k")
+	sink.DefineString(3, "mask")
+	sink.DefineString(4, "cell-1")
+	sink.DefineString(5, "step")
+	sink.DefineSite(1, event.Site{Cell: "cell-1", Line: 4})
+	var seq uint64
+	var t int64
+	emit := func(e event.Event) {
+		seq++
+		t += 700
+		e.Seq, e.Time = seq, t
+		sink.Emit(e)
+	}
+	emit(event.Event{Kind: event.KindScopeBegin, Addr: 1, Expect: event.ScopeCell, Label: 4})
+	addr := uint64(1 << 30)
+	for i := range 64 {
+		addr += 64 << 20
+		emit(event.Event{Kind: event.KindSegmentAlloc, Addr: addr, Size: 64 << 20, Extra: event.PoolLarge})
+		emit(event.Event{Kind: event.KindAlloc, Addr: addr, Size: 60 << 20, Category: event.CategoryWeights, Expect: event.ScopeEngine, Label: event.StringID(2 + i%2), Site: 1})
+	}
+	var used uint64 = 4 << 30
+	for step := uint64(2); seq < n; step++ {
+		emit(event.Event{Kind: event.KindScopeBegin, Addr: step, Expect: event.ScopeStep, Label: 5, Extra: 1, Scope: 1})
+		addr += 1 << 20
+		emit(event.Event{Kind: event.KindAlloc, Addr: addr, Size: 1 << 20, Category: event.CategoryKVCache, Expect: event.ScopeRequest, Label: 2, Site: 1})
+		for j := range 200 {
+			a := addr + uint64(j+1)*4096
+			emit(event.Event{Kind: event.KindAlloc, Addr: a, Size: 4096 * uint64(1+j%8), Category: event.CategoryActivation, Expect: event.ScopeStep, Label: 2, Site: 1})
+			emit(event.Event{Kind: event.KindFree, Addr: a, Size: 4096 * uint64(1+j%8), Category: event.CategoryActivation})
+		}
+		emit(event.Event{Kind: event.KindAlloc, Addr: addr + 1<<19, Size: 256 << 10, Category: event.CategoryAttnMask, Expect: event.ScopeStep, Label: 3, Site: 1})
+		used += 1 << 20
+		emit(event.Event{Kind: event.KindCounter, Size: used, Label: 1})
+		emit(event.Event{Kind: event.KindScopeEnd, Addr: step, Expect: event.ScopeStep, Label: 5})
+	}
+}
+
+// benchPage mounts the timeline on the trace, waits for its first
+// meaningful paint, then pans and zooms 60 times, each time waiting for
+// the frame that shows the new view's level-of-detail data (input to
+// frame: the server round trip included; draw: the canvas work of one
+// frame), and posts the figures.
+const benchPage = `<!DOCTYPE html><html><head><meta charset="utf-8"></head>
+<body data-base="/"><main data-testid="timeline" data-trace-url="/api/timeline/traces/big.ltrace" style="width:1300px;height:700px"></main>
+<script type="module" src="/timeline.js"></script>
+<script type="module">
+const post = (r) => fetch("/results", {method: "POST", body: JSON.stringify(r)});
+const frame = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
+const p95 = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length * 0.95)]; };
+try {
+  let v;
+  while (!(v = [...(window.linger?.timeline?.views?.values() || [])][0]) || !v.firstPaint) await new Promise((r) => setTimeout(r, 10));
+  const firstPaint = v.firstPaint;
+  await new Promise((r) => setTimeout(r, 500)); // objects and scopes arrive
+  v.frames.length = 0;
+  const lat = [];
+  for (let i = 0; i < 60; i++) {
+    const drawn = new Promise((res) => { const d = v.draw; v.draw = function () { d.call(v); if (!v.lodBusy) { v.draw = d; res(); } }; });
+    const s = performance.now();
+    if (i % 3 === 0) v.zoom(i < 30 ? 0.7 : 1.4); else v.pan((i % 2 ? 1 : -1) * 80);
+    await drawn;
+    lat.push(performance.now() - s);
+  }
+  const fetches = [], raf = [];
+  for (let i = 0; i < 10; i++) { const s = performance.now(); await v.source.lod(v.view.t0, v.view.t1, 1300); fetches.push(performance.now() - s); }
+  for (let i = 0; i < 10; i++) { const s = performance.now(); await frame(); raf.push(performance.now() - s); }
+  post({ lod_fetch_ms_median: median(fetches), two_raf_ms_median: median(raf), first_paint_ms: firstPaint, draw_ms_median: median(v.frames), draw_ms_p95: p95(v.frames), draws: v.frames.length,
+    input_to_frame_ms_median: median(lat), input_to_frame_ms_p95: p95(lat), objects: v.objects.length, buckets: v.buckets.length, scopes: v.scopes.length });
+} catch (e) { post({ error: String(e && e.stack || e) }); }
+</script></body></html>`
