@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,14 +28,35 @@ import (
 
 const token = "browser-test-token"
 
-// lingerBinary builds cmd/linger once: the kernels are its kernel
-// subcommand.
+var binDir string
+
+func TestMain(m *testing.M) {
+	var err error
+	if binDir, err = os.MkdirTemp("", "linger-browser"); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(binDir)
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+)
+
+// lingerBinary builds cmd/linger once per test binary: the kernels are its
+// kernel subcommand.
 func lingerBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "linger")
-	cmd := exec.Command("go", "build", "-o", bin, "linger/cmd/linger")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build linger: %v\n%s", err, out)
+	bin := filepath.Join(binDir, "linger")
+	buildOnce.Do(func() {
+		if out, err := exec.Command("go", "build", "-o", bin, "linger/cmd/linger").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build linger: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
 	return bin
 }
@@ -180,67 +202,101 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Logf("screenshot: %s", f)
 }
 
+// page is a notebook page open in the browser.
+type page struct {
+	ctx  context.Context
+	base string
+	dir  string
+	ids  []string // cell ids, in order
+}
+
+// openNotebook writes a notebook of the given cells (a source starting
+// with "#" is a markdown cell), serves it and opens its page with an idle
+// kernel.
+func openNotebook(t *testing.T, sources ...string) *page {
+	t.Helper()
+	dir := t.TempDir()
+	nb := nbformat.New()
+	p := &page{dir: dir}
+	for _, src := range sources {
+		typ := nbformat.CellCode
+		if strings.HasPrefix(src, "#") {
+			typ = nbformat.CellMarkdown
+		}
+		c := nbformat.NewCell(typ, src)
+		nb.Cells = append(nb.Cells, c)
+		p.ids = append(p.ids, c.ID)
+	}
+	if err := nbformat.WriteFile(filepath.Join(dir, "demo.ipynb"), nb); err != nil {
+		t.Fatal(err)
+	}
+	p.base = startServer(t, dir)
+	p.ctx = browser(t)
+	p.do(t, "open",
+		chromedp.Navigate(p.base+"/api/status?token="+token), // sets the cookies
+		chromedp.Navigate(p.base+"/notebooks/demo.ipynb"),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)),
+	)
+	return p
+}
+
+// cell is the CSS selector of cell i.
+func (p *page) cell(i int) string { return fmt.Sprintf(`[data-cell-id=%q]`, p.ids[i]) }
+
+// run selects cell i and presses the Run button.
+func (p *page) run(t *testing.T, i int) {
+	t.Helper()
+	p.do(t, "run cell", chromedp.Click(css(p.cell(i)+` .cm-content`)), chromedp.Click(css(`[data-testid=run]`)))
+}
+
+// do runs the actions; on failure it saves a screenshot named after the
+// test and stops the test.
+func (p *page) do(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(p.ctx, actions...); err != nil {
+		screenshot(t, p.ctx, strings.ReplaceAll(t.Name(), "/", "_")+"-failed.png")
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (p *page) text(t *testing.T, sel string) string {
+	t.Helper()
+	return text(t, p.ctx, sel)
+}
+
 // TestRunCell opens a notebook's page, runs 1+1 and sees 2, then saves with
 // Ctrl-S and finds the output in the file.
 func TestRunCell(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end browser test")
 	}
-	dir := t.TempDir()
-	nb := nbformat.New()
-	md := nbformat.NewCell(nbformat.CellMarkdown, "# Browser test\nSome *markdown* and <script>window.pwned=1</script>.")
-	code := nbformat.NewCell(nbformat.CellCode, "x = 1 + 1\nprint('x is', x)\nx")
-	nb.Cells = []*nbformat.Cell{md, code}
-	if err := nbformat.WriteFile(filepath.Join(dir, "demo.ipynb"), nb); err != nil {
-		t.Fatal(err)
+	p := openNotebook(t, "# Browser test\nSome *markdown* and <script>window.pwned=1</script>.", "x = 1 + 1\nprint('x is', x)\nx")
+	p.run(t, 1)
+	p.do(t, "wait for the result", chromedp.WaitVisible(css(p.cell(1)+` [data-testid=output-text]`)))
+	if got := p.text(t, `[data-testid=markdown] h1`); got != "Browser test" {
+		t.Errorf("markdown heading = %q", got)
 	}
-	base := startServer(t, dir)
-	ctx := browser(t)
-
-	cell := fmt.Sprintf(`[data-cell-id=%q]`, code.ID)
-	err := chromedp.Do(ctx,
-		chromedp.Navigate(base+"/api/status?token="+token), // sets the cookies
-		chromedp.Navigate(base+"/notebooks/demo.ipynb"),
-		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)),
-		chromedp.WaitVisible(css(cell+` .cm-content`)),
-		chromedp.Click(css(cell+` .cm-content`)),
-		chromedp.Click(css(`[data-testid=run]`)),
-		chromedp.WaitVisible(css(cell+` [data-testid=output-text]`)),
-	)
-	if err != nil {
-		screenshot(t, ctx, "run-cell-failed.png")
-		t.Fatalf("browser: %v", err)
+	if pwned, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`window.pwned === 1`)); err != nil || pwned {
+		t.Errorf("a script in a markdown cell ran (%v)", err)
 	}
-	heading := text(t, ctx, `[data-testid=markdown] h1`)
-	result := text(t, ctx, cell+` [data-testid=output-text]`)
-	stream := text(t, ctx, cell+` [data-testid=output-stream]`)
-	pwned, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.pwned === 1`))
-	if err != nil {
-		t.Fatal(err)
+	if got := strings.TrimSpace(p.text(t, p.cell(1)+` [data-testid=output-text]`)); got != "2" {
+		t.Errorf("result = %q, want 2", got)
 	}
-	if heading != "Browser test" {
-		t.Errorf("markdown heading = %q", heading)
+	if got := strings.TrimSpace(p.text(t, p.cell(1)+` [data-testid=output-stream]`)); got != "x is 2" {
+		t.Errorf("stream = %q, want %q", got, "x is 2")
 	}
-	if pwned {
-		t.Error("a script in a markdown cell ran")
+	if got := p.text(t, p.cell(1)+` [data-testid=prompt]`); got != "[1]:" {
+		t.Errorf("prompt = %q", got)
 	}
-	if strings.TrimSpace(result) != "2" {
-		t.Errorf("result = %q, want 2", result)
-	}
-	if strings.TrimSpace(stream) != "x is 2" {
-		t.Errorf("stream = %q, want %q", stream, "x is 2")
-	}
-	screenshot(t, ctx, "notebook.png")
+	screenshot(t, p.ctx, "notebook.png")
 
 	// Ctrl-S saves the notebook with its output.
-	if err := chromedp.Do(ctx,
-		chromedp.Click(css(cell+` .cm-content`)),
+	p.do(t, "save",
+		chromedp.Click(css(p.cell(1)+` .cm-content`)),
 		chromedp.KeyEvent("s", chromedp.KeyModifiers(kb.ModifierCtrl)),
 		chromedp.WaitVisible(css(`[data-testid=save-state][data-state=saved]`)),
-	); err != nil {
-		t.Fatalf("save: %v", err)
-	}
-	saved, err := nbformat.ReadFile(filepath.Join(dir, "demo.ipynb"))
+	)
+	saved, err := nbformat.ReadFile(filepath.Join(p.dir, "demo.ipynb"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,6 +305,143 @@ func TestRunCell(t *testing.T) {
 	}
 	if saved.Cells[1].ExecutionCount == nil {
 		t.Error("saved cell has no execution count")
+	}
+}
+
+// TestErrorAndProgress shows an error with its traceback, and a prefill's
+// progress bar updated in place (one output, finished).
+func TestErrorAndProgress(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	p := openNotebook(t,
+		"def f():\n    return undefined_name\nf()",
+		`e = engine(model="qwen2-1.5b", device="meta")`+"\n"+`r = e.generate(prompt_tokens=16384, chunk_size=1024)`+"\n"+`r.prompt_tokens`,
+	)
+	p.run(t, 0)
+	p.do(t, "wait for the error", chromedp.WaitVisible(css(p.cell(0)+` [data-testid=output-error]`)))
+	if got := p.text(t, p.cell(0)+` [data-testid=evalue]`); !strings.Contains(got, "undefined_name") {
+		t.Errorf("evalue = %q", got)
+	}
+	if tb := p.text(t, p.cell(0)+` [data-testid=traceback]`); strings.Contains(tb, "\x1b") || tb == "" {
+		t.Errorf("traceback = %q", tb)
+	}
+	p.run(t, 1)
+	p.do(t, "wait for the result", chromedp.WaitVisible(css(p.cell(1)+` [data-testid=prompt]:not(:empty)`)),
+		void(chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q).textContent.includes("16384")`, p.cell(1)+` .outputs`))))
+	outs, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]string](fmt.Sprintf(
+		`Array.from(document.querySelectorAll(%q), e => e.textContent)`, p.cell(1)+` [data-testid=output-text]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bars int
+	for _, o := range outs {
+		if strings.HasPrefix(o, "prefill [") {
+			bars++
+			if !strings.HasSuffix(o, "16/16 chunks") {
+				t.Errorf("progress bar not finished: %q", o)
+			}
+		}
+	}
+	if bars != 1 {
+		t.Errorf("outputs = %q, want one progress bar", outs)
+	}
+	screenshot(t, p.ctx, "error-and-progress.png")
+}
+
+// TestInterrupt interrupts a long cell and runs another after it.
+func TestInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	p := openNotebook(t, "n = 0\nfor i in range(1000000000):\n    n += i", "1 + 2")
+	p.run(t, 0)
+	p.do(t, "interrupt",
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=busy]`)),
+		chromedp.Sleep(300*time.Millisecond),
+		chromedp.Click(css(`[data-testid=interrupt]`)),
+		chromedp.WaitVisible(css(p.cell(0)+` [data-testid=output-error]`)),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)),
+	)
+	if got := p.text(t, p.cell(0)+` [data-testid=ename]`); got != "KeyboardInterrupt" {
+		t.Errorf("ename = %q", got)
+	}
+	p.run(t, 1)
+	p.do(t, "run after interrupt", chromedp.WaitVisible(css(p.cell(1)+` [data-testid=output-text]`)))
+	if got := strings.TrimSpace(p.text(t, p.cell(1)+` [data-testid=output-text]`)); got != "3" {
+		t.Errorf("result = %q", got)
+	}
+}
+
+// TestConnectionLoss drops the websocket (the page reconnects by itself),
+// then deletes the kernel (the page says it is gone and its restart
+// button brings a new one).
+func TestConnectionLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	p := openNotebook(t, "x = 40", "x + 2")
+	p.run(t, 0)
+	p.do(t, "drop the connection",
+		chromedp.WaitVisible(css(p.cell(0)+` [data-testid=prompt]`)),
+		void(chromedp.Evaluate[any](`window.linger.notebook.kernel.ws.close()`)),
+		chromedp.WaitVisible(css(`[data-testid=banner]`)),
+	)
+	if got := p.text(t, `[data-testid=banner-text]`); !strings.Contains(got, "reconnecting") {
+		t.Errorf("banner = %q", got)
+	}
+	screenshot(t, p.ctx, "reconnecting.png")
+	p.do(t, "reconnect",
+		chromedp.WaitNotVisible(css(`[data-testid=banner]`)),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)),
+	)
+	p.run(t, 1)
+	p.do(t, "run after reconnect", chromedp.WaitVisible(css(p.cell(1)+` [data-testid=output-text]`)))
+	if got := strings.TrimSpace(p.text(t, p.cell(1)+` [data-testid=output-text]`)); got != "42" {
+		t.Errorf("result after reconnect = %q, want 42 (same kernel)", got)
+	}
+
+	// The kernel goes away: the page must say so, not spin.
+	p.do(t, "kill the kernel",
+		void(chromedp.Evaluate[any](`fetch(document.body.dataset.base + "api/kernels/" + window.linger.notebook.kernel.kernelId, {method: "DELETE", headers: {"X-XSRFToken": document.cookie.match(/_xsrf=([^;]*)/)[1]}})`)),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=dead]`)),
+		chromedp.WaitVisible(css(`[data-testid=banner-restart]`)),
+	)
+	screenshot(t, p.ctx, "kernel-dead.png")
+	p.do(t, "restart", chromedp.Click(css(`[data-testid=banner-restart]`)),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)),
+		chromedp.WaitNotVisible(css(`[data-testid=banner]`)))
+	p.run(t, 0)
+	p.run(t, 1)
+	p.do(t, "run in the new kernel", void(chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q)?.textContent.trim() === "42"`, p.cell(1)+` [data-testid=output-text]`))))
+}
+
+// TestTree lists the directory and creates a notebook from it.
+func TestTree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	p := openNotebook(t, "1")
+	p.do(t, "new notebook",
+		chromedp.Navigate(p.base+"/tree/"),
+		chromedp.WaitVisible(css(`[data-testid=entry][data-path="demo.ipynb"]`)),
+	)
+	screenshot(t, p.ctx, "tree.png")
+	p.do(t, "new notebook",
+		chromedp.Click(css(`[data-testid=new-notebook]`)),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)),
+	)
+	loc, err := chromedp.Run(p.ctx, chromedp.Location())
+	if err != nil || !strings.Contains(loc, "/notebooks/Untitled") {
+		t.Errorf("location = %q (%v)", loc, err)
+	}
+}
+
+// void drops an action's result, for p.do.
+func void[T any](a chromedp.Action[T]) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := a(ctx, t)
+		return chromedp.Void{}, err
 	}
 }
 
