@@ -76,9 +76,18 @@ type Handler struct {
 
 	mu      sync.Mutex
 	kernels map[*timeline.Recorder]*kernelIndex
+	ended   []*timeline.Recorder  // kernels whose trace ended, oldest first
 	files   map[string]*fileIndex // by path
 	wg      sync.WaitGroup
 }
+
+// Bounds on what a Handler keeps: indexes of ended kernel traces and of
+// saved traces beyond these are dropped, oldest first (a later query
+// builds them again).
+const (
+	keepEnded = 4
+	keepFiles = 4
+)
 
 // kernelIndex follows one Recorder from its first event.
 type kernelIndex struct {
@@ -88,6 +97,7 @@ type kernelIndex struct {
 }
 
 type fileIndex struct {
+	used    time.Time // h.mu held
 	once    sync.Once
 	modTime time.Time
 	size    int64
@@ -160,6 +170,7 @@ func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
 	go func() {
 		defer h.wg.Done()
 		defer close(ki.done)
+		defer h.forget(rec)
 		sub := rec.Subscribe(1)
 		defer sub.Close()
 		for {
@@ -176,6 +187,18 @@ func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
 	return ki
 }
 
+// forget notes that rec's trace has ended, and drops the index of the
+// oldest ended trace when more than keepEnded have.
+func (h *Handler) forget(rec *timeline.Recorder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ended = append(h.ended, rec)
+	if len(h.ended) > keepEnded {
+		delete(h.kernels, h.ended[0])
+		h.ended = h.ended[1:]
+	}
+}
+
 // fileIndex returns the index of the trace at path, built on first use
 // and rebuilt when the file changes.
 func (h *Handler) fileIndex(path string) (*lod.Index, error) {
@@ -189,9 +212,19 @@ func (h *Handler) fileIndex(path string) (*lod.Index, error) {
 	h.mu.Lock()
 	e, ok := h.files[path]
 	if !ok || !e.modTime.Equal(fi.ModTime()) || e.size != fi.Size() {
-		e = &fileIndex{modTime: fi.ModTime(), size: fi.Size()}
+		e = &fileIndex{modTime: fi.ModTime(), size: fi.Size(), used: time.Now()}
 		h.files[path] = e
+		for len(h.files) > keepFiles {
+			var oldest string
+			for p, f := range h.files {
+				if oldest == "" || f.used.Before(h.files[oldest].used) {
+					oldest = p
+				}
+			}
+			delete(h.files, oldest)
+		}
 	}
+	e.used = time.Now()
 	h.mu.Unlock()
 	e.once.Do(func() {
 		f, err := timeline.OpenFile(path)

@@ -432,3 +432,49 @@ func TestScopes(t *testing.T) {
 		t.Errorf("marks %+v", body.Marks)
 	}
 }
+
+func TestEndedKernelIndexesAreDropped(t *testing.T) {
+	dir := t.TempDir()
+	recs := map[string]*timeline.Recorder{}
+	h := New(Options{Recorder: func(id string) (*timeline.Recorder, error) {
+		if r, ok := recs[id]; ok {
+			return r, nil
+		}
+		return nil, ErrNotFound
+	}})
+	defer h.Close()
+	mux := http.NewServeMux()
+	h.Register(mux, "")
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for i := range 10 {
+		id := fmt.Sprint("k", i)
+		rec, err := timeline.NewRecorder(filepath.Join(dir, id+".ltrace"), timeline.RecorderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs[id] = rec
+		emit(rec, 1, 100)
+		rec.Close()
+		var body lodBody
+		get(t, srv.URL+"/api/timeline/kernels/"+id+"/lod", 200, &body)
+		<-h.kernelIndex(rec).done
+	}
+	h.mu.Lock()
+	n := len(h.kernels)
+	h.mu.Unlock()
+	if n > keepEnded {
+		t.Errorf("%d kernel indexes kept, want at most %d", n, keepEnded)
+	}
+	// A dropped one is built again, from the trace log.
+	var body lodBody
+	get(t, srv.URL+"/api/timeline/kernels/k0/lod", 200, &body)
+	deadline := time.Now().Add(5 * time.Second)
+	for body.Events != 100 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		get(t, srv.URL+"/api/timeline/kernels/k0/lod", 200, &body)
+	}
+	if body.Events != 100 {
+		t.Errorf("rebuilt index has %d events, want 100", body.Events)
+	}
+}
