@@ -169,7 +169,7 @@ try {
   const fetches = [], raf = [];
   for (let i = 0; i < 10; i++) { const s = performance.now(); await v.source.lod(v.view.t0, v.view.t1, 1300); fetches.push(performance.now() - s); }
   for (let i = 0; i < 10; i++) { const s = performance.now(); await frame(); raf.push(performance.now() - s); }
-  post({ lod_fetch_ms_median: median(fetches), two_raf_ms_median: median(raf), first_paint_ms: firstPaint, draw_ms_median: median(v.frames), draw_ms_p95: p95(v.frames), draws: v.frames.length,
+  post({ lat: lat.map(Math.round), lod_fetch_ms_median: median(fetches), two_raf_ms_median: median(raf), first_paint_ms: firstPaint, draw_ms_median: median(v.frames), draw_ms_p95: p95(v.frames), draws: v.frames.length,
     input_to_frame_ms_median: median(lat), input_to_frame_ms_p95: p95(lat), objects: v.objects.length, buckets: v.buckets.length, scopes: v.scopes.length });
 } catch (e) { post({ error: String(e && e.stack || e) }); }
 </script></body></html>`

@@ -97,6 +97,7 @@ export class TimelineView {
       obj: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP,
     };
     this.tracks.objH = h - this.tracks.obj - 4;
+    this.have = null;
     this.refresh();
   }
 
@@ -166,9 +167,15 @@ export class TimelineView {
   async lodFetch() {
     if (this.lodBusy) { this.lodAgain = true; return; }
     this.lodBusy = true;
-    const { t0, t1 } = this.view;
+    // A saved trace's data comes over the network: ask for a view's width
+    // either side too, so that a pan draws real data at once and the
+    // answer only sharpens it. The local pyramid of a kernel needs no margin.
+    const { t0, t1 } = this.view, m = this.source.live ? 0 : t1 - t0;
     try {
-      this.buckets = await this.source.lod(t0, t1, Math.ceil(this.W));
+      const have = this.have;
+      if (!this.source.live && have && have.t0 <= t0 && t1 <= have.t1 && (t1 - t0) * 3 >= (have.t1 - have.t0) * 0.8) return; // still sharp enough
+      this.buckets = await this.source.lod(t0 - m, t1 + m, Math.ceil(this.W) * (m ? 3 : 1));
+      this.have = { t0: Math.max(0, t0 - m), t1: t1 + m };
       if (!this.fitted && this.source.end() > 0) { this.fitted = true; this.fit(); return; }
       this.schedule();
     } catch (e) { this.status.textContent = `Timeline unavailable: ${e.message}`; } finally {
