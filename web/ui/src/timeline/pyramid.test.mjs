@@ -62,3 +62,25 @@ test("catch-up summary moves the pyramid on", () => {
   assert.equal(all.last.allocated, 2048);
   assert.equal(all.events, 100);
 });
+
+test("line stats: allocated, peak and what a cell left lingering", async () => {
+  globalThis.window = { linger: { notebook: { got: new Map(), setLineAnnotations(c, m) { this.got.set(c, m); return true; } } } };
+  const { LineStats } = await import("./lines.js");
+  const ls = new LineStats();
+  ls.defs({ strings: [], sites: [[1, "c1", 2, []], [2, "c1", 3, []]] });
+  const ev = (seq, kind, expect, addr, size, site) => [seq, seq, kind, 2, expect, addr, size, 0, 0, site, 0, 0];
+  ls.add(ev(1, K.scopeBegin, 5, 100, 0, 0));
+  ls.add(ev(2, K.alloc, 3, 1, 1000, 1)); // request-scoped: lingers if it survives the cell
+  ls.add(ev(3, K.alloc, 7, 2, 500, 2)); // engine-scoped: expected to stay
+  ls.add(ev(4, K.alloc, 3, 3, 300, 1));
+  ls.add(ev(5, K.free, 0, 3, 300, 0));
+  ls.add(ev(6, K.scopeEnd, 5, 100, 0, 0));
+  ls.flush();
+  const m = window.linger.notebook.got.get("c1");
+  assert.equal(m.get(2).lingering, true);
+  assert.match(m.get(2).title, /allocated 1\.3 KiB, peak 1\.3 KiB, alive 1000 B, left lingering 1000 B/);
+  assert.equal(m.get(3).lingering, false);
+  ls.add(ev(7, K.free, 0, 1, 1000, 0));
+  ls.flush();
+  assert.equal(window.linger.notebook.got.get("c1").get(2).lingering, false);
+});

@@ -6,6 +6,7 @@
 // Routes and messages: docs/timeline.md.
 
 import { Pyramid } from "./pyramid.js";
+import { LineStats } from "./lines.js";
 
 async function getJSON(url) {
   const res = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
@@ -55,6 +56,7 @@ export class KernelSource extends Source {
     this.live = true;
     this.wsURL = wsURL;
     this.pyramid = new Pyramid();
+    this.lines = new LineStats();
     this.next = 1; // the next sequence number wanted
     this.state = "connecting"; // connecting | live | behind | ended | disconnected
     this.retry = 250;
@@ -84,6 +86,7 @@ export class KernelSource extends Source {
         break;
       case "defs":
         for (const [id, s] of m.strings) this.pyramid.defineString(id, s);
+        this.lines.defs(m);
         break;
       case "events": {
         const evs = m.events;
@@ -91,7 +94,8 @@ export class KernelSource extends Source {
           // Never expected: the server resumes exactly at ?from.
           console.warn(`timeline: events from ${evs[0]?.[0]}, expected ${this.next}`);
         }
-        for (const e of evs) this.pyramid.add(e);
+        for (const e of evs) { this.pyramid.add(e); this.lines.add(e); }
+        if (!this.linesTimer) this.linesTimer = setTimeout(() => { this.linesTimer = 0; this.lines.flush(); }, 250);
         this.next = evs[evs.length - 1][0] + 1;
         this.lastEventAt = performance.now();
         if (this.state !== "live") this.setState("live");
