@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -172,4 +173,148 @@ try {
   post({ lat: lat.map(Math.round), lod_fetch_ms_median: median(fetches), two_raf_ms_median: median(raf), first_paint_ms: firstPaint, draw_ms_median: median(v.frames), draw_ms_p95: p95(v.frames), draws: v.frames.length,
     input_to_frame_ms_median: median(lat), input_to_frame_ms_p95: p95(lat), objects: v.objects.length, buckets: v.buckets.length, scopes: v.scopes.length });
 } catch (e) { post({ error: String(e && e.stack || e) }); }
+</script></body></html>`
+
+// TestBrowserLive measures event-to-screen latency of a live kernel's
+// timeline in headless Chromium while a producer emits about a million
+// events per second for three seconds: the time from emitting an event
+// (Go's wall clock) to the end of the first frame drawn after the browser
+// received it (the page's wall clock, the same machine's). Reported, not
+// asserted; runs with LINGER_BROWSER=1.
+func TestBrowserLive(t *testing.T) {
+	if os.Getenv("LINGER_BROWSER") != "1" {
+		t.Skip("set LINGER_BROWSER=1 to run")
+	}
+	chromium := os.Getenv("CHROMIUM")
+	if chromium == "" {
+		chromium = "chromium"
+	}
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "timeline.js")
+	esbuild := exec.Command("../../web/ui/node_modules/.bin/esbuild", "../../web/ui/src/timeline.js", "--bundle", "--format=esm", "--outfile="+bundle, "--log-level=warning")
+	if out, err := esbuild.CombinedOutput(); err != nil {
+		t.Fatalf("esbuild: %v\n%s", err, out)
+	}
+	rec, err := timeline.NewRecorder(filepath.Join(dir, "live.ltrace"), timeline.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	h := New(Options{Recorder: func(string) (*timeline.Recorder, error) { return rec, nil }})
+	defer h.Close()
+	mux := http.NewServeMux()
+	h.Register(mux, "")
+	results := make(chan []byte, 1)
+	ready := make(chan struct{}, 1)
+	mux.HandleFunc("GET /timeline.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		http.ServeFile(w, r, bundle)
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, livePage) })
+	mux.HandleFunc("POST /ready", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case ready <- struct{}{}:
+		default:
+		}
+	})
+	mux.HandleFunc("POST /results", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		select {
+		case results <- b:
+		default:
+		}
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--window-size=1400,900", srv.URL+"/")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no browser: %v", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		t.Fatal("page not ready")
+	}
+
+	// 1000 events every millisecond, stamped with the wall clock of the
+	// chunk's emission.
+	type stamp struct {
+		seq uint64
+		ms  float64
+	}
+	var stamps []stamp
+	seq := uint64(0)
+	start := time.Now()
+	for time.Since(start) < 3*time.Second {
+		emit(rec, seq+1, seq+1000)
+		seq += 1000
+		stamps = append(stamps, stamp{seq, float64(time.Now().UnixMicro()) / 1000})
+		time.Sleep(time.Millisecond)
+	}
+	rate := float64(seq) / time.Since(start).Seconds()
+	time.Sleep(time.Second)
+	rec.Close()
+	var shown []stamp
+	select {
+	case b := <-results:
+		var r struct {
+			Shown        []([2]float64)
+			Error        string
+			Busy, DrawMs float64
+			Msgs, Draws  int
+		}
+		if err := json.Unmarshal(b, &r); err != nil || r.Error != "" {
+			t.Fatalf("page: %v %s", err, r.Error)
+		}
+		t.Logf("page: %d messages handled in %.0f ms, %d draws in %.0f ms", r.Msgs, r.Busy, r.Draws, r.DrawMs)
+		for _, s := range r.Shown {
+			shown = append(shown, stamp{uint64(s[0]), s[1]})
+		}
+	case <-ctx.Done():
+		t.Fatal("no results from the page")
+	}
+	var lat []float64
+	j := 0
+	for _, s := range stamps {
+		for j < len(shown) && shown[j].seq < s.seq {
+			j++
+		}
+		if j == len(shown) {
+			break
+		}
+		lat = append(lat, shown[j].ms-s.ms)
+	}
+	if len(lat) == 0 {
+		t.Fatal("nothing shown")
+	}
+	slices.Sort(lat)
+	t.Logf("%d events at %.0f events/s; event to screen: median %.0f ms, p99 %.0f ms, max %.0f ms (%d chunks)",
+		seq, rate, lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1], len(lat))
+}
+
+// livePage follows kernel "k1" and records, for each frame drawn after
+// an events message, the last sequence number received and the wall clock
+// at the end of the frame.
+const livePage = `<!DOCTYPE html><html><head><meta charset="utf-8"></head>
+<body data-base="/"><main data-testid="timeline" data-kernel-id="k1" style="width:1300px;height:700px"></main>
+<script type="module" src="/timeline.js"></script>
+<script type="module">
+const post = (p, r) => fetch(p, {method: "POST", body: JSON.stringify(r)});
+try {
+  let v;
+  while (!(v = [...(window.linger?.timeline?.views?.values() || [])][0])) await new Promise((r) => setTimeout(r, 10));
+  const shown = [];
+  let pending = 0;
+  const M = v.source.message.bind(v.source);
+  let busy = 0, msgs = 0, draws = 0, drawMs = 0;
+  v.source.message = (m) => { const s = performance.now(); M(m); busy += performance.now() - s; msgs++; if (m.type === "events") pending = v.source.next - 1;
+    if (m.type === "end") setTimeout(() => post("/results", { shown, busy, msgs, draws, drawMs }), 300); };
+  const D = v.draw; v.draw = function () { const s = performance.now(); D.call(v); draws++; drawMs += performance.now() - s; if (pending) { shown.push([pending, Date.now()]); pending = 0; } };
+  post("/ready", {});
+} catch (e) { post("/results", { error: String(e && e.stack || e) }); }
 </script></body></html>`

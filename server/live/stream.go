@@ -55,7 +55,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	up := websocket.Upgrader{CheckOrigin: h.opts.CheckOrigin, EnableCompression: true}
+	up := websocket.Upgrader{CheckOrigin: h.opts.CheckOrigin}
 	ws, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade has answered.

@@ -29,7 +29,7 @@ export class LineStats {
   }
 
   add(e) {
-    const [, , kind, , expect, addr, size, , , site, label] = e;
+    const kind = e[2], expect = e[4], addr = e[5], size = e[6], site = e[9];
     switch (kind) {
       case K.alloc: {
         const key = this.sites.get(site);
@@ -73,7 +73,6 @@ export class LineStats {
         break;
       }
     }
-    void label;
   }
 
   /** flush sends the changed cells' annotations to the notebook, if there is one. */

@@ -3,7 +3,8 @@
 // timeline/lod (see docs/timeline.md), so that a kernel's timeline draws
 // from memory without a round trip and stays bounded however long the
 // kernel runs. Level 0 has buckets of `width` ns; level l is 4^l wider.
-// Past maxBuckets level-0 buckets the finest level is dropped.
+// Past maxBuckets level-0 buckets the finest level is dropped. Unlike the
+// server's index, events update level 0 only; see up.
 
 export const NUM_CATEGORIES = 10;
 export const V_ALLOCATED = 10, V_RESERVED = 11, V_DEVICE = 12, V_GOHEAP = 13, NUM_VALUES = 14;
@@ -39,7 +40,8 @@ export class Pyramid {
 
   /** Adds one event, in the stream's array form (docs/timeline.md). */
   add(e) {
-    const [seq, time, kind, cat, , addr, size, , , , label, extra] = e;
+    // Indexing, not destructuring: this runs for every event.
+    const seq = e[0], time = e[1], kind = e[2], cat = e[3], size = e[6], label = e[10], extra = e[11];
     const t = Math.max(time, this.lastTime);
     this.lastTime = t; this.lastSeq = seq; this.events++;
     this.extend(t);
@@ -85,18 +87,18 @@ export class Pyramid {
       const mx = flat(b.max), last = flat(b.last);
       for (let v = 0; v < NUM_VALUES; v++) this.set(v, mx[v]);
       for (let v = 0; v < NUM_VALUES; v++) this.set(v, last[v]);
-      for (const l of this.levels) {
-        const k = l[l.length - 1];
-        k[B_EVENTS] += b.events; k[B_ALLOCS] += b.allocs; k[B_FREES] += b.frees;
-      }
+      this.count(B_EVENTS, b.events); this.count(B_ALLOCS, b.allocs); this.count(B_FREES, b.frees);
     }
     this.lastSeq = msg.to;
   }
 
   extend(t) {
     while (Math.floor(t / this.width) >= this.maxBuckets) this.coarsen();
+    const k0 = Math.floor(t / this.width);
+    if (k0 < this.levels[0].length) return;
+    this.up(); // the level-0 bucket closes: fold it into the levels above
     for (let l = 0; l < this.levels.length; l++) {
-      const k = Math.floor(t / this.width / 4 ** l);
+      const k = Math.floor(k0 / 4 ** l);
       const lv = this.levels[l];
       while (lv.length <= k) {
         const b = new Float64Array(B_SIZE);
@@ -106,7 +108,22 @@ export class Pyramid {
     }
   }
 
+  // up recomputes the last bucket of every level above 0 from its
+  // children. Events update level 0 only (the hot path, a million events
+  // a second); the levels above catch up when a level-0 bucket closes and
+  // before a query, at a cost of four merges per level.
+  up() {
+    for (let l = 1; l < this.levels.length; l++) {
+      const lv = this.levels[l], below = this.levels[l - 1];
+      if (!lv.length) continue;
+      const k = lv.length - 1, b = lv[k];
+      b.set(below[4 * k]);
+      for (let c = 4 * k + 1; c < Math.min(4 * k + 4, below.length); c++) merge(b, below[c]);
+    }
+  }
+
   coarsen() {
+    this.up();
     const top = this.levels[this.levels.length - 1], next = [];
     top.forEach((b, i) => {
       if (i % 4 === 0) next.push(Float64Array.from(b));
@@ -119,15 +136,14 @@ export class Pyramid {
 
   set(v, x) {
     this.cur[v] = x;
-    for (const l of this.levels) {
-      const b = l[l.length - 1];
-      b[B_LAST + v] = x;
-      if (x > b[v]) b[v] = x;
-    }
+    const l = this.levels[0], b = l[l.length - 1];
+    b[B_LAST + v] = x;
+    if (x > b[v]) b[v] = x;
   }
 
-  count(i) {
-    for (const l of this.levels) l[l.length - 1][i]++;
+  count(i, n = 1) {
+    const l = this.levels[0];
+    l[l.length - 1][i] += n;
   }
 
   /** The end of the trace so far, ns. */
@@ -142,6 +158,7 @@ export class Pyramid {
     const end = this.levels[0].length * this.width;
     if (!(t1 > 0) || t1 > end) t1 = end;
     if (t1 <= t0) return [];
+    this.up();
     px = Math.max(1, Math.min(px | 0, 16384));
     const span = t1 - t0, per = span / px;
     let l = 0, w = this.width;
