@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -186,6 +188,11 @@ func browser(t *testing.T) context.Context {
 	t.Cleanup(cancel2)
 	ctx, cancel3 := context.WithTimeout(ctx, 90*time.Second)
 	t.Cleanup(cancel3)
+	// Starts the browser on ctx: chromedp ties it to the context of the
+	// first call, and the steps run on shorter-lived contexts.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
 	return ctx
 }
 
@@ -253,7 +260,9 @@ func (p *page) run(t *testing.T, i int) {
 // test and stops the test.
 func (p *page) do(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	if err := chromedp.Do(p.ctx, actions...); err != nil {
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
 		screenshot(t, p.ctx, strings.ReplaceAll(t.Name(), "/", "_")+"-failed.png")
 		t.Fatalf("%s: %v", what, err)
 	}
@@ -270,7 +279,7 @@ func TestRunCell(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end browser test")
 	}
-	p := openNotebook(t, "# Browser test\nSome *markdown* and <script>window.pwned=1</script>.", "x = 1 + 1\nprint('x is', x)\nx")
+	p := openNotebook(t, "# Browser test\nSome *markdown* and <script>window.pwned=1</script> <img src=\"x\" onerror=\"window.pwned=1\">.", "x = 1 + 1\nprint('x is', x)\nx")
 	p.run(t, 1)
 	p.do(t, "wait for the result", chromedp.WaitVisible(css(p.cell(1)+` [data-testid=output-text]`)))
 	if got := p.text(t, `[data-testid=markdown] h1`); got != "Browser test" {
@@ -366,8 +375,13 @@ func TestInterrupt(t *testing.T) {
 	if got := p.text(t, p.cell(0)+` [data-testid=ename]`); got != "KeyboardInterrupt" {
 		t.Errorf("ename = %q", got)
 	}
-	p.run(t, 1)
-	p.do(t, "run after interrupt", chromedp.WaitVisible(css(p.cell(1)+` [data-testid=output-text]`)))
+	// Shift-Enter runs the cell and moves to the next (a new one here).
+	p.do(t, "run after interrupt",
+		chromedp.Click(css(p.cell(1)+` .cm-content`)),
+		shiftEnter(),
+		chromedp.WaitVisible(css(p.cell(1)+` [data-testid=output-text]`)),
+		chromedp.WaitVisible(css(`[data-testid=cell]:nth-child(3).selected`)),
+	)
 	if got := strings.TrimSpace(p.text(t, p.cell(1)+` [data-testid=output-text]`)); got != "3" {
 		t.Errorf("result = %q", got)
 	}
@@ -416,6 +430,52 @@ func TestConnectionLoss(t *testing.T) {
 	p.do(t, "run in the new kernel", void(chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q)?.textContent.trim() === "42"`, p.cell(1)+` [data-testid=output-text]`))))
 }
 
+// TestEditCells adds, moves, deletes and edits cells, edits a markdown
+// cell by double-click, and saves the result.
+func TestEditCells(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	p := openNotebook(t, "# Title", "a = 1", "b = 2")
+	p.do(t, "edit",
+		// A new cell below "a = 1", typed into, moved above it.
+		chromedp.Click(css(p.cell(1)+` .cm-content`)),
+		chromedp.Click(css(`[data-testid=add-cell]`)),
+		chromedp.KeyEvent("c = 3"),
+		chromedp.Click(css(`[data-testid=cell]:nth-child(3) [data-cell-action=up]`)),
+	)
+	p.do(t, "delete",
+		// "b = 2" goes.
+		chromedp.Click(css(p.cell(2)+` [data-cell-action=delete]`)),
+	)
+	p.do(t, "edit markdown",
+		// The markdown cell is edited in place.
+		chromedp.DoubleClick(css(p.cell(0)+` [data-testid=markdown]`)),
+		chromedp.WaitVisible(css(p.cell(0)+` .cm-content`)),
+		chromedp.KeyEvent(" changed"),
+		shiftEnter(),
+		chromedp.WaitVisible(css(p.cell(0)+` [data-testid=markdown] h1`)),
+		chromedp.Click(css(`[data-testid=save]`)),
+		chromedp.WaitVisible(css(`[data-testid=save-state][data-state=saved]`)),
+	)
+	if got := p.text(t, p.cell(0)+` [data-testid=markdown] h1`); got != "Title changed" {
+		t.Errorf("heading = %q", got)
+	}
+	saved, err := nbformat.ReadFile(filepath.Join(p.dir, "demo.ipynb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range saved.Cells {
+		got = append(got, c.Type+":"+c.Source)
+	}
+	want := []string{"markdown:# Title changed", "code:c = 3", "code:a = 1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("saved cells = %q, want %q", got, want)
+	}
+	screenshot(t, p.ctx, "edited.png")
+}
+
 // TestTree lists the directory and creates a notebook from it.
 func TestTree(t *testing.T) {
 	if testing.Short() {
@@ -435,6 +495,25 @@ func TestTree(t *testing.T) {
 	if err != nil || !strings.Contains(loc, "/notebooks/Untitled") {
 		t.Errorf("location = %q (%v)", loc, err)
 	}
+}
+
+// shiftEnter presses Shift-Enter as a person does. chromedp.KeyEvent
+// sends the Enter's char event on its own, which Chromium does not suppress
+// when the keydown was handled, so it would type a newline into the cell
+// that the keydown moved the focus to.
+func shiftEnter() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for _, typ := range []input.DispatchKeyEventType{input.DispatchKeyEventTypeRawKeyDown, input.DispatchKeyEventTypeKeyUp} {
+			_, err := cdp.Call(ctx, t, input.DispatchKeyEvent, input.DispatchKeyEventParams{
+				Type: typ, Key: "Enter", Code: "Enter", WindowsVirtualKeyCode: 13, NativeVirtualKeyCode: 13,
+				Modifiers: int64(kb.ModifierShift),
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // void drops an action's result, for p.do.

@@ -126,6 +126,7 @@ export class Cell {
     if (this.type !== "markdown") return;
     this.el.classList.add("editing");
     this.mdEl.hidden = true;
+    this.editor.dispatch({ selection: { anchor: this.editor.state.doc.length } });
     this.editor.focus();
   }
 

@@ -53,7 +53,7 @@ export class Notebook {
     window.addEventListener("beforeunload", (ev) => {
       if (this.dirty) ev.preventDefault();
     });
-    document.addEventListener("linger:goto-cell", (ev) => this.scrollToCell(ev.detail?.cellId));
+    document.addEventListener("linger:goto-cell", (ev) => this.scrollToCell(ev.detail?.cellId, ev.detail?.line));
     await this.startSession();
   }
 
@@ -378,12 +378,20 @@ export class Notebook {
     return this.saving;
   }
 
-  /** Scrolls to a cell and selects it (the timeline's cell bands call this). */
-  scrollToCell(id) {
+  /**
+   * Scrolls to a cell and selects it, with the cursor at the start of line
+   * (1-based) when given (the timeline's cell bands and sites call this).
+   */
+  scrollToCell(id, line) {
     const c = this.cells.find((x) => x.id === id);
     if (!c) return false;
     c.el.scrollIntoView({ block: "center", behavior: "smooth" });
     this.select(c);
+    const doc = c.editor.state.doc;
+    if (line >= 1 && line <= doc.lines) {
+      if (c.type === "markdown") c.edit();
+      c.editor.dispatch({ selection: { anchor: doc.line(line).from }, scrollIntoView: true });
+    }
     c.focus();
     return true;
   }
