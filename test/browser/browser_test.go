@@ -415,6 +415,17 @@ func TestConnectionLoss(t *testing.T) {
 		t.Errorf("result after reconnect = %q, want 42 (same kernel)", got)
 	}
 
+	// The kernel process dies: the page says so, and Restart brings it back.
+	killKernels(t)
+	p.do(t, "kernel dies",
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=dead]`)),
+		chromedp.WaitVisible(css(`[data-testid=banner-restart]`)),
+	)
+	screenshot(t, p.ctx, "kernel-died.png")
+	p.do(t, "restart the dead kernel", chromedp.Click(css(`[data-testid=banner-restart]`)),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)),
+		chromedp.WaitNotVisible(css(`[data-testid=banner]`)))
+
 	// The kernel goes away: the page must say so, not spin.
 	p.do(t, "kill the kernel",
 		void(chromedp.Evaluate[any](`fetch(document.body.dataset.base + "api/kernels/" + window.linger.notebook.kernel.kernelId, {method: "DELETE", headers: {"X-XSRFToken": document.cookie.match(/_xsrf=([^;]*)/)[1]}})`)),
@@ -494,6 +505,39 @@ func TestTree(t *testing.T) {
 	loc, err := chromedp.Run(p.ctx, chromedp.Location())
 	if err != nil || !strings.Contains(loc, "/notebooks/Untitled") {
 		t.Errorf("location = %q (%v)", loc, err)
+	}
+}
+
+// killKernels kills this test process's kernel processes (its children
+// running the kernel subcommand), as a crash would.
+func killKernels(t *testing.T) {
+	t.Helper()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	killed := 0
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces, so split after ")".
+		_, rest, ok := strings.Cut(string(b), ") ")
+		fields := strings.Fields(rest)
+		if !ok || len(fields) < 2 || fields[1] != fmt.Sprint(os.Getpid()) {
+			continue
+		}
+		dir := filepath.Dir(f)
+		cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if !strings.Contains(string(cmd), "\x00kernel") {
+			continue
+		}
+		var pid int
+		fmt.Sscan(filepath.Base(dir), &pid)
+		if proc, err := os.FindProcess(pid); err == nil && proc.Kill() == nil {
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Skip("found no kernel process to kill (needs Linux /proc)")
 	}
 }
 
