@@ -25,6 +25,7 @@ import (
 // Defaults for Options.
 const (
 	DefaultMaxLag         = 1 << 18
+	DefaultWindow         = 1 << 16
 	DefaultCatchupBuckets = 512
 	DefaultMaxPixels      = 8192
 	DefaultMaxObjects     = 5000
@@ -53,6 +54,10 @@ type Options struct {
 	// before the events in between are replaced by a catch-up summary
 	// (default 262144).
 	MaxLag uint64
+	// Window is how many events a stream keeps in flight to a client that
+	// acknowledges what it has handled (default 65536); see
+	// docs/timeline.md.
+	Window uint64
 	// CatchupBuckets is how many buckets a catch-up summary has at most
 	// (default 512).
 	CatchupBuckets int
@@ -109,6 +114,9 @@ type fileIndex struct {
 func New(opts Options) *Handler {
 	if opts.MaxLag == 0 {
 		opts.MaxLag = DefaultMaxLag
+	}
+	if opts.Window == 0 {
+		opts.Window = DefaultWindow
 	}
 	if opts.CatchupBuckets <= 0 {
 		opts.CatchupBuckets = DefaultCatchupBuckets

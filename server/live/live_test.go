@@ -478,3 +478,50 @@ func TestEndedKernelIndexesAreDropped(t *testing.T) {
 		t.Errorf("rebuilt index has %d events, want 100", body.Events)
 	}
 }
+
+func TestAckWindowAndMaxDelay(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		query    string
+		catchups bool
+	}{
+		{"window only", "", false},
+		{"max delay", "&max_delay_ms=20", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, Options{Window: 3000, MaxLag: 1 << 40})
+			u := "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/api/timeline/kernels/k1/stream?from=1" + c.query
+			ws, _, err := websocket.DefaultDialer.Dial(u, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Close()
+			read(t, ws) // start
+			const n = 200_000
+			go func() {
+				for s := uint64(1); s <= n; s += 1000 {
+					emit(f.rec, s, s+999)
+				}
+				f.rec.Close()
+			}()
+			tl := tally{next: 1}
+			for {
+				m := read(t, ws)
+				if m.Type == "end" {
+					break
+				}
+				tl.add(t, m)
+				// A slow client that says how far it has got.
+				time.Sleep(time.Millisecond)
+				ws.WriteJSON(map[string]any{"type": "ack", "seq": tl.next - 1})
+			}
+			if tl.next != n+1 {
+				t.Errorf("stream ends at %d, want %d", tl.next-1, n)
+			}
+			if (tl.catchups > 0) != c.catchups {
+				t.Errorf("%d catch-ups, want some: %v", tl.catchups, c.catchups)
+			}
+			t.Logf("%d events in detail, %d catch-ups", tl.events, tl.catchups)
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -39,6 +40,14 @@ type conn struct {
 	next     uint64 // Seq of the next event the client needs
 	lastTime int64  // Time of the last event sent (or skipped over)
 	buf      []byte
+
+	// Flow control, set from the query: maxDelay (ns of trace time, 0 off)
+	// and, once the client acknowledges, window (events in flight).
+	maxDelay int64
+	window   uint64
+	acked    atomic.Uint64 // the last Seq the client says it has handled
+	acking   atomic.Bool   // the client has sent an ack
+	ack      chan struct{} // signalled by the reader on each ack
 }
 
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
@@ -60,7 +69,17 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Upgrade has answered.
 	}
-	c := &conn{h: h, ws: ws, rec: rec, ki: h.kernelIndex(rec), next: max(from, 1)}
+	if r.URL.Query().Get("max_delay_ms") != "" {
+		if _, err := strconv.ParseUint(r.URL.Query().Get("max_delay_ms"), 10, 64); err != nil {
+			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseUnsupportedData, "max_delay_ms is not a number"), time.Now().Add(writeWait))
+			ws.Close()
+			return
+		}
+	}
+	c := &conn{h: h, ws: ws, rec: rec, ki: h.kernelIndex(rec), next: max(from, 1), window: h.opts.Window, ack: make(chan struct{}, 1)}
+	if ms, err := strconv.ParseInt(r.URL.Query().Get("max_delay_ms"), 10, 64); err == nil && ms > 0 {
+		c.maxDelay = ms * int64(time.Millisecond)
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	go c.readPump(cancel)
 	err = c.writePump(ctx)
@@ -71,17 +90,52 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 	ws.Close()
 }
 
-// readPump reads until the client goes, then cancels the writer.
+// readPump reads acknowledgements ({"type":"ack","seq":N}) until the
+// client goes, then cancels the writer. Anything else is ignored.
 func (c *conn) readPump(cancel context.CancelFunc) {
 	defer cancel()
 	c.ws.SetReadLimit(4096)
 	c.ws.SetReadDeadline(time.Now().Add(pongWait))
 	c.ws.SetPongHandler(func(string) error { return c.ws.SetReadDeadline(time.Now().Add(pongWait)) })
 	for {
-		if _, _, err := c.ws.NextReader(); err != nil {
+		_, p, err := c.ws.ReadMessage()
+		if err != nil {
 			return
 		}
+		c.ws.SetReadDeadline(time.Now().Add(pongWait))
+		var m struct {
+			Type string `json:"type"`
+			Seq  uint64 `json:"seq"`
+		}
+		if json.Unmarshal(p, &m) == nil && m.Type == "ack" {
+			c.acked.Store(m.Seq)
+			c.acking.Store(true)
+			select {
+			case c.ack <- struct{}{}:
+			default:
+			}
+		}
 	}
+}
+
+// waitWindow blocks, once the client acknowledges what it has handled,
+// while more than window events are in flight to it: events then pile up
+// in the trace rather than in socket buffers, and the client is caught up
+// with a summary instead of lagging further.
+func (c *conn) waitWindow(ctx context.Context) error {
+	for c.window > 0 && c.acking.Load() && c.next-1 > c.acked.Load()+c.window {
+		select {
+		case <-c.ack:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pingPeriod):
+			c.ws.SetWriteDeadline(time.Now().Add(writeWait))
+			if err := c.ws.WriteMessage(websocket.PingMessage, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // writePump sends the stream: a start message, then definitions and
@@ -117,29 +171,41 @@ func (c *conn) writePump(ctx context.Context) error {
 		if len(b.Events) == 0 && len(b.Strings) == 0 && len(b.Sites) == 0 {
 			continue
 		}
-		if err := c.writeBatch(b); err != nil {
+		if err := c.waitWindow(ctx); err != nil {
 			return err
 		}
-		if to, ok := c.behind(); ok {
-			if err := c.catchup(to); err != nil {
-				return err
+		// A batch the client is too far behind for is not sent: a summary
+		// replaces it and what followed it, and the stream goes on from
+		// the index's last event (the new subscription's first batch
+		// carries every definition, this batch's too).
+		if len(b.Events) > 0 {
+			if to, ok := c.behind(b.Events[0].Time); ok && to >= b.Events[len(b.Events)-1].Seq {
+				if err := c.catchup(to); err != nil {
+					return err
+				}
+				sub.Close()
+				sub = c.rec.Subscribe(c.next)
+				continue
 			}
-			sub.Close()
-			sub = c.rec.Subscribe(c.next)
+		}
+		if err := c.writeBatch(b); err != nil {
+			return err
 		}
 	}
 }
 
-// behind reports whether the client has fallen more than MaxLag events
-// behind the trace, and the last event the catch-up summary can cover:
-// the last one the index has seen.
-func (c *conn) behind() (uint64, bool) {
+// behind reports whether the client, about to be sent the event c.next
+// (at trace time t), is more than MaxLag events or maxDelay of trace time
+// behind the trace, and the last event a catch-up summary can cover: the
+// last one the index has seen.
+func (c *conn) behind(t int64) (uint64, bool) {
+	_, seq, last := c.ki.ix.Last()
 	head := c.rec.Stats().LastSeq
-	if head < c.next || head-(c.next-1) <= c.h.opts.MaxLag {
-		return 0, false
+	late := head >= c.next && head-(c.next-1) > c.h.opts.MaxLag
+	if c.maxDelay > 0 && last-t > c.maxDelay {
+		late = true
 	}
-	_, seq, _ := c.ki.ix.Last()
-	return seq, seq >= c.next
+	return seq, late && seq >= c.next
 }
 
 // catchup tells the client that events next..to are skipped and sends

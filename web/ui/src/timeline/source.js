@@ -62,16 +62,28 @@ export class KernelSource extends Source {
     this.retry = 250;
     this.closed = false;
     this.lastEventAt = 0; // performance.now() of the last events message
+    this.maxDelayMs = 250;
     this.connect();
   }
 
   connect() {
     if (this.closed) return;
-    const ws = new WebSocket(`${this.wsURL}?from=${this.next}`);
+    // max_delay_ms: a view more than this much trace time behind gets a
+    // summary and jumps ahead rather than lag (see docs/timeline.md).
+    const ws = new WebSocket(`${this.wsURL}?from=${this.next}&max_delay_ms=${this.maxDelayMs}`);
     this.ws = ws;
-    ws.onopen = () => { this.retry = 250; };
+    ws.onopen = () => {
+      this.retry = 250;
+      // Acknowledge what has been handled, so that the server keeps only a
+      // window of events in flight and summarises the rest.
+      clearInterval(this.ackTimer);
+      this.ackTimer = setInterval(() => {
+        if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "ack", seq: this.next - 1 }));
+      }, 50);
+    };
     ws.onmessage = (ev) => this.message(JSON.parse(ev.data));
     ws.onclose = () => {
+      clearInterval(this.ackTimer);
       if (this.closed || this.state === "ended") return;
       this.setState("disconnected");
       setTimeout(() => this.connect(), this.retry);
@@ -126,5 +138,5 @@ export class KernelSource extends Source {
   async lod(t0, t1, px) { return this.pyramid.query(t0, t1, px); }
   end() { return this.pyramid.end(); }
   lingering() { return getJSON(`${this.prefix}/lingering`); }
-  close() { this.closed = true; this.ws?.close(); }
+  close() { this.closed = true; clearInterval(this.ackTimer); this.ws?.close(); }
 }
