@@ -250,8 +250,10 @@ func TestBrowserLive(t *testing.T) {
 	var stamps []stamp
 	seq := uint64(0)
 	start := time.Now()
+	// Trace time is wall time since the start, as a kernel's Emitter stamps it.
+	ts := &retime{sink: rec, start: start}
 	for time.Since(start) < 3*time.Second {
-		emit(rec, seq+1, seq+1000)
+		emit(ts, seq+1, seq+1000)
 		seq += 1000
 		stamps = append(stamps, stamp{seq, float64(time.Now().UnixMicro()) / 1000})
 		time.Sleep(time.Millisecond)
@@ -318,3 +320,16 @@ try {
   post("/ready", {});
 } catch (e) { post("/results", { error: String(e && e.stack || e) }); }
 </script></body></html>`
+
+// retime stamps events with the wall time since start.
+type retime struct {
+	sink  event.Sink
+	start time.Time
+}
+
+func (r *retime) DefineString(id event.StringID, s string) { r.sink.DefineString(id, s) }
+func (r *retime) DefineSite(id event.SiteID, s event.Site) { r.sink.DefineSite(id, s) }
+func (r *retime) Emit(e event.Event) {
+	e.Time = int64(time.Since(r.start))
+	r.sink.Emit(e)
+}

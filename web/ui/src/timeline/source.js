@@ -106,8 +106,11 @@ export class KernelSource extends Source {
           // Never expected: the server resumes exactly at ?from.
           console.warn(`timeline: events from ${evs[0]?.[0]}, expected ${this.next}`);
         }
-        for (const e of evs) { this.pyramid.add(e); this.lines.add(e); }
-        if (!this.linesTimer) this.linesTimer = setTimeout(() => { this.linesTimer = 0; this.lines.flush(); }, 250);
+        // Line statistics only where there is a notebook to annotate.
+        if (window.linger?.notebook) {
+          for (const e of evs) { this.pyramid.add(e); this.lines.add(e); }
+          if (!this.linesTimer) this.linesTimer = setTimeout(() => { this.linesTimer = 0; this.lines.flush(); }, 250);
+        } else for (const e of evs) this.pyramid.add(e);
         this.next = evs[evs.length - 1][0] + 1;
         this.lastEventAt = performance.now();
         if (this.state !== "live") this.setState("live");
