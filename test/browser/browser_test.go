@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	code := m.Run()
+	chromeCancel()
 	os.RemoveAll(binDir)
 	os.Exit(code)
 }
@@ -168,33 +169,55 @@ func artifacts(t *testing.T) string {
 	return dir
 }
 
+var (
+	chromeOnce   sync.Once
+	chromeCtx    context.Context // the browser; each test gets its own incognito context in it
+	chromeErr    error
+	chromeCancel = func() {}
+)
+
+// browser returns a new tab in its own browser context (cookies apart) of
+// the one Chromium the tests share, or skips the test without Chromium.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	exe := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
+	chromeOnce.Do(func() {
+		exe := ""
+		for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+			if p, err := exec.LookPath(name); err == nil {
+				exe = p
+				break
+			}
 		}
-	}
-	if exe == "" {
+		if exe == "" {
+			chromeErr = errNoChromium
+			return
+		}
+		opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+			chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancelBrowser := chromedp.NewContext(actx)
+		chromeCancel = func() { cancelBrowser(); cancelAlloc() }
+		// The browser lives as long as the context of its first call.
+		chromeCtx, chromeErr = ctx, chromedp.Do(ctx)
+	})
+	if errors.Is(chromeErr, errNoChromium) {
 		t.Skip("no chromium installed (apt-get install chromium)")
 	}
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	if chromeErr != nil {
+		t.Fatalf("start chromium: %v", chromeErr)
+	}
+	ctx, cancel := chromedp.NewContext(chromeCtx, chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
-	ctx, cancel2 := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
+	ctx, cancel2 := context.WithTimeout(ctx, 90*time.Second)
 	t.Cleanup(cancel2)
-	ctx, cancel3 := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(cancel3)
-	// Starts the browser on ctx: chromedp ties it to the context of the
-	// first call, and the steps run on shorter-lived contexts.
+	// Opens the tab on ctx, which the steps' shorter contexts derive from.
 	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
+		t.Fatalf("open a tab: %v", err)
 	}
 	return ctx
 }
+
+var errNoChromium = errors.New("no chromium")
 
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -279,6 +302,7 @@ func TestRunCell(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end browser test")
 	}
+	t.Parallel()
 	p := openNotebook(t, "# Browser test\nSome *markdown* and <script>window.pwned=1</script> <img src=\"x\" onerror=\"window.pwned=1\">.", "x = 1 + 1\nprint('x is', x)\nx")
 	p.run(t, 1)
 	p.do(t, "wait for the result", chromedp.WaitVisible(css(p.cell(1)+` [data-testid=output-text]`)))
@@ -315,6 +339,12 @@ func TestRunCell(t *testing.T) {
 	if saved.Cells[1].ExecutionCount == nil {
 		t.Error("saved cell has no execution count")
 	}
+
+	// Run all runs every code cell again, in order.
+	p.do(t, "run all",
+		chromedp.Click(css(`[data-testid=run-all]`)),
+		void(chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q).textContent === "[2]:"`, p.cell(1)+` [data-testid=prompt]`))),
+	)
 }
 
 // TestErrorAndProgress shows an error with its traceback, and a prefill's
@@ -323,6 +353,7 @@ func TestErrorAndProgress(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end browser test")
 	}
+	t.Parallel()
 	p := openNotebook(t,
 		"def f():\n    return undefined_name\nf()",
 		`e = engine(model="qwen2-1.5b", device="meta")`+"\n"+`r = e.generate(prompt_tokens=16384, chunk_size=1024)`+"\n"+`r.prompt_tokens`,
@@ -363,6 +394,7 @@ func TestInterrupt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end browser test")
 	}
+	t.Parallel()
 	p := openNotebook(t, "n = 0\nfor i in range(1000000000):\n    n += i", "1 + 2")
 	p.run(t, 0)
 	p.do(t, "interrupt",
@@ -394,6 +426,7 @@ func TestConnectionLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end browser test")
 	}
+	// Not parallel: it kills every kernel process of the test binary.
 	p := openNotebook(t, "x = 40", "x + 2")
 	p.run(t, 0)
 	p.do(t, "drop the connection",
@@ -447,6 +480,7 @@ func TestEditCells(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end browser test")
 	}
+	t.Parallel()
 	p := openNotebook(t, "# Title", "a = 1", "b = 2")
 	p.do(t, "edit",
 		// A new cell below "a = 1", typed into, moved above it.
@@ -487,17 +521,47 @@ func TestEditCells(t *testing.T) {
 	screenshot(t, p.ctx, "edited.png")
 }
 
-// TestTree lists the directory and creates a notebook from it.
+// TestTree lists the directory, uploads a notebook, renames and deletes
+// it, and creates a new notebook, which opens.
 func TestTree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end browser test")
 	}
+	t.Parallel()
 	p := openNotebook(t, "1")
-	p.do(t, "new notebook",
+	up := filepath.Join(t.TempDir(), "uploaded.ipynb")
+	nb := nbformat.New()
+	nb.Cells = []*nbformat.Cell{nbformat.NewCell(nbformat.CellCode, "2 + 2")}
+	if err := nbformat.WriteFile(up, nb); err != nil {
+		t.Fatal(err)
+	}
+	entry := func(name string) string { return fmt.Sprintf(`[data-testid=entry][data-path=%q]`, name) }
+	// Native prompt and confirm dialogs block the page; the test answers
+	// them by replacing the functions after each load.
+	answer := void(chromedp.Evaluate[any](`window.prompt = () => "renamed.ipynb"; window.confirm = () => true;`))
+	p.do(t, "list",
 		chromedp.Navigate(p.base+"/tree/"),
-		chromedp.WaitVisible(css(`[data-testid=entry][data-path="demo.ipynb"]`)),
+		chromedp.WaitVisible(css(entry("demo.ipynb"))),
+	)
+	p.do(t, "upload",
+		chromedp.SetUploadFiles(css(`[data-testid=upload]`), []string{up}),
+		chromedp.WaitVisible(css(entry("uploaded.ipynb"))),
 	)
 	screenshot(t, p.ctx, "tree.png")
+	p.do(t, "rename", answer,
+		chromedp.Click(css(entry("uploaded.ipynb")+` [data-testid=rename]`)),
+		chromedp.WaitVisible(css(entry("renamed.ipynb"))),
+	)
+	if _, err := os.Stat(filepath.Join(p.dir, "renamed.ipynb")); err != nil {
+		t.Errorf("renamed file: %v", err)
+	}
+	p.do(t, "delete", answer,
+		chromedp.Click(css(entry("renamed.ipynb")+` [data-testid=delete]`)),
+		chromedp.WaitNotPresent(css(entry("renamed.ipynb"))),
+	)
+	if _, err := os.Stat(filepath.Join(p.dir, "renamed.ipynb")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("deleted file: %v", err)
+	}
 	p.do(t, "new notebook",
 		chromedp.Click(css(`[data-testid=new-notebook]`)),
 		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)),
