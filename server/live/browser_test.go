@@ -96,6 +96,16 @@ func TestBrowserTimeline(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no results from the page")
 	}
+	if shot := os.Getenv("LINGER_BROWSER_SHOT"); shot != "" {
+		// A screenshot of the page as a person first sees it, to look at.
+		abs, _ := filepath.Abs(shot)
+		sc := exec.CommandContext(ctx, chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
+			"--user-data-dir="+filepath.Join(dir, "profile2"), "--window-size=1400,1000", "--virtual-time-budget=8000",
+			"--screenshot="+abs, srv.URL+"/?shot=1")
+		if out, err := sc.CombinedOutput(); err != nil {
+			t.Errorf("screenshot: %v\n%s", err, out)
+		}
+	}
 }
 
 // engineLike writes n events shaped like a chunked prefill: cell and step
@@ -153,7 +163,7 @@ const post = (r) => fetch("/results", {method: "POST", body: JSON.stringify(r)})
 const frame = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 const p95 = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length * 0.95)]; };
-try {
+if (!location.search.includes("shot")) try {
   let v;
   while (!(v = [...(window.linger?.timeline?.views?.values() || [])][0]) || !v.firstPaint) await new Promise((r) => setTimeout(r, 10));
   const firstPaint = v.firstPaint;
