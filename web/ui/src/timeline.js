@@ -13,7 +13,7 @@ const base = document.body.dataset.base || "/";
 function kernelSource(id) {
   const prefix = `${base}api/timeline/kernels/${encodeURIComponent(id)}`;
   const ws = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}${prefix}/stream`;
-  return new KernelSource(prefix, ws);
+  return new KernelSource(prefix, ws, `${base}api/kernels/${encodeURIComponent(id)}/lingering`);
 }
 
 const views = new Map(); // container → view

@@ -50,9 +50,13 @@ export class TraceSource extends Source {
 }
 
 export class KernelSource extends Source {
-  /** wsURL is the stream route as a ws: or wss: URL, without ?from. */
-  constructor(prefix, wsURL) {
+  /**
+   * wsURL is the stream route as a ws: or wss: URL, without ?from;
+   * lingeringURL the kernel's "who holds each lingering object" route.
+   */
+  constructor(prefix, wsURL, lingeringURL) {
     super(prefix);
+    this.lingeringURL = lingeringURL;
     this.live = true;
     this.wsURL = wsURL;
     this.pyramid = new Pyramid();
@@ -140,6 +144,6 @@ export class KernelSource extends Source {
 
   async lod(t0, t1, px) { return this.pyramid.query(t0, t1, px); }
   end() { return this.pyramid.end(); }
-  lingering() { return getJSON(`${this.prefix}/lingering`); }
+  lingering() { return getJSON(this.lingeringURL); }
   close() { this.closed = true; clearInterval(this.ackTimer); this.ws?.close(); }
 }
