@@ -76,8 +76,9 @@ func newE2EServerB(t testing.TB) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{bin, "kernel"}, TraceDir: t.TempDir(), Dir: dir})
-	s, err := New(Options{Dir: dir, Token: testToken, Manager: mgr, Contents: st})
+	traces := t.TempDir()
+	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{bin, "kernel"}, TraceDir: traces, Dir: dir})
+	s, err := New(Options{Dir: dir, Token: testToken, Manager: mgr, Contents: st, TraceDir: traces})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +86,7 @@ func newE2EServerB(t testing.TB) *testServer {
 	t.Cleanup(func() {
 		mgr.Close()
 		ts.Close()
+		s.Close()
 		st.Close()
 	})
 	return &testServer{Server: ts, s: s}

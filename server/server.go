@@ -17,6 +17,7 @@ import (
 
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
+	"linger/server/live"
 )
 
 // Version is the Jupyter Server API version Linger answers GET /api with.
@@ -58,6 +59,9 @@ type Options struct {
 	// MaxMessageBytes limits one websocket message from a client; 0 means
 	// DefaultMaxMessageBytes.
 	MaxMessageBytes int64
+	// TraceDir holds saved traces (the kernels' own among them), served
+	// by name under /api/timeline/traces/; "" serves none.
+	TraceDir string
 }
 
 // Server serves the Jupyter Server API for one Manager and Store. Its
@@ -70,6 +74,7 @@ type Server struct {
 	metrics  *metrics
 	gatherer prometheus.Gatherer
 	handler  http.Handler
+	live     *live.Handler
 	started  time.Time
 
 	sessions *sessionStore
@@ -135,9 +140,14 @@ func newServer(opts Options, ks kernels, cs contentStore) (*Server, error) {
 		return nil, fmt.Errorf("server: register metrics: %w", err)
 	}
 	s.metrics = m
+	s.live = s.newLive()
 	s.handler = s.routes()
 	return s, nil
 }
+
+// Close stops the server's background work (following live traces). It
+// does not shut kernels down: the Manager's owner does.
+func (s *Server) Close() error { return s.live.Close() }
 
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -192,6 +202,17 @@ func (s *Server) routes() http.Handler {
 	// of /api/contents and handleContents splits the path.
 	handle("/api/contents", s.handleContents)
 	handle("/api/contents/{path...}", s.handleContents)
+
+	// Timeline streams and queries (package live) behind the same token,
+	// metrics and base URL as every other route.
+	lm := http.NewServeMux()
+	s.live.Register(lm, "")
+	handle("GET /api/timeline/kernels/{id}/{what}", lm.ServeHTTP)
+	handle("GET /api/timeline/traces/{name}/{what}", lm.ServeHTTP)
+	handle("GET /api/timeline/kernels/{id}/report", s.handleTimelineReport)
+	handle("GET /api/timeline/traces/{name}/report", s.handleTimelineReport)
+	handle("GET /api/timeline/kernels/{id}/export", s.handleTimelineExport)
+	handle("GET /api/timeline/traces/{name}/export", s.handleTimelineExport)
 
 	handle("/api/{rest...}", s.handleAPINotFound)
 

@@ -70,11 +70,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := server.New(server.Options{
 		Dir: root, Token: *token, Manager: mgr, Contents: store,
-		Registerer: reg, Gatherer: reg, Logger: log, BaseURL: *baseURL,
+		Registerer: reg, Gatherer: reg, Logger: log, BaseURL: *baseURL, TraceDir: *traceDir,
 	})
 	if err != nil {
 		return err
 	}
+	defer srv.Close()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -1,0 +1,175 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"linger/server/live"
+	"linger/timeline"
+	"linger/timeline/analyze"
+	"linger/timeline/export"
+)
+
+// newLive builds the timeline handler (streams and level-of-detail
+// queries, package live) over the server's kernels and its trace
+// directory.
+func (s *Server) newLive() *live.Handler {
+	return live.New(live.Options{
+		Recorder: func(id string) (*timeline.Recorder, error) {
+			k, ok := s.kernels.Get(id)
+			if !ok {
+				return nil, live.ErrNotFound
+			}
+			rec := k.Recorder()
+			if rec == nil {
+				return nil, live.ErrNotFound
+			}
+			return rec, nil
+		},
+		TracePath: func(name string) (string, error) {
+			p, err := s.tracePath(name)
+			if err != nil {
+				return "", live.ErrNotFound
+			}
+			return p, nil
+		},
+		Log: s.log,
+	})
+}
+
+// tracePath resolves the name of a saved trace: one file name ending in
+// .ltrace directly inside the trace directory, never a path.
+func (s *Server) tracePath(name string) (string, error) {
+	if s.opts.TraceDir == "" {
+		return "", notFound("no trace directory")
+	}
+	if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".ltrace") {
+		return "", badRequest("trace name %q must be a file name ending in .ltrace", name)
+	}
+	p := filepath.Join(s.opts.TraceDir, name)
+	if _, err := os.Stat(p); err != nil {
+		return "", notFound("trace %q not found", name)
+	}
+	return p, nil
+}
+
+// traceFile opens the trace behind a timeline route: a kernel's live trace
+// (flushed first, so the answer covers everything emitted so far) or a
+// saved one.
+func (s *Server) traceFile(r *http.Request) (*timeline.File, error) {
+	var path string
+	if id := r.PathValue("id"); id != "" {
+		k, ok := s.kernels.Get(id)
+		if !ok {
+			return nil, notFound("no kernel %q", id)
+		}
+		rec := k.Recorder()
+		if rec == nil {
+			return nil, notFound("kernel %q has no trace", id)
+		}
+		_ = rec.Flush() // a closed recorder's file is complete already
+		path = rec.Path()
+	} else {
+		p, err := s.tracePath(r.PathValue("name"))
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	f, err := timeline.OpenFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("open trace: %w", err)
+	}
+	return f, nil
+}
+
+// handleTimelineReport answers the analysis of a trace (package analyze's
+// Report as JSON): lingering objects, growth, duplicates, peak, tracks.
+func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
+	f, err := s.traceFile(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	opts := analyze.Options{}
+	if stop := f.Stop(); stop != nil && r.PathValue("id") == "" {
+		opts.Truncated = stop.Error() // a live trace is not torn, only unfinished
+	}
+	rep, err := analyze.Run(f, opts)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+var exportTypes = map[string]struct {
+	ext, mime string
+	write     func(w io.Writer, tr export.Trace, at export.At) error
+}{
+	"perfetto": {".json", "application/json", func(w io.Writer, tr export.Trace, _ export.At) error {
+		return export.Chrome(w, tr, export.ChromeOptions{})
+	}},
+	"memviz-json": {".memviz.json", "application/json", func(w io.Writer, tr export.Trace, at export.At) error {
+		return export.MemvizJSON(w, tr, export.MemvizOptions{At: at})
+	}},
+	"memviz-pickle": {".pickle", "application/octet-stream", func(w io.Writer, tr export.Trace, at export.At) error {
+		return export.MemvizPickle(w, tr, export.MemvizOptions{At: at})
+	}},
+	"pprof": {".pb.gz", "application/octet-stream", export.Pprof},
+}
+
+// handleTimelineExport downloads a trace as Perfetto JSON, a memory_viz
+// snapshot or a pprof profile (?format=, and ?at=peak|end|SEQ).
+func (s *Server) handleTimelineExport(w http.ResponseWriter, r *http.Request) {
+	format := r.URL.Query().Get("format")
+	et, ok := exportTypes[format]
+	if !ok {
+		s.writeError(w, r, badRequest("format %q: want perfetto, memviz-json, memviz-pickle or pprof", format))
+		return
+	}
+	atText := r.URL.Query().Get("at")
+	if atText == "" && format == "pprof" {
+		atText = "peak"
+	}
+	at, err := export.ParseAt(atText)
+	if err != nil {
+		s.writeError(w, r, badRequest("%v", err))
+		return
+	}
+	f, err := s.traceFile(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// Written to a temporary file first: an export that fails half way
+	// must be an error response, not a truncated download.
+	tmp, err := os.CreateTemp("", "linger-export-*")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if err := et.write(tmp, f, at); err != nil {
+		if errors.Is(err, export.ErrInstant) {
+			err = badRequest("%v", err)
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	base := strings.TrimSuffix(filepath.Base(f.Path()), ".ltrace")
+	w.Header().Set("Content-Type", et.mime)
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", base+et.ext))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, tmp)
+}
