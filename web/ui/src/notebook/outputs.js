@@ -21,14 +21,15 @@ export function joined(v) {
  * text progress bar ("\r 40%") overwrites its line instead of growing.
  */
 export function fold(text) {
-  if (!/[\r\b]/.test(text)) return text;
+  // \x08 is backspace (in a regular expression \b is a word boundary).
+  if (!/[\r\x08]/.test(text)) return text;
   const lines = text.split("\n").map((line) => {
     let out = "";
     for (const seg of line.split("\r")) {
       if (seg === "") continue;
       out = seg + out.slice(seg.length);
     }
-    while (out.includes("\b")) out = out.replace(/[^\b]?\b/, "");
+    while (out.includes("\x08")) out = out.replace(/[^\x08]?\x08/, "");
     return out;
   });
   return lines.join("\n");
@@ -87,7 +88,7 @@ export function renderOutput(o) {
  */
 export function appendStream(elem, o, text) {
   const t = stripANSI(text);
-  if (/[\r\b]/.test(t) || /[\r\b]/.test(elem.dataset.raw || "")) {
+  if (elem.dataset.raw || /[\r\x08]/.test(t)) {
     elem.dataset.raw = "1";
     elem.textContent = fold(stripANSI(joined(o.text)));
   } else {

@@ -1,0 +1,38 @@
+// node --test web/ui/src/: the DOM-free parts of the output code.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { fold, stripANSI, joined, toOutput } from "./outputs.js";
+
+test("fold applies carriage returns and backspaces", () => {
+  const cases = [
+    ["plain\ntext", "plain\ntext"],
+    ["10%\r20%\r30%", "30%"],
+    ["progress 10%\r55%", "55%gress 10%"],
+    ["a\rb\nc\rd", "b\nd"],
+    ["abc\b\bX", "aX"],
+    ["done\r\n", "done\n"],
+  ];
+  for (const [in_, want] of cases) assert.equal(fold(in_), want, JSON.stringify(in_));
+});
+
+test("stripANSI removes colour escapes", () => {
+  assert.equal(stripANSI("\x1b[31mTraceback\x1b[0m (most recent)\x1b[1;32m!"), "Traceback (most recent)!");
+});
+
+test("joined accepts both multiline forms", () => {
+  assert.equal(joined(["a\n", "b"]), "a\nb");
+  assert.equal(joined("a\nb"), "a\nb");
+  assert.equal(joined(undefined), "");
+});
+
+test("toOutput converts kernel messages to nbformat outputs", () => {
+  assert.deepEqual(toOutput("stream", { name: "stdout", text: "hi" }), { output_type: "stream", name: "stdout", text: "hi" });
+  assert.deepEqual(toOutput("execute_result", { data: { "text/plain": "2" }, execution_count: 3 }), {
+    output_type: "execute_result",
+    data: { "text/plain": "2" },
+    metadata: {},
+    execution_count: 3,
+  });
+  assert.deepEqual(toOutput("error", { ename: "E", evalue: "v" }), { output_type: "error", ename: "E", evalue: "v", traceback: [] });
+  assert.equal(toOutput("status", {}), null);
+});
