@@ -303,7 +303,7 @@ func TestRunCell(t *testing.T) {
 		t.Skip("end-to-end browser test")
 	}
 	t.Parallel()
-	p := openNotebook(t, "# Browser test\nSome *markdown* and <script>window.pwned=1</script> <img src=\"x\" onerror=\"window.pwned=1\">.", "x = 1 + 1\nprint('x is', x)\nx")
+	p := openNotebook(t, "# Browser test\nSome *markdown* and <script>window.pwned=1</script> <img src=\"x\" onerror=\"window.pwned=1\">.\n\n[link](javascript:window.pwned=1) <a href=\"javascript:window.pwned=1\">a</a> <iframe src=\"javascript:1\"></iframe> <form><input></form> <b onclick=\"x()\">bold</b>", "x = 1 + 1\nprint('x is', x)\nx")
 	p.run(t, 1)
 	p.do(t, "wait for the result", chromedp.WaitVisible(css(p.cell(1)+` [data-testid=output-text]`)))
 	if got := p.text(t, `[data-testid=markdown] h1`); got != "Browser test" {
@@ -311,6 +311,18 @@ func TestRunCell(t *testing.T) {
 	}
 	if pwned, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`window.pwned === 1`)); err != nil || pwned {
 		t.Errorf("a script in a markdown cell ran (%v)", err)
+	}
+	// What the sanitizer must have removed from the rendered markdown.
+	unsafe, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]string](`Array.from(
+		document.querySelectorAll("[data-testid=markdown] *"),
+		e => ["SCRIPT", "IFRAME", "FORM", "INPUT"].includes(e.tagName) ||
+			Array.from(e.attributes).some(a => a.name.startsWith("on") || /^\s*javascript:/i.test(a.value)) ? e.outerHTML : "",
+	).filter(Boolean)`))
+	if err != nil || len(unsafe) > 0 {
+		t.Errorf("unsafe markdown left in the page: %q (%v)", unsafe, err)
+	}
+	if got := p.text(t, p.cell(0)+` [data-testid=markdown] b`); got != "bold" {
+		t.Errorf("bold = %q", got)
 	}
 	if got := strings.TrimSpace(p.text(t, p.cell(1)+` [data-testid=output-text]`)); got != "2" {
 		t.Errorf("result = %q, want 2", got)
