@@ -1,41 +1,28 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
-	"html/template"
 	"net/http"
 	"net/url"
 	"path"
 	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"linger/notebooks/nbformat"
+	"linger/web"
 )
 
-// treePage is the placeholder for the notebook browser until the web UI
-// exists: it lists the directory and links each notebook to its JSON
-// through the contents API, and says plainly that the UI is not built.
-var treePage = template.Must(template.New("tree").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>Linger: {{.Dir}}</title></head>
-<body>
-<h1>Linger</h1>
-<p>The notebook UI is not built yet. Any Jupyter client can use this server's
-API (<code>/api</code>); the links below are the raw notebook JSON.</p>
-<h2 data-testid="dir">/{{.Dir}}</h2>
-<ul>
-{{- if .Parent}}<li><a href="{{.Parent}}">..</a></li>{{end}}
-{{- range .Entries}}
-<li data-testid="entry"><a href="{{.Href}}">{{.Name}}</a>{{if .Dir}}/{{end}}</li>
-{{- else}}
-<li>(empty)</li>
-{{- end}}
-</ul>
-</body></html>
-`))
+// Pages: the server turns its models into the web package's plain view
+// models and renders its components. web knows no domain type.
 
-type treeEntry struct {
-	Name string
-	Href string
-	Dir  bool
+func (s *Server) page(title string) web.Page {
+	return web.Page{Base: s.opts.BaseURL, Title: title}
 }
 
+// handleTree renders the notebook browser for a directory.
 func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 	dir := strings.Trim(r.PathValue("path"), "/")
 	model, err := s.contents.Get(r.Context(), dir, contentsQuery{Type: "directory", Content: true})
@@ -46,44 +33,105 @@ func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 	// The model is the store's; only the Jupyter fields are read.
 	var listing struct {
 		Content []struct {
-			Name string `json:"name"`
-			Path string `json:"path"`
-			Type string `json:"type"`
+			Name         string    `json:"name"`
+			Path         string    `json:"path"`
+			Type         string    `json:"type"`
+			LastModified time.Time `json:"last_modified"`
+			Size         *int64    `json:"size"`
 		} `json:"content"`
 	}
-	b, err := json.Marshal(model)
-	if err == nil {
-		err = json.Unmarshal(b, &listing)
+	if err := remarshal(model, &listing); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
+	v := web.TreeView{Page: s.page(dir), Dir: dir}
+	for _, e := range listing.Content {
+		ev := web.EntryView{Name: e.Name, Path: e.Path, Type: e.Type, Modified: e.LastModified, Size: -1}
+		if e.Size != nil && e.Type != web.TypeDirectory {
+			ev.Size = *e.Size
+		}
+		v.Entries = append(v.Entries, ev)
+	}
+	s.render(w, r, web.Tree(v))
+}
+
+// handleNotebookPage renders a notebook's page: its cells as saved, which
+// the page's script then takes over.
+func (s *Server) handleNotebookPage(w http.ResponseWriter, r *http.Request) {
+	p := strings.Trim(r.PathValue("path"), "/")
+	model, err := s.contents.Get(r.Context(), p, contentsQuery{Type: "notebook", Content: true})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	base := s.opts.BaseURL
-	data := struct {
-		Dir     string
-		Parent  string
-		Entries []treeEntry
-	}{Dir: dir}
-	if dir != "" {
-		data.Parent = base + "tree/" + escapePath(path.Dir(dir))
-		if path.Dir(dir) == "." {
-			data.Parent = base + "tree/"
-		}
+	var m struct {
+		Content json.RawMessage `json:"content"`
 	}
-	for _, e := range listing.Content {
-		t := treeEntry{Name: e.Name, Dir: e.Type == "directory"}
-		if t.Dir {
-			t.Href = base + "tree/" + escapePath(e.Path)
-		} else {
-			t.Href = base + "api/contents/" + escapePath(e.Path)
-		}
-		data.Entries = append(data.Entries, t)
+	if err := remarshal(model, &m); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	nb, err := nbformat.Read(bytes.NewReader(m.Content))
+	if err != nil {
+		s.writeError(w, r, badRequest("notebook %q: %v", p, err))
+		return
+	}
+	s.render(w, r, web.Notebook(notebookView(s.page(path.Base(p)), p, nb)))
+}
+
+// handleTimelinePage renders the page of a saved trace.
+func (s *Server) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if _, err := s.tracePath(name); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.render(w, r, web.Timeline(web.TimelineView{Page: s.page(name), Name: name,
+		TraceURL: s.opts.BaseURL + "api/timeline/traces/" + url.PathEscape(name)}))
+}
+
+// render writes a page, buffered so that a failure is an error response
+// rather than half a page.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, c templ.Component) {
+	var buf bytes.Buffer
+	if err := c.Render(r.Context(), &buf); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := treePage.Execute(w, data); err != nil {
-		s.log.Error("render tree", "err", err)
+	_, _ = buf.WriteTo(w)
+}
+
+// notebookView converts a notebook into the page's view model.
+func notebookView(pg web.Page, p string, nb *nbformat.Notebook) web.NotebookView {
+	v := web.NotebookView{Page: pg, Path: p}
+	for _, c := range nb.Cells {
+		cv := web.CellView{ID: c.ID, Type: c.Type, Source: c.Source}
+		if c.ExecutionCount != nil {
+			cv.ExecutionCount = *c.ExecutionCount
+		}
+		for _, o := range c.Outputs {
+			ov := web.OutputView{Type: o.Type, Name: o.Name, Text: o.Text, EName: o.EName, EValue: o.EValue, Traceback: o.Traceback}
+			if t, ok := o.Data.Text("text/plain"); ok {
+				ov.Text = t
+			}
+			if png, ok := o.Data.Text("image/png"); ok {
+				ov.PNG = png
+			}
+			cv.Outputs = append(cv.Outputs, ov)
+		}
+		v.Cells = append(v.Cells, cv)
 	}
+	return v
+}
+
+// remarshal copies a store model into the fields a page reads.
+func remarshal(model any, into any) error {
+	b, err := json.Marshal(model)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, into)
 }
 
 func escapePath(p string) string {

@@ -18,6 +18,7 @@ import (
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
 	"linger/server/live"
+	"linger/web"
 )
 
 // Version is the Jupyter Server API version Linger answers GET /api with.
@@ -175,6 +176,12 @@ func (s *Server) routes() http.Handler {
 
 	handle("GET /{$}", s.handleTree)
 	handle("GET /tree/{path...}", s.handleTree)
+	handle("GET /notebooks/{path...}", s.handleNotebookPage)
+	handle("GET /timeline/{name}", s.handleTimelinePage)
+	// Static assets carry no secret and are served without the token, as
+	// Jupyter serves its own; their URLs are content-hashed.
+	mux.Handle("GET "+strings.TrimSuffix(s.opts.BaseURL, "/")+"/static/",
+		http.StripPrefix(strings.TrimSuffix(s.opts.BaseURL, "/")+"/static/", web.StaticHandler()))
 
 	handle("GET /api", s.handleVersion)
 	handle("GET /api/{$}", s.handleVersion)

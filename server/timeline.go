@@ -45,11 +45,11 @@ func (s *Server) newLive() *live.Handler {
 // tracePath resolves the name of a saved trace: one file name ending in
 // .ltrace directly inside the trace directory, never a path.
 func (s *Server) tracePath(name string) (string, error) {
-	if s.opts.TraceDir == "" {
-		return "", notFound("no trace directory")
-	}
 	if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".ltrace") {
 		return "", badRequest("trace name %q must be a file name ending in .ltrace", name)
+	}
+	if s.opts.TraceDir == "" {
+		return "", notFound("no trace directory")
 	}
 	p := filepath.Join(s.opts.TraceDir, name)
 	if _, err := os.Stat(p); err != nil {
