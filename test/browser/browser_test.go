@@ -64,13 +64,10 @@ func lingerBinary(t *testing.T) string {
 	return bin
 }
 
-// startServer serves dir like `linger serve`, with the web pages mounted in
-// front of the server's own routes.
-//
-// TODO(lead): once server mounts the pages itself, start the real
-// `linger serve` here instead; pages below is the wiring to copy (behind
-// the server's authenticate).
-func startServer(t *testing.T, dir string) string {
+// startServer serves dir like `linger serve` and reports whether the
+// server mounts the web pages itself. Until it does, the pages are mounted
+// in front of it here (pages below), and the page routes skip the token.
+func startServer(t *testing.T, dir, probe string) (url string, wired bool) {
 	t.Helper()
 	store, err := contents.New(dir)
 	if err != nil {
@@ -83,9 +80,18 @@ func startServer(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(pages(dir, srv.Handler()))
+	h := srv.Handler()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", probe, nil)
+	req.Header.Set("Authorization", "token "+token)
+	h.ServeHTTP(rec, req)
+	wired = rec.Code == http.StatusOK && strings.Contains(rec.Body.String(), `data-testid="cells"`)
+	if !wired {
+		h = pages(dir, h)
+	}
+	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
-	return ts.URL
+	return ts.URL, wired
 }
 
 func pages(dir string, api http.Handler) http.Handler {
@@ -260,13 +266,26 @@ func openNotebook(t *testing.T, sources ...string) *page {
 	if err := nbformat.WriteFile(filepath.Join(dir, "demo.ipynb"), nb); err != nil {
 		t.Fatal(err)
 	}
-	p.base = startServer(t, dir)
+	var wired bool
+	p.base, wired = startServer(t, dir, "/notebooks/demo.ipynb")
+	t.Logf("pages mounted by the server itself: %v", wired)
 	p.ctx = browser(t)
-	p.do(t, "open",
-		chromedp.Navigate(p.base+"/api/status?token="+token), // sets the cookies
-		chromedp.Navigate(p.base+"/notebooks/demo.ipynb"),
-		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)),
-	)
+	if wired {
+		// As in Jupyter, the first visit carries the token; the server
+		// sets the cookies and drops it from the address.
+		p.do(t, "open", chromedp.Navigate(p.base+"/notebooks/demo.ipynb?token="+token))
+		if loc, err := chromedp.Run(p.ctx, chromedp.Location()); err != nil || strings.Contains(loc, "token") {
+			t.Errorf("address after the first visit = %q (%v), want it without the token", loc, err)
+		}
+	} else {
+		p.do(t, "open",
+			chromedp.Navigate(p.base+"/api/status?token="+token), // sets the cookies
+			chromedp.Navigate(p.base+"/notebooks/demo.ipynb"))
+	}
+	p.do(t, "kernel", chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
+	if html, err := chromedp.Run(p.ctx, chromedp.OuterHTML(css("html"))); err != nil || strings.Contains(html, token) {
+		t.Errorf("the page carries the token (%v)", err)
+	}
 	return p
 }
 
