@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -270,10 +271,20 @@ func TestTimeline(t *testing.T) {
 	}
 }
 
-// TestBundles checks that the committed bundles are embedded and carry the
-// generated-code header (make check-ui checks they are fresh).
+// TestBundles checks that the pages' assets are embedded and that every
+// bundle carries the generated-code header (make check-ui checks they are
+// fresh).
 func TestBundles(t *testing.T) {
-	for _, name := range []string{"notebook.js", "tree.js", "linger.css"} {
+	bundles, err := fs.Glob(Static, "*.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"notebook.js", "tree.js"} {
+		if !slices.Contains(bundles, want) {
+			t.Errorf("%s is not embedded (run make ui)", want)
+		}
+	}
+	for _, name := range append(bundles, "linger.css") {
 		t.Run(name, func(t *testing.T) {
 			b, err := fs.ReadFile(Static, name)
 			if err != nil {
