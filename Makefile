@@ -30,10 +30,16 @@ demo: build
 	$(BIN) generate --model qwen2-1.5b --device meta --prompt-tokens 131072 --chunk-size 2048 --max-new-tokens 16 --trace $(OUT)/qwen2-1.5b-128k.ltrace
 	$(BIN) generate --model small --device cpu --prompt "Memory that outlives its scope is memory that lingers." --max-new-tokens 24 --trace $(OUT)/small-cpu.ltrace
 
-test: check-fmt check-generated $(JS_DEPS)
+test: check-fmt check-generated check-ui $(JS_DEPS) browser
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race -short ./timeline/... ./engine/alloc/... ./engine/device/... ./engine/tokenizer/...
+
+# The browser tests (test/browser) drive Debian's Chromium; install it when
+# missing (as root, as on CI and the development machines).
+.PHONY: browser
+browser:
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 # Installs exactly what package-lock.json pins, again whenever it changes.
 $(JS_DEPS): test/jupyter/package.json test/jupyter/package-lock.json
