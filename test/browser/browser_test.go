@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,7 +23,6 @@ import (
 	"linger/notebooks/kernel"
 	"linger/notebooks/nbformat"
 	"linger/server"
-	"linger/web"
 )
 
 const token = "browser-test-token"
@@ -64,104 +61,26 @@ func lingerBinary(t *testing.T) string {
 	return bin
 }
 
-// startServer serves dir like `linger serve` and reports whether the
-// server mounts the web pages itself. Until it does, the pages are mounted
-// in front of it here (pages below), and the page routes skip the token.
-func startServer(t *testing.T, dir, probe string) (url string, wired bool) {
+// startServer serves dir as `linger serve` does: the real server, pages
+// included.
+func startServer(t *testing.T, dir string) string {
 	t.Helper()
 	store, err := contents.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{lingerBinary(t), "kernel"}, TraceDir: t.TempDir(), Dir: dir})
+	traces := t.TempDir()
+	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{lingerBinary(t), "kernel"}, TraceDir: traces, Dir: dir})
 	t.Cleanup(func() { mgr.Close() })
-	srv, err := server.New(server.Options{Dir: dir, Token: token, Manager: mgr, Contents: store})
+	srv, err := server.New(server.Options{Dir: dir, Token: token, Manager: mgr, Contents: store, TraceDir: traces})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := srv.Handler()
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest("GET", probe, nil)
-	req.Header.Set("Authorization", "token "+token)
-	h.ServeHTTP(rec, req)
-	wired = rec.Code == http.StatusOK && strings.Contains(rec.Body.String(), `data-testid="cells"`)
-	if !wired {
-		h = pages(dir, h)
-	}
-	ts := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close() })
+	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
-	return ts.URL, wired
-}
-
-func pages(dir string, api http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /static/", http.StripPrefix("/static/", web.StaticHandler()))
-	mux.HandleFunc("GET /notebooks/{path...}", func(w http.ResponseWriter, r *http.Request) {
-		p := r.PathValue("path")
-		nb, err := nbformat.ReadFile(filepath.Join(dir, filepath.FromSlash(p)))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		if err := web.Notebook(notebookView(p, nb)).Render(r.Context(), w); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
-	})
-	mux.HandleFunc("GET /tree/{path...}", func(w http.ResponseWriter, r *http.Request) {
-		p := strings.Trim(r.PathValue("path"), "/")
-		ents, err := os.ReadDir(filepath.Join(dir, filepath.FromSlash(p)))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		v := web.TreeView{Dir: p}
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), ".") {
-				continue
-			}
-			info, err := e.Info()
-			if err != nil {
-				continue
-			}
-			ev := web.EntryView{Name: e.Name(), Path: path.Join(p, e.Name()), Type: web.TypeFile, Modified: info.ModTime(), Size: info.Size()}
-			switch {
-			case e.IsDir():
-				ev.Type, ev.Size = web.TypeDirectory, -1
-			case strings.HasSuffix(e.Name(), ".ipynb"):
-				ev.Type = web.TypeNotebook
-			}
-			v.Entries = append(v.Entries, ev)
-		}
-		if err := web.Tree(v).Render(r.Context(), w); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
-	})
-	mux.Handle("/", api)
-	return mux
-}
-
-// notebookView is the conversion the server's notebook page handler does.
-func notebookView(p string, nb *nbformat.Notebook) web.NotebookView {
-	v := web.NotebookView{Path: p}
-	for _, c := range nb.Cells {
-		cv := web.CellView{ID: c.ID, Type: c.Type, Source: c.Source}
-		if c.ExecutionCount != nil {
-			cv.ExecutionCount = *c.ExecutionCount
-		}
-		for _, o := range c.Outputs {
-			ov := web.OutputView{Type: o.Type, Name: o.Name, Text: o.Text, EName: o.EName, EValue: o.EValue, Traceback: o.Traceback}
-			if raw, ok := o.Data["text/plain"]; ok {
-				_ = jsonString(raw, &ov.Text)
-			}
-			if raw, ok := o.Data["image/png"]; ok {
-				_ = jsonString(raw, &ov.PNG)
-			}
-			cv.Outputs = append(cv.Outputs, ov)
-		}
-		v.Cells = append(v.Cells, cv)
-	}
-	return v
+	return ts.URL
 }
 
 func artifacts(t *testing.T) string {
@@ -267,21 +186,13 @@ func openNotebook(t *testing.T, sources ...string) *page {
 	if err := nbformat.WriteFile(filepath.Join(dir, "demo.ipynb"), nb); err != nil {
 		t.Fatal(err)
 	}
-	var wired bool
-	p.base, wired = startServer(t, dir, "/notebooks/demo.ipynb")
-	t.Logf("pages mounted by the server itself: %v", wired)
+	p.base = startServer(t, dir)
 	p.ctx = browser(t)
-	if wired {
-		// As in Jupyter, the first visit carries the token; the server
-		// sets the cookies and drops it from the address.
-		p.do(t, "open", chromedp.Navigate(p.base+"/notebooks/demo.ipynb?token="+token))
-		if loc, err := chromedp.Run(p.ctx, chromedp.Location()); err != nil || strings.Contains(loc, "token") {
-			t.Errorf("address after the first visit = %q (%v), want it without the token", loc, err)
-		}
-	} else {
-		p.do(t, "open",
-			chromedp.Navigate(p.base+"/api/status?token="+token), // sets the cookies
-			chromedp.Navigate(p.base+"/notebooks/demo.ipynb"))
+	// As in Jupyter, the first visit carries the token; the server sets
+	// the cookies and drops it from the address.
+	p.do(t, "open", chromedp.Navigate(p.base+"/notebooks/demo.ipynb?token="+token))
+	if loc, err := chromedp.Run(p.ctx, chromedp.Location()); err != nil || strings.Contains(loc, "token") {
+		t.Errorf("address after the first visit = %q (%v), want it without the token", loc, err)
 	}
 	p.do(t, "kernel", chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
 	if html, err := chromedp.Run(p.ctx, chromedp.OuterHTML(css("html"))); err != nil || strings.Contains(html, token) {
