@@ -22,7 +22,14 @@ func TestE2ETimeline(t *testing.T) {
 r = e.generate(prompt_tokens=64, chunk_size=32, max_new_tokens=2, keep_cache=True)
 kept = r.cache`)
 
-	code, body := ts.do(t, "GET", "/api/timeline/kernels/"+kid+"/report", "")
+	// Asked at once, the live index must already hold what the cell did
+	// (it is made by this first query and starts from the beginning).
+	code, body := ts.do(t, "GET", "/api/timeline/kernels/"+kid+"/objects?n=1000", "")
+	if code != 200 || !strings.Contains(string(body), `"category":"kv_cache"`) {
+		t.Fatalf("objects right after the cell: %d %.300s", code, body)
+	}
+
+	code, body = ts.do(t, "GET", "/api/timeline/kernels/"+kid+"/report", "")
 	if code != 200 {
 		t.Fatalf("report: %d %s", code, body)
 	}

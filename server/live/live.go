@@ -195,6 +195,32 @@ func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
 	return ki
 }
 
+// current returns rec's index once it holds every event the recorder had
+// published when asked (waiting at most a second, as an index made by
+// this very query starts from the beginning of the trace): a query must
+// not answer "nothing" for a kernel whose events are merely not indexed
+// yet.
+func (h *Handler) current(rec *timeline.Recorder) *lod.Index {
+	ki := h.kernelIndex(rec)
+	_ = rec.Flush() // publishes what was emitted; a closed recorder has
+	want := rec.Stats().LastSeq
+	deadline := time.Now().Add(time.Second)
+	for {
+		if _, seq, _ := ki.ix.Last(); seq >= want {
+			break
+		}
+		select {
+		case <-ki.done:
+			return ki.ix
+		case <-time.After(2 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	return ki.ix
+}
+
 // forget notes that rec's trace has ended, and drops the index of the
 // oldest ended trace when more than keepEnded have.
 func (h *Handler) forget(rec *timeline.Recorder) {
@@ -269,7 +295,7 @@ func (h *Handler) serveKernelLOD(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	serveLOD(w, r, h.kernelIndex(rec).ix)
+	serveLOD(w, r, h.current(rec))
 }
 
 func (h *Handler) serveTraceLOD(w http.ResponseWriter, r *http.Request) {
@@ -292,7 +318,7 @@ func (h *Handler) serveKernelObjects(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	h.serveObjects(w, r, h.kernelIndex(rec).ix, rec, "")
+	h.serveObjects(w, r, h.current(rec), rec, "")
 }
 
 func (h *Handler) serveTraceObjects(w http.ResponseWriter, r *http.Request) {
@@ -467,7 +493,7 @@ func (h *Handler) serveKernelScopes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	serveScopes(w, r, h.kernelIndex(rec).ix)
+	serveScopes(w, r, h.current(rec))
 }
 
 func (h *Handler) serveTraceScopes(w http.ResponseWriter, r *http.Request) {
