@@ -78,6 +78,8 @@ type Server struct {
 	live     *live.Handler
 	started  time.Time
 
+	lingerCache lingerCache
+
 	sessions *sessionStore
 
 	mu    sync.Mutex

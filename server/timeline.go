@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"linger/server/live"
 	"linger/timeline"
@@ -38,8 +40,55 @@ func (s *Server) newLive() *live.Handler {
 			}
 			return p, nil
 		},
-		Log: s.log,
+		Lingering: s.lingers,
+		Log:       s.log,
 	})
+}
+
+// lingerCache remembers, per trace file, the allocations (by sequence
+// number) that the analyzer judged lingering, so that an objects query
+// asks the analyzer once, not once per object.
+type lingerCache struct {
+	mu    sync.Mutex
+	byKey map[string]*lingerEntry
+}
+
+type lingerEntry struct {
+	size    int64
+	mod     time.Time
+	checked time.Time
+	seqs    map[uint64]bool
+}
+
+// lingers says whether the allocation with sequence number seq of a
+// kernel's live trace (rec) or a saved one (path) lingers, by package
+// analyze's rule. A growing live trace is analyzed again at most every
+// half second.
+func (s *Server) lingers(rec *timeline.Recorder, path string, seq uint64) bool {
+	if rec != nil {
+		path = rec.Path()
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	c := &s.lingerCache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.byKey[path]
+	fresh := e != nil && ((e.size == st.Size() && e.mod.Equal(st.ModTime())) || time.Since(e.checked) < 500*time.Millisecond)
+	if !fresh {
+		e = &lingerEntry{size: st.Size(), mod: st.ModTime(), checked: time.Now(), seqs: map[uint64]bool{}}
+		if f, err := timeline.OpenFile(path); err == nil {
+			seqs := e.seqs
+			_, _ = analyze.Run(f, analyze.Options{MaxObjects: 1, OnLinger: func(o analyze.Object) { seqs[o.AllocSeq] = true }})
+		}
+		if c.byKey == nil || len(c.byKey) >= 16 {
+			c.byKey = map[string]*lingerEntry{} // bounded: start over rather than grow
+		}
+		c.byKey[path] = e
+	}
+	return e.seqs[seq]
 }
 
 // tracePath resolves the name of a saved trace: one file name ending in

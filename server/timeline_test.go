@@ -29,6 +29,29 @@ kept = r.cache`)
 		t.Fatalf("objects right after the cell: %d %.300s", code, body)
 	}
 
+	// The kept cache's blocks are marked lingering in the object view.
+	var objs struct {
+		Objects []struct {
+			Category  string `json:"category"`
+			Lingering bool   `json:"lingering"`
+		} `json:"objects"`
+	}
+	if err := json.Unmarshal(body, &objs); err != nil {
+		t.Fatal(err)
+	}
+	kv, flagged := 0, 0
+	for _, o := range objs.Objects {
+		if o.Category == "kv_cache" {
+			kv++
+			if o.Lingering {
+				flagged++
+			}
+		}
+	}
+	if kv != 4 || flagged != 4 {
+		t.Errorf("object view: %d kv_cache objects, %d marked lingering; want 4 and 4", kv, flagged)
+	}
+
 	code, body = ts.do(t, "GET", "/api/timeline/kernels/"+kid+"/report", "")
 	if code != 200 {
 		t.Fatalf("report: %d %s", code, body)
