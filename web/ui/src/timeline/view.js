@@ -381,9 +381,15 @@ export class TimelineView {
   }
 
   objectAt(p) {
-    for (let i = (this.hits || []).length - 1; i >= 0; i--) {
-      const r = this.hits[i];
-      if (p.x >= r.x0 - 1 && p.x <= r.x1 + 1 && p.y >= r.y0 - 1 && p.y <= r.y1 + 1) return r.o;
+    // An object under the pointer wins over a neighbour within the pixel
+    // of slack that thin bands need: otherwise a thin band drawn later
+    // steals the clicks in the middle of the one beside it.
+    const hits = this.hits || [];
+    for (const slack of [0, 1]) {
+      for (let i = hits.length - 1; i >= 0; i--) {
+        const r = hits[i];
+        if (p.x >= r.x0 - slack && p.x <= r.x1 + slack && p.y >= r.y0 - slack && p.y <= r.y1 + slack) return r.o;
+      }
     }
     return null;
   }
@@ -467,7 +473,9 @@ export class TimelineView {
     };
     const end = r.duration_ns || this.source.end();
     for (const o of (r.lingering?.objects || []).slice(0, 50)) {
-      item(`${o.leaked ? "∞ leak" : "▲ lingering"}: ${o.label || o.category} ${bytes(o.size)} (${o.site || "unknown site"})`,
+      // The category always shows: a label alone ("layer.0.k") does not
+      // say that it is a KV cache.
+      item(`${o.leaked ? "∞ leak" : "▲ lingering"}: ${o.category}${o.label ? ` ${o.label}` : ""} ${bytes(o.size)} (${o.site || "unknown site"})`,
         () => this.jump(o.alloc_time_ns, o.leaked ? end : (o.free_time_ns || end)));
     }
     for (const g of r.growth || []) item(`growth: ${g.category}${g.site ? ` at ${g.site}` : ""} +${bytes(g.bytes_per_step)}/${r.growth_unit || "step"}`, () => this.fit());
@@ -500,9 +508,10 @@ function injectStyle() {
 .lt-key i.lt-line{height:0;border-top:2px solid;width:16px}
 .lt-key i.lt-linger{background:repeating-linear-gradient(45deg,#D55E00 0 3px,#4a1a00 3px 5px);outline:1px solid #000}
 .lt-key i.lt-leak{background:repeating-linear-gradient(45deg,#D55E00 0 3px,#000 3px 5px),#D55E00;outline:1px solid #000}
-.lt-panels{display:grid;grid-template-columns:1fr 1fr;gap:1em;font:13px system-ui,sans-serif}
-.lt-detail dl{display:grid;grid-template-columns:auto 1fr;gap:.2em .8em}
-.lt-detail code{white-space:pre-wrap}
+.lt-panels{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,24em),1fr));gap:1em;font:13px system-ui,sans-serif}
+.lt-detail dl{display:grid;grid-template-columns:auto minmax(0,1fr);gap:.2em .8em}
+.lt-detail code{display:block;white-space:pre;overflow-x:auto}
+.lt-findings li{overflow-wrap:anywhere}
 .lt-findings ul{list-style:none;padding:0;max-height:16em;overflow:auto}
 .lt-finding{background:none;border:0;padding:.15em 0;text-align:left;cursor:pointer;font:inherit;text-decoration:underline}
 .lt-hint{color:#555}

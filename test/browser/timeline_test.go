@@ -1,0 +1,183 @@
+package browser
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// leakyCell keeps a generation's KV cache in a global: its blocks outlive
+// the request they belong to, so the analyzer calls them lingering and the
+// kernel finds the global holding them.
+const leakyCell = `e = engine(model="tiny", device="meta")
+r = e.generate(prompt_tokens=256, chunk_size=64, max_new_tokens=4, keep_cache=True)
+last_cache = r.cache`
+
+// step runs the actions with its own timeout; on failure it saves a
+// screenshot and stops the test, naming the step.
+func (p *page) step(t *testing.T, what string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		screenshot(t, p.ctx, strings.ReplaceAll(t.Name(), "/", "_")+"-failed.png")
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression (a promise is awaited) into T,
+// stopping the test on failure.
+func eval[T any](t *testing.T, p *page, what, js string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, chromedp.EvalAsValue, chromedp.EvalAwaitPromise))
+	if err != nil {
+		screenshot(t, p.ctx, strings.ReplaceAll(t.Name(), "/", "_")+"-failed.png")
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// lingeringAt is the JavaScript that finds a lingering object drawn on the
+// docked timeline's canvas and answers where it is on the screen (CSS
+// pixels of the page), or null while there is none.
+const lingeringAt = `(() => {
+	const v = [...window.linger.timeline.views.values()][0];
+	if (!v || !v.hits) return null;
+	const box = v.canvas.getBoundingClientRect();
+	// A band may be thin, and hit testing allows a pixel's slack, so a
+	// neighbour drawn later can win at the band's middle: try points along
+	// each lingering band until one hits a lingering object.
+	for (const r of v.hits) {
+		if (!r.o.lingering) continue;
+		const x0 = Math.max(0, r.x0), x1 = Math.min(v.W, r.x1);
+		// From the middle outwards.
+		for (const i of [10, 9, 11, 8, 12, 7, 13, 6, 14, 5, 15, 4, 16, 3, 17, 2, 18, 1, 19, 0, 20]) {
+			for (const f of [0.5, 0.25, 0.75]) {
+				if (x1 <= x0) break;
+				const x = x0 + ((x1 - x0) * (i + 0.5)) / 21, y = r.y0 + (r.y1 - r.y0) * f;
+				const o = v.objectAt({ x, y });
+				if (o && o.lingering) return { x: box.left + x, y: box.top + y, seq: o.seq, label: o.label || "" };
+			}
+		}
+	}
+	return null;
+})()`
+
+// TestLingeringOnTimeline runs a cell that keeps a KV cache in a global,
+// finds the lingering blocks in the findings and on the canvas, clicks one
+// and reads the retention path naming the global, and exports Perfetto.
+func TestLingeringOnTimeline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	t.Parallel()
+	p := openNotebook(t, leakyCell)
+	p.step(t, "timeline mounted", 20*time.Second,
+		chromedp.WaitVisible(css(`[data-testid=timeline-canvas]`)),
+		void(chromedp.Poll[bool](`window.linger?.timeline?.views?.size > 0`)))
+	p.run(t, 0)
+	p.step(t, "cell ran", 60*time.Second,
+		chromedp.WaitVisible(css(p.cell(0)+` [data-testid=prompt]:not(:empty)`)),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
+	if errs, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](fmt.Sprintf(`document.querySelectorAll(%q).length`, p.cell(0)+` [data-testid=output-error]`))); err != nil || errs > 0 {
+		t.Fatalf("the cell failed: %q (%v)", p.text(t, p.cell(0)+` .outputs`), err)
+	}
+
+	// 1. The findings panel lists the lingering KV cache. The view loads
+	// its findings once, when it mounts; they may predate the cell, so
+	// ask again until they name it.
+	findings := `document.querySelector("[data-testid=timeline-findings]").textContent`
+	p.step(t, "findings list the lingering kv_cache", 30*time.Second,
+		void(chromedp.Poll[bool](`(() => {
+			const t = `+findings+`;
+			if (/lingering|leak/.test(t) && /kv_cache/.test(t)) return true;
+			const v = [...window.linger.timeline.views.values()][0];
+			const now = performance.now();
+			if (v && !(v._reloadAt > now - 1000)) { v._reloadAt = now; v.loadFindings(); }
+			return false;
+		})()`)))
+	t.Logf("findings: %s", eval[string](t, p, "findings text", findings))
+
+	// 2. A lingering object is drawn: find it in the view's hit boxes and
+	// click it on the canvas, as a person would.
+	var at struct {
+		X, Y  float64
+		Seq   uint64
+		Label string
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	raw, err := chromedp.Run(ctx, chromedp.Poll[json.RawMessage](lingeringAt, chromedp.WithPollingInterval(200*time.Millisecond)))
+	if err != nil {
+		screenshot(t, p.ctx, strings.ReplaceAll(t.Name(), "/", "_")+"-failed.png")
+		state, _ := chromedp.Run(p.ctx, chromedp.Evaluate[json.RawMessage](`(() => {
+			const v = [...window.linger.timeline.views.values()][0];
+			return { objects: v?.objects?.length, lingering: v?.objects?.filter((o) => o.lingering).length,
+				hits: (v?.hits || []).filter((r) => r.o.lingering).slice(0, 3).map((r) => [r.x0, r.x1, r.y0, r.y1, r.o.seq]), W: v?.W, view: v?.view };
+		})()`))
+		t.Fatalf("a lingering object drawn on the canvas: %v (view: %s)", err, state)
+	}
+	if err := json.Unmarshal(raw, &at); err != nil || at.X == 0 {
+		t.Fatalf("lingering object position %s: %v", raw, err)
+	}
+	t.Logf("lingering object #%d %q at (%.0f, %.0f)", at.Seq, at.Label, at.X, at.Y)
+	p.step(t, "click the lingering object", 20*time.Second,
+		chromedp.MouseClickXY(at.X, at.Y),
+		void(chromedp.Poll[bool](fmt.Sprintf(`[...window.linger.timeline.views.values()][0].selected?.seq === %d`, at.Seq))),
+		chromedp.WaitVisible(css(`[data-testid=timeline-detail] [data-testid=detail-held-by]`)))
+
+	// 3. The detail panel names the global holding it.
+	p.step(t, "held by names the global", 20*time.Second,
+		void(chromedp.Poll[bool](`document.querySelector("[data-testid=detail-held-by]").textContent.includes("global last_cache")`)))
+	t.Logf("held by: %s", p.text(t, `[data-testid=detail-held-by]`))
+
+	// 4. The Perfetto export downloads a Chrome trace with events.
+	href := eval[string](t, p, "export link", `document.querySelector("[data-testid=export-perfetto]").href`)
+	checkPerfetto(t, href)
+
+	// 5. The screenshot, with the object selected and its details shown.
+	p.step(t, "show the detail panel", 10*time.Second,
+		void(chromedp.Evaluate[any](`document.querySelector("[data-testid=detail-held-by]").scrollIntoView({block: "end"})`)))
+	screenshot(t, p.ctx, "lingering.png")
+}
+
+// checkPerfetto fetches the Perfetto export as a client with the token
+// would and checks it is a JSON trace with events.
+func checkPerfetto(t *testing.T, href string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, href, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "token "+token)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("perfetto export: %v", err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("perfetto export: %s %.200s (%v)", res.Status, body, err)
+	}
+	var trace struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(body, &trace); err != nil {
+		t.Fatalf("perfetto export is not JSON: %v (%.200s)", err, body)
+	}
+	if len(trace.TraceEvents) == 0 {
+		t.Fatalf("perfetto export has no traceEvents (%.200s)", body)
+	}
+	t.Logf("perfetto export: %d bytes, %d traceEvents", len(body), len(trace.TraceEvents))
+}
