@@ -92,19 +92,11 @@ func TestLingeringOnTimeline(t *testing.T) {
 		t.Fatalf("the cell failed: %q (%v)", p.text(t, p.cell(0)+` .outputs`), err)
 	}
 
-	// 1. The findings panel lists the lingering KV cache. The view loads
-	// its findings once, when it mounts; they may predate the cell, so
-	// ask again until they name it.
+	// 1. The findings panel lists the lingering KV cache (it asks again
+	// when the cell's events stop).
 	findings := `document.querySelector("[data-testid=timeline-findings]").textContent`
-	p.step(t, "findings list the lingering kv_cache", 30*time.Second,
-		void(chromedp.Poll[bool](`(() => {
-			const t = `+findings+`;
-			if (/lingering|leak/.test(t) && /kv_cache/.test(t)) return true;
-			const v = [...window.linger.timeline.views.values()][0];
-			const now = performance.now();
-			if (v && !(v._reloadAt > now - 1000)) { v._reloadAt = now; v.loadFindings(); }
-			return false;
-		})()`)))
+	p.step(t, "findings list the lingering kv_cache", 20*time.Second,
+		void(chromedp.Poll[bool](`/(lingering|leak): kv_cache/.test(`+findings+`)`)))
 	t.Logf("findings: %s", eval[string](t, p, "findings text", findings))
 
 	// 2. A lingering object is drawn: find it in the view's hit boxes and
@@ -180,4 +172,99 @@ func checkPerfetto(t *testing.T, href string) {
 		t.Fatalf("perfetto export has no traceEvents (%.200s)", body)
 	}
 	t.Logf("perfetto export: %d bytes, %d traceEvents", len(body), len(trace.TraceEvents))
+}
+
+// TestTimelineReconnect drops the timeline's websocket as a cell starts,
+// and checks that once the timeline has caught up it holds every event of
+// the kernel's trace exactly once: the stream resumed from the last
+// sequence number it had, with no gap and no duplicate.
+func TestTimelineReconnect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	t.Parallel()
+	p := openNotebook(t, leakyCell, `r2 = e.generate(prompt_tokens=512, chunk_size=64, max_new_tokens=8)`+"\n"+`r2.prompt_tokens`)
+	p.step(t, "timeline mounted", 20*time.Second,
+		void(chromedp.Poll[bool](`[...(window.linger?.timeline?.views?.values() || [])][0]?.source?.ws?.readyState === WebSocket.OPEN`)))
+	// Count the warnings the source gives when a message does not start
+	// at the sequence number it expects.
+	p.step(t, "watch the console", 5*time.Second, void(chromedp.Evaluate[any](`(() => {
+		window.timelineWarnings = [];
+		const warn = console.warn;
+		console.warn = (...a) => { if (String(a[0]).startsWith("timeline:")) window.timelineWarnings.push(String(a[0])); warn(...a); };
+	})()`)))
+	p.run(t, 0)
+	p.step(t, "first cell ran", 60*time.Second,
+		chromedp.WaitVisible(css(p.cell(0)+` [data-testid=prompt]:not(:empty)`)),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
+	before := eval[float64](t, p, "events before the drop", `[...window.linger.timeline.views.values()][0].source.pyramid.events`)
+
+	// Drop the stream for long enough (the source's next retry delay) that
+	// the next cell runs while the timeline is disconnected.
+	p.step(t, "drop the timeline's websocket", 10*time.Second,
+		void(chromedp.Evaluate[any](`(() => { const s = [...window.linger.timeline.views.values()][0].source; s.retry = 4000; s.ws.close(); })()`)),
+		void(chromedp.Poll[bool](`[...window.linger.timeline.views.values()][0].source.state === "disconnected"`)))
+	p.run(t, 1)
+	p.step(t, "second cell ran while disconnected", 60*time.Second,
+		void(chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q)?.textContent.includes("512")`, p.cell(1)+` .outputs`))),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
+	if st := eval[string](t, p, "state after the cell", `[...window.linger.timeline.views.values()][0].source.state`); st != "disconnected" {
+		t.Logf("the timeline reconnected before the cell ended (state %s): the test shows less", st)
+	}
+	screenshot(t, p.ctx, "timeline-disconnected.png")
+
+	// Caught up: the timeline's last sequence number is the kernel's.
+	const counts = `(async () => {
+		const s = [...window.linger.timeline.views.values()][0].source;
+		const res = await fetch(s.prefix + "/lod?t0=0&t1=0&px=1", { credentials: "same-origin" });
+		const lod = await res.json();
+		return { events: lod.events, last_seq: lod.last_seq, received: s.pyramid.events, next: s.next,
+			skipped: s.skipped || 0, state: s.state, warnings: window.timelineWarnings };
+	})()`
+	type countsT struct {
+		Events, LastSeq, Received, Next, Skipped float64
+		State                                    string
+		Warnings                                 []string
+	}
+	var c countsT
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		raw := eval[json.RawMessage](t, p, "event counts", counts)
+		c = countsT{}
+		var m struct {
+			Events   float64  `json:"events"`
+			LastSeq  float64  `json:"last_seq"`
+			Received float64  `json:"received"`
+			Next     float64  `json:"next"`
+			Skipped  float64  `json:"skipped"`
+			State    string   `json:"state"`
+			Warnings []string `json:"warnings"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatalf("event counts %s: %v", raw, err)
+		}
+		c = countsT(m)
+		if c.Next-1 >= c.LastSeq || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("kernel: %v events, last seq %v; timeline: %v received (%v before the drop), next %v, %v summarised, state %s",
+		c.Events, c.LastSeq, c.Received, before, c.Next, c.Skipped, c.State)
+	if c.Next-1 != c.LastSeq {
+		t.Errorf("timeline's last sequence number = %v, kernel's = %v: it did not catch up", c.Next-1, c.LastSeq)
+	}
+	if c.Received+c.Skipped != c.Events {
+		t.Errorf("timeline holds %v events (+%v summarised), the kernel's trace %v: a gap or a duplicate", c.Received, c.Skipped, c.Events)
+	}
+	if c.Skipped != 0 {
+		t.Errorf("%v events summarised in a small trace", c.Skipped)
+	}
+	if c.Received <= before {
+		t.Errorf("no event received after the drop (%v before, %v after)", before, c.Received)
+	}
+	if len(c.Warnings) > 0 {
+		t.Errorf("the stream did not resume where it left off: %q", c.Warnings)
+	}
+	screenshot(t, p.ctx, "timeline-reconnected.png")
 }

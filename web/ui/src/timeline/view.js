@@ -140,6 +140,10 @@ export class TimelineView {
   sourceChanged(what) {
     if (what === "state") this.showState();
     if (what !== "events") return;
+    // The findings are the analyzer's over the whole trace: ask again once
+    // the events pause (a cell ended), not on every message.
+    clearTimeout(this.findingsTimer);
+    this.findingsTimer = setTimeout(() => this.loadFindings(), 750);
     if (!this.fitted && this.source.end() > 0) { this.fitted = true; this.fit(); return; }
     if (this.follow) this.toEnd();
     else this.refresh();
@@ -485,7 +489,7 @@ export class TimelineView {
     this.findings.replaceChildren(el("h3", {}, "Findings"), list);
   }
 
-  destroy() { this.unsub(); this.source.close(); this.root.replaceChildren(); }
+  destroy() { clearTimeout(this.findingsTimer); this.unsub(); this.source.close(); this.root.replaceChildren(); }
 }
 
 function esc(s) { return String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`); }
