@@ -157,39 +157,20 @@ func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rep)
 }
 
-var exportTypes = map[string]struct {
-	ext, mime string
-	write     func(w io.Writer, tr export.Trace, at export.At) error
-}{
-	"perfetto": {".json", "application/json", func(w io.Writer, tr export.Trace, _ export.At) error {
-		return export.Chrome(w, tr, export.ChromeOptions{})
-	}},
-	"memviz-json": {".memviz.json", "application/json", func(w io.Writer, tr export.Trace, at export.At) error {
-		return export.MemvizJSON(w, tr, export.MemvizOptions{At: at})
-	}},
-	"memviz-pickle": {".pickle", "application/octet-stream", func(w io.Writer, tr export.Trace, at export.At) error {
-		return export.MemvizPickle(w, tr, export.MemvizOptions{At: at})
-	}},
-	"pprof": {".pb.gz", "application/octet-stream", export.Pprof},
-}
-
 // handleTimelineExport downloads a trace as Perfetto JSON, a memory_viz
 // snapshot or a pprof profile (?format=, and ?at=peak|end|SEQ).
 func (s *Server) handleTimelineExport(w http.ResponseWriter, r *http.Request) {
-	format := r.URL.Query().Get("format")
-	et, ok := exportTypes[format]
-	if !ok {
-		s.writeError(w, r, badRequest("format %q: want perfetto, memviz-json, memviz-pickle or pprof", format))
-		return
-	}
-	atText := r.URL.Query().Get("at")
-	if atText == "" && format == "pprof" {
-		atText = "peak"
-	}
-	at, err := export.ParseAt(atText)
+	et, err := export.LookupFormat(r.URL.Query().Get("format"))
 	if err != nil {
 		s.writeError(w, r, badRequest("%v", err))
 		return
+	}
+	at := et.DefaultAt
+	if text := r.URL.Query().Get("at"); text != "" {
+		if at, err = export.ParseAt(text); err != nil {
+			s.writeError(w, r, badRequest("%v", err))
+			return
+		}
 	}
 	f, err := s.traceFile(r)
 	if err != nil {
@@ -205,7 +186,7 @@ func (s *Server) handleTimelineExport(w http.ResponseWriter, r *http.Request) {
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	if err := et.write(tmp, f, at); err != nil {
+	if err := et.Write(tmp, f, at); err != nil {
 		if errors.Is(err, export.ErrInstant) {
 			err = badRequest("%v", err)
 		}
@@ -217,8 +198,8 @@ func (s *Server) handleTimelineExport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	base := strings.TrimSuffix(filepath.Base(f.Path()), ".ltrace")
-	w.Header().Set("Content-Type", et.mime)
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", base+et.ext))
+	w.Header().Set("Content-Type", et.MIME)
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", base+et.Ext))
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(w, tmp)
 }

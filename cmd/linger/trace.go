@@ -134,31 +134,18 @@ func runTraceDiff(_ context.Context, args []string, stdout, stderr io.Writer) er
 	return d.WriteText(stdout)
 }
 
-var exportFormats = map[string]func(w io.Writer, tr export.Trace, at export.At) error{
-	"perfetto": func(w io.Writer, tr export.Trace, _ export.At) error {
-		return export.Chrome(w, tr, export.ChromeOptions{})
-	},
-	"memviz-json": func(w io.Writer, tr export.Trace, at export.At) error {
-		return export.MemvizJSON(w, tr, export.MemvizOptions{At: at})
-	},
-	"memviz-pickle": func(w io.Writer, tr export.Trace, at export.At) error {
-		return export.MemvizPickle(w, tr, export.MemvizOptions{At: at})
-	},
-	"pprof": export.Pprof,
-}
-
 func runTraceExport(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("trace export", stderr)
-	format := fs.String("format", "", "perfetto, memviz-json, memviz-pickle or pprof")
+	format := fs.String("format", "", export.FormatNames())
 	atFlag := fs.String("at", "", "the instant of a snapshot or profile: peak, end or a sequence number (default: peak for pprof, end for memviz)")
 	out := fs.String("o", "", "write to `FILE` (required)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	write, ok := exportFormats[*format]
-	if !ok {
-		return fmt.Errorf("%w: --format must be one of perfetto, memviz-json, memviz-pickle, pprof; got %q", errUsage, *format)
+	ef, err := export.LookupFormat(*format)
+	if err != nil {
+		return fmt.Errorf("%w: --format: %v", errUsage, err)
 	}
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: trace export takes one trace file, got %d", errUsage, len(pos))
@@ -166,21 +153,20 @@ func runTraceExport(_ context.Context, args []string, stdout, stderr io.Writer) 
 	if *out == "" {
 		return fmt.Errorf("%w: -o OUT is required", errUsage)
 	}
-	if *atFlag == "" && *format == "pprof" {
-		*atFlag = "peak"
+	if !ef.Instant && *atFlag != "" {
+		return fmt.Errorf("%w: --at does not apply to %s, which exports the whole trace", errUsage, ef.Name)
 	}
-	at, err := export.ParseAt(*atFlag)
-	if err != nil {
-		return fmt.Errorf("%w: --at: %v", errUsage, err)
-	}
-	if *format == "perfetto" && *atFlag != "" {
-		return fmt.Errorf("%w: --at does not apply to perfetto, which exports the whole trace", errUsage)
+	at := ef.DefaultAt
+	if *atFlag != "" {
+		if at, err = export.ParseAt(*atFlag); err != nil {
+			return fmt.Errorf("%w: --at: %v", errUsage, err)
+		}
 	}
 	f, err := openTrace(pos[0], stderr)
 	if err != nil {
 		return err
 	}
-	n, err := writeAtomic(*out, func(w io.Writer) error { return write(w, f, at) })
+	n, err := writeAtomic(*out, func(w io.Writer) error { return ef.Write(w, f, at) })
 	if err != nil {
 		return err
 	}
