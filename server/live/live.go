@@ -298,13 +298,18 @@ func (h *Handler) serveKernelLOD(w http.ResponseWriter, r *http.Request) {
 	serveLOD(w, r, h.current(rec))
 }
 
-func (h *Handler) serveTraceLOD(w http.ResponseWriter, r *http.Request) {
+// savedIndex resolves a saved-trace route to its file and index.
+func (h *Handler) savedIndex(r *http.Request) (*lod.Index, string, error) {
 	path, err := h.tracePath(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, "", err
 	}
 	ix, err := h.fileIndex(path)
+	return ix, path, err
+}
+
+func (h *Handler) serveTraceLOD(w http.ResponseWriter, r *http.Request) {
+	ix, _, err := h.savedIndex(r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -322,12 +327,7 @@ func (h *Handler) serveKernelObjects(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serveTraceObjects(w http.ResponseWriter, r *http.Request) {
-	path, err := h.tracePath(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	ix, err := h.fileIndex(path)
+	ix, path, err := h.savedIndex(r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -497,12 +497,7 @@ func (h *Handler) serveKernelScopes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serveTraceScopes(w http.ResponseWriter, r *http.Request) {
-	path, err := h.tracePath(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	ix, err := h.fileIndex(path)
+	ix, _, err := h.savedIndex(r)
 	if err != nil {
 		writeError(w, err)
 		return
