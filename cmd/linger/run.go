@@ -32,10 +32,11 @@ func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("run", stderr)
 	out := fs.String("out", "", "write the executed notebook (outputs, execution counts) to `FILE`")
 	tracePath := fs.String("trace", "", "write the kernel's trace to `FILE` (.ltrace)")
+	reportPath := fs.String("report", "", "write the analyzer's report and the end-of-run holders to `FILE` as JSON")
 	maxLinger := fs.String("max-lingering", "", "fail when more than `BYTES` lingered (e.g. 0, 64MiB); default no limit")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up on the whole run after `D`")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--max-lingering BYTES] [--timeout D]\n\nExecutes every code cell in a fresh kernel, prints a line per cell and the lingering summary,\nand exits non-zero on a cell error or when lingering bytes exceed --max-lingering.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--timeout D]\n\nExecutes every code cell in a fresh kernel, prints a line per cell and the lingering summary,\nand exits non-zero on a cell error or when lingering bytes exceed --max-lingering.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	// The notebook may come before or after the flags.
@@ -147,6 +148,11 @@ func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return fmt.Errorf("write the trace: %w", err)
 		}
 	}
+	if *reportPath != "" {
+		if err := writeRunReport(*reportPath, rep, holders, herr); err != nil {
+			return fmt.Errorf("write the report: %w", err)
+		}
+	}
 	printLingering(stdout, rep, holders, herr)
 	if cellErr != nil {
 		return cellErr
@@ -159,6 +165,30 @@ func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("%w: %s lingered, limit %s%s", errLingering, formatBytes(rep.Lingering.Bytes), formatBytes(uint64(limit)), where)
 	}
 	return nil
+}
+
+// runReport is the JSON --report writes: the analyzer's verdict over the
+// whole trace and who held the lingering objects alive when the last cell
+// ended (HoldersError says why they are unknown, when they are).
+type runReport struct {
+	Report       *analyze.Report `json:"report"`
+	Holders      []kernel.Holder `json:"holders"`
+	HoldersError string          `json:"holders_error,omitempty"`
+}
+
+func writeRunReport(path string, rep *analyze.Report, holders []kernel.Holder, herr error) error {
+	r := runReport{Report: rep, Holders: holders}
+	if r.Holders == nil {
+		r.Holders = []kernel.Holder{}
+	}
+	if herr != nil {
+		r.HoldersError = herr.Error()
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // printLingering writes the run's lingering summary: bytes by category and

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"linger/notebooks/kernel"
 	"linger/notebooks/nbformat"
 	"linger/timeline"
+	"linger/timeline/analyze"
 )
 
 // TestMain lets the test binary stand in for linger as a kernel process:
@@ -60,8 +62,9 @@ func TestRunNotebook(t *testing.T) {
 			path := writeNotebook(t, dir, tt.name+".ipynb", tt.cells...)
 			out := filepath.Join(dir, tt.name+".out.ipynb")
 			trace := filepath.Join(dir, tt.name+".ltrace")
+			report := filepath.Join(dir, tt.name+".json")
 			var stdout, stderr bytes.Buffer
-			err := runNotebook(context.Background(), []string{path, "--out", out, "--trace", trace, "--max-lingering", "0"}, &stdout, &stderr)
+			err := runNotebook(context.Background(), []string{path, "--out", out, "--trace", trace, "--report", report, "--max-lingering", "0"}, &stdout, &stderr)
 			got := stdout.String()
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("err = %v, want %q\n%s%s", err, tt.wantErr, got, stderr.String())
@@ -93,6 +96,7 @@ func TestRunNotebook(t *testing.T) {
 					t.Errorf("outputs %s", b)
 				}
 			}
+			checkRunReport(t, report, tt.name == "leaky")
 			f, err := timeline.OpenFile(trace)
 			if err != nil {
 				t.Fatalf("trace: %v", err)
@@ -102,5 +106,43 @@ func TestRunNotebook(t *testing.T) {
 				t.Error("empty trace")
 			}
 		})
+	}
+}
+
+// checkRunReport reads what --report wrote: the analyzer's report and the
+// holders, which for the leaky notebook name the KV cache's global.
+func checkRunReport(t *testing.T, path string, leaky bool) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	var r struct {
+		Report  *analyze.Report `json:"report"`
+		Holders []kernel.Holder `json:"holders"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	if r.Report == nil || r.Report.Events == 0 {
+		t.Fatalf("report without events: %.200s", b)
+	}
+	var kv uint64
+	for _, c := range r.Report.Lingering.ByCategory {
+		if c.Category == "kv_cache" {
+			kv = c.Bytes
+		}
+	}
+	held := false
+	for _, h := range r.Holders {
+		if h.Category == "kv_cache" && strings.HasPrefix(h.Path, "global last_cache → KVCache#") && strings.HasPrefix(h.Site, "cell ") {
+			held = true
+		}
+	}
+	if leaky && (kv == 0 || !held) {
+		t.Errorf("leaky: kv_cache leaked %d bytes, held by last_cache %v; holders %+v", kv, held, r.Holders)
+	}
+	if !leaky && (r.Report.Lingering.Bytes != 0 || len(r.Holders) != 0) {
+		t.Errorf("clean: %d bytes lingering, holders %+v", r.Report.Lingering.Bytes, r.Holders)
 	}
 }
