@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"linger/engine/device"
@@ -44,6 +45,13 @@ type Options struct {
 	// (memory others took from the device), simulating a smaller card.
 	// 0 means the device's total capacity.
 	Limit uint64
+	// OnSegments, when set, is called after a call that took segments
+	// from the device or returned them (Alloc, Free, EmptyCache,
+	// TakeOutside, Outside.Release), outside the allocator's lock, so that
+	// it may read the device's MemInfo and emit a "device_used" counter
+	// through the same Emitter. Calls that do not touch segments do not
+	// call it: the cost on the hot path is one atomic load.
+	OnSegments func()
 }
 
 // Request describes one allocation.
@@ -177,16 +185,20 @@ type Allocator struct {
 	spare  *Block // recycled cached-block nodes, linked by next
 	labels map[string]event.StringID
 	stats  Stats
+
+	onSegments func()
+	segDirty   atomic.Bool // a segment was taken or returned since the last notifySegments
 }
 
 // New returns an allocator over dev.
 func New(dev device.Device, opts Options) *Allocator {
 	a := &Allocator{
-		dev:    dev,
-		em:     opts.Emitter,
-		small:  pool{tree: tree{rnd: 0x9e3779b9}, kind: event.PoolSmall},
-		large:  pool{tree: tree{rnd: 0x7f4a7c15}, kind: event.PoolLarge},
-		labels: make(map[string]event.StringID),
+		dev:        dev,
+		em:         opts.Emitter,
+		small:      pool{tree: tree{rnd: 0x9e3779b9}, kind: event.PoolSmall},
+		large:      pool{tree: tree{rnd: 0x7f4a7c15}, kind: event.PoolLarge},
+		labels:     make(map[string]event.StringID),
+		onSegments: opts.OnSegments,
 	}
 	a.setLimit(opts.Limit)
 	return a
@@ -255,7 +267,9 @@ func (a *Allocator) Alloc(r Request) (*Block, error) {
 	if site == 0 && a.em.Enabled() {
 		site = a.em.Caller(0)
 	}
-	return a.alloc(&r, site)
+	b, err := a.alloc(&r, site)
+	a.notifySegments()
+	return b, err
 }
 
 func (a *Allocator) alloc(r *Request, site event.SiteID) (*Block, error) {
@@ -410,6 +424,7 @@ func (a *Allocator) newSegmentLocked(p *pool, size uint64, site event.SiteID) (*
 	s.Reserved += size
 	s.PeakReserved = max(s.PeakReserved, s.Reserved)
 	s.NumSegmentAllocs++
+	a.segDirty.Store(true)
 	if a.em.Enabled() {
 		a.em.Emit(event.Event{Kind: event.KindSegmentAlloc, Addr: ds.Addr, Size: size, Site: site, Extra: p.kind})
 	}
@@ -426,6 +441,7 @@ func (a *Allocator) Free(b *Block) {
 		site = a.em.Caller(0)
 	}
 	a.free(b, site)
+	a.notifySegments()
 }
 
 // FreeAt is Free with the free event's site given, for callers that keep
@@ -435,6 +451,7 @@ func (a *Allocator) FreeAt(b *Block, site event.SiteID) {
 		site = a.em.Caller(0)
 	}
 	a.free(b, site)
+	a.notifySegments()
 }
 
 func (a *Allocator) free(u *Block, site event.SiteID) {
@@ -517,8 +534,9 @@ func (a *Allocator) EmptyCache() {
 		site = a.em.Caller(0)
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.releaseCachedLocked(site)
+	a.mu.Unlock()
+	a.notifySegments()
 }
 
 // releaseCachedLocked frees every wholly free segment and returns how many.
@@ -544,6 +562,7 @@ func (a *Allocator) releaseCachedLocked(site event.SiteID) int {
 		s := &a.stats
 		s.Reserved -= seg.dev.Size
 		s.NumSegmentFrees++
+		a.segDirty.Store(true)
 		if a.em.Enabled() {
 			a.em.Emit(event.Event{Kind: event.KindSegmentFree, Addr: seg.dev.Addr, Size: seg.dev.Size, Site: site, Extra: seg.pool.kind})
 		}

@@ -21,11 +21,18 @@
 //     the allocator's reserved bytes plus whatever others took from the
 //     device ("outside" memory), as the device's MemInfo reports it. A
 //     device that refuses a segment counts the same as the limit.
+//   - TakeOutside takes memory beside the allocator, as a library calling
+//     cudaMalloc directly does: never cached or reused, counted under the
+//     limit, emitted as segment events of pool event.PoolOutside (so a
+//     trace shows it on the device-used track, not on reserved) and
+//     counted in Stats.Outside until Outside.Release.
 //   - If it still does not fit, the allocation fails with an *OOMError
 //     after emitting counter events that summarise what is alive and an
 //     oom event.
 //
 // Every change is emitted as an event through the allocator's
 // event.Emitter, in the order the changes happen, so replaying the events
-// of a trace reproduces the allocator's Stats exactly.
+// of a trace reproduces the allocator's Stats exactly. Options.OnSegments
+// tells the owner, outside the allocator's lock, when segments changed, so
+// that it can sample the device (a "device_used" counter) only then.
 package alloc

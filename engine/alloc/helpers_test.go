@@ -55,10 +55,18 @@ func replay(evs []event.Event) Stats {
 			s.BlocksByCategory[e.Category]--
 			s.NumFrees++
 		case event.KindSegmentAlloc:
+			if e.Extra == event.PoolOutside {
+				s.Outside += e.Size
+				break
+			}
 			s.Reserved += e.Size
 			s.PeakReserved = max(s.PeakReserved, s.Reserved)
 			s.NumSegmentAllocs++
 		case event.KindSegmentFree:
+			if e.Extra == event.PoolOutside {
+				s.Outside -= e.Size
+				break
+			}
 			s.Reserved -= e.Size
 			s.NumSegmentFrees++
 		case event.KindOOM:

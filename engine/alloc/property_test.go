@@ -51,8 +51,9 @@ func runSequence(t *testing.T, seed uint64, steps int) {
 	limits := []uint64{0, 160 * mib, 64 * mib}
 	a, rec, dev := newMeta(256*mib, limits[r.IntN(len(limits))])
 	live := map[*Block]bool{}
-	var order []*Block // live blocks, for picking one at random
-	var outside []device.Segment
+	var order []*Block           // live blocks, for picking one at random
+	var outside []device.Segment // taken from the device behind the allocator's back
+	var taken []*Outside         // taken with TakeOutside
 	var outsideBytes uint64
 
 	for range steps {
@@ -84,6 +85,20 @@ func runSequence(t *testing.T, seed uint64, steps int) {
 			a.Free(b)
 		case n < 97:
 			a.EmptyCache()
+		case n < 98:
+			if len(taken) > 0 && r.IntN(2) == 0 {
+				o := taken[len(taken)-1]
+				taken = taken[:len(taken)-1]
+				outsideBytes -= o.Size()
+				if err := o.Release(); err != nil {
+					t.Fatal(err)
+				}
+			} else if o, err := a.TakeOutside(1+r.Uint64N(8*mib), "lib"); err == nil {
+				taken = append(taken, o)
+				outsideBytes += o.Size()
+			} else if !errors.Is(err, ErrOutOfMemory) {
+				t.Fatalf("seed %d: take outside: %v", seed, err)
+			}
 		case n < 99:
 			if len(outside) > 0 && r.IntN(2) == 0 {
 				s := outside[len(outside)-1]
@@ -125,8 +140,13 @@ func runSequence(t *testing.T, seed uint64, steps int) {
 			t.Fatal(err)
 		}
 	}
+	for _, o := range taken {
+		if err := o.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	st := a.Stats()
-	if free, total := dev.MemInfo(); st.Reserved != 0 || st.Allocated != 0 || st.Requested != 0 || free != total {
+	if free, total := dev.MemInfo(); st.Reserved != 0 || st.Outside != 0 || st.Allocated != 0 || st.Requested != 0 || free != total {
 		t.Fatalf("seed %d: after freeing all and EmptyCache: %+v, device %d of %d free", seed, st, free, total)
 	}
 	if st.NumSegmentAllocs != st.NumSegmentFrees || st.NumAllocs != st.NumFrees {

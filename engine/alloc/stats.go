@@ -12,6 +12,9 @@ import "linger/timeline/event"
 //     until the streams that used it are done; here a free completes at
 //     once, so Active always equals Allocated. It is kept for comparison.
 //   - Requested: the bytes asked for, before rounding.
+//   - Outside: bytes taken from the device beside the allocator with
+//     TakeOutside and not released (not part of Reserved; PyTorch has no
+//     such counter, its users read torch.cuda.mem_get_info for it).
 //
 // Peaks are the largest values since the allocator was made or since
 // ResetPeakStats.
@@ -29,6 +32,8 @@ type Stats struct {
 	NumOOMs             uint64
 	NumSegmentAllocs    uint64
 	NumSegmentFrees     uint64
+
+	Outside uint64
 }
 
 // Stats returns a copy of the allocator's counters, all taken at one
