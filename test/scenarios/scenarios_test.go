@@ -1,0 +1,380 @@
+package scenarios
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"linger/notebooks/kernel"
+	"linger/notebooks/nbformat"
+	"linger/timeline"
+	"linger/timeline/analyze"
+	"linger/timeline/event"
+)
+
+// linger is the binary TestMain builds, run as a user would run it.
+var linger string
+
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "linger-scenarios-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	linger = filepath.Join(dir, "linger")
+	build := exec.Command("go", "build", "-o", linger, "linger/cmd/linger")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build linger: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// notebookDir is where the notebooks live, from this package's directory.
+const notebookDir = "../../notebooks"
+
+// result is one headless run of a notebook.
+type result struct {
+	// Notebook is the executed notebook (outputs, execution counts).
+	Notebook *nbformat.Notebook
+	// Report is the analyzer's report over the whole trace, as linger run
+	// --report wrote it.
+	Report *analyze.Report
+	// Holders are the kernel's retention paths for the lingering objects
+	// still alive after the last cell.
+	Holders []kernel.Holder
+	// Objects are every object that became lingering, in order, replayed
+	// from the trace with an analyze.Analyzer's OnLinger (the report's own
+	// list is capped at the largest).
+	Objects []lingeringObject
+	// Cells is the allocator's allocated bytes per cell id: before the
+	// cell, its maximum while the cell ran, and after it.
+	Cells     map[string]cellMemory
+	TracePath string
+	Stdout    string
+	Elapsed   time.Duration
+}
+
+// lingeringObject is an object that outlived its expected scope.
+type lingeringObject struct {
+	analyze.Object // names resolved
+	Cell           string
+	Line           int
+	// Freed is set when it was freed later (a late free); otherwise it
+	// was alive at the end of the trace.
+	Freed bool
+}
+
+// cellMemory is the allocator's allocated bytes around one cell's run.
+type cellMemory struct {
+	Before, Peak, After uint64
+}
+
+// runNotebook runs notebooks/<name> headless with linger run, fails the
+// test on an invalid notebook or a cell error, and returns the result.
+func runNotebook(t *testing.T, name string) *result {
+	t.Helper()
+	path := filepath.Join(notebookDir, name)
+	checkCommitted(t, path)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.ipynb")
+	trace := filepath.Join(dir, "trace.ltrace")
+	report := filepath.Join(dir, "report.json")
+	cmd := exec.Command(linger, "run", path, "--out", out, "--trace", trace, "--report", report, "--timeout", "2m")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	r := &result{TracePath: trace, Stdout: stdout.String(), Elapsed: time.Since(start)}
+	if err != nil {
+		t.Fatalf("linger run %s: %v\n%s%s", name, err, stdout.String(), stderr.String())
+	}
+	if r.Notebook, err = nbformat.ReadFile(out); err != nil {
+		t.Fatalf("executed notebook: %v", err)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Report       *analyze.Report `json:"report"`
+		Holders      []kernel.Holder `json:"holders"`
+		HoldersError string          `json:"holders_error"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	if rep.HoldersError != "" {
+		t.Fatalf("holders: %s", rep.HoldersError)
+	}
+	r.Report, r.Holders = rep.Report, rep.Holders
+	r.replay(t)
+	return r
+}
+
+// checkCommitted validates the committed notebook (nbformat 4.5 schema)
+// and the conventions every notebook follows: an "intro" markdown cell
+// first, code cell ids by part, no outputs, no execution counts.
+func checkCommitted(t *testing.T, path string) {
+	t.Helper()
+	nb, err := nbformat.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids struct {
+		NBFormatMinor int `json:"nbformat_minor"`
+		Cells         []struct {
+			ID string `json:"id"`
+		} `json:"cells"`
+	}
+	if err := json.Unmarshal(raw, &ids); err != nil {
+		t.Fatal(err)
+	}
+	if ids.NBFormatMinor < 5 {
+		t.Errorf("%s: nbformat_minor %d, want 4.5 with cell ids", path, ids.NBFormatMinor)
+	}
+	for i, c := range ids.Cells {
+		if c.ID == "" {
+			t.Errorf("%s: cell %d has no id", path, i)
+		}
+	}
+	if ks, ok := nb.KernelSpec(); !ok || ks.Name != nbformat.LingerKernelSpec.Name {
+		t.Errorf("%s: kernelspec %+v, want %q", path, ks, nbformat.LingerKernelSpec.Name)
+	}
+	if len(nb.Cells) == 0 || nb.Cells[0].ID != "intro" || nb.Cells[0].Type != nbformat.CellMarkdown {
+		t.Errorf("%s: the first cell must be the markdown cell \"intro\"", path)
+	}
+	prefixes := []string{"setup-", "leaky-", "fixed-", "check-", "notes-"}
+	for _, c := range nb.Cells {
+		if c.Type != nbformat.CellCode {
+			continue
+		}
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(c.ID, p) }) {
+			t.Errorf("%s: code cell %q: id must start with one of %v", path, c.ID, prefixes)
+		}
+		if len(c.Outputs) > 0 || c.ExecutionCount != nil {
+			t.Errorf("%s: cell %s is committed with outputs or an execution count", path, c.ID)
+		}
+	}
+}
+
+// replay reads the trace once more to list every lingering object (with
+// its cell and line) and the allocated bytes around each cell.
+func (r *result) replay(t *testing.T) {
+	t.Helper()
+	f, err := timeline.OpenFile(r.TracePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Stop(); err != nil {
+		t.Fatalf("trace: %v", err)
+	}
+	type live struct {
+		size uint64
+		obj  int // index in r.Objects, -1 when not lingering
+	}
+	alive := map[uint64]*live{}
+	var allocated uint64
+	cellScopes := map[uint64]string{}
+	cell := ""
+	r.Cells = map[string]cellMemory{}
+	a := analyze.New(analyze.Options{Names: f, OnLinger: func(o analyze.Object) {
+		site, _ := f.Site(o.SiteID)
+		o.Label, o.Site, o.ScopeLabel = f.String(o.LabelID), site.String(), f.String(o.ScopeLabelID)
+		o.Category = o.CategoryID.String()
+		if l := alive[o.Addr]; l != nil {
+			l.obj = len(r.Objects)
+		}
+		r.Objects = append(r.Objects, lingeringObject{Object: o, Cell: site.Cell, Line: site.Line})
+	}})
+	err = f.Replay(func(e event.Event) error {
+		switch e.Kind {
+		case event.KindAlloc:
+			alive[e.Addr] = &live{size: e.Size, obj: -1}
+			allocated += e.Size
+			if cell != "" {
+				m := r.Cells[cell]
+				m.Peak = max(m.Peak, allocated)
+				r.Cells[cell] = m
+			}
+		case event.KindFree:
+			if l := alive[e.Addr]; l != nil {
+				allocated -= l.size
+				if l.obj >= 0 {
+					r.Objects[l.obj].Freed = true
+				}
+				delete(alive, e.Addr)
+			}
+		case event.KindScopeBegin:
+			if e.Expect == event.ScopeCell {
+				cell = f.String(e.Label)
+				cellScopes[e.Addr] = cell
+				r.Cells[cell] = cellMemory{Before: allocated, Peak: allocated}
+			}
+		case event.KindScopeEnd:
+			if id, ok := cellScopes[e.Addr]; ok {
+				m := r.Cells[id]
+				m.After = allocated
+				r.Cells[id] = m
+				cell = ""
+			}
+		}
+		a.Add(e)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// objects are the lingering objects of category cat (all when "") made in
+// a cell whose id starts with cellPrefix.
+func (r *result) objects(cellPrefix, cat string) []lingeringObject {
+	var out []lingeringObject
+	for _, o := range r.Objects {
+		if strings.HasPrefix(o.Cell, cellPrefix) && (cat == "" || o.Category == cat) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// lingering is the bytes and count of objects of category cat that became
+// lingering and were made in a cell whose id starts with cellPrefix (late
+// frees included).
+func (r *result) lingering(cellPrefix, cat string) (bytes uint64, count int) {
+	for _, o := range r.objects(cellPrefix, cat) {
+		bytes += o.Size
+		count++
+	}
+	return bytes, count
+}
+
+// leaked is lingering restricted to the objects still alive at the end of
+// the trace.
+func (r *result) leaked(cellPrefix, cat string) (bytes uint64, count int) {
+	for _, o := range r.objects(cellPrefix, cat) {
+		if !o.Freed {
+			bytes += o.Size
+			count++
+		}
+	}
+	return bytes, count
+}
+
+// lines are the distinct "cell:line" sites of those lingering objects.
+func (r *result) lines(cellPrefix, cat string) []string {
+	var out []string
+	for _, o := range r.objects(cellPrefix, cat) {
+		s := fmt.Sprintf("%s:%d", o.Cell, o.Line)
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// holders are the distinct retention paths of the objects alive after the
+// last cell, of category cat, made in a cell whose id starts with
+// cellPrefix.
+func (r *result) holders(cellPrefix, cat string) []string {
+	var out []string
+	for _, h := range r.Holders {
+		if (cat == "" || h.Category == cat) && strings.HasPrefix(h.Site, "cell "+cellPrefix) && !slices.Contains(out, h.Path) {
+			out = append(out, h.Path)
+		}
+	}
+	return out
+}
+
+// output is the text of a cell's outputs in the executed notebook: streams,
+// text/plain results and displays, and errors.
+func (r *result) output(cellID string) string {
+	var b strings.Builder
+	for _, c := range r.Notebook.Cells {
+		if c.ID != cellID {
+			continue
+		}
+		for _, o := range c.Outputs {
+			switch o.Type {
+			case nbformat.OutputStream:
+				b.WriteString(o.Text)
+			case nbformat.OutputError:
+				fmt.Fprintf(&b, "%s: %s\n", o.EName, o.EValue)
+			default:
+				if s, ok := o.Data.Text("text/plain"); ok {
+					b.WriteString(s)
+					b.WriteString("\n")
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+// inCell reports whether a site string is in a cell whose id starts with
+// cellPrefix.
+func inCell(site, cellPrefix string) bool {
+	return strings.HasPrefix(site, "cell "+cellPrefix)
+}
+
+// duplicates is the blocks allocated by the analyzer's duplicate families
+// of category cat (all when "") whose site is in a cell starting with
+// cellPrefix.
+func (r *result) duplicates(cellPrefix, cat string) (allocs int) {
+	for _, d := range r.duplicateFamilies(cellPrefix, cat) {
+		allocs += int(d.Count)
+	}
+	return allocs
+}
+
+// duplicateFamilies are those families themselves.
+func (r *result) duplicateFamilies(cellPrefix, cat string) []analyze.Duplicate {
+	var out []analyze.Duplicate
+	for _, d := range r.Report.Duplicates {
+		if inCell(d.Site, cellPrefix) && (cat == "" || d.Category == cat) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// allocs is the allocations (count and bytes) of category cat made in
+// cells starting with cellPrefix, from the report's per-site totals.
+func (r *result) allocs(cellPrefix, cat string) (count int, bytes uint64) {
+	for _, s := range r.Report.Sites {
+		if inCell(s.Site, cellPrefix) && s.Category == cat {
+			count += int(s.Allocs)
+			bytes += s.AllocBytes
+		}
+	}
+	return count, bytes
+}
+
+// cellPeak is the most allocated bytes while any cell starting with
+// cellPrefix ran.
+func (r *result) cellPeak(cellPrefix string) uint64 {
+	var p uint64
+	for id, m := range r.Cells {
+		if strings.HasPrefix(id, cellPrefix) {
+			p = max(p, m.Peak)
+		}
+	}
+	return p
+}
