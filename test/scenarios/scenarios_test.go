@@ -378,3 +378,23 @@ func (r *result) cellPeak(cellPrefix string) uint64 {
 	}
 	return p
 }
+
+// line is the 1-based line of the committed cell cellID whose text
+// contains substr (0 when none does): where a test expects a site.
+func (r *result) line(t *testing.T, cellID, substr string) int {
+	t.Helper()
+	for _, c := range r.Notebook.Cells {
+		if c.ID != cellID {
+			continue
+		}
+		for i, l := range strings.Split(c.Source, "\n") {
+			if strings.Contains(l, substr) {
+				return i + 1
+			}
+		}
+	}
+	t.Fatalf("no line of cell %s contains %q", cellID, substr)
+	return 0
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }
