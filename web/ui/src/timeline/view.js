@@ -262,14 +262,20 @@ export class TimelineView {
     }
   }
 
-  drawMemory() {
-    const { ctx, buckets } = this, top = this.tracks.mem, h = MEM_H;
+  /** memScale is the top of the memory track's scale: the largest value in the buckets. (The compare view shares one scale between two views.) */
+  memScale() {
     let ymax = 1;
-    for (const b of buckets) {
+    for (const b of this.buckets) {
       let sum = 0;
       for (let c = 1; c < b.max.category.length; c++) sum += b.max.category[c];
       ymax = Math.max(ymax, sum, b.max.allocated, b.max.reserved, b.max.device_used, b.max.go_heap || 0);
     }
+    return ymax;
+  }
+
+  drawMemory() {
+    const { ctx, buckets } = this, top = this.tracks.mem, h = MEM_H;
+    const ymax = this.memScale();
     this.memMax = ymax;
     const y = (v) => top + h - (v / ymax) * (h - 4);
     ctx.fillStyle = "#fafafa"; ctx.fillRect(0, top, this.W, h);
