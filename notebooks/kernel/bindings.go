@@ -31,6 +31,7 @@ import (
 type runtime struct {
 	em   *event.Emitter
 	sink *pipeSink
+	samp *sampler // device_used and go_heap_inuse counters; nil in tests that make a runtime alone
 
 	mu      sync.Mutex // guards the registries against the retention walk
 	allocs  map[string]*alloc.Allocator
@@ -79,7 +80,12 @@ func (rt *runtime) allocator(dev string, limit uint64) (*alloc.Allocator, error)
 	default:
 		return nil, fmt.Errorf("unknown device %q (want \"meta\" or \"cpu\")", dev)
 	}
-	a := alloc.New(d, alloc.Options{Emitter: rt.em, Limit: limit})
+	opts := alloc.Options{Emitter: rt.em, Limit: limit}
+	if rt.samp != nil {
+		rt.samp.addDevice(d)
+		opts.OnSegments = rt.samp.device
+	}
+	a := alloc.New(d, opts)
 	rt.allocs[dev] = a
 	if rt.main == nil {
 		rt.main = a
@@ -116,11 +122,13 @@ func universe() starlark.StringDict {
 		"tokenizer":   starlark.NewBuiltin("tokenizer", builtinTokenizer),
 		"struct":      starlark.NewBuiltin("struct", starlarkstruct.Make),
 		"mem": starlarkstruct.FromStringDict(starlark.String("mem"), starlark.StringDict{
-			"stats":       starlark.NewBuiltin("mem.stats", memStats),
-			"empty_cache": starlark.NewBuiltin("mem.empty_cache", memEmptyCache),
-			"snapshot":    starlark.NewBuiltin("mem.snapshot", memSnapshot),
-			"device":      starlark.NewBuiltin("mem.device", memDevice),
+			"stats":        starlark.NewBuiltin("mem.stats", memStats),
+			"empty_cache":  starlark.NewBuiltin("mem.empty_cache", memEmptyCache),
+			"snapshot":     starlark.NewBuiltin("mem.snapshot", memSnapshot),
+			"device":       starlark.NewBuiltin("mem.device", memDevice),
+			"take_outside": starlark.NewBuiltin("mem.take_outside", memTakeOutside),
 		}),
+		"host": hostModule(),
 		"timeline": starlarkstruct.FromStringDict(starlark.String("timeline"), starlark.StringDict{
 			"mark":      starlark.NewBuiltin("timeline.mark", timelineMark),
 			"lingering": starlark.NewBuiltin("timeline.lingering", timelineLingering),
@@ -850,6 +858,7 @@ func statsValue(s alloc.Stats) starlark.Value {
 		"active": starlark.MakeUint64(s.Active), "requested": starlark.MakeUint64(s.Requested),
 		"num_allocs": starlark.MakeUint64(s.NumAllocs), "num_frees": starlark.MakeUint64(s.NumFrees),
 		"num_ooms": starlark.MakeUint64(s.NumOOMs), "by_category": byCat,
+		"outside": starlark.MakeUint64(s.Outside),
 	})
 }
 
@@ -887,6 +896,7 @@ func memDevice(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	free, total := d.MemInfo()
 	return starlarkstruct.FromStringDict(starlark.String("device"), starlark.StringDict{
 		"name": starlark.String(d.Name()), "free": starlark.MakeUint64(free), "total": starlark.MakeUint64(total),
+		"used": starlark.MakeUint64(total - free),
 	}), nil
 }
 

@@ -69,7 +69,15 @@
 //	tensor(shape, category="activation", expect="cell", label="tensor", dtype="f32") → Tensor (.free() .view(*sizes) .slice(dim, start, end) .shape .bytes .live .label)
 //	causal_mask(rows, cols, offset=0, label="mask", expect="cell") → Tensor
 //	tokenizer(cache_size=0) → Tokenizer (.encode(text, key=None) .stats() .clear()); each cache entry is a tokenizer_cache block
-//	mem.stats(), mem.empty_cache(), mem.snapshot(), mem.device()
+//	mem.stats() (.allocated .reserved .outside ...), mem.empty_cache(), mem.snapshot(), mem.device() (.name .free .total .used)
+//	mem.take_outside(bytes, label="outside") → OutsideMemory (.bytes .label .live .release()): device memory taken
+//	  beside the caching allocator, as a library calling cudaMalloc directly; counted under the limit, on the
+//	  device-used track and not on reserved
+//	host.read_document(bytes, seed=0) → str: a synthetic text of that many bytes (4 KiB records
+//	  "record NNNNNN title=... | body ...") built as one string on the Go heap; a slice s[i:j] of it shares
+//	  its memory, so keeping any slice keeps the whole document
+//	host.clone(s) → a copy of s in fresh memory (strings.Clone): keeps only its own bytes
+//	host.gc() → Go heap in use after a full collection (and a go_heap_inuse sample); host.heap() → it now
 //	timeline.mark(label), timeline.lingering() → [struct(addr, size, category, label, site, holder)]
 //	struct(**kwargs)
 //
@@ -80,6 +88,22 @@
 // (or tensor) picks the device and every later engine on it shares the
 // allocator, so mem.stats() covers them all; an engine on another device
 // gets an allocator of its own. mem.* and tensor() use the first.
+//
+// # Counters
+//
+// The kernel samples two counters through its Emitter, each emitted only
+// when its value changed: "device_used", the devices' own view (MemInfo
+// total minus free, summed over the kernel's devices: the allocators'
+// segments plus memory taken outside them), after every allocator call
+// that took or returned a segment (alloc.Options.OnSegments; nothing on
+// other allocations); and "go_heap_inuse", the Go heap in use read from
+// runtime/metrics as /memory/classes/heap/objects:bytes plus
+// /memory/classes/heap/unused:bytes, which is exactly runtime.MemStats'
+// HeapInuse (Prometheus' go_memstats_heap_inuse_bytes, the figure the
+// field report watched) without ReadMemStats' stop-the-world. It is
+// sampled inside each cell scope at its start and end, after host.gc(),
+// and at every event flush (20 ms) when it moved by 64 KiB or more, so an
+// idle kernel stays quiet. The analyzer and the timeline follow both.
 //
 // # Who holds it
 //

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"linger/notebooks/msg"
+	"linger/timeline/event"
 )
 
 // client drives an in-process kernel over pipes.
@@ -20,6 +21,49 @@ type client struct {
 	ctrl    chan Control
 	done    chan error
 	session string
+	log     eventLog // the kernel's events, decoded from its FrameEvents
+}
+
+// eventLog is an event.Sink that keeps what a kernel sent.
+type eventLog struct {
+	mu     sync.Mutex
+	strs   map[event.StringID]string
+	events []event.Event
+}
+
+func (l *eventLog) DefineString(id event.StringID, s string) {
+	l.mu.Lock()
+	if l.strs == nil {
+		l.strs = map[event.StringID]string{}
+	}
+	l.strs[id] = s
+	l.mu.Unlock()
+}
+func (l *eventLog) DefineSite(event.SiteID, event.Site) {}
+func (l *eventLog) Emit(e event.Event) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+}
+
+// counters returns the kernel's counter events named name so far, in order.
+func (l *eventLog) counters(name string) []event.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []event.Event
+	for _, e := range l.events {
+		if e.Kind == event.KindCounter && l.strs[e.Label] == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// snapshot returns a copy of the events so far.
+func (l *eventLog) snapshot() []event.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]event.Event(nil), l.events...)
 }
 
 func startKernel(t *testing.T) *client {
@@ -43,6 +87,10 @@ func startKernel(t *testing.T) *client {
 					continue
 				}
 				c.msgs <- m
+			case FrameEvents:
+				if err := DecodeEvents(p, &c.log); err != nil {
+					t.Errorf("kernel sent bad events: %v", err)
+				}
 			case FrameControl:
 				var ctl Control
 				_ = json.Unmarshal(p, &ctl)

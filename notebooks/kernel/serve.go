@@ -129,6 +129,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	k.sink = &pipeSink{an: analyze.New(analyze.Options{MaxObjects: 1 << 16}), write: k.writeFrame}
 	k.em = event.NewEmitter(k.sink, event.EmitterOptions{SiteHook: k.siteHook})
 	k.rt = newRuntime(k.em, k.sink)
+	k.rt.samp = newSampler(k.em)
 	installUniverse.Do(func() {
 		for name, v := range universe() {
 			starlark.Universe[name] = v
@@ -139,6 +140,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("kernel: hello: %w", err)
 	}
 	sess := k.em.Begin(event.ScopeSession, "session")
+	k.rt.samp.goHeap(1)
 	k.publish(nil, "status", map[string]any{"execution_state": "starting"})
 	k.publish(nil, "status", map[string]any{"execution_state": "idle"})
 
@@ -151,6 +153,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		for {
 			select {
 			case <-t.C:
+				k.rt.samp.goHeap(heapStep)
 				k.sink.flush()
 			case <-k.stop:
 				return
@@ -535,8 +538,12 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 		cancel()
 	}
 	k.mu.Unlock()
+	// The Go heap is sampled at both ends inside the cell's scope, so that
+	// the analyzer's sample at the cell's end sees the heap the cell left.
 	scope := k.em.Begin(event.ScopeCell, cell)
+	k.rt.samp.goHeap(1)
 	err = starlark.ExecREPLChunk(f, thread, k.globals)
+	k.rt.samp.goHeap(1)
 	k.em.End(scope)
 	k.mu.Lock()
 	interrupted := run.interrupted

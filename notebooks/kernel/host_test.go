@@ -1,0 +1,175 @@
+package kernel
+
+import (
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.starlark.net/starlark"
+
+	"linger/timeline/event"
+)
+
+// heapAfterGC is the Go heap in use after a full collection, as the
+// go_heap_inuse counter measures it.
+func heapAfterGC() uint64 {
+	goruntime.GC()
+	return newSampler(nil).read()
+}
+
+// TestSliceRetains checks the leak scenario 6 is about, in Starlark as a
+// cell writes it: a short slice of a large string keeps the whole string
+// on the Go heap after a GC; host.clone of the slice does not.
+func TestSliceRetains(t *testing.T) {
+	const size = 48 << 20
+	run := func(code string) starlark.StringDict {
+		t.Helper()
+		th := &starlark.Thread{}
+		g, err := starlark.ExecFileOptions(fileOptions, th, "cell", code,
+			starlark.StringDict{"host": hostModule(), "size": starlark.MakeInt(size)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	base := heapAfterGC()
+	kept := run("doc = host.read_document(size)\nkept = doc[100:140]\ndoc = None\n")
+	leaky := heapAfterGC()
+	cloned := run("doc = host.read_document(size)\nkept = host.clone(doc[100:140])\ndoc = None\n")
+	kept["doc"] = starlark.None
+	kept = nil
+	fixed := heapAfterGC()
+	t.Logf("heap after GC: base %d, slice kept %+d, clone kept %+d", base, int64(leaky-base), int64(fixed-base))
+	if leaky < base+size*9/10 {
+		t.Errorf("a 40-byte slice kept %d bytes of heap, want the whole %d-byte document", int64(leaky-base), size)
+	}
+	if fixed > base+size/10 {
+		t.Errorf("a 40-byte clone kept %d bytes of heap", int64(fixed-base))
+	}
+	if s := string(cloned["kept"].(starlark.String)); len(s) != 40 || !strings.HasPrefix(makeDocument(200, 0)[100:], s) {
+		t.Errorf("clone %q", s)
+	}
+	goruntime.KeepAlive(cloned)
+}
+
+func TestMakeDocument(t *testing.T) {
+	for _, n := range []int{1, 100, documentRecord, documentRecord + 1, 3*documentRecord - 7} {
+		d := makeDocument(n, 3)
+		if len(d) != n {
+			t.Fatalf("document of %d bytes has %d", n, len(d))
+		}
+	}
+	d := makeDocument(4*documentRecord, 1)
+	lines := strings.Split(strings.TrimSuffix(d, "\n"), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[2], "record 000002 title=") || len(lines[2]) != documentRecord-1 {
+		t.Errorf("records %d, third %.40q", len(lines), lines[2])
+	}
+	if makeDocument(1000, 1) == makeDocument(1000, 2) {
+		t.Error("seeds make the same document")
+	}
+}
+
+// TestCounters runs cells and checks the counters the kernel samples:
+// device_used follows the segments, the outside memory included, and
+// go_heap_inuse follows a document kept in a global and its release.
+func TestCounters(t *testing.T) {
+	c := startKernel(t)
+	printed := func(code string) []uint64 {
+		t.Helper()
+		ms := c.exec(code)
+		if rep := find(ms, "execute_reply"); rep["status"] != "ok" {
+			t.Fatalf("%s: %v", code, rep)
+		}
+		s := find(ms, "stream")
+		var out []uint64
+		for _, f := range strings.Fields(s["text"].(string)) {
+			n, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				t.Fatalf("printed %q", s["text"])
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	near := func(a, b uint64) bool { return max(a, b)-min(a, b) < 1<<20 }
+	last := func(name string) uint64 {
+		t.Helper()
+		cs := c.log.counters(name)
+		if len(cs) == 0 {
+			t.Fatalf("no %s counter", name)
+		}
+		return cs[len(cs)-1].Size
+	}
+
+	v := printed(`e = engine(model="tiny", device="meta")
+r = e.generate(prompt_tokens=256, max_new_tokens=2)
+print(mem.device().used, mem.stats().reserved)`)
+	if last("device_used") != v[0] || v[0] != v[1] {
+		t.Fatalf("device_used %d, device says %d, reserved %d", last("device_used"), v[0], v[1])
+	}
+	v = printed(`o = mem.take_outside(48 * 1024 * 1024, label="nccl")
+print(mem.device().used, mem.stats().reserved, mem.stats().outside, o.bytes)`)
+	if last("device_used") != v[0] || v[0] != v[1]+48<<20 || v[2] != 48<<20 || v[3] != 48<<20 {
+		t.Fatalf("after take_outside: device_used %d, printed %v", last("device_used"), v)
+	}
+	var seg event.Event
+	for _, e := range c.log.snapshot() {
+		if e.Kind == event.KindSegmentAlloc && e.Extra == event.PoolOutside {
+			seg = e
+		}
+	}
+	if seg.Size != 48<<20 {
+		t.Fatalf("no outside segment event of 48 MiB: %+v", seg)
+	}
+	v = printed(`o.release()
+print(mem.device().used, mem.stats().reserved, mem.stats().outside, int(o.live))`)
+	if last("device_used") != v[0] || v[0] != v[1] || v[2] != 0 || v[3] != 0 {
+		t.Fatalf("after release: device_used %d, printed %v", last("device_used"), v)
+	}
+	if rep := find(c.exec("o.release()"), "execute_reply"); rep["status"] != "error" {
+		t.Errorf("second release: %v", rep)
+	}
+
+	const doc = 64 << 20
+	base := printed("print(host.gc())")[0]
+	if got := last("go_heap_inuse"); !near(got, base) {
+		t.Fatalf("go_heap_inuse %d after host.gc() returned %d", got, base)
+	}
+	grown := printed("d = host.read_document(64 * 1024 * 1024)\nkept = d[0:20]\nd = None\nprint(host.gc())")[0]
+	if grown < base+doc*9/10 || !near(last("go_heap_inuse"), grown) {
+		t.Fatalf("heap %d → %d (counter %d) with a slice of a %d-byte document kept", base, grown, last("go_heap_inuse"), doc)
+	}
+	// In a cell of its own: the cell that replaces kept may still hold the
+	// old value in a spent slot of its Starlark stack until it returns.
+	c.exec("kept = host.clone(kept)")
+	back := printed("print(host.gc())")[0]
+	if back > base+doc/10 || !near(last("go_heap_inuse"), back) {
+		t.Fatalf("heap %d after cloning the slice (base %d, counter %d)", back, base, last("go_heap_inuse"))
+	}
+	// The cell scopes carry a heap sample at both ends.
+	evs := c.log.snapshot()
+	cellEnds, sampled := 0, 0
+	for i, e := range evs {
+		if e.Kind == event.KindScopeEnd && e.Expect == event.ScopeCell {
+			cellEnds++
+			for j := i - 1; j >= 0 && evs[j].Kind != event.KindScopeBegin; j-- {
+				if evs[j].Kind == event.KindCounter && c.log.strs[evs[j].Label] == "go_heap_inuse" {
+					sampled++
+					break
+				}
+			}
+		}
+	}
+	t.Logf("%d cells, %d ended with a heap sample; %d go_heap_inuse counters in %d events", cellEnds, sampled, len(c.log.counters("go_heap_inuse")), len(evs))
+	if sampled == 0 {
+		t.Error("no cell ends with a go_heap_inuse sample")
+	}
+}
+
+func BenchmarkMakeDocument(b *testing.B) {
+	b.SetBytes(16 << 20)
+	for b.Loop() {
+		makeDocument(16<<20, 1)
+	}
+}
