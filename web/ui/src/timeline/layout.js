@@ -32,3 +32,42 @@ export function stack(objects, end) {
   }
   return height;
 }
+
+// Time-axis ticks. The step is 1, 2 or 5 × 10^k ns, the finest whose
+// labels fit between the ticks; the unit follows the values' magnitude and
+// the number of decimals follows the step, so that neighbouring labels
+// always differ ("1.9802 s", "1.9804 s", never "1.98 s" twice).
+
+const UNITS = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
+
+/** tickLabel formats t (ns) in the unit for magnitude mag, to the precision of step. */
+export function tickLabel(t, step, mag) {
+  const [scale, name] = UNITS.find(([s]) => mag >= s) || UNITS[UNITS.length - 1];
+  const digits = Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-9));
+  return `${(t / scale).toFixed(digits)} ${name}`;
+}
+
+/**
+ * axisTicks returns the ticks [{t, label}] for the view [t0, t1] ns drawn
+ * width px wide; measure(label) is a label's width in px.
+ */
+export function axisTicks(t0, t1, width, measure, gap = 12) {
+  const span = t1 - t0;
+  if (!(span > 0) || !(width > 0)) return [];
+  const mag = Math.max(Math.abs(t0), Math.abs(t1));
+  for (let k = Math.floor(Math.log10(span / 100)); ; k++) {
+    for (const m of [1, 2, 5]) {
+      const step = m * 10 ** k;
+      if (step < 1) continue;
+      const first = Math.ceil(t0 / step), last = Math.floor(t1 / step);
+      const px = (step / span) * width;
+      if (last - first > 50) continue;
+      // The widest label is the longest one: check the two ends.
+      const w = Math.max(measure(tickLabel(first * step, step, mag)), measure(tickLabel(last * step, step, mag)));
+      if (px < w + gap && last > first) continue;
+      const ticks = [];
+      for (let i = first; i <= last; i++) ticks.push({ t: i * step, label: tickLabel(i * step, step, mag) });
+      return ticks;
+    }
+  }
+}

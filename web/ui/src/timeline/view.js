@@ -5,11 +5,14 @@
 // DOM nodes: everything per event or per bucket is drawn on the canvas.
 
 import { CATEGORIES, CATEGORY_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, duration } from "./palette.js";
-import { stack } from "./layout.js";
+import { stack, axisTicks } from "./layout.js";
 
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
 const OBJECTS_N = 400, POLL_MS = 500;
+// A lingering object is drawn at least this tall (CSS px) whatever its
+// size, on top of its neighbours, so that it can be seen and clicked.
+const LINGER_H = 9;
 
 function el(tag, attrs = {}, ...kids) {
   const e = document.createElement(tag);
@@ -47,32 +50,35 @@ export class TimelineView {
 
   build() {
     const btn = (label, title, fn) => el("button", { type: "button", class: "lt-btn", title, "aria-label": title, onclick: fn }, label);
-    this.followBox = el("input", { type: "checkbox", id: "lt-follow", "data-testid": "timeline-follow" });
-    this.followBox.checked = this.follow;
-    this.followBox.addEventListener("change", () => { this.follow = this.followBox.checked; if (this.follow) this.toEnd(); });
+    this.followBtn = el("button", { type: "button", class: "lt-btn lt-toggle", "data-testid": "timeline-follow", title: "Follow the end of the trace while it grows (f)" }, "Follow live");
+    this.followBtn.addEventListener("click", () => this.setFollow(!this.follow));
+    this.setFollow(this.follow, true);
     this.status = el("span", { class: "lt-status", role: "status", "data-testid": "timeline-status" });
     const exports = el("span", { class: "lt-exports" }, "Export: ");
     for (const [f, label] of [["perfetto", "Perfetto"], ["memviz-json", "memory_viz JSON"], ["memviz-pickle", "pickle"], ["pprof", "pprof"]]) {
-      exports.append(el("a", { href: this.source.exportURL(f), download: "", "data-testid": `export-${f}`, class: "lt-link" }, label), " ");
+      exports.append(el("a", { href: this.source.exportURL(f), download: "", "data-testid": `export-${f}`, class: "lt-link", "aria-label": `Export as ${label}` }, label), " ");
     }
-    this.toolbar = el("div", { class: "lt-toolbar" },
+    this.toolbar = el("div", { class: "lt-toolbar", role: "toolbar", "aria-label": "Timeline" },
       btn("Fit", "Show the whole trace (0)", () => this.fit()),
       btn("−", "Zoom out (-)", () => this.zoom(2)),
       btn("+", "Zoom in (+)", () => this.zoom(0.5)),
-      el("label", { for: "lt-follow", class: "lt-follow" }, this.followBox, " Follow live (f)"),
-      this.status, exports);
+      this.followBtn, this.status, exports);
     this.canvas = el("canvas", {
       class: "lt-canvas", tabindex: "0", "data-testid": "timeline-canvas", role: "img",
-      "aria-label": "Memory timeline. Arrow keys pan, + and - zoom, 0 fits, f follows live; shift-drag zooms to a range.",
+      "aria-label": "Memory timeline. Left and right arrows pan, + and - zoom, Home and End go to the start and the end, 0 fits, f follows live; up and down arrows step through the objects, lingering first, and Enter shows the one selected; shift-drag zooms to a range.",
+      "aria-describedby": "lt-said",
     });
+    // What the keyboard selected, read out by screen readers.
+    this.said = el("p", { id: "lt-said", class: "lt-sr", "aria-live": "polite", "data-testid": "timeline-said" });
     this.tooltip = el("div", { class: "lt-tooltip", role: "tooltip", "data-testid": "timeline-tooltip", hidden: "" });
-    this.body = el("div", { class: "lt-body" }, this.canvas, this.tooltip);
+    this.body = el("div", { class: "lt-body" }, this.canvas, this.tooltip, this.said);
     this.legend = el("div", { class: "lt-legend", "data-testid": "timeline-legend" });
     for (let c = 1; c < CATEGORIES.length; c++) {
       this.legend.append(el("span", { class: "lt-key" }, el("i", { style: `background:${CATEGORY_COLOURS[c]}` }), CATEGORIES[c]));
     }
     for (const t of TRACKS) this.legend.append(el("span", { class: "lt-key" }, el("i", { class: "lt-line", style: `border-color:${t.colour};border-style:${t.dash.length ? "dashed" : "solid"}` }), t.label));
-    this.legend.append(el("span", { class: "lt-key" }, el("i", { class: "lt-linger" }), "lingering ▲"), el("span", { class: "lt-key" }, el("i", { class: "lt-leak" }), "leak ∞"));
+    this.legend.append(el("span", { class: "lt-key", "data-testid": "legend-lingering" }, el("i", { class: "lt-linger" }), "▲ lingering, freed late"),
+      el("span", { class: "lt-key", "data-testid": "legend-leak" }, el("i", { class: "lt-leak" }), "∞ leak, never freed"));
     this.detail = el("section", { class: "lt-detail", "data-testid": "timeline-detail", "aria-live": "polite" }, el("p", { class: "lt-hint" }, "Click an object for its details."));
     this.findings = el("section", { class: "lt-findings", "data-testid": "timeline-findings" }, el("h3", {}, "Findings"), el("p", { class: "lt-hint" }, "Loading…"));
     this.root.replaceChildren(this.toolbar, this.body, this.legend, el("div", { class: "lt-panels" }, this.detail, this.findings));
@@ -107,10 +113,14 @@ export class TimelineView {
   setView(t0, t1, userAction) {
     const span = Math.max(t1 - t0, 1000);
     this.view = { t0: Math.max(0, t0), t1: Math.max(0, t0) + span };
-    if (userAction && this.follow && this.view.t1 < this.source.end()) {
-      this.follow = this.followBox.checked = false; // looking back leaves follow mode
-    }
+    if (userAction && this.follow && this.view.t1 < this.source.end()) this.setFollow(false, true); // looking back leaves follow mode
     this.refresh();
+  }
+
+  setFollow(on, quiet) {
+    this.follow = on;
+    this.followBtn.setAttribute("aria-pressed", String(on));
+    if (on && !quiet) this.toEnd();
   }
 
   fit() { this.setView(0, Math.max(this.source.end() * 1.02, 1e6), false); }
@@ -122,6 +132,10 @@ export class TimelineView {
     const d = (dx / this.W) * (this.view.t1 - this.view.t0);
     this.setView(this.view.t0 + d, this.view.t1 + d, true);
   }
+  toStart() {
+    const span = this.view.t1 - this.view.t0;
+    this.setView(0, span, true);
+  }
   toEnd() {
     const span = this.view.t1 - this.view.t0, end = this.source.end();
     this.setView(Math.max(0, end - span * 0.95), Math.max(0, end - span * 0.95) + span, false);
@@ -130,7 +144,7 @@ export class TimelineView {
   /** jump shows [t0, t1] with some margin, e.g. from a finding. */
   jump(t0, t1) {
     const pad = Math.max((t1 - t0) * 0.25, 1e5);
-    this.follow = this.followBox.checked = false;
+    this.setFollow(false, true);
     this.setView(t0 - pad, t1 + pad, false);
     this.canvas.focus();
   }
@@ -228,14 +242,13 @@ export class TimelineView {
 
   drawAxis() {
     const { ctx, W } = this, { t0, t1 } = this.view;
-    const span = t1 - t0, step = 10 ** Math.floor(Math.log10(span / 6));
-    const tick = [1, 2, 5, 10].map((m) => m * step).find((s) => span / s <= 10) || step * 10;
     ctx.fillStyle = "#333"; ctx.strokeStyle = "#ccc"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
     ctx.beginPath();
-    for (let t = Math.ceil(t0 / tick) * tick; t < t1; t += tick) {
+    this.ticks = axisTicks(t0, t1, W, (s) => ctx.measureText(s).width + 2);
+    for (const { t, label } of this.ticks) {
       const x = Math.round(this.x(t)) + 0.5;
       ctx.moveTo(x, AXIS - 5); ctx.lineTo(x, this.H);
-      ctx.fillText(duration(t), x + 2, 3);
+      if (x + 2 + ctx.measureText(label).width <= W) ctx.fillText(label, x + 2, 3);
     }
     ctx.globalAlpha = 0.4; ctx.stroke(); ctx.globalAlpha = 1;
   }
@@ -316,35 +329,80 @@ export class TimelineView {
     const { ctx } = this, top = this.tracks.obj, h = this.tracks.objH;
     ctx.fillStyle = "#fcfcfc"; ctx.fillRect(0, top, this.W, h);
     const scale = (h - 14) / this.objHeight, end = this.objEnd ?? this.source.end();
+    const bottom = top + h, ceil = top + 14;
     this.hits = [];
+    const lingering = [];
     for (const o of this.objects) {
       const x0 = this.x(o.alloc_time), x1 = this.x(o.free_time >= 0 ? o.free_time : end);
-      const y1 = top + h - o.y * scale, y0 = y1 - Math.max(1, o.size * scale);
-      const r = { o, x0: Math.max(x0, -2), x1: Math.min(Math.max(x1, x0 + 1), this.W + 2), y0, y1 };
+      let y1 = bottom - o.y * scale, y0 = y1 - Math.max(1, o.size * scale);
+      if (o.lingering && y1 - y0 < LINGER_H) {
+        // Grown about its middle, kept inside the track.
+        const mid = Math.min(Math.max((y0 + y1) / 2, ceil + LINGER_H / 2), bottom - LINGER_H / 2);
+        y0 = mid - LINGER_H / 2; y1 = mid + LINGER_H / 2;
+      }
+      const r = { o, x0: Math.max(x0, -2), x1: Math.min(Math.max(x1, x0 + (o.lingering ? 3 : 1)), this.W + 2), y0, y1, grown: o.lingering && o.size * scale < LINGER_H };
       this.hits.push(r);
-      ctx.globalAlpha = o.lingering ? 1 : 0.75;
-      ctx.fillStyle = o.lingering ? LINGERING : CATEGORY_COLOURS[CATEGORIES.indexOf(o.category)] || "#999";
+      if (o.lingering) { lingering.push(r); continue; }
+      ctx.globalAlpha = 0.75;
+      ctx.fillStyle = CATEGORY_COLOURS[CATEGORIES.indexOf(o.category)] || "#999";
       ctx.fillRect(r.x0, y0, r.x1 - r.x0, y1 - y0);
       ctx.globalAlpha = 1;
-      if (o.lingering) {
-        ctx.fillStyle = hatch(ctx, o.leak);
-        ctx.fillRect(r.x0, y0, r.x1 - r.x0, y1 - y0);
-        ctx.strokeStyle = "#000"; ctx.lineWidth = 1.5; ctx.strokeRect(r.x0, y0, r.x1 - r.x0, y1 - y0); ctx.lineWidth = 1;
-        this.badge(o.leak ? "∞" : "▲", Math.min(r.x1, this.W - 8), Math.max(y0, top + 8));
-      }
-      if (this.selected && this.selected.seq === o.seq) {
-        ctx.strokeStyle = "#0077BB"; ctx.lineWidth = 2; ctx.strokeRect(r.x0 - 1, y0 - 1, r.x1 - r.x0 + 2, y1 - y0 + 2); ctx.lineWidth = 1;
+    }
+    // Lingering objects last, on top: hit testing goes from the last drawn,
+    // so the band a person sees is the one a click gets.
+    this.hits = this.hits.filter((r) => !r.o.lingering).concat(lingering);
+    // Small lingering objects side by side would be grown into one band:
+    // lift each above those it overlaps, from the bottom up.
+    lingering.sort((a, b) => b.y1 - a.y1);
+    for (let i = 0; i < lingering.length; i++) {
+      const r = lingering[i];
+      for (let j = 0; j < i; j++) {
+        const q = lingering[j];
+        if (r.grown && q.x0 < r.x1 && r.x0 < q.x1 && q.y0 < r.y1 && r.y0 < q.y1 && q.y0 - 1 - LINGER_H >= ceil) {
+          r.y1 = q.y0 - 1; r.y0 = r.y1 - LINGER_H; j = -1; // look again from the first
+        }
       }
     }
+    for (const r of lingering) this.drawLingering(r);
+    const sel = this.selected && this.hits.find((r) => r.o.seq === this.selected.seq);
+    if (sel) {
+      ctx.strokeStyle = "#fff"; ctx.lineWidth = 5; ctx.strokeRect(sel.x0 - 2, sel.y0 - 2, sel.x1 - sel.x0 + 4, sel.y1 - sel.y0 + 4);
+      ctx.strokeStyle = "#0077BB"; ctx.lineWidth = 2.5; ctx.strokeRect(sel.x0 - 2, sel.y0 - 2, sel.x1 - sel.x0 + 4, sel.y1 - sel.y0 + 4); ctx.lineWidth = 1;
+    }
     ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
-    ctx.fillText(`objects: the ${this.objects.length} largest in view`, 4, top + 2);
+    ctx.fillText(`objects: the ${this.objects.length} largest in view${lingering.length ? `, ${lingering.length} lingering` : ""}`, 4, top + 2);
   }
 
-  badge(text, x, y) {
+  // A late free is a diagonal hatch ending in a bar at its free, badged
+  // with a triangle; a leak a cross-hatch that runs off the right end as an
+  // arrow, badged with ∞ in a circle: told apart by shape, not only hue.
+  drawLingering({ o, x0, x1, y0, y1 }) {
+    const { ctx } = this, h = y1 - y0, leak = o.leak;
+    ctx.beginPath();
+    if (leak) {
+      const tip = Math.min(h / 2, 6);
+      ctx.moveTo(x0, y0); ctx.lineTo(x1 - tip, y0); ctx.lineTo(x1, (y0 + y1) / 2); ctx.lineTo(x1 - tip, y1); ctx.lineTo(x0, y1); ctx.closePath();
+    } else ctx.rect(x0, y0, x1 - x0, h);
+    ctx.fillStyle = LINGERING; ctx.fill();
+    ctx.fillStyle = hatch(ctx, leak); ctx.fill();
+    ctx.strokeStyle = "#000"; ctx.lineWidth = 1.5; ctx.stroke();
+    if (!leak) { ctx.fillStyle = "#000"; ctx.fillRect(x1 - 3, y0 - 2, 3, h + 4); }
+    ctx.lineWidth = 1;
+    const bx = Math.min(Math.max(x1 + 9, 9), this.W - 9), by = Math.max((y0 + y1) / 2, this.tracks.obj + 9);
+    this.badge(leak, bx, by);
+  }
+
+  badge(leak, x, y) {
     const { ctx } = this;
-    ctx.fillStyle = "#000"; ctx.beginPath(); ctx.arc(x, y, 7, 0, 2 * Math.PI); ctx.fill();
-    ctx.fillStyle = "#fff"; ctx.font = "bold 10px system-ui, sans-serif"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
-    ctx.fillText(text, x, y + 0.5); ctx.textAlign = "start";
+    ctx.fillStyle = "#000"; ctx.strokeStyle = "#fff"; ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    if (leak) ctx.arc(x, y, 8, 0, 2 * Math.PI);
+    else { ctx.moveTo(x, y - 8); ctx.lineTo(x + 8, y + 6); ctx.lineTo(x - 8, y + 6); ctx.closePath(); }
+    ctx.fill(); ctx.stroke(); ctx.lineWidth = 1;
+    if (leak) {
+      ctx.fillStyle = "#fff"; ctx.font = "bold 12px system-ui, sans-serif"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+      ctx.fillText("∞", x, y + 0.5); ctx.textAlign = "start";
+    }
   }
 
   // --- input --------------------------------------------------------------
@@ -385,9 +443,29 @@ export class TimelineView {
     c.addEventListener("pointerleave", () => { this.tooltip.hidden = true; });
     c.addEventListener("dblclick", () => this.fit());
     c.addEventListener("keydown", (ev) => {
-      const k = { ArrowLeft: () => this.pan(-this.W / 8), ArrowRight: () => this.pan(this.W / 8), "+": () => this.zoom(0.5), "=": () => this.zoom(0.5), "-": () => this.zoom(2), 0: () => this.fit(), f: () => { this.followBox.checked = !this.followBox.checked; this.followBox.dispatchEvent(new Event("change")); } }[ev.key];
+      if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+      const k = {
+        ArrowLeft: () => this.pan(-this.W / 8), ArrowRight: () => this.pan(this.W / 8),
+        "+": () => this.zoom(0.5), "=": () => this.zoom(0.5), "-": () => this.zoom(2), 0: () => this.fit(),
+        Home: () => this.toStart(), End: () => this.toEnd(),
+        f: () => this.setFollow(!this.follow),
+        ArrowDown: () => this.step(1), ArrowUp: () => this.step(-1),
+        Enter: () => { if (this.selected) this.showDetail(this.selected); },
+        Escape: () => { this.selected = null; this.said.textContent = ""; this.schedule(); },
+      }[ev.key];
       if (k) { ev.preventDefault(); k(); }
     });
+  }
+
+  /** step selects the next (d=1) or previous (d=-1) object in view: lingering ones first, then by size. */
+  step(d) {
+    const order = this.objects.slice().sort((a, b) => (b.lingering - a.lingering) || (b.size - a.size) || (a.alloc_time - b.alloc_time));
+    if (!order.length) { this.said.textContent = "No objects in view."; return; }
+    const i = this.selected ? order.findIndex((o) => o.seq === this.selected.seq) : -1;
+    const o = order[(i < 0 ? (d > 0 ? 0 : order.length - 1) : (i + d + order.length) % order.length)];
+    this.selected = o;
+    this.said.textContent = `${o.label || "(no label)"}: ${bytes(o.size)} ${o.category}${o.lingering ? (o.leak ? ", leak, never freed" : ", lingering, freed late") : ""}. Enter shows its details.`;
+    this.schedule();
   }
 
   objectAt(p) {
@@ -477,16 +555,18 @@ export class TimelineView {
       return;
     }
     const list = el("ul", {});
-    const item = (text, fn) => {
-      const li = el("li", {}, fn ? el("button", { type: "button", class: "lt-finding", onclick: fn }, text) : text);
+    const item = (text, fn, title) => {
+      const li = el("li", {}, fn ? el("button", { type: "button", class: "lt-finding", onclick: fn, ...(title ? { title } : {}) }, text) : text);
       list.append(li);
     };
     const end = r.duration_ns || this.source.end();
     for (const o of (r.lingering?.objects || []).slice(0, 50)) {
       // The category always shows: a label alone ("layer.0.k") does not
       // say that it is a KV cache.
-      item(`${o.leaked ? "∞ leak" : "▲ lingering"}: ${o.category}${o.label ? ` ${o.label}` : ""} ${bytes(o.size)} (${o.site || "unknown site"})`,
-        () => this.jump(o.alloc_time_ns, o.leaked ? end : (o.free_time_ns || end)));
+      // The site's first frame; the whole stack is in the tooltip and the detail panel.
+      const site = (o.site || "unknown site").split(" ← ")[0];
+      item(`${o.leaked ? "∞ leak" : "▲ lingering"}: ${o.category}${o.label ? ` ${o.label}` : ""} ${bytes(o.size)} (${site})`,
+        () => this.jump(o.alloc_time_ns, o.leaked ? end : (o.free_time_ns || end)), o.site);
     }
     for (const g of r.growth || []) item(`growth: ${g.category}${g.site ? ` at ${g.site}` : ""} +${bytes(g.bytes_per_step)}/${r.growth_unit || "step"}`, () => this.fit());
     for (const d of r.duplicates || []) item(`duplicates: ${d.count} × ${bytes(d.max_size)} ${d.category} at ${d.site}`);
@@ -508,22 +588,25 @@ function injectStyle() {
   document.head.append(el("style", {}, `
 .lt-toolbar{display:flex;flex-wrap:wrap;gap:.5em;align-items:center;padding:.25em 0;font:13px system-ui,sans-serif}
 .lt-btn{min-width:2em}
-.lt-btn:focus-visible,.lt-canvas:focus-visible,.lt-link:focus-visible,.lt-finding:focus-visible{outline:3px solid #0077BB;outline-offset:2px}
+.lt-toggle[aria-pressed=true]{background:#dde7f5;font-weight:600}
+.lt-toggle[aria-pressed=true]::before{content:"✓ "}
 .lt-status{margin-left:auto}
-.lt-body{position:relative;min-height:420px}
+.lt-body{position:relative;min-height:420px;overflow:hidden}
 .lt-canvas{display:block;touch-action:none;cursor:crosshair}
 .lt-tooltip{position:absolute;pointer-events:none;background:#fff;border:1px solid #888;padding:.3em .5em;font:12px system-ui,sans-serif;max-width:220px;box-shadow:0 1px 4px rgba(0,0,0,.2)}
-.lt-legend{display:flex;flex-wrap:wrap;gap:.75em;font:12px system-ui,sans-serif;padding:.25em 0}
+.lt-sr{position:absolute;width:1px;height:1px;margin:0;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
+.lt-legend{display:flex;flex-wrap:wrap;gap:.25em .75em;font:12px system-ui,sans-serif;padding:.25em 0}
 .lt-key i{display:inline-block;width:12px;height:12px;margin-right:.3em;vertical-align:middle}
 .lt-key i.lt-line{height:0;border-top:2px solid;width:16px}
-.lt-key i.lt-linger{background:repeating-linear-gradient(45deg,#D55E00 0 3px,#4a1a00 3px 5px);outline:1px solid #000}
-.lt-key i.lt-leak{background:repeating-linear-gradient(45deg,#D55E00 0 3px,#000 3px 5px),#D55E00;outline:1px solid #000}
+.lt-key i.lt-linger{width:18px;background:repeating-linear-gradient(45deg,#D55E00 0 3px,#000 3px 4.5px);border:1px solid #000;border-right-width:3px}
+.lt-key i.lt-leak{width:18px;background:repeating-linear-gradient(45deg,transparent 0 3px,#000 3px 4.5px),repeating-linear-gradient(-45deg,#D55E00 0 3px,#000 3px 4.5px);clip-path:polygon(0 0,65% 0,100% 50%,65% 100%,0 100%)}
 .lt-panels{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,24em),1fr));gap:1em;font:13px system-ui,sans-serif}
 .lt-detail dl{display:grid;grid-template-columns:auto minmax(0,1fr);gap:.2em .8em}
-.lt-detail code{display:block;white-space:pre;overflow-x:auto}
+.lt-detail dd{margin:0;min-width:0;overflow-wrap:anywhere}
+.lt-detail code{display:block;white-space:pre-wrap;overflow-wrap:anywhere}
 .lt-findings li{overflow-wrap:anywhere}
-.lt-findings ul{list-style:none;padding:0;max-height:16em;overflow:auto}
-.lt-finding{background:none;border:0;padding:.15em 0;text-align:left;cursor:pointer;font:inherit;text-decoration:underline}
+.lt-findings ul{list-style:none;padding:0;margin:0}
+.lt-finding{background:none;border:0;padding:.15em 0;text-align:left;cursor:pointer;font:inherit;color:inherit;text-decoration:underline}
 .lt-hint{color:#555}
 `));
 }
