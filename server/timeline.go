@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +20,9 @@ import (
 
 // newLive builds the timeline handler (streams and level-of-detail
 // queries, package live) over the server's kernels and its trace
-// directory.
+// directory. Each live kernel's events also feed an analyze.Analyzer on
+// the index's goroutine (liveAnalysis), so that its verdicts are current
+// without reading the trace file again.
 func (s *Server) newLive() *live.Handler {
 	return live.New(live.Options{
 		Recorder: func(id string) (*timeline.Recorder, error) {
@@ -40,55 +43,147 @@ func (s *Server) newLive() *live.Handler {
 			}
 			return p, nil
 		},
-		Lingering: s.lingers,
+		Follow:    func(*timeline.Recorder) live.Follower { return newLiveAnalysis() },
+		Lingering: s.lingering,
 		Log:       s.log,
 	})
 }
 
-// lingerCache remembers, per trace file, the allocations (by sequence
-// number) that the analyzer judged lingering, so that an objects query
-// asks the analyzer once, not once per object.
+// liveAnalysis is the analysis of a live kernel's trace, fed batch by
+// batch beside its level-of-detail index (live.Options.Follow). Its lock
+// is held for one batch or one report at a time, never for a whole trace.
+type liveAnalysis struct {
+	mu   sync.Mutex
+	a    *analyze.Analyzer
+	dict timeline.Dict
+	ling map[uint64]bool // alloc seqs of the objects that became lingering
+}
+
+func newLiveAnalysis() *liveAnalysis {
+	l := &liveAnalysis{ling: map[uint64]bool{}}
+	l.a = analyze.New(analyze.Options{Names: &l.dict, OnLinger: func(o analyze.Object) { l.ling[o.AllocSeq] = true }})
+	return l
+}
+
+// Follow adds a batch of the kernel's events.
+func (l *liveAnalysis) Follow(b timeline.Batch) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, d := range b.Strings {
+		l.dict.DefineString(d.ID, d.Text)
+	}
+	for _, d := range b.Sites {
+		l.dict.DefineSite(d.ID, d.Site)
+	}
+	for _, e := range b.Events {
+		l.a.Add(e)
+	}
+}
+
+func (l *liveAnalysis) lingers(seq uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ling[seq]
+}
+
+func (l *liveAnalysis) report() *analyze.Report {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.a.Report(&l.dict)
+}
+
+// lingerCache holds the analyses of saved traces, each made once (by the
+// first query that needs it; others wait for that one, without holding
+// the cache's lock) and dropped least recently used first beyond
+// keepAnalyses, or when its file changes.
 type lingerCache struct {
 	mu    sync.Mutex
-	byKey map[string]*lingerEntry
+	byKey map[string]*savedAnalysis // by path
 }
 
-type lingerEntry struct {
-	size    int64
-	mod     time.Time
-	checked time.Time
-	seqs    map[uint64]bool
+const keepAnalyses = 8
+
+type savedAnalysis struct {
+	size int64
+	mod  time.Time
+	used time.Time     // lingerCache.mu held
+	done chan struct{} // closed once rep and ling (or err) are set
+	rep  *analyze.Report
+	ling map[uint64]bool
+	err  error
 }
 
-// lingers says whether the allocation with sequence number seq of a
-// kernel's live trace (rec) or a saved one (path) lingers, by package
-// analyze's rule. A growing live trace is analyzed again at most every
-// half second.
-func (s *Server) lingers(rec *timeline.Recorder, path string, seq uint64) bool {
-	if rec != nil {
-		path = rec.Path()
-	}
+// saved returns the analysis of the saved trace at path, analyzing it if
+// no current one is cached. It waits for an analysis in progress until ctx
+// ends.
+func (c *lingerCache) saved(ctx context.Context, path string) (*savedAnalysis, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return false
+		return nil, notFound("trace: %v", err)
 	}
-	c := &s.lingerCache
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	e := c.byKey[path]
-	fresh := e != nil && ((e.size == st.Size() && e.mod.Equal(st.ModTime())) || time.Since(e.checked) < 500*time.Millisecond)
-	if !fresh {
-		e = &lingerEntry{size: st.Size(), mod: st.ModTime(), checked: time.Now(), seqs: map[uint64]bool{}}
-		if f, err := timeline.OpenFile(path); err == nil {
-			seqs := e.seqs
-			_, _ = analyze.Run(f, analyze.Options{MaxObjects: 1, OnLinger: func(o analyze.Object) { seqs[o.AllocSeq] = true }})
-		}
-		if c.byKey == nil || len(c.byKey) >= 16 {
-			c.byKey = map[string]*lingerEntry{} // bounded: start over rather than grow
+	mine := e == nil || e.size != st.Size() || !e.mod.Equal(st.ModTime())
+	if mine {
+		e = &savedAnalysis{size: st.Size(), mod: st.ModTime(), used: time.Now(), done: make(chan struct{})}
+		if c.byKey == nil {
+			c.byKey = map[string]*savedAnalysis{}
 		}
 		c.byKey[path] = e
+		for len(c.byKey) > keepAnalyses {
+			var oldest string
+			for p, x := range c.byKey {
+				if oldest == "" || x.used.Before(c.byKey[oldest].used) {
+					oldest = p
+				}
+			}
+			delete(c.byKey, oldest)
+		}
 	}
-	return e.seqs[seq]
+	e.used = time.Now()
+	c.mu.Unlock()
+	if mine {
+		e.rep, e.ling, e.err = analyzeFile(path)
+		close(e.done)
+	}
+	select {
+	case <-e.done:
+		return e, e.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// analyzeFile analyzes a saved trace: its report and the allocations that
+// lingered.
+func analyzeFile(path string) (*analyze.Report, map[uint64]bool, error) {
+	f, err := timeline.OpenFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open trace: %w", err)
+	}
+	ling := map[uint64]bool{}
+	opts := analyze.Options{OnLinger: func(o analyze.Object) { ling[o.AllocSeq] = true }}
+	if stop := f.Stop(); stop != nil {
+		opts.Truncated = stop.Error()
+	}
+	rep, err := analyze.Run(f, opts)
+	return rep, ling, err
+}
+
+// lingering answers live.Options.Lingering: for a live kernel from its
+// liveAnalysis, for a saved trace from its cached analysis.
+func (s *Server) lingering(ctx context.Context, f live.Follower, path string) func(seq uint64) bool {
+	if l, ok := f.(*liveAnalysis); ok {
+		return l.lingers
+	}
+	if path == "" {
+		return nil
+	}
+	e, err := s.lingerCache.saved(ctx, path)
+	if err != nil {
+		return nil
+	}
+	return func(seq uint64) bool { return e.ling[seq] }
 }
 
 // tracePath resolves the name of a saved trace: one file name ending in
@@ -138,23 +233,40 @@ func (s *Server) traceFile(r *http.Request) (*timeline.File, error) {
 }
 
 // handleTimelineReport answers the analysis of a trace (package analyze's
-// Report as JSON): lingering objects, growth, duplicates, peak, tracks.
+// Report as JSON): lingering objects, growth, duplicates, peak, tracks. A
+// live kernel's comes from the analyzer that follows it, a saved trace's
+// from the cache; neither reads the file again.
 func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
-	f, err := s.traceFile(r)
+	if id := r.PathValue("id"); id != "" {
+		k, ok := s.kernels.Get(id)
+		if !ok {
+			s.writeError(w, r, notFound("no kernel %q", id))
+			return
+		}
+		rec := k.Recorder()
+		if rec == nil {
+			s.writeError(w, r, notFound("kernel %q has no trace", id))
+			return
+		}
+		l, ok := s.live.Follower(rec).(*liveAnalysis)
+		if !ok {
+			s.writeError(w, r, fmt.Errorf("kernel %q: no analysis", id))
+			return
+		}
+		writeJSON(w, http.StatusOK, l.report())
+		return
+	}
+	path, err := s.tracePath(r.PathValue("name"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	opts := analyze.Options{}
-	if stop := f.Stop(); stop != nil && r.PathValue("id") == "" {
-		opts.Truncated = stop.Error() // a live trace is not torn, only unfinished
-	}
-	rep, err := analyze.Run(f, opts)
+	e, err := s.lingerCache.saved(r.Context(), path)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rep)
+	writeJSON(w, http.StatusOK, e.rep)
 }
 
 // handleTimelineExport downloads a trace as Perfetto JSON, a memory_viz

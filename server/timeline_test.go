@@ -1,13 +1,23 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
+
+	"linger/timeline"
+	"linger/timeline/event"
 )
 
 // The timeline routes through the real server: a kernel that keeps a KV
@@ -115,5 +125,282 @@ kept = r.cache`)
 		if resp.StatusCode != http.StatusForbidden {
 			t.Errorf("%s without the token: %d, want 403", route, resp.StatusCode)
 		}
+	}
+}
+
+// recKernels serves one kernel whose trace is a Recorder the test drives,
+// beside the fake kernels.
+type recKernels struct {
+	*fakeKernels
+	k recKernel
+}
+
+func (r recKernels) Get(id string) (kernelHandle, bool) {
+	if id == r.k.id {
+		return r.k, true
+	}
+	return r.fakeKernels.Get(id)
+}
+
+type recKernel struct {
+	*fakeKernel
+	rec *timeline.Recorder
+}
+
+func (k recKernel) Recorder() *timeline.Recorder { return k.rec }
+
+// newRecServer is a server whose kernel "k1" records to a Recorder the
+// test emits into, with saved traces in the same directory.
+func newRecServer(t *testing.T) (*testServer, *timeline.Recorder) {
+	t.Helper()
+	dir := t.TempDir()
+	rec, err := timeline.NewRecorder(filepath.Join(dir, "k1.ltrace"), timeline.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := recKernels{newFakeKernels(), recKernel{&fakeKernel{id: "k1", name: kernelName, done: make(chan struct{})}, rec}}
+	s, err := newServer(Options{Dir: "nb", Token: testToken, TraceDir: dir}, ks, newFakeContents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { hs.Close(); rec.Close(); s.Close() })
+	return &testServer{Server: hs, s: s}, rec
+}
+
+// cellEvents emits one cell (scope id cell) that allocates a block it
+// frees (size 1000) and one it keeps (size keep); the cell stays open
+// unless end.
+type cellEvents struct {
+	sink event.Sink
+	seq  uint64
+}
+
+func (c *cellEvents) emit(e event.Event) uint64 {
+	c.seq++
+	e.Seq, e.Time = c.seq, int64(c.seq)*1000
+	c.sink.Emit(e)
+	return c.seq
+}
+
+func (c *cellEvents) begin(cell uint64) {
+	c.emit(event.Event{Kind: event.KindScopeBegin, Addr: cell, Expect: event.ScopeCell})
+}
+
+// cell allocates a freed and a kept block in cell and returns the kept
+// one's alloc seq.
+func (c *cellEvents) cell(cell, keep uint64) uint64 {
+	c.emit(event.Event{Kind: event.KindAlloc, Addr: cell<<20 | 1, Size: 1000, Category: event.CategoryActivation, Expect: event.ScopeCell, Scope: event.ScopeID(cell)})
+	kept := c.emit(event.Event{Kind: event.KindAlloc, Addr: cell<<20 | 2, Size: keep, Category: event.CategoryKVCache, Expect: event.ScopeCell, Scope: event.ScopeID(cell)})
+	c.emit(event.Event{Kind: event.KindFree, Addr: cell<<20 | 1, Size: 1000, Category: event.CategoryActivation})
+	return kept
+}
+
+func (c *cellEvents) end(cell uint64) {
+	c.emit(event.Event{Kind: event.KindScopeEnd, Addr: cell, Expect: event.ScopeCell})
+}
+
+type liveVerdicts struct {
+	lingering map[uint64]bool // alloc seq → marked lingering, for every object in view
+	count     int             // the report's lingering count
+	bytes     uint64
+	events    uint64
+}
+
+func getLiveVerdicts(t *testing.T, ts *testServer, prefix string) liveVerdicts {
+	t.Helper()
+	code, body := ts.do(t, "GET", prefix+"/objects?n=1000", "")
+	if code != 200 {
+		t.Fatalf("objects: %d %s", code, body)
+	}
+	var objs struct {
+		Objects []struct {
+			Seq       uint64 `json:"seq"`
+			Lingering bool   `json:"lingering"`
+		} `json:"objects"`
+	}
+	if err := json.Unmarshal(body, &objs); err != nil {
+		t.Fatal(err)
+	}
+	v := liveVerdicts{lingering: map[uint64]bool{}}
+	for _, o := range objs.Objects {
+		v.lingering[o.Seq] = o.Lingering
+	}
+	code, body = ts.do(t, "GET", prefix+"/report", "")
+	if code != 200 {
+		t.Fatalf("report: %d %s", code, body)
+	}
+	var rep struct {
+		Events    uint64 `json:"events"`
+		Lingering struct {
+			Count int    `json:"count"`
+			Bytes uint64 `json:"bytes"`
+		} `json:"lingering"`
+	}
+	if err := json.Unmarshal(body, &rep); err != nil {
+		t.Fatal(err)
+	}
+	v.count, v.bytes, v.events = rep.Lingering.Count, rep.Lingering.Bytes, rep.Events
+	return v
+}
+
+// A live kernel's verdicts (objects marked lingering, the report) follow
+// its events as they arrive, from the analyzer fed beside the live index:
+// after the trace file is removed, a cell that leaves a block behind
+// still shows up lingering, which a re-read of the file could not do.
+func TestLiveVerdictsWithoutFile(t *testing.T) {
+	ts, rec := newRecServer(t)
+	c := &cellEvents{sink: rec}
+	const prefix = "/api/timeline/kernels/k1"
+
+	c.begin(1)
+	kept1 := c.cell(1, 4096)
+	v := getLiveVerdicts(t, ts, prefix)
+	if _, seen := v.lingering[kept1]; !seen || v.lingering[kept1] || v.count != 0 {
+		t.Fatalf("cell 1 running: kept block seen %v lingering %v, report %d lingering; want seen, not lingering, 0", seen, v.lingering[kept1], v.count)
+	}
+	c.end(1)
+	v = getLiveVerdicts(t, ts, prefix)
+	if !v.lingering[kept1] || v.count != 1 || v.bytes != 4096 {
+		t.Fatalf("cell 1 ended: kept block lingering %v, report %d objects %d bytes; want true, 1, 4096", v.lingering[kept1], v.count, v.bytes)
+	}
+	for seq, l := range v.lingering {
+		if l && seq != kept1 {
+			t.Errorf("object %d marked lingering; only %d is", seq, kept1)
+		}
+	}
+
+	if err := os.Remove(rec.Path()); err != nil {
+		t.Fatal(err)
+	}
+	c.begin(2)
+	kept2 := c.cell(2, 8192)
+	c.end(2)
+	v = getLiveVerdicts(t, ts, prefix)
+	if !v.lingering[kept1] || !v.lingering[kept2] || v.count != 2 || v.bytes != 4096+8192 || v.events != c.seq {
+		t.Errorf("cell 2 ended, file gone: lingering %v/%v, report %d objects %d bytes over %d events; want true/true, 2, %d over %d",
+			v.lingering[kept1], v.lingering[kept2], v.count, v.bytes, v.events, 4096+8192, c.seq)
+	}
+}
+
+// Objects and report queries on a live kernel run concurrently with its
+// producer and each other (run with -race), each answer consistent: the
+// report never counts fewer lingering objects than an earlier answer did,
+// and at the end every kept block is lingering.
+func TestLiveVerdictsConcurrent(t *testing.T) {
+	ts, rec := newRecServer(t)
+	c := &cellEvents{sink: rec}
+	const prefix = "/api/timeline/kernels/k1"
+	const cells = 200
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			last := 0
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v := getLiveVerdicts(t, ts, prefix)
+				if v.count < last {
+					t.Errorf("report went back from %d to %d lingering objects", last, v.count)
+				}
+				last = v.count
+			}
+		})
+	}
+	var kept []uint64
+	for i := uint64(1); i <= cells; i++ {
+		c.begin(i)
+		kept = append(kept, c.cell(i, 512*i))
+		c.end(i)
+		if i%20 == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	v := getLiveVerdicts(t, ts, prefix)
+	if v.count != cells {
+		t.Errorf("report: %d lingering, want %d", v.count, cells)
+	}
+	for _, s := range kept {
+		if l, seen := v.lingering[s]; seen && !l {
+			t.Errorf("kept block %d not marked lingering", s)
+		}
+	}
+}
+
+// A saved trace is analyzed once: concurrent and later queries share the
+// analysis until the file changes, and the cache keeps the most recently
+// used analyses, dropping the least recently used beyond keepAnalyses.
+func TestSavedAnalysisCache(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, keep uint64) string {
+		p := filepath.Join(dir, name)
+		w, err := timeline.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &cellEvents{sink: w}
+		c.begin(1)
+		c.cell(1, keep)
+		c.end(1)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var cache lingerCache
+	ctx := context.Background()
+	p0 := write("t0.ltrace", 4096)
+	got := make([]*savedAnalysis, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			e, err := cache.saved(ctx, p0)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = e
+		})
+	}
+	wg.Wait()
+	for _, e := range got {
+		if e != got[0] {
+			t.Fatal("concurrent queries got different analyses of one file")
+		}
+	}
+	if got[0].rep.Lingering.Bytes != 4096 {
+		t.Errorf("analysis: %d lingering bytes, want 4096", got[0].rep.Lingering.Bytes)
+	}
+	for i := 1; i <= keepAnalyses; i++ {
+		p := write(fmt.Sprintf("t%d.ltrace", i), 512)
+		if _, err := cache.saved(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if i == keepAnalyses/2 {
+			if e, _ := cache.saved(ctx, p0); e != got[0] { // used again: stays
+				t.Fatal("the first analysis was made again before the cache was full")
+			}
+		}
+	}
+	if e, _ := cache.saved(ctx, p0); e != got[0] {
+		t.Error("the recently used analysis was evicted")
+	}
+	cache.mu.Lock()
+	n := len(cache.byKey)
+	_, kept1 := cache.byKey[filepath.Join(dir, "t1.ltrace")]
+	cache.mu.Unlock()
+	if n != keepAnalyses || kept1 {
+		t.Errorf("cache holds %d analyses (want %d); least recently used kept: %v", n, keepAnalyses, kept1)
+	}
+	// A changed file is analyzed again.
+	time.Sleep(10 * time.Millisecond)
+	write("t0.ltrace", 8192)
+	if e, _ := cache.saved(ctx, p0); e == got[0] || e.rep.Lingering.Bytes != 8192 {
+		t.Errorf("changed file: same analysis %v, %d lingering bytes; want a new one with 8192", e == got[0], e.rep.Lingering.Bytes)
 	}
 }

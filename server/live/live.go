@@ -46,10 +46,22 @@ type Options struct {
 	// are allowed (it must keep paths inside its directory). Required for
 	// the trace routes.
 	TracePath func(name string) (string, error)
-	// Lingering, if set, says whether the object allocated by the event
-	// with sequence number seq of the given trace lingers (package
-	// analyze knows); the objects routes copy it into each answer.
-	Lingering func(rec *timeline.Recorder, path string, seq uint64) bool
+	// Follow, if set, is called when the Handler starts following a
+	// kernel's trace (on the first query or stream of it). The Follower it
+	// returns gets every batch the kernel's level-of-detail index gets, in
+	// order and just before the index, on the index's goroutine: its cost
+	// is O(new events) per batch, and it is as current as the index when a
+	// query asks (see Handler.Follower). A server feeds package analyze's
+	// Analyzer this way, so that a live kernel's verdicts never need the
+	// trace file read again.
+	Follow func(rec *timeline.Recorder) Follower
+	// Lingering, if set, returns the test whether the object allocated by
+	// the event with sequence number seq lingers (package analyze knows),
+	// for a kernel's live trace (f is its Follower, current; path is "")
+	// or a saved trace (f is nil). It is called once per objects query,
+	// and the routes copy its answers into each object. It may wait for
+	// an analysis; ctx ends when the client goes.
+	Lingering func(ctx context.Context, f Follower, path string) func(seq uint64) bool
 	// MaxLag is how many events a stream may fall behind the Recorder
 	// before the events in between are replaced by a catch-up summary
 	// (default 262144).
@@ -69,6 +81,12 @@ type Options struct {
 	CheckOrigin func(r *http.Request) bool
 	// Log receives connection errors; nil discards them.
 	Log *slog.Logger
+}
+
+// A Follower consumes a kernel's events beside its level-of-detail index;
+// see Options.Follow. A Batch's slices are valid only during the call.
+type Follower interface {
+	Follow(b timeline.Batch)
 }
 
 // Handler serves the timeline routes; see Register. It is safe for
@@ -97,6 +115,7 @@ const (
 // kernelIndex follows one Recorder from its first event.
 type kernelIndex struct {
 	ix   *lod.Index
+	fol  Follower      // Options.Follow's, or nil
 	done chan struct{} // closed when the trace has ended or indexing failed
 	err  error         // set before done is closed
 }
@@ -173,6 +192,9 @@ func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
 		return ki
 	}
 	ki := &kernelIndex{ix: lod.New(h.opts.Index), done: make(chan struct{})}
+	if h.opts.Follow != nil {
+		ki.fol = h.opts.Follow(rec)
+	}
 	h.kernels[rec] = ki
 	h.wg.Add(1)
 	go func() {
@@ -189,6 +211,9 @@ func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
 				}
 				return
 			}
+			if ki.fol != nil {
+				ki.fol.Follow(b) // first: an index that is current implies a current follower
+			}
 			ki.ix.AddBatch(b)
 		}
 	}()
@@ -200,7 +225,7 @@ func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
 // this very query starts from the beginning of the trace): a query must
 // not answer "nothing" for a kernel whose events are merely not indexed
 // yet.
-func (h *Handler) current(rec *timeline.Recorder) *lod.Index {
+func (h *Handler) current(rec *timeline.Recorder) *kernelIndex {
 	ki := h.kernelIndex(rec)
 	_ = rec.Flush() // publishes what was emitted; a closed recorder has
 	want := rec.Stats().LastSeq
@@ -211,14 +236,22 @@ func (h *Handler) current(rec *timeline.Recorder) *lod.Index {
 		}
 		select {
 		case <-ki.done:
-			return ki.ix
+			return ki
 		case <-time.After(2 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			break
 		}
 	}
-	return ki.ix
+	return ki
+}
+
+// Follower returns the Follower (Options.Follow) of the kernel whose live
+// trace rec is, starting to follow it if need be, once it holds every
+// event the recorder had published when asked (as the index does for a
+// query; waiting at most a second). It is nil without Options.Follow.
+func (h *Handler) Follower(rec *timeline.Recorder) Follower {
+	return h.current(rec).fol
 }
 
 // forget notes that rec's trace has ended, and drops the index of the
@@ -295,7 +328,7 @@ func (h *Handler) serveKernelLOD(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	serveLOD(w, r, h.current(rec))
+	serveLOD(w, r, h.current(rec).ix)
 }
 
 // savedIndex resolves a saved-trace route to its file and index.
@@ -323,7 +356,8 @@ func (h *Handler) serveKernelObjects(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	h.serveObjects(w, r, h.current(rec), rec, "")
+	ki := h.current(rec)
+	h.serveObjects(w, r, ki.ix, ki.fol, "")
 }
 
 func (h *Handler) serveTraceObjects(w http.ResponseWriter, r *http.Request) {
@@ -393,7 +427,7 @@ type frameJSON struct {
 	Line int    `json:"line"`
 }
 
-func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request, ix *lod.Index, rec *timeline.Recorder, path string) {
+func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request, ix *lod.Index, fol Follower, path string) {
 	q, err := window(r, "n", 100, DefaultMaxObjects)
 	if err != nil {
 		writeError(w, err)
@@ -401,7 +435,7 @@ func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request, ix *lod.I
 	}
 	var opts lod.ObjectsOptions
 	if h.opts.Lingering != nil {
-		opts.Lingering = func(seq uint64) bool { return h.opts.Lingering(rec, path, seq) }
+		opts.Lingering = h.opts.Lingering(r.Context(), fol, path)
 	}
 	_, _, end := ix.Last()
 	objs := ix.Objects(q.t0, q.t1, q.n, opts)
@@ -493,7 +527,7 @@ func (h *Handler) serveKernelScopes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	serveScopes(w, r, h.current(rec))
+	serveScopes(w, r, h.current(rec).ix)
 }
 
 func (h *Handler) serveTraceScopes(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -333,7 +335,12 @@ func TestLODMatchesBruteForce(t *testing.T) {
 }
 
 func TestObjects(t *testing.T) {
-	f := newFixture(t, Options{Lingering: func(_ *timeline.Recorder, _ string, seq uint64) bool { return seq == 4999 }})
+	f := newFixture(t, Options{Lingering: func(_ context.Context, fol Follower, path string) func(uint64) bool {
+		if fol != nil || filepath.Base(path) != "small.ltrace" {
+			t.Errorf("Lingering(%v, %q) for a saved trace", fol, path)
+		}
+		return func(seq uint64) bool { return seq == 4999 }
+	}})
 	writeTrace(t, filepath.Join(f.dir, "small.ltrace"), 5000)
 	var body struct {
 		Objects []struct {
@@ -523,5 +530,74 @@ func TestAckWindowAndMaxDelay(t *testing.T) {
 			}
 			t.Logf("%d events in detail, %d catch-ups", tl.events, tl.catchups)
 		})
+	}
+}
+
+// counter is a Follower that counts what it is given.
+type counter struct {
+	mu      sync.Mutex
+	events  uint64
+	last    uint64
+	strings int
+}
+
+func (c *counter) Follow(b timeline.Batch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.strings += len(b.Strings)
+	for _, e := range b.Events {
+		if e.Seq != c.last+1 {
+			panic(fmt.Sprintf("follower got seq %d after %d", e.Seq, c.last))
+		}
+		c.last = e.Seq
+		c.events++
+	}
+}
+
+func (c *counter) seen() (events, last uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.events, c.last
+}
+
+// A kernel's Follower gets every event once, in order, beside the index:
+// Handler.Follower answers it current, as a query would find the index,
+// and objects queries hand it to Lingering.
+func TestFollower(t *testing.T) {
+	var made []*counter
+	var mu sync.Mutex
+	var asked Follower
+	f := newFixture(t, Options{
+		Follow: func(*timeline.Recorder) Follower {
+			mu.Lock()
+			defer mu.Unlock()
+			c := &counter{}
+			made = append(made, c)
+			return c
+		},
+		Lingering: func(_ context.Context, fol Follower, path string) func(uint64) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = fol
+			return nil
+		},
+	})
+	emit(f.rec, 1, 1000)
+	c, ok := f.h.Follower(f.rec).(*counter)
+	if !ok {
+		t.Fatalf("Follower: %T", f.h.Follower(f.rec))
+	}
+	if n, last := c.seen(); n != 1000 || last != 1000 || c.strings != 1 {
+		t.Errorf("follower has %d events up to %d, %d strings; want 1000 up to 1000, 1", n, last, c.strings)
+	}
+	emit(f.rec, 1001, 3000)
+	get(t, f.srv.URL+"/api/timeline/kernels/k1/objects?n=5", 200, nil)
+	if n, last := c.seen(); n != 3000 || last != 3000 {
+		t.Errorf("after an objects query the follower has %d events up to %d, want 3000", n, last)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(made) != 1 || asked != Follower(c) {
+		t.Errorf("%d followers made; Lingering got %v, want the kernel's", len(made), asked)
 	}
 }
