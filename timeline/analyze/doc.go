@@ -71,8 +71,10 @@
 // samples at step ends are fitted as for growth, and the verdict names
 // which track grows: allocated (live objects accumulate: a true leak when
 // they linger), reserved while allocated does not (the cache retains
-// freed memory), or device used while reserved does not (memory taken
-// outside the allocator).
+// freed memory), device used while reserved does not (memory taken
+// outside the allocator), or, when all three are flat, the Go heap
+// (go_heap_grows: host memory, e.g. a substring keeping its whole input
+// buffer alive).
 //
 // # Concurrency
 //

@@ -170,7 +170,8 @@ type Tracks struct {
 	// Verdict is "allocated_grows" (live objects accumulate: a true leak
 	// when they linger), "reserved_grows" (allocated does not: the cache
 	// retains freed memory), "device_grows" (reserved does not: memory
-	// taken outside the allocator) or "flat".
+	// taken outside the allocator), "go_heap_grows" (the device tracks are
+	// flat and the Go heap grows: a host leak) or "flat".
 	Verdict     string `json:"verdict"`
 	GoHeapGrows bool   `json:"go_heap_grows"`
 	HasGoHeap   bool   `json:"has_go_heap"`
@@ -458,6 +459,7 @@ func (a *Analyzer) reportTracks(rep *Report) {
 		t.Verdict = VerdictFlat
 	}
 	t.GoHeapGrows = t.HasGoHeap && a.trackFit[trGoHeap].growing(rule)
+	hostVerdict(t)
 }
 
 // shortSite keeps a site's first two places (the notebook cell and line

@@ -112,6 +112,8 @@ func verdictText(v string) string {
 		return "reserved grows while allocated does not (cache retention)"
 	case VerdictDevice:
 		return "device used grows while reserved does not (memory outside the allocator)"
+	case VerdictGoHeap:
+		return "the Go heap grows while device memory is flat (host memory)"
 	}
 	return "flat"
 }

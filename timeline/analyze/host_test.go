@@ -1,0 +1,60 @@
+package analyze
+
+import (
+	"strings"
+	"testing"
+
+	"linger/timeline/event"
+)
+
+// TestGoHeapVerdict: a Go heap that grows step after step while the
+// device is flat is a host leak; beside a device leak the device verdict
+// stays and GoHeapGrows tells the rest; a heap that moves up and down is
+// flat.
+func TestGoHeapVerdict(t *testing.T) {
+	tests := []struct {
+		name    string
+		heap    func(i int) uint64
+		leak    bool // allocated grows too
+		verdict string
+		grows   bool
+	}{
+		{"host leak", func(i int) uint64 { return uint64(50+16*i) * MiB }, false, VerdictGoHeap, true},
+		{"host and device leak", func(i int) uint64 { return uint64(50+16*i) * MiB }, true, VerdictAllocated, true},
+		{"garbage collected", func(i int) uint64 { return uint64(50+16*(i%2)) * MiB }, false, VerdictFlat, false},
+		{"small growth", func(i int) uint64 { return 50*MiB + uint64(i)*16<<10 }, false, VerdictFlat, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			s.tr.DefineString(1, CounterDeviceUsed)
+			s.tr.DefineString(2, CounterGoHeap)
+			s.begin(event.ScopeRequest)
+			s.emit(event.Event{Kind: event.KindSegmentAlloc, Addr: 1 << 40, Size: 1 << 30, Extra: event.PoolLarge})
+			s.emit(event.Event{Kind: event.KindCounter, Label: 1, Size: 1 << 30})
+			for i := range 20 {
+				s.time += 1e6
+				s.begin(event.ScopeStep)
+				s.emit(event.Event{Kind: event.KindCounter, Label: 2, Size: tc.heap(i)})
+				addr := 1<<40 + uint64(i)*MiB
+				s.emit(event.Event{Kind: event.KindAlloc, Addr: addr, Size: MiB, Category: event.CategoryActivation, Site: 1})
+				if !tc.leak {
+					s.emit(event.Event{Kind: event.KindFree, Addr: addr})
+				}
+				s.end()
+			}
+			rep, _ := Run(s.tr, Options{})
+			tk := rep.Tracks
+			if tk.Verdict != tc.verdict || tk.GoHeapGrows != tc.grows || !tk.HasGoHeap {
+				t.Errorf("verdict %s, go heap grows %v (has %v); want %s, %v", tk.Verdict, tk.GoHeapGrows, tk.HasGoHeap, tc.verdict, tc.grows)
+			}
+			var b strings.Builder
+			if err := rep.WriteText(&b); err != nil {
+				t.Fatal(err)
+			}
+			if tc.verdict == VerdictGoHeap && !strings.Contains(b.String(), "Go heap grows while device memory is flat") {
+				t.Errorf("text report:\n%s", b.String())
+			}
+		})
+	}
+}
