@@ -8,10 +8,10 @@ import (
 	"linger/engine"
 )
 
-// TestTour: the tour runs clean, and the one tensor it keeps in a global is
+// Test00Tour: the tour runs clean, and the one tensor it keeps in a global is
 // the only lingering object, found at its cell and line with its holder;
 // the fixed cell's tensor, freed in its cell, does not linger.
-func TestTour(t *testing.T) {
+func Test00Tour(t *testing.T) {
 	r := runNotebook(t, "00-tour.ipynb")
 	t.Logf("00-tour: %s", r.Elapsed)
 

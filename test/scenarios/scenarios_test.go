@@ -7,11 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"linger/engine/alloc"
 	"linger/notebooks/kernel"
 	"linger/notebooks/nbformat"
 	"linger/timeline"
@@ -398,3 +401,30 @@ func (r *result) line(t *testing.T, cellID, substr string) int {
 }
 
 func itoa(n int) string { return fmt.Sprint(n) }
+
+// constant is the integer a top-level assignment "NAME = 123" in cell
+// cellID of the notebook sets, so a test computes its expected figures
+// from the loop the notebook really runs.
+func (r *result) constant(t *testing.T, cellID, name string) int {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s*=\s*([0-9_]+)\b`)
+	for _, c := range r.Notebook.Cells {
+		if c.ID != cellID {
+			continue
+		}
+		if m := re.FindStringSubmatch(c.Source); m != nil {
+			n, err := strconv.Atoi(strings.ReplaceAll(m[1], "_", ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("cell %s sets no %s = <int>", cellID, name)
+	return 0
+}
+
+// rounded is a request's size as the caching allocator hands it out.
+func rounded(n uint64) uint64 {
+	return (n + alloc.MinBlockSize - 1) / alloc.MinBlockSize * alloc.MinBlockSize
+}
