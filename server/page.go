@@ -93,12 +93,19 @@ func (s *Server) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
 // render writes a page, buffered so that a failure is an error response
 // rather than half a page.
 func (s *Server) render(w http.ResponseWriter, r *http.Request, c templ.Component) {
+	s.renderStatus(w, r, http.StatusOK, c)
+}
+
+// renderStatus is render with a status other than 200 (a page that says
+// what was not found).
+func (s *Server) renderStatus(w http.ResponseWriter, r *http.Request, code int, c templ.Component) {
 	var buf bytes.Buffer
 	if err := c.Render(r.Context(), &buf); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
 	_, _ = buf.WriteTo(w)
 }
 

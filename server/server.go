@@ -180,6 +180,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /tree/{path...}", s.handleTree)
 	handle("GET /notebooks/{path...}", s.handleNotebookPage)
 	handle("GET /timeline/{name}", s.handleTimelinePage)
+	handle("GET /compare", s.handleComparePage)
 	// Static assets carry no secret and are served without the token, as
 	// Jupyter serves its own; their URLs are content-hashed.
 	mux.Handle("GET "+strings.TrimSuffix(s.opts.BaseURL, "/")+"/static/",
@@ -222,6 +223,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/timeline/traces/{name}/report", s.handleTimelineReport)
 	handle("GET /api/timeline/kernels/{id}/export", s.handleTimelineExport)
 	handle("GET /api/timeline/traces/{name}/export", s.handleTimelineExport)
+	handle("GET /api/timeline/compare", s.handleCompare)
 
 	handle("/api/{rest...}", s.handleAPINotFound)
 

@@ -1,0 +1,238 @@
+package server
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"linger/timeline"
+	"linger/timeline/analyze"
+	"linger/web"
+)
+
+// The compare view: two saved traces (a leaky run and a fixed one, say)
+// analyzed side by side. The API answers package analyze's Diff with both
+// traces' summaries; the page shows the same as tables, with both
+// traces' timelines stacked on one time axis and one memory scale.
+
+// compareSummary is what a person compares first between two runs.
+type compareSummary struct {
+	Name       string `json:"name"`
+	Events     uint64 `json:"events"`
+	DurationNS int64  `json:"duration_ns"`
+	Truncated  string `json:"truncated,omitempty"`
+	PeakBytes  uint64 `json:"peak_bytes"`
+	PeakTimeNS int64  `json:"peak_time_ns"`
+	// Lingering objects, their bytes, and the bytes of those never freed.
+	LingeringCount uint64 `json:"lingering_count"`
+	LingeringBytes uint64 `json:"lingering_bytes"`
+	LeakedBytes    uint64 `json:"leaked_bytes"`
+	// LingeringByCategory holds every category with lingering objects,
+	// most bytes first.
+	LingeringByCategory []analyze.Total     `json:"lingering_by_category"`
+	Duplicates          []analyze.Duplicate `json:"duplicates"`
+	// Verdict is the tracks' verdict (analyze.Tracks.Verdict), e.g.
+	// "allocated_grows" or "flat".
+	Verdict string `json:"verdict"`
+}
+
+// comparison is the answer of GET /api/timeline/compare: trace A is the
+// baseline, B the new run, and Diff what changed from A to B.
+type comparison struct {
+	A    compareSummary      `json:"a"`
+	B    compareSummary      `json:"b"`
+	Diff *analyze.DiffReport `json:"diff"`
+
+	reports [2]*analyze.Report
+}
+
+// compareNames reads the two trace names of a compare request.
+func compareNames(r *http.Request) (a, b string, err error) {
+	q := r.URL.Query()
+	a, b = q.Get("a"), q.Get("b")
+	if a == "" || b == "" {
+		return a, b, badRequest("compare needs two saved traces: ?a=NAME.ltrace&b=NAME.ltrace")
+	}
+	return a, b, nil
+}
+
+// compare analyzes the saved traces named a and b (resolved as the
+// timeline routes resolve names) and compares them.
+func (s *Server) compare(a, b string) (*comparison, error) {
+	var paths [2]string
+	for i, name := range []string{a, b} {
+		p, err := s.tracePath(name)
+		if err != nil {
+			return nil, err
+		}
+		paths[i] = p
+	}
+	c := &comparison{}
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range paths {
+		wg.Go(func() { c.reports[i], errs[i] = analyzeSaved(paths[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
+	}
+	c.A, c.B = summarize(a, c.reports[0]), summarize(b, c.reports[1])
+	c.Diff = analyze.Diff(c.reports[0], c.reports[1])
+	return c, nil
+}
+
+// analyzeSaved analyzes a saved trace as its report route does: a torn
+// tail is reported as truncation, not an error.
+func analyzeSaved(path string) (*analyze.Report, error) {
+	f, err := timeline.OpenFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("open trace: %w", err)
+	}
+	opts := analyze.Options{}
+	if stop := f.Stop(); stop != nil {
+		opts.Truncated = stop.Error()
+	}
+	return analyze.Run(f, opts)
+}
+
+func summarize(name string, r *analyze.Report) compareSummary {
+	return compareSummary{
+		Name: name, Events: r.Events, DurationNS: r.DurationNS, Truncated: r.Truncated,
+		PeakBytes: r.Peak.Bytes, PeakTimeNS: r.Peak.TimeNS,
+		LingeringCount: r.Lingering.Count, LingeringBytes: r.Lingering.Bytes, LeakedBytes: r.Lingering.LeakedBytes,
+		LingeringByCategory: r.Lingering.ByCategory, Duplicates: r.Duplicates, Verdict: r.Tracks.Verdict,
+	}
+}
+
+// handleCompare answers the comparison of two saved traces (?a=, ?b=).
+func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
+	a, b, err := compareNames(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c, err := s.compare(a, b)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+// handleComparePage renders the compare view. Without two names it shows
+// the picker of saved traces; a name that is not a saved trace is said on
+// the page, with the picker, under the status the API would answer.
+func (s *Server) handleComparePage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	v := web.CompareView{Page: s.page("Compare traces"), A: q.Get("a"), B: q.Get("b")}
+	traces, err := s.savedTraces()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v.Traces = traces
+	code := http.StatusOK
+	if v.A != "" && v.B != "" {
+		c, err := s.compare(v.A, v.B)
+		if err != nil {
+			code, _ = errorStatus(err)
+			if code >= 500 {
+				s.writeError(w, r, err)
+				return
+			}
+			v.Message = err.Error()
+		} else {
+			s.compareView(&v, c)
+		}
+	}
+	s.renderStatus(w, r, code, web.Compare(v))
+}
+
+// savedTraces lists the saved traces by name, newest first.
+func (s *Server) savedTraces() ([]string, error) {
+	if s.opts.TraceDir == "" {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(s.opts.TraceDir)
+	if err != nil {
+		return nil, fmt.Errorf("list traces: %w", err)
+	}
+	type trace struct {
+		name string
+		mod  int64
+	}
+	var ts []trace
+	for _, e := range entries {
+		name := e.Name()
+		if e.Type().IsRegular() && strings.HasSuffix(name, ".ltrace") && !strings.HasPrefix(name, ".") {
+			info, err := e.Info()
+			if err != nil {
+				continue // removed meanwhile
+			}
+			ts = append(ts, trace{name, info.ModTime().UnixNano()})
+		}
+	}
+	slices.SortFunc(ts, func(x, y trace) int { return cmp.Or(cmp.Compare(y.mod, x.mod), cmp.Compare(x.name, y.name)) })
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.name
+	}
+	return names, nil
+}
+
+// verdicts says the tracks' verdicts in words.
+var verdicts = map[string]string{
+	analyze.VerdictAllocated: "allocated grows (live objects accumulate)",
+	analyze.VerdictReserved:  "reserved grows (the cache keeps freed memory)",
+	analyze.VerdictDevice:    "device memory grows outside the allocator",
+	analyze.VerdictFlat:      "flat",
+}
+
+// compareView fills the page's view model from a comparison.
+func (s *Server) compareView(v *web.CompareView, c *comparison) {
+	v.AURL = s.opts.BaseURL + "api/timeline/traces/" + url.PathEscape(c.A.Name)
+	v.BURL = s.opts.BaseURL + "api/timeline/traces/" + url.PathEscape(c.B.Name)
+	verdict := func(x string) string { return cmp.Or(verdicts[x], x, "–") }
+	d := c.Diff
+	n := func(x uint64) int64 { return int64(x) }
+	v.Summary = []web.CompareFigure{
+		{Label: "Lingering", Unit: web.UnitBytes, A: n(d.LingeringBytes.A), B: n(d.LingeringBytes.B)},
+		{Label: "Lingering objects", Unit: web.UnitCount, A: n(d.LingeringCount.A), B: n(d.LingeringCount.B)},
+		{Label: "Leaked (never freed)", Unit: web.UnitBytes, A: n(d.LeakedBytes.A), B: n(d.LeakedBytes.B)},
+		{Label: "Peak allocated", Unit: web.UnitBytes, A: n(d.PeakBytes.A), B: n(d.PeakBytes.B)},
+		{Label: "Duplicate copies", Unit: web.UnitCount, A: n(d.Duplicates.A), B: n(d.Duplicates.B)},
+		{Label: "Memory tracks", TextA: verdict(c.A.Verdict), TextB: verdict(c.B.Verdict)},
+		{Label: "Duration", Unit: web.UnitDuration, A: c.A.DurationNS, B: c.B.DurationNS},
+		{Label: "Events", Unit: web.UnitCount, A: n(d.Events.A), B: n(d.Events.B)},
+	}
+	// Duplicate copies per (site, category) and per category, each side.
+	type key struct{ cat, site string }
+	var dups [2]map[key]uint64
+	for i, r := range c.reports {
+		dups[i] = map[key]uint64{}
+		for _, x := range r.Duplicates {
+			dups[i][key{x.Category, x.Site}] += x.Count
+			dups[i][key{x.Category, ""}] += x.Count
+		}
+	}
+	row := func(r analyze.DiffRow) web.DiffRowView {
+		k := key{r.Category, r.Site}
+		return web.DiffRowView{Category: r.Category, Site: r.Site,
+			LingeringA: n(r.LingeringBytes.A), LingeringB: n(r.LingeringBytes.B),
+			PeakA: n(r.PeakBytes.A), PeakB: n(r.PeakBytes.B),
+			DuplicatesA: n(dups[0][k]), DuplicatesB: n(dups[1][k])}
+	}
+	for _, r := range d.Categories {
+		v.Categories = append(v.Categories, row(r))
+	}
+	for _, r := range d.Sites {
+		v.Sites = append(v.Sites, row(r))
+	}
+}
