@@ -6,6 +6,7 @@
 
 import { CATEGORIES, CATEGORY_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, duration } from "./palette.js";
 import { stack, axisTicks } from "./layout.js";
+import { HOST_H, drawHostLane, hostTooltip } from "./hostlane.js";
 
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
@@ -90,7 +91,7 @@ export class TimelineView {
 
   resize() {
     const w = Math.max(200, this.body.clientWidth);
-    const h = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + Math.max(MIN_OBJ_H, this.body.clientHeight - (AXIS + SCOPE_KINDS.length * SCOPE_ROW + MEM_H + 2 * GAP));
+    const h = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + HOST_H + GAP + Math.max(MIN_OBJ_H, this.body.clientHeight - (AXIS + SCOPE_KINDS.length * SCOPE_ROW + MEM_H + HOST_H + 3 * GAP));
     const dpr = window.devicePixelRatio || 1;
     this.W = w; this.H = h;
     this.canvas.width = Math.round(w * dpr); this.canvas.height = Math.round(h * dpr);
@@ -100,7 +101,8 @@ export class TimelineView {
     this.tracks = {
       scopes: AXIS,
       mem: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP,
-      obj: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP,
+      host: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP, // the Go heap's own lane (hostlane.js)
+      obj: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + HOST_H + GAP,
     };
     this.tracks.objH = h - this.tracks.obj - 4;
     this.have = null;
@@ -229,6 +231,7 @@ export class TimelineView {
     this.drawAxis();
     this.drawScopes();
     this.drawMemory();
+    drawHostLane(this);
     this.drawObjects();
     if (this.box) {
       ctx.fillStyle = "rgba(0,119,187,0.15)";
@@ -281,7 +284,7 @@ export class TimelineView {
     for (const b of this.buckets) {
       let sum = 0;
       for (let c = 1; c < b.max.category.length; c++) sum += b.max.category[c];
-      ymax = Math.max(ymax, sum, b.max.allocated, b.max.reserved, b.max.device_used, b.max.go_heap || 0);
+      ymax = Math.max(ymax, sum, b.max.allocated, b.max.reserved, b.max.device_used); // the Go heap has its own lane
     }
     return ymax;
   }
@@ -313,7 +316,7 @@ export class TimelineView {
       let started = false;
       for (const b of buckets) {
         const v = b.max[tr.key];
-        if (v === undefined || (tr.key === "go_heap" && !v)) continue;
+        if (v === undefined || tr.key === "go_heap") continue; // drawn in the host lane
         const x0 = this.x(b.t0), x1 = this.x(b.t1);
         if (!started) { ctx.moveTo(x0, y(v)); started = true; } else ctx.lineTo(x0, y(v));
         ctx.lineTo(x1, y(v));
@@ -499,6 +502,7 @@ export class TimelineView {
       const s = this.scopes.find((s) => s.kind === row && s.begin <= t && (s.end < 0 || t <= s.end));
       if (s) html = `${esc(s.kind)} ${esc(s.label)}<br>${duration(s.begin)} – ${s.end >= 0 ? duration(s.end) : "open"}`;
     }
+    html ??= hostTooltip(this, p);
     if (!html) { this.tooltip.hidden = true; return; }
     this.tooltip.innerHTML = html;
     this.tooltip.hidden = false;

@@ -1,0 +1,65 @@
+// The host lane: the Go heap in use (the kernel's "go_heap_inuse" counter,
+// sampled from runtime/metrics) in its own lane under the device chart,
+// with its own scale. On the device chart's scale a host leak of a few
+// hundred MiB beside 16 GiB of device memory would be a flat line at the
+// bottom; here it fills the lane. A trace without the counter (a saved
+// trace from a server that did not sample it) shows an empty lane that
+// says so.
+
+import { TRACKS, bytes, duration } from "./palette.js";
+
+export const HOST_H = 56;
+const GO_HEAP = TRACKS.find((t) => t.key === "go_heap");
+
+/** hostScale is the lane's top: the largest Go heap in buckets, or 0 when none was sampled. */
+export function hostScale(buckets) {
+  let m = 0;
+  for (const b of buckets) m = Math.max(m, b.max.go_heap || 0);
+  return m;
+}
+
+/** hostPath returns the lane's outline as [x, y] points: a step line of each bucket's maximum, buckets without a sample skipped. */
+export function hostPath(buckets, x, top, h, ymax) {
+  const pts = [];
+  if (!ymax) return pts;
+  const y = (v) => top + h - (v / ymax) * (h - 14);
+  for (const b of buckets) {
+    const v = b.max.go_heap;
+    if (!v) continue;
+    const x0 = x(b.t0), x1 = Math.max(x(b.t1), x0 + 1);
+    pts.push([x0, y(v)], [x1, y(v)]);
+  }
+  return pts;
+}
+
+/** drawHostLane draws the lane of view (a TimelineView) at view.tracks.host. */
+export function drawHostLane(view) {
+  const { ctx, W, buckets } = view, top = view.tracks.host, h = HOST_H;
+  const ymax = hostScale(buckets);
+  view.hostMax = ymax;
+  ctx.fillStyle = "#f6f6f6"; ctx.fillRect(0, top, W, h);
+  const pts = hostPath(buckets, (t) => view.x(t), top, h, ymax);
+  if (pts.length) {
+    ctx.beginPath();
+    ctx.moveTo(pts[0][0], top + h);
+    for (const [px, py] of pts) ctx.lineTo(px, py);
+    ctx.lineTo(pts[pts.length - 1][0], top + h);
+    ctx.closePath();
+    ctx.fillStyle = "rgba(102,102,102,0.18)"; ctx.fill();
+    ctx.beginPath();
+    pts.forEach(([px, py], i) => (i ? ctx.lineTo(px, py) : ctx.moveTo(px, py)));
+    ctx.setLineDash(GO_HEAP.dash); ctx.strokeStyle = GO_HEAP.colour; ctx.lineWidth = 1.5; ctx.stroke();
+    ctx.setLineDash([]); ctx.lineWidth = 1;
+  }
+  ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
+  ctx.fillText(ymax ? `Go heap in use (host, max ${bytes(ymax)})` : "Go heap in use (host): not sampled in this trace", 4, top + 2);
+}
+
+/** hostTooltip is the tooltip's HTML for a pointer in the lane, else null. */
+export function hostTooltip(view, p) {
+  const top = view.tracks.host;
+  if (top === undefined || p.y < top || p.y >= top + HOST_H) return null;
+  const t = view.t(p.x), b = view.buckets.find((b) => b.t0 <= t && t < b.t1);
+  if (!b || !b.max.go_heap) return null;
+  return `${duration(b.t0)}<br>Go heap in use ${bytes(b.max.go_heap)}`;
+}
