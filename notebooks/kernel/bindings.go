@@ -132,6 +132,7 @@ func universe() starlark.StringDict {
 		"timeline": starlarkstruct.FromStringDict(starlark.String("timeline"), starlark.StringDict{
 			"mark":      starlark.NewBuiltin("timeline.mark", timelineMark),
 			"lingering": starlark.NewBuiltin("timeline.lingering", timelineLingering),
+			"scope":     starlark.NewBuiltin("timeline.scope", timelineScope),
 		}),
 	}
 }

@@ -79,6 +79,8 @@
 //	host.clone(s) → a copy of s in fresh memory (strings.Clone): keeps only its own bytes
 //	host.gc() → Go heap in use after a full collection (and a go_heap_inuse sample); host.heap() → it now
 //	timeline.mark(label), timeline.lingering() → [struct(addr, size, category, label, site, holder)]
+//	timeline.scope(kind, label, fn, *args, **kwargs) → fn(*args, **kwargs) run inside a scope of kind
+//	  "layer"|"step"|"request"|"batch", ended on every path (a user's own batch loop gets batch scopes)
 //	struct(**kwargs)
 //
 // A long prefill shows a progress bar: a display_data output with a

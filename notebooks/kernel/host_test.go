@@ -173,3 +173,45 @@ func BenchmarkMakeDocument(b *testing.B) {
 		makeDocument(16<<20, 1)
 	}
 }
+
+// TestTimelineScope: timeline.scope wraps a call in a scope that ends
+// even when the call fails, and scratch a batch forgets lingers at the
+// end of that batch, not of the cell.
+func TestTimelineScope(t *testing.T) {
+	c := startKernel(t)
+	ms := c.exec(`e = engine(model="tiny", device="meta")
+kept = []
+def one(i, n=1):
+    b = e.batch()
+    kept.append(b.alloc([n, 64], label="scratch"))
+    return i * 10
+r = [timeline.scope("batch", "batch-%d" % i, one, i, n=4) for i in range(3)]
+def bad():
+    fail("boom")
+inside = len([x for x in timeline.lingering() if x.category == "batch_scratch"])
+print(r, inside)`)
+	if rep := find(ms, "execute_reply"); rep["status"] != "ok" {
+		t.Fatalf("reply %v", rep)
+	}
+	if s := find(ms, "stream"); s["text"] != "[0, 10, 20] 3\n" {
+		t.Errorf("printed %v", s["text"])
+	}
+	if rep := find(c.exec(`timeline.scope("batch", "x", bad)`), "execute_reply"); rep["status"] != "error" {
+		t.Errorf("a failing fn: %v", rep)
+	}
+	if rep := find(c.exec(`timeline.scope("cell", "x", one, 1)`), "execute_reply"); rep["status"] != "error" {
+		t.Errorf("kind cell accepted: %v", rep)
+	}
+	begins, ends := 0, 0
+	for _, e := range c.log.snapshot() {
+		if e.Expect == event.ScopeBatch && e.Kind == event.KindScopeBegin {
+			begins++
+		}
+		if e.Expect == event.ScopeBatch && e.Kind == event.KindScopeEnd {
+			ends++
+		}
+	}
+	if begins != 4 || ends != 4 {
+		t.Errorf("%d batch scopes begun, %d ended; want 4, 4", begins, ends)
+	}
+}
