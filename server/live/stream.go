@@ -2,17 +2,23 @@ package live
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"linger/timeline"
+	"linger/timeline/event"
 	"linger/timeline/lod"
 )
 
@@ -29,26 +35,53 @@ const (
 // Concurrency, as in gorilla's chat example: exactly one goroutine reads
 // (readPump, started by serveStream) and exactly one writes (writePump,
 // on the handler's goroutine). The reader only reads control frames and
-// the client's close, and tells the writer it is gone by cancelling ctx;
-// everything sent comes from the writer, which owns the subscription.
+// the client's acks and close, and tells the writer it is gone by
+// cancelling ctx; everything sent comes from the writer, which owns the
+// subscriptions.
 type conn struct {
 	h   *Handler
 	ws  *websocket.Conn
 	rec *timeline.Recorder
 	ki  *kernelIndex
 
-	next     uint64 // Seq of the next event the client needs
-	lastTime int64  // Time of the last event sent (or skipped over)
+	next     uint64 // Seq of the next live event the client needs
+	lastTime int64  // Time of the last live event sent (or summarised)
 	buf      []byte
+
+	binary   bool // events as binary frames (?format=binary)
+	backfill bool // a summary is followed by its events (?backfill=1)
+
+	// Detail owed: ranges the client has only as a summary, oldest first,
+	// and the subscription reading gaps[0] with what it read and has not
+	// been sent yet.
+	gaps  []gap
+	bsub  *timeline.Subscription
+	bpend []event.Event
 
 	// Flow control, set from the query: maxDelay (ns of trace time, 0 off)
 	// and, once the client acknowledges, window (events in flight).
 	maxDelay int64
 	window   uint64
-	acked    atomic.Uint64 // the last Seq the client says it has handled
-	acking   atomic.Bool   // the client has sent an ack
+	sent     uint64        // events sent, live and backfill
+	acked    atomic.Uint64 // ackSeq: the last Seq handled; ackCount: events handled
+	ackMode  atomic.Int32  // ackNone until the client first acknowledges
 	ack      chan struct{} // signalled by the reader on each ack
 }
+
+// gap is a range of sequence numbers, from..to inclusive.
+type gap struct{ from, to uint64 }
+
+const (
+	ackNone  = iota
+	ackSeq   // {"type":"ack","seq":N}: the live position only
+	ackCount // {"type":"ack","events":N}: events handled on this connection
+)
+
+// maxGaps bounds the ranges a client may say it lacks when it resumes.
+const maxGaps = 256
+
+// backfillChunk is the most backfill events sent at a time.
+const backfillChunk = 4096
 
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 	rec, err := h.recorder(r)
@@ -56,28 +89,41 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	q := r.URL.Query()
 	var from uint64 = 1
-	if s := r.URL.Query().Get("from"); s != "" {
+	if s := q.Get("from"); s != "" {
 		from, err = strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			writeError(w, errors.Join(errBadRequest, errors.New("from is not a sequence number")))
 			return
 		}
 	}
+	from = max(from, 1)
+	gaps, err := parseGaps(q.Get("gaps"), from)
+	if err != nil {
+		writeError(w, errors.Join(errBadRequest, err))
+		return
+	}
+	format := q.Get("format")
+	if format != "" && format != "json" && format != "binary" {
+		writeError(w, errors.Join(errBadRequest, fmt.Errorf("format %q: want json or binary", format)))
+		return
+	}
 	up := websocket.Upgrader{CheckOrigin: h.opts.CheckOrigin}
 	ws, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		return // Upgrade has answered.
 	}
-	if r.URL.Query().Get("max_delay_ms") != "" {
-		if _, err := strconv.ParseUint(r.URL.Query().Get("max_delay_ms"), 10, 64); err != nil {
+	if q.Get("max_delay_ms") != "" {
+		if _, err := strconv.ParseUint(q.Get("max_delay_ms"), 10, 64); err != nil {
 			ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseUnsupportedData, "max_delay_ms is not a number"), time.Now().Add(writeWait))
 			ws.Close()
 			return
 		}
 	}
-	c := &conn{h: h, ws: ws, rec: rec, ki: h.kernelIndex(rec), next: max(from, 1), window: h.opts.Window, ack: make(chan struct{}, 1)}
-	if ms, err := strconv.ParseInt(r.URL.Query().Get("max_delay_ms"), 10, 64); err == nil && ms > 0 {
+	c := &conn{h: h, ws: ws, rec: rec, ki: h.kernelIndex(rec), next: from, window: h.opts.Window, ack: make(chan struct{}, 1),
+		binary: format == "binary", backfill: q.Get("backfill") == "1" || len(gaps) > 0, gaps: gaps}
+	if ms, err := strconv.ParseInt(q.Get("max_delay_ms"), 10, 64); err == nil && ms > 0 {
 		c.maxDelay = ms * int64(time.Millisecond)
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -90,8 +136,31 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 	ws.Close()
 }
 
-// readPump reads acknowledgements ({"type":"ack","seq":N}) until the
-// client goes, then cancels the writer. Anything else is ignored.
+// parseGaps parses ?gaps=A-B,C-D: ranges below from, ascending and
+// disjoint, that the client has only as summaries.
+func parseGaps(s string, from uint64) ([]gap, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) > maxGaps {
+		return nil, fmt.Errorf("more than %d gaps", maxGaps)
+	}
+	var gaps []gap
+	for _, p := range parts {
+		a, b, ok := strings.Cut(p, "-")
+		x, err1 := strconv.ParseUint(a, 10, 64)
+		y, err2 := strconv.ParseUint(b, 10, 64)
+		if !ok || err1 != nil || err2 != nil || x == 0 || y < x || y >= from || (len(gaps) > 0 && x <= gaps[len(gaps)-1].to) {
+			return nil, fmt.Errorf("gaps: %q is not a range A-B of sequence numbers below from=%d, after the one before", p, from)
+		}
+		gaps = append(gaps, gap{x, y})
+	}
+	return gaps, nil
+}
+
+// readPump reads acknowledgements until the client goes, then cancels
+// the writer. Anything else is ignored.
 func (c *conn) readPump(cancel context.CancelFunc) {
 	defer cancel()
 	c.ws.SetReadLimit(4096)
@@ -104,18 +173,50 @@ func (c *conn) readPump(cancel context.CancelFunc) {
 		}
 		c.ws.SetReadDeadline(time.Now().Add(pongWait))
 		var m struct {
-			Type string `json:"type"`
-			Seq  uint64 `json:"seq"`
+			Type   string  `json:"type"`
+			Seq    uint64  `json:"seq"`
+			Events *uint64 `json:"events"`
 		}
-		if json.Unmarshal(p, &m) == nil && m.Type == "ack" {
+		if json.Unmarshal(p, &m) != nil || m.Type != "ack" {
+			continue
+		}
+		if m.Events != nil {
+			c.acked.Store(*m.Events)
+			c.ackMode.Store(ackCount)
+		} else {
 			c.acked.Store(m.Seq)
-			c.acking.Store(true)
-			select {
-			case c.ack <- struct{}{}:
-			default:
-			}
+			c.ackMode.Store(ackSeq)
+		}
+		select {
+		case c.ack <- struct{}{}:
+		default:
 		}
 	}
+}
+
+// inflight reports how many events are sent and not yet acknowledged,
+// and whether the client acknowledges at all.
+func (c *conn) inflight() (uint64, bool) {
+	a := c.acked.Load()
+	switch c.ackMode.Load() {
+	case ackSeq:
+		return c.next - 1 - min(a, c.next-1), true
+	case ackCount:
+		return c.sent - min(a, c.sent), true
+	}
+	return 0, false
+}
+
+// room is how many backfill events may be sent now.
+func (c *conn) room() uint64 {
+	n, ok := c.inflight()
+	if !ok || c.window == 0 {
+		return backfillChunk
+	}
+	if n >= c.window {
+		return 0
+	}
+	return min(c.window-n, backfillChunk)
 }
 
 // waitWindow blocks, once the client acknowledges what it has handled,
@@ -123,16 +224,30 @@ func (c *conn) readPump(cancel context.CancelFunc) {
 // in the trace rather than in socket buffers, and the client is caught up
 // with a summary instead of lagging further.
 func (c *conn) waitWindow(ctx context.Context) error {
-	for c.window > 0 && c.acking.Load() && c.next-1 > c.acked.Load()+c.window {
-		select {
-		case <-c.ack:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pingPeriod):
+	for {
+		n, ok := c.inflight()
+		if c.window == 0 || !ok || n <= c.window {
+			return nil
+		}
+		if err := c.waitAck(ctx, pingPeriod); err != nil {
+			return err
+		}
+	}
+}
+
+// waitAck waits for the next acknowledgement, at most d, pinging the
+// client if d is the ping period.
+func (c *conn) waitAck(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c.ack:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		if d >= pingPeriod {
 			c.ws.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := c.ws.WriteMessage(websocket.PingMessage, nil); err != nil {
-				return err
-			}
+			return c.ws.WriteMessage(websocket.PingMessage, nil)
 		}
 	}
 	return nil
@@ -140,26 +255,55 @@ func (c *conn) waitWindow(ctx context.Context) error {
 
 // writePump sends the stream: a start message, then definitions and
 // events batch by batch, catch-up summaries when the client has fallen
-// more than MaxLag events behind, and an end message when the trace ends.
+// behind, the events of those summaries (with ?backfill=1) as it catches
+// up, and an end message when the trace ends and nothing is owed.
+//
+// Live events come first: each round sends the next live batch if there
+// is one, then, if the window has room, one chunk of the oldest range
+// still owed. While detail is owed the live subscription is only polled.
 func (c *conn) writePump(ctx context.Context) error {
 	sub := c.rec.Subscribe(c.next)
-	defer func() { sub.Close() }()
-	if err := c.send(startMsg{Type: "start", From: c.next, Head: c.rec.Stats().LastSeq}); err != nil {
+	defer func() {
+		sub.Close()
+		if c.bsub != nil {
+			c.bsub.Close()
+		}
+	}()
+	if err := c.send(startMsg{Type: "start", From: c.next, Head: c.rec.Stats().LastSeq, Gaps: gapPairs(c.gaps)}); err != nil {
 		return err
 	}
 	lastPing := time.Now()
+	live, reason := true, ""
 	for {
-		wait, cancel := context.WithTimeout(ctx, pingPeriod)
-		b, err := sub.Next(wait)
-		cancel()
-		switch {
-		case err == nil:
-		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		case errors.Is(err, io.EOF):
-			reason, _ := sub.End()
-			return c.send(endMsg{Type: "end", Last: c.next - 1, Reason: reason})
-		default:
-			return err
+		progressed := false
+		if live {
+			d := pingPeriod
+			if len(c.gaps) > 0 {
+				d = 0
+			}
+			wait, cancel := context.WithTimeout(ctx, d)
+			b, err := sub.Next(wait)
+			cancel()
+			switch {
+			case err == nil:
+			case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			case errors.Is(err, io.EOF):
+				live = false
+				reason, _ = sub.End()
+			default:
+				return err
+			}
+			if len(b.Events) > 0 || len(b.Strings) > 0 || len(b.Sites) > 0 {
+				progressed = true
+				resubscribe, err := c.live(ctx, b)
+				if err != nil {
+					return err
+				}
+				if resubscribe {
+					sub.Close()
+					sub = c.rec.Subscribe(c.next)
+				}
+			}
 		}
 		if time.Since(lastPing) >= pingPeriod {
 			c.ws.SetWriteDeadline(time.Now().Add(writeWait))
@@ -168,30 +312,98 @@ func (c *conn) writePump(ctx context.Context) error {
 			}
 			lastPing = time.Now()
 		}
-		if len(b.Events) == 0 && len(b.Strings) == 0 && len(b.Sites) == 0 {
+		if len(c.gaps) == 0 {
+			if !live {
+				return c.send(endMsg{Type: "end", Last: c.next - 1, Reason: reason})
+			}
 			continue
 		}
-		if err := c.waitWindow(ctx); err != nil {
-			return err
+		if n := c.room(); n > 0 {
+			if err := c.sendBackfill(ctx, n); err != nil {
+				return err
+			}
+			progressed = true
 		}
-		// A batch the client is too far behind for is not sent: a summary
-		// replaces it and what followed it, and the stream goes on from
-		// the index's last event (the new subscription's first batch
-		// carries every definition, this batch's too).
-		if len(b.Events) > 0 {
-			if to, ok := c.behind(b.Events[0].Time); ok && to >= b.Events[len(b.Events)-1].Seq {
-				if err := c.catchup(to); err != nil {
-					return err
-				}
-				sub.Close()
-				sub = c.rec.Subscribe(c.next)
-				continue
+		if !progressed {
+			// Detail is owed but the window is full and nothing is live:
+			// wait for the client.
+			d := 5 * time.Millisecond
+			if !live {
+				d = pingPeriod
+			}
+			if err := c.waitAck(ctx, d); err != nil {
+				return err
 			}
 		}
-		if err := c.writeBatch(b); err != nil {
+	}
+}
+
+// live sends one live batch, or, if the client is too far behind for it, a
+// summary instead; it reports whether the live subscription must start
+// again at c.next.
+func (c *conn) live(ctx context.Context, b timeline.Batch) (bool, error) {
+	if len(b.Events) == 0 {
+		return false, c.writeBatch(b, false)
+	}
+	if err := c.waitWindow(ctx); err != nil {
+		return false, err
+	}
+	// A batch the client is too far behind for is not sent: a summary
+	// replaces it and what followed it, and the stream goes on from the
+	// index's last event (the new subscription's first batch carries
+	// every definition, this batch's too).
+	if to, ok := c.behind(b.Events[0].Time); ok && to >= b.Events[len(b.Events)-1].Seq {
+		return true, c.catchup(to)
+	}
+	return false, c.writeBatch(b, false)
+}
+
+// sendBackfill sends at most n events of the oldest range owed.
+func (c *conn) sendBackfill(ctx context.Context, n uint64) error {
+	g := &c.gaps[0]
+	if len(c.bpend) == 0 {
+		if c.bsub == nil {
+			c.bsub = c.rec.Subscribe(g.from)
+		}
+		b, err := c.bsub.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("the trace ends before %d, owed to the client", g.from)
+		}
+		if err != nil {
 			return err
 		}
+		// Definitions the client has from the live stream, unless it is
+		// owed events older than its first live batch: send them (again:
+		// an id always has the same meaning).
+		if len(b.Strings) > 0 || len(b.Sites) > 0 {
+			if err := c.writeDefs(b); err != nil {
+				return err
+			}
+		}
+		c.bpend = b.Events
 	}
+	evs := c.bpend
+	i := 0
+	for i < len(evs) && evs[i].Seq < g.from {
+		i++
+	}
+	j := i
+	for j < len(evs) && evs[j].Seq <= g.to && uint64(j-i) < n {
+		j++
+	}
+	c.bpend = evs[j:]
+	if j > i {
+		if err := c.writeEvents(evs[i:j], true); err != nil {
+			return err
+		}
+		g.from = evs[j-1].Seq + 1
+	}
+	if g.from > g.to || (len(c.bpend) > 0 && c.bpend[0].Seq > g.to) {
+		c.gaps = c.gaps[1:]
+		c.bsub.Close()
+		c.bsub, c.bpend = nil, nil
+	}
+	return nil
 }
 
 // behind reports whether the client, about to be sent the event c.next
@@ -208,24 +420,40 @@ func (c *conn) behind(t int64) (uint64, bool) {
 	return seq, late && seq >= c.next
 }
 
-// catchup tells the client that events next..to are skipped and sends
-// their summary instead.
+// catchup tells the client that events next..to are summarised and sends
+// their summary instead; with backfill, their events are owed.
 func (c *conn) catchup(to uint64) error {
 	_, seq, t1 := c.ki.ix.Last()
 	if seq < to {
 		to = seq
 	}
-	m := catchupMsg{Type: "catchup", From: c.next, To: to, T0: c.lastTime, T1: t1 + 1}
+	m := catchupMsg{Type: "catchup", From: c.next, To: to, T0: c.lastTime, T1: t1 + 1, Backfill: c.backfill}
 	m.Buckets = c.ki.ix.Query(m.T0, m.T1, c.h.opts.CatchupBuckets)
 	m.Categories = categoryNames()
+	if c.backfill {
+		if k := len(c.gaps) - 1; k >= 0 && c.gaps[k].to+1 == c.next {
+			c.gaps[k].to = to
+		} else {
+			c.gaps = append(c.gaps, gap{c.next, to})
+		}
+	}
 	c.next, c.lastTime = to+1, t1
 	return c.send(m)
 }
 
+func gapPairs(gs []gap) [][2]uint64 {
+	out := make([][2]uint64, len(gs))
+	for i, g := range gs {
+		out[i] = [2]uint64{g.from, g.to}
+	}
+	return out
+}
+
 type startMsg struct {
-	Type string `json:"type"`
-	From uint64 `json:"from"`
-	Head uint64 `json:"head"`
+	Type string      `json:"type"`
+	From uint64      `json:"from"`
+	Head uint64      `json:"head"`
+	Gaps [][2]uint64 `json:"gaps"` // the ranges owed, from ?gaps
 }
 
 type endMsg struct {
@@ -240,6 +468,7 @@ type catchupMsg struct {
 	To         uint64       `json:"to"`
 	T0         int64        `json:"t0"`
 	T1         int64        `json:"t1"`
+	Backfill   bool         `json:"backfill"` // from..to's events follow
 	Categories []string     `json:"categories"`
 	Buckets    []lod.Bucket `json:"buckets"`
 }
@@ -249,88 +478,243 @@ func (c *conn) send(v any) error {
 	if err != nil {
 		return err
 	}
-	return c.write(b)
+	return c.write(websocket.TextMessage, b)
 }
 
-func (c *conn) write(b []byte) error {
+func (c *conn) write(typ int, b []byte) error {
 	c.ws.SetWriteDeadline(time.Now().Add(writeWait))
-	return c.ws.WriteMessage(websocket.TextMessage, b)
+	return c.ws.WriteMessage(typ, b)
 }
 
-// writeBatch sends a batch's definitions, then its events, in the compact
-// JSON of docs/timeline.md, written by hand: it is the hot path.
-func (c *conn) writeBatch(b timeline.Batch) error {
+// writeBatch sends a live batch's definitions, then its events.
+func (c *conn) writeBatch(b timeline.Batch, backfill bool) error {
 	if len(b.Strings) > 0 || len(b.Sites) > 0 {
-		p := append(c.buf[:0], `{"type":"defs","strings":[`...)
-		for i, d := range b.Strings {
-			if i > 0 {
-				p = append(p, ',')
-			}
-			p = append(p, '[')
-			p = strconv.AppendUint(p, uint64(d.ID), 10)
-			p = append(p, ',')
-			p = appendString(p, d.Text)
-			p = append(p, ']')
-		}
-		p = append(p, `],"sites":[`...)
-		for i, d := range b.Sites {
-			if i > 0 {
-				p = append(p, ',')
-			}
-			p = append(p, '[')
-			p = strconv.AppendUint(p, uint64(d.ID), 10)
-			p = append(p, ',')
-			p = appendString(p, d.Site.Cell)
-			p = append(p, ',')
-			p = strconv.AppendInt(p, int64(d.Site.Line), 10)
-			p = append(p, ",["...)
-			for j, f := range d.Site.Frames {
-				if j > 0 {
-					p = append(p, ',')
-				}
-				p = append(p, '[')
-				p = appendString(p, f.Func)
-				p = append(p, ',')
-				p = appendString(p, f.File)
-				p = append(p, ',')
-				p = strconv.AppendInt(p, int64(f.Line), 10)
-				p = append(p, ']')
-			}
-			p = append(p, "]]"...)
-		}
-		p = append(p, "]}"...)
-		c.buf = p
-		if err := c.write(p); err != nil {
+		if err := c.writeDefs(b); err != nil {
 			return err
 		}
 	}
 	if len(b.Events) == 0 {
 		return nil
 	}
-	p := append(c.buf[:0], `{"type":"events","events":[`...)
-	for i, e := range b.Events {
+	if err := c.writeEvents(b.Events, backfill); err != nil {
+		return err
+	}
+	last := b.Events[len(b.Events)-1]
+	c.next, c.lastTime = last.Seq+1, last.Time
+	return nil
+}
+
+// writeDefs sends a batch's definitions in the JSON of docs/timeline.md,
+// written by hand.
+func (c *conn) writeDefs(b timeline.Batch) error {
+	p := append(c.buf[:0], `{"type":"defs","strings":[`...)
+	for i, d := range b.Strings {
 		if i > 0 {
 			p = append(p, ',')
 		}
 		p = append(p, '[')
-		for j, v := range [...]uint64{e.Seq, uint64(e.Time), uint64(e.Kind), uint64(e.Category), uint64(e.Expect),
-			e.Addr, e.Size, e.Requested, uint64(e.Scope), uint64(e.Site), uint64(e.Label), e.Extra} {
+		p = strconv.AppendUint(p, uint64(d.ID), 10)
+		p = append(p, ',')
+		p = appendString(p, d.Text)
+		p = append(p, ']')
+	}
+	p = append(p, `],"sites":[`...)
+	for i, d := range b.Sites {
+		if i > 0 {
+			p = append(p, ',')
+		}
+		p = append(p, '[')
+		p = strconv.AppendUint(p, uint64(d.ID), 10)
+		p = append(p, ',')
+		p = appendString(p, d.Site.Cell)
+		p = append(p, ',')
+		p = strconv.AppendInt(p, int64(d.Site.Line), 10)
+		p = append(p, ",["...)
+		for j, f := range d.Site.Frames {
 			if j > 0 {
 				p = append(p, ',')
 			}
-			if j == 1 {
-				p = strconv.AppendInt(p, int64(v), 10)
-			} else {
-				p = strconv.AppendUint(p, v, 10)
-			}
+			p = append(p, '[')
+			p = appendString(p, f.Func)
+			p = append(p, ',')
+			p = appendString(p, f.File)
+			p = append(p, ',')
+			p = strconv.AppendInt(p, int64(f.Line), 10)
+			p = append(p, ']')
 		}
-		p = append(p, ']')
+		p = append(p, "]]"...)
 	}
 	p = append(p, "]}"...)
 	c.buf = p
-	last := b.Events[len(b.Events)-1]
-	c.next, c.lastTime = last.Seq+1, last.Time
-	return c.write(p)
+	return c.write(websocket.TextMessage, p)
+}
+
+// writeEvents sends events, live or backfill, as JSON or binary frames
+// (docs/timeline-stream.md): it is the hot path, written by hand.
+func (c *conn) writeEvents(evs []event.Event, backfill bool) error {
+	c.sent += uint64(len(evs))
+	if !c.binary {
+		p := append(c.buf[:0], `{"type":"events",`...)
+		if backfill {
+			p = append(p, `"backfill":true,`...)
+		}
+		p = append(p, `"events":[`...)
+		for i, e := range evs {
+			if i > 0 {
+				p = append(p, ',')
+			}
+			p = append(p, '[')
+			for j, v := range [...]uint64{e.Seq, uint64(e.Time), uint64(e.Kind), uint64(e.Category), uint64(e.Expect),
+				e.Addr, e.Size, e.Requested, uint64(e.Scope), uint64(e.Site), uint64(e.Label), e.Extra} {
+				if j > 0 {
+					p = append(p, ',')
+				}
+				if j == 1 {
+					p = strconv.AppendInt(p, int64(v), 10)
+				} else {
+					p = strconv.AppendUint(p, v, 10)
+				}
+			}
+			p = append(p, ']')
+		}
+		p = append(p, "]}"...)
+		c.buf = p
+		return c.write(websocket.TextMessage, p)
+	}
+	// A frame holds consecutive sequence numbers (as a Recorder delivers
+	// them); split where they are not.
+	for len(evs) > 0 {
+		n := 1
+		for n < len(evs) && evs[n].Seq == evs[n-1].Seq+1 {
+			n++
+		}
+		c.buf = AppendFrame(c.buf[:0], evs[:n], backfill)
+		if err := c.write(websocket.BinaryMessage, c.buf); err != nil {
+			return err
+		}
+		evs = evs[n:]
+	}
+	return nil
+}
+
+// The binary events frame (docs/timeline-stream.md), little-endian: a
+// 16-byte header (magic "LT", version 1, flags; event count as uint32;
+// the first event's Seq as float64), then one column per field, float64
+// columns first so that every column is aligned for a typed-array view.
+const (
+	FrameHeader    = 16
+	FrameEventSize = 5*8 + 4*4 + 3 // bytes per event
+	FrameVersion   = 1
+	// FrameBackfill in the flags byte marks events the client has as a
+	// summary (catch-up) and now gets in detail.
+	FrameBackfill = 1
+)
+
+// AppendFrame appends evs, whose sequence numbers must be consecutive, as
+// one binary events frame.
+func AppendFrame(p []byte, evs []event.Event, backfill bool) []byte {
+	n := len(evs)
+	off := len(p)
+	p = slices.Grow(p, FrameHeader+n*FrameEventSize)[:off+FrameHeader+n*FrameEventSize]
+	q := p[off:]
+	flags := byte(0)
+	if backfill {
+		flags |= FrameBackfill
+	}
+	q[0], q[1], q[2], q[3] = 'L', 'T', FrameVersion, flags
+	le := binary.LittleEndian
+	le.PutUint32(q[4:], uint32(n))
+	var first uint64
+	if n > 0 {
+		first = evs[0].Seq
+	}
+	le.PutUint64(q[8:], math.Float64bits(float64(first)))
+	o := FrameHeader
+	f64 := func(get func(e *event.Event) float64) {
+		for i := range evs {
+			le.PutUint64(q[o:], math.Float64bits(get(&evs[i])))
+			o += 8
+		}
+	}
+	f64(func(e *event.Event) float64 { return float64(e.Time) })
+	f64(func(e *event.Event) float64 { return float64(e.Size) })
+	f64(func(e *event.Event) float64 { return float64(e.Requested) })
+	f64(func(e *event.Event) float64 { return float64(e.Extra) })
+	f64(func(e *event.Event) float64 { return float64(e.Scope) })
+	for i := range evs {
+		le.PutUint32(q[o:], uint32(evs[i].Addr))
+		o += 4
+	}
+	for i := range evs {
+		le.PutUint32(q[o:], uint32(evs[i].Addr>>32))
+		o += 4
+	}
+	for i := range evs {
+		le.PutUint32(q[o:], uint32(evs[i].Site))
+		o += 4
+	}
+	for i := range evs {
+		le.PutUint32(q[o:], uint32(evs[i].Label))
+		o += 4
+	}
+	for i := range evs {
+		q[o] = byte(evs[i].Kind)
+		q[o+n] = byte(evs[i].Category)
+		q[o+2*n] = byte(evs[i].Expect)
+		o++
+	}
+	return p
+}
+
+// DecodeFrame reads a binary events frame back (for tests and tools): the
+// events, with every field AppendFrame writes, and whether they are
+// backfill.
+func DecodeFrame(p []byte) ([]event.Event, bool, error) {
+	if len(p) < FrameHeader || p[0] != 'L' || p[1] != 'T' || p[2] != FrameVersion {
+		return nil, false, errors.New("not a version 1 events frame")
+	}
+	le := binary.LittleEndian
+	n := int(le.Uint32(p[4:]))
+	if len(p) != FrameHeader+n*FrameEventSize {
+		return nil, false, fmt.Errorf("events frame of %d bytes for %d events", len(p), n)
+	}
+	first := uint64(math.Float64frombits(le.Uint64(p[8:])))
+	evs := make([]event.Event, n)
+	o := FrameHeader
+	f64 := func(i int) float64 { return math.Float64frombits(le.Uint64(p[o+8*i:])) }
+	for i := range evs {
+		evs[i].Seq = first + uint64(i)
+		evs[i].Time = int64(f64(i))
+	}
+	o += 8 * n
+	for i := range evs {
+		evs[i].Size = uint64(f64(i))
+	}
+	o += 8 * n
+	for i := range evs {
+		evs[i].Requested = uint64(f64(i))
+	}
+	o += 8 * n
+	for i := range evs {
+		evs[i].Extra = uint64(f64(i))
+	}
+	o += 8 * n
+	for i := range evs {
+		evs[i].Scope = event.ScopeID(f64(i))
+	}
+	o += 8 * n
+	for i := range evs {
+		evs[i].Addr = uint64(le.Uint32(p[o+4*i:])) | uint64(le.Uint32(p[o+4*n+4*i:]))<<32
+		evs[i].Site = event.SiteID(le.Uint32(p[o+8*n+4*i:]))
+		evs[i].Label = event.StringID(le.Uint32(p[o+12*n+4*i:]))
+	}
+	o += 16 * n
+	for i := range evs {
+		evs[i].Kind = event.Kind(p[o+i])
+		evs[i].Category = event.Category(p[o+n+i])
+		evs[i].Expect = event.ScopeKind(p[o+2*n+i])
+	}
+	return evs, p[3]&FrameBackfill != 0, nil
 }
 
 func appendString(p []byte, s string) []byte {

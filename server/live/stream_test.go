@@ -1,0 +1,284 @@
+package live
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"linger/timeline"
+	"linger/timeline/event"
+)
+
+// follower is a stream client that keeps what the browser keeps: the
+// next live sequence number, the ranges it has only as summaries, and
+// every event it was sent, checking that none comes twice, that live
+// events continue each other, and that a range's events come only after
+// its summary, oldest first.
+type follower struct {
+	t       *testing.T
+	binary  bool
+	next    uint64
+	gaps    []gap
+	got     map[uint64]event.Event
+	handled uint64 // events handled on the current connection
+
+	summaries  int    // catch-up messages
+	summarised uint64 // events they covered
+	backfilled uint64 // events received after their summary
+	ended      bool
+}
+
+func newFollower(t *testing.T, binary bool) *follower {
+	return &follower{t: t, binary: binary, next: 1, got: map[uint64]event.Event{}}
+}
+
+// url is the stream route with the query that resumes where f is.
+func (f *follower) url(srv string, maxDelayMs int) string {
+	u := fmt.Sprintf("ws%s/api/timeline/kernels/k1/stream?from=%d&backfill=1&max_delay_ms=%d", strings.TrimPrefix(srv, "http"), f.next, maxDelayMs)
+	if f.binary {
+		u += "&format=binary"
+	}
+	if len(f.gaps) > 0 {
+		var s []string
+		for _, g := range f.gaps {
+			s = append(s, fmt.Sprintf("%d-%d", g.from, g.to))
+		}
+		u += "&gaps=" + strings.Join(s, ",")
+	}
+	return u
+}
+
+// handle takes one message and answers how many events it carried.
+func (f *follower) handle(typ int, p []byte) int {
+	t := f.t
+	t.Helper()
+	var evs []event.Event
+	var backfill bool
+	if typ == websocket.BinaryMessage {
+		var err error
+		if evs, backfill, err = DecodeFrame(p); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		var m struct {
+			message
+			Backfill bool        `json:"backfill"`
+			Gaps     [][2]uint64 `json:"gaps"`
+		}
+		if err := json.Unmarshal(p, &m); err != nil {
+			t.Fatalf("%v: %.200s", err, p)
+		}
+		switch m.Type {
+		case "start":
+			if m.From != f.next || len(m.Gaps) != len(f.gaps) {
+				t.Fatalf("start from %d owing %v, want from %d owing %v", m.From, m.Gaps, f.next, f.gaps)
+			}
+		case "catchup":
+			if m.From != f.next || m.To < m.From || len(m.Buckets) == 0 || !m.Backfill {
+				t.Fatalf("catchup %d..%d (backfill %v) with %d buckets, next %d", m.From, m.To, m.Backfill, len(m.Buckets), f.next)
+			}
+			if k := len(f.gaps) - 1; k >= 0 && f.gaps[k].to+1 == m.From {
+				f.gaps[k].to = m.To
+			} else {
+				f.gaps = append(f.gaps, gap{m.From, m.To})
+			}
+			f.summaries++
+			f.summarised += m.To - m.From + 1
+			f.next = m.To + 1
+		case "events":
+			if f.binary {
+				t.Fatalf("JSON events on a binary stream")
+			}
+			backfill = m.Backfill
+			for _, e := range m.Events {
+				evs = append(evs, event.Event{Seq: uint64(e[0]), Time: e[1], Kind: event.Kind(e[2]), Category: event.Category(e[3]),
+					Expect: event.ScopeKind(e[4]), Addr: uint64(e[5]), Size: uint64(e[6]), Requested: uint64(e[7]),
+					Scope: event.ScopeID(e[8]), Site: event.SiteID(e[9]), Label: event.StringID(e[10]), Extra: uint64(e[11])})
+			}
+		case "end":
+			if len(f.gaps) > 0 || m.Last != f.next-1 {
+				t.Fatalf("end at %d owing %v, next %d", m.Last, f.gaps, f.next)
+			}
+			f.ended = true
+		}
+	}
+	if len(evs) == 0 {
+		return 0
+	}
+	for _, e := range evs {
+		if _, dup := f.got[e.Seq]; dup {
+			t.Fatalf("event %d twice (backfill %v)", e.Seq, backfill)
+		}
+		f.got[e.Seq] = e
+		if !backfill {
+			if e.Seq != f.next {
+				t.Fatalf("live event %d, want %d", e.Seq, f.next)
+			}
+			f.next++
+			continue
+		}
+		if len(f.gaps) == 0 || e.Seq != f.gaps[0].from {
+			t.Fatalf("backfill event %d owing %v: not the oldest event summarised", e.Seq, f.gaps)
+		}
+		f.backfilled++
+		if f.gaps[0].from++; f.gaps[0].from > f.gaps[0].to {
+			f.gaps = f.gaps[1:]
+		}
+	}
+	f.handled += uint64(len(evs))
+	return len(evs)
+}
+
+// TestBackfill follows a trace with a deliberately slow client: it falls
+// behind, gets summaries first, then the summarised events while it
+// catches up, and in the end holds exactly the trace file's events, each
+// once, also when the connection drops in the middle of a backfill.
+func TestBackfill(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		binary bool
+		drops  int
+	}{
+		{"binary", true, 0},
+		{"binary, reconnects while backfilling", true, 3},
+		{"json, reconnects while backfilling", false, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fx := newFixture(t, Options{Window: 4000, MaxLag: 1 << 40})
+			const n = 150_000
+			f := newFollower(t, c.binary)
+			ws, _, err := websocket.DefaultDialer.Dial(f.url(fx.srv.URL, 5), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				// 1 µs of trace time an event: the client, slower than
+				// that, is soon more than 5 ms of trace time behind.
+				for s := uint64(1); s <= n; s += 1000 {
+					emit(fx.rec, s, s+999)
+					time.Sleep(100 * time.Microsecond)
+				}
+				fx.rec.Close()
+			}()
+			drops, firstSummaryAt := 0, -1
+			for msgs := 0; !f.ended; msgs++ {
+				ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+				typ, p, err := ws.ReadMessage()
+				if err != nil {
+					t.Fatalf("after %d messages: %v", msgs, err)
+				}
+				summaries, backfilled := f.summaries, f.backfilled
+				k := f.handle(typ, p)
+				if f.summaries > summaries && firstSummaryAt < 0 {
+					firstSummaryAt = msgs
+				}
+				// Slow: about 2 µs an event, and an ack after each message.
+				time.Sleep(time.Duration(k) * 2 * time.Microsecond)
+				ws.WriteJSON(map[string]any{"type": "ack", "seq": f.next - 1, "events": f.handled})
+				if f.backfilled > backfilled && drops < c.drops && len(f.gaps) > 0 {
+					drops++
+					ws.Close()
+					f.handled = 0
+					if ws, _, err = websocket.DefaultDialer.Dial(f.url(fx.srv.URL, 5), nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			ws.Close()
+			t.Logf("%d events: %d summaries covering %d events, all sent again as backfill: %d; first summary at message %d; %d reconnects",
+				len(f.got), f.summaries, f.summarised, f.backfilled, firstSummaryAt, drops)
+			if f.summaries == 0 {
+				t.Fatal("the slow client got no summary")
+			}
+			if f.backfilled != f.summarised {
+				t.Errorf("%d events summarised, %d of them sent afterwards", f.summarised, f.backfilled)
+			}
+			if drops < c.drops {
+				t.Errorf("%d reconnects while backfilling, want %d", drops, c.drops)
+			}
+			compareWithFile(t, filepath.Join(fx.dir, "live.ltrace"), f.got)
+		})
+	}
+}
+
+// compareWithFile checks that got holds exactly the events of the trace
+// file, every field equal.
+func compareWithFile(t *testing.T, path string, got map[uint64]event.Event) {
+	t.Helper()
+	r, err := timeline.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var n int
+	for {
+		e, err := r.ReadEvent()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if g, ok := got[e.Seq]; !ok {
+			t.Fatalf("event %d of the file never sent", e.Seq)
+		} else if g != e {
+			t.Fatalf("event %d sent as %+v, the file has %+v", e.Seq, g, e)
+		}
+	}
+	if n != len(got) {
+		t.Errorf("the file has %d events, the client %d", n, len(got))
+	}
+}
+
+// TestFrameRoundTrip checks that a binary frame carries every field,
+// addresses above 2^32 included.
+func TestFrameRoundTrip(t *testing.T) {
+	evs := []event.Event{
+		{Seq: 7, Time: 123456789, Kind: event.KindAlloc, Category: event.CategoryKVCache, Expect: event.ScopeRequest,
+			Addr: 0x7f12_3456_7890, Size: 1 << 40, Requested: 1<<40 - 3, Scope: 99, Site: 5, Label: 6, Extra: 2},
+		{Seq: 8, Time: 123456790, Kind: event.KindFree, Addr: 1<<53 - 1, Size: 512},
+	}
+	got, backfill, err := DecodeFrame(AppendFrame([]byte("junk"), evs, true)[4:])
+	if err != nil || !backfill || len(got) != 2 || got[0] != evs[0] || got[1] != evs[1] {
+		t.Fatalf("got %+v backfill %v err %v, want %+v", got, backfill, err, evs)
+	}
+}
+
+// FuzzDecodeFrame: a frame from the network never panics the decoder, and
+// what it accepts encodes back to the same bytes.
+func FuzzDecodeFrame(f *testing.F) {
+	f.Add(AppendFrame(nil, []event.Event{{Seq: 1, Time: 5, Kind: event.KindAlloc, Addr: 1 << 33, Size: 64}}, false))
+	f.Add(AppendFrame(nil, nil, true))
+	f.Add([]byte("LT\x01\x00\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		evs, backfill, err := DecodeFrame(p)
+		if err != nil {
+			return
+		}
+		if q := AppendFrame(nil, evs, backfill); len(q) != len(p) {
+			t.Fatalf("%d bytes decode to %d events, which encode to %d bytes", len(p), len(evs), len(q))
+		}
+	})
+}
+
+// BenchmarkAppendFrame measures the hot path of a binary stream.
+func BenchmarkAppendFrame(b *testing.B) {
+	evs := make([]event.Event, 4096)
+	for i := range evs {
+		evs[i] = event.Event{Seq: uint64(i + 1), Time: int64(i) * 700, Kind: event.KindAlloc, Addr: uint64(i) << 12, Size: 4096, Site: 1, Label: 2}
+	}
+	var p []byte
+	b.ReportAllocs()
+	b.SetBytes(int64(len(evs)) * FrameEventSize)
+	for b.Loop() {
+		p = AppendFrame(p[:0], evs, false)
+	}
+}
