@@ -1,0 +1,277 @@
+package scenarios
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"linger/timeline"
+	"linger/timeline/analyze"
+	"linger/timeline/event"
+)
+
+// Scenario 4: a tokenizer cache keyed by a fresh key per call and never
+// evicting grows with every call; a bounded LRU with stable keys stays at
+// its bound.
+func Test04TokenizerCache(t *testing.T) {
+	r := runNotebook(t, "04-tokenizer-cache.ipynb")
+	t.Logf("linger run: %s", r.Elapsed)
+
+	// The loop, as the notebook writes it: REQUESTS requests of
+	// CHUNKS_PER_REQUEST chunks each, chunk (r*37+j) mod the corpus of
+	// 20 documents × 20 sections; the fixed cache holds 256 entries.
+	const (
+		requests   = 40
+		perRequest = 250
+		corpus     = 20 * 20
+		bound      = 256
+		stride     = 37
+	)
+	for cell, want := range map[string][]string{
+		"setup-engine": {"for d in range(20):", "for s in range(20):", "REQUESTS = 40", "CHUNKS_PER_REQUEST = 250", "chunks[(r * 37 + j) % len(chunks)]"},
+		"leaky-serve":  {"tokenizer(cache_size=-1)", `key="req%d/chunk%d" % (r, j)`},
+		"fixed-serve":  {"tokenizer(cache_size=256)", "key=chunk"},
+	} {
+		for _, s := range want {
+			if !strings.Contains(cellSource(t, r, cell), s) {
+				t.Fatalf("cell %s no longer has %q: update the test's copy of the loop", cell, s)
+			}
+		}
+	}
+	calls := requests * perRequest
+	// Leaky: every key is new, so every call is a miss and an entry.
+	leakyEntries := calls
+	// Fixed: the keys are the chunk texts; an LRU of the bound over them.
+	var keys []int
+	for req := 0; req < requests; req++ {
+		for j := 0; j < perRequest; j++ {
+			keys = append(keys, (req*stride+j)%corpus)
+		}
+	}
+	fixedMisses, fixedEntries := simulateLRU(keys, bound)
+	distinct := map[int]bool{}
+	for _, k := range keys {
+		distinct[k] = true
+	}
+	if fixedEntries != min(len(distinct), bound) {
+		t.Fatalf("LRU simulation: %d entries for %d distinct keys, bound %d", fixedEntries, len(distinct), bound)
+	}
+
+	leakyLine := lineOf(t, r, "leaky-serve", "cache_leaky.encode(")
+	fixedLine := lineOf(t, r, "fixed-serve", "cache_fixed.encode(")
+	const cat = "tokenizer_cache"
+
+	// Every entry is one block allocated at the encode line.
+	if n, _ := r.allocs("leaky-serve:", cat); n != calls {
+		t.Errorf("leaky: %d tokenizer_cache allocations, want one per call: %d", n, calls)
+	}
+	if n, _ := r.allocs(fmt.Sprintf("leaky-serve:%d ", leakyLine), cat); n != calls {
+		t.Errorf("leaky: %d tokenizer_cache allocations at leaky-serve:%d, want %d", n, leakyLine, calls)
+	}
+	if n, _ := r.allocs(fmt.Sprintf("fixed-serve:%d ", fixedLine), cat); n != fixedMisses {
+		t.Errorf("fixed: %d tokenizer_cache allocations at fixed-serve:%d, want one per LRU miss: %d", n, fixedLine, fixedMisses)
+	}
+
+	// At the end of the leaky cell: every call's entry is alive, and the
+	// analyzer calls the leaky site's series growing.
+	atLeaky := r.window(t, nil, cellEnd("leaky-serve"))
+	if n, b := liveAt(atLeaky, "leaky-serve:", cat); n != uint64(leakyEntries) {
+		t.Errorf("end of leaky part: %d live tokenizer_cache blocks (%d bytes), want %d", n, b, leakyEntries)
+	}
+	g, ok := growthAt(atLeaky, fmt.Sprintf("leaky-serve:%d ", leakyLine), cat)
+	if !ok {
+		t.Errorf("end of leaky part: no growth verdict for tokenizer_cache at leaky-serve:%d; growth: %+v", leakyLine, atLeaky.Growth)
+	} else {
+		t.Logf("leaky growth: %.0f bytes/step over %d %s samples, R² %.3f, %d → %d bytes", g.BytesPerStep, g.Samples, atLeaky.GrowthUnit, g.R2, g.First, g.Last)
+		if g.Last < uint64(leakyEntries)*512 {
+			t.Errorf("leaky growth ends at %d bytes, want at least %d entries of 512 bytes", g.Last, leakyEntries)
+		}
+	}
+
+	// At the end of the fixed cell: the bound, and no growth at its site.
+	atFixed := r.window(t, nil, cellEnd("fixed-serve"))
+	if n, _ := liveAt(atFixed, "fixed-serve:", cat); n != uint64(fixedEntries) {
+		t.Errorf("end of fixed part: %d live tokenizer_cache blocks, want %d (the bound, %d distinct keys)", n, fixedEntries, len(distinct))
+	}
+	if n, _ := liveAt(atFixed, "leaky-serve:", cat); n != uint64(leakyEntries) {
+		t.Errorf("end of fixed part: the leaky cache holds %d blocks, want %d (still reachable)", n, leakyEntries)
+	}
+	for _, rep := range []*analyze.Report{atFixed, r.Report} {
+		if g, ok := growthAt(rep, "fixed-", cat); ok {
+			t.Errorf("fixed part: tokenizer_cache growing at %s: %+v", g.Site, g)
+		}
+	}
+	// A session-lived cache is not a lingering object; the fixed part
+	// leaves none of any kind.
+	if b, n := r.lingering("fixed-", cat); n != 0 {
+		t.Errorf("fixed part: %d lingering tokenizer_cache objects, %d bytes", n, b)
+	}
+
+	md := cellSource(t, r, "about-figures")
+	for _, s := range []string{"9,842", "10,000", "12", "256"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("about-figures no longer discusses %q", s)
+		}
+	}
+}
+
+// simulateLRU runs keys through an LRU cache of the given bound and
+// returns its misses and the entries left.
+func simulateLRU(keys []int, bound int) (misses, entries int) {
+	order := list.New()
+	at := map[int]*list.Element{}
+	for _, k := range keys {
+		if e, ok := at[k]; ok {
+			order.MoveToFront(e)
+			continue
+		}
+		misses++
+		at[k] = order.PushFront(k)
+		if order.Len() > bound {
+			last := order.Back()
+			order.Remove(last)
+			delete(at, last.Value.(int))
+		}
+	}
+	return misses, order.Len()
+}
+
+// The helpers below serve notebooks 04, 05 and 07: the analyzer's verdict
+// at a point of the run (the end of a cell, a mark, the OOM), as the live
+// findings panel showed it then.
+
+// point matches an event of a trace; it sees every event from the first,
+// in order, so it may keep state.
+type point func(f *timeline.File, e event.Event) bool
+
+// cellStart is the scope_begin of the cell with this id.
+func cellStart(id string) point {
+	return func(f *timeline.File, e event.Event) bool {
+		return e.Kind == event.KindScopeBegin && e.Expect == event.ScopeCell && f.String(e.Label) == id
+	}
+}
+
+// cellEnd is the scope_end of the cell with this id.
+func cellEnd(id string) point {
+	var scope uint64
+	return func(f *timeline.File, e event.Event) bool {
+		switch {
+		case e.Kind == event.KindScopeBegin && e.Expect == event.ScopeCell && f.String(e.Label) == id:
+			scope = e.Addr
+		case e.Kind == event.KindScopeEnd && scope != 0 && e.Addr == scope:
+			return true
+		}
+		return false
+	}
+}
+
+// markAt is the mark with this text.
+func markAt(text string) point {
+	return func(f *timeline.File, e event.Event) bool {
+		return e.Kind == event.KindMark && f.String(e.Label) == text
+	}
+}
+
+// firstOf is the first event of kind k.
+func firstOf(k event.Kind) point {
+	return func(_ *timeline.File, e event.Event) bool { return e.Kind == k }
+}
+
+var errStopReplay = errors.New("stop replay")
+
+// window feeds a fresh analyzer the trace's events from the first one
+// from matches (nil: the first event) up to and including the first one
+// after it that to matches (nil: the last event), and returns its report.
+// A window that starts mid-trace sees frees of blocks it never saw
+// allocated (counted as anomalies) and starts its tracks at zero.
+func (r *result) window(t *testing.T, from, to point) *analyze.Report {
+	t.Helper()
+	f, err := timeline.OpenFile(r.TracePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := analyze.New(analyze.Options{Names: f})
+	started, ended := from == nil, false
+	err = f.Replay(func(e event.Event) error {
+		if !started && from(f, e) {
+			started = true
+		}
+		end := to != nil && to(f, e)
+		if started {
+			a.Add(e)
+			if end {
+				ended = true
+				return errStopReplay
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopReplay) {
+		t.Fatal(err)
+	}
+	if !started || (to != nil && !ended) {
+		t.Fatalf("trace %s: window not found (started %t, ended %t)", r.TracePath, started, ended)
+	}
+	return a.Report(f)
+}
+
+// liveAt is the live blocks and bytes of category cat at the sites in
+// cells whose "id:line" starts with cellPrefix, in a report.
+func liveAt(rep *analyze.Report, cellPrefix, cat string) (count, bytes uint64) {
+	for _, s := range rep.Sites {
+		if inCell(s.Site, cellPrefix) && s.Category == cat {
+			count += s.LiveCount
+			bytes += s.LiveBytes
+		}
+	}
+	return count, bytes
+}
+
+// growthAt is the report's growth verdict for category cat at a site in
+// a cell starting with cellPrefix.
+func growthAt(rep *analyze.Report, cellPrefix, cat string) (analyze.Growth, bool) {
+	for _, g := range rep.Growth {
+		if g.Site != "" && inCell(g.Site, cellPrefix) && g.Category == cat {
+			return g, true
+		}
+	}
+	return analyze.Growth{}, false
+}
+
+// categoryLive is the live blocks and bytes of a category in a report.
+func categoryLive(rep *analyze.Report, cat string) (count, bytes uint64) {
+	for _, c := range rep.Categories {
+		if c.Category == cat {
+			return c.LiveCount, c.LiveBytes
+		}
+	}
+	return 0, 0
+}
+
+// cellSource is the source of the committed notebook's cell id (the
+// executed notebook keeps the sources).
+func cellSource(t *testing.T, r *result, id string) string {
+	t.Helper()
+	for _, c := range r.Notebook.Cells {
+		if c.ID == id {
+			return c.Source
+		}
+	}
+	t.Fatalf("no cell %q", id)
+	return ""
+}
+
+// lineOf is the 1-based line of the cell's source that contains s (the
+// first such line).
+func lineOf(t *testing.T, r *result, cellID, s string) int {
+	t.Helper()
+	for i, l := range strings.Split(cellSource(t, r, cellID), "\n") {
+		if strings.Contains(l, s) {
+			return i + 1
+		}
+	}
+	t.Fatalf("cell %s has no line with %q", cellID, s)
+	return 0
+}
