@@ -133,6 +133,7 @@ func universe() starlark.StringDict {
 			"mark":      starlark.NewBuiltin("timeline.mark", timelineMark),
 			"lingering": starlark.NewBuiltin("timeline.lingering", timelineLingering),
 			"scope":     starlark.NewBuiltin("timeline.scope", timelineScope),
+			"tracks":    starlark.NewBuiltin("timeline.tracks", timelineTracks),
 		}),
 	}
 }

@@ -81,6 +81,10 @@
 //	timeline.mark(label), timeline.lingering() → [struct(addr, size, category, label, site, holder)]
 //	timeline.scope(kind, label, fn, *args, **kwargs) → fn(*args, **kwargs) run inside a scope of kind
 //	  "layer"|"step"|"request"|"batch", ended on every path (a user's own batch loop gets batch scopes)
+//	timeline.tracks(fn, *args, **kwargs) → struct(verdict, allocated_per_step, reserved_per_step,
+//	  device_used_per_step, go_heap_per_step, go_heap_grows, allocated, reserved, device_used, go_heap, result):
+//	  the analyzer's tracks verdict over fn's run alone (a fresh analyzer watches its events; the four
+//	  values are the tracks' change over the run), e.g. one verdict per phase of a notebook
 //	struct(**kwargs)
 //
 // A long prefill shows a progress bar: a display_data output with a

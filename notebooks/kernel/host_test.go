@@ -8,6 +8,7 @@ import (
 
 	"go.starlark.net/starlark"
 
+	"linger/notebooks/msg"
 	"linger/timeline/event"
 )
 
@@ -213,5 +214,65 @@ print(r, inside)`)
 	}
 	if begins != 4 || ends != 4 {
 		t.Errorf("%d batch scopes begun, %d ended; want 4, 4", begins, ends)
+	}
+}
+
+// TestTimelineTracks: timeline.tracks tells the four kinds of growth
+// apart from the tracks of each run alone.
+func TestTimelineTracks(t *testing.T) {
+	c := startKernel(t)
+	ms := c.exec(`e = engine(model="tiny", device="meta")
+MiB = 1024 * 1024
+kept, taken, titles = [], [], []
+def leak(i):
+    kept.append(e.generate(prompt_tokens=512, keep_cache=True).cache)
+def retain(i):
+    x = tensor([(20 + 2 * i) * MiB // 4])
+    x.free()
+def outside(i):
+    taken.append(mem.take_outside(8 * MiB, label="lib"))
+def host_leak(i):
+    d = host.read_document(4 * MiB, seed=i)
+    titles.append(d[0:30])
+    d = None
+    host.gc()
+def run(phase):
+    for i in range(10):
+        timeline.scope("step", "step", phase, i)
+for p in [leak, retain, outside, host_leak]:
+    tk = timeline.tracks(run, p)
+    print(tk.verdict, tk.allocated, tk.reserved, tk.device_used, tk.go_heap // MiB)
+`)
+	if rep := find(ms, "execute_reply"); rep["status"] != "ok" {
+		t.Fatalf("reply %v", rep)
+	}
+	out := ""
+	for _, m := range ms {
+		if m.Header.MsgType == "stream" {
+			out += find([]*msg.Message{m}, "stream")["text"].(string)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	want := []string{"allocated_grows", "reserved_grows", "device_grows", "go_heap_grows"}
+	if len(lines) != 4 {
+		t.Fatalf("printed %q", lines)
+	}
+	t.Logf("verdict, change in allocated, reserved, device used, Go heap (MiB):\n%s", out)
+	for i, l := range lines {
+		f := strings.Fields(l)
+		if f[0] != want[i] {
+			t.Errorf("phase %d: %s, want %s", i, l, want[i])
+		}
+		n := func(j int) int64 { v, _ := strconv.ParseInt(f[j], 10, 64); return v }
+		switch i {
+		case 2: // ten 8 MiB buffers outside: device used grows by them, reserved does not
+			if n(3) != 80<<20 || n(2) != 0 {
+				t.Errorf("outside: %s", l)
+			}
+		case 3: // ten 4 MiB documents kept whole by their 30-byte titles
+			if n(4) < 36 || n(3) != 0 {
+				t.Errorf("host: %s", l)
+			}
+		}
 	}
 }

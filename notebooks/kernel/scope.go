@@ -4,7 +4,10 @@ import (
 	"fmt"
 
 	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
 
+	"linger/engine/alloc"
+	"linger/timeline/analyze"
 	"linger/timeline/event"
 )
 
@@ -37,4 +40,80 @@ func timelineScope(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	id := rt.em.Begin(kind, label)
 	defer rt.em.End(id)
 	return starlark.Call(thread, fn, args[3:], kwargs)
+}
+
+// timelineTracks runs fn(*args, **kwargs) while a fresh analyzer watches
+// the events it causes, and returns that analyzer's tracks verdict:
+// timeline.tracks(fn, *args, **kwargs) → struct(verdict, allocated_per_step,
+// reserved_per_step, device_used_per_step, go_heap_per_step,
+// go_heap_grows, allocated, reserved, device_used, go_heap, samples,
+// result). The analyzer starts from nothing: the slopes (per growth sample:
+// step ends, else request or cell ends) and the verdict are over fn's run
+// alone; the four values are the tracks' changes over it (end minus
+// start).
+func timelineTracks(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	rt, _ := runtimeOf(thread)
+	if len(args) < 1 {
+		return nil, fmt.Errorf("%s: want (fn, *args, **kwargs)", b.Name())
+	}
+	fn, ok := args[0].(starlark.Callable)
+	if !ok {
+		return nil, fmt.Errorf("%s: fn must be callable, not %s", b.Name(), args[0].Type())
+	}
+	s := rt.sink
+	// Names: the counters' names were defined before it began.
+	w := analyze.New(analyze.Options{MaxObjects: 1, MaxPoints: 64, Names: &s.dict})
+	s.mu.Lock()
+	s.watchers = append(s.watchers, w)
+	s.mu.Unlock()
+	start := trackValues(rt)
+	res, err := starlark.Call(thread, fn, args[1:], kwargs)
+	end := trackValues(rt)
+	s.mu.Lock()
+	for i, x := range s.watchers {
+		if x == w {
+			s.watchers = append(s.watchers[:i], s.watchers[i+1:]...)
+			break
+		}
+	}
+	tk := w.Report(&s.dict).Tracks
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		res = starlark.None
+	}
+	diff := func(i int) starlark.Value { return starlark.MakeInt64(int64(end[i]) - int64(start[i])) }
+	return starlarkstruct.FromStringDict(starlark.String("tracks"), starlark.StringDict{
+		"verdict":              starlark.String(tk.Verdict),
+		"allocated_per_step":   starlark.Float(tk.AllocatedPerStep),
+		"reserved_per_step":    starlark.Float(tk.ReservedPerStep),
+		"device_used_per_step": starlark.Float(tk.DevicePerStep),
+		"go_heap_per_step":     starlark.Float(tk.GoHeapPerStep),
+		"go_heap_grows":        starlark.Bool(tk.GoHeapGrows),
+		"allocated":            diff(0), "reserved": diff(1), "device_used": diff(2), "go_heap": diff(3),
+		"result": res,
+	}), nil
+}
+
+// trackValues are the tracks now, as the kernel's allocators, devices and
+// Go heap report them: allocated, reserved, device used, Go heap.
+func trackValues(rt *runtime) [4]uint64 {
+	var v [4]uint64
+	rt.mu.Lock()
+	as := make([]*alloc.Allocator, 0, len(rt.allocs))
+	for _, a := range rt.allocs {
+		as = append(as, a)
+	}
+	rt.mu.Unlock()
+	for _, a := range as {
+		st := a.Stats()
+		v[0] += st.Allocated
+		v[1] += st.Reserved
+		free, total := a.Device().MemInfo()
+		v[2] += total - free
+	}
+	v[3] = rt.samp.read()
+	return v
 }

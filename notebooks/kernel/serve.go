@@ -42,6 +42,9 @@ type pipeSink struct {
 	dict  timeline.Dict
 	an    *analyze.Analyzer
 	write func(typ byte, p []byte) error
+	// watchers are the analyzers of timeline.tracks calls in progress,
+	// fed from the instant each began.
+	watchers []*analyze.Analyzer
 }
 
 func (s *pipeSink) DefineString(id event.StringID, str string) {
@@ -49,6 +52,9 @@ func (s *pipeSink) DefineString(id event.StringID, str string) {
 	s.buf.defineString(id, str)
 	s.dict.DefineString(id, str)
 	s.an.DefineString(id, str)
+	for _, w := range s.watchers {
+		w.DefineString(id, str)
+	}
 	s.mu.Unlock()
 }
 
@@ -63,6 +69,9 @@ func (s *pipeSink) Emit(e event.Event) {
 	s.mu.Lock()
 	s.buf.emit(&e)
 	s.an.Add(e)
+	for _, w := range s.watchers {
+		w.Add(e)
+	}
 	if s.buf.size() > 1<<20 {
 		s.flushLocked()
 	}
