@@ -184,8 +184,11 @@ var errStopReplay = errors.New("stop replay")
 // window feeds a fresh analyzer the trace's events from the first one
 // from matches (nil: the first event) up to and including the first one
 // after it that to matches (nil: the last event), and returns its report.
-// A window that starts mid-trace sees frees of blocks it never saw
-// allocated (counted as anomalies) and starts its tracks at zero.
+// A window that starts mid-trace knows nothing of the blocks and segments
+// made before it (their frees count as anomalies; allocated and reserved
+// start at zero), but it starts with the latest readings of the counters
+// (the device's own view of memory in use, the Go heap), as a live
+// stream joining late would.
 func (r *result) window(t *testing.T, from, to point) *analyze.Report {
 	t.Helper()
 	f, err := timeline.OpenFile(r.TracePath)
@@ -194,9 +197,22 @@ func (r *result) window(t *testing.T, from, to point) *analyze.Report {
 	}
 	a := analyze.New(analyze.Options{Names: f})
 	started, ended := from == nil, false
+	counters := map[event.StringID]event.Event{}
+	var order []event.StringID
 	err = f.Replay(func(e event.Event) error {
+		if !started && e.Kind == event.KindCounter {
+			if _, ok := counters[e.Label]; !ok {
+				order = append(order, e.Label)
+			}
+			counters[e.Label] = e
+		}
 		if !started && from(f, e) {
 			started = true
+			for i, id := range order {
+				c := counters[id]
+				c.Seq, c.Time = e.Seq-uint64(len(order)-i), e.Time
+				a.Add(c)
+			}
 		}
 		end := to != nil && to(f, e)
 		if started {
