@@ -87,7 +87,8 @@ func (s *Server) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, web.Timeline(web.TimelineView{Page: s.page(name), Name: name,
-		TraceURL: s.opts.BaseURL + "api/timeline/traces/" + url.PathEscape(name)}))
+		TraceURL: s.opts.BaseURL + "api/timeline/traces/" + url.PathEscape(name),
+		Overview: s.timelineOverview(r.Context(), name)}))
 }
 
 // render writes a page, buffered so that a failure is an error response

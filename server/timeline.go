@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -184,6 +185,31 @@ func (s *Server) lingering(ctx context.Context, f live.Follower, path string) fu
 		return nil
 	}
 	return func(seq uint64) bool { return e.ling[seq] }
+}
+
+// overviewWait bounds how long a saved trace's page waits for the trace's
+// index to inline its overview; a page past it is sent without, and the
+// script asks for the overview once the index is built.
+const overviewWait = 3 * time.Second
+
+// timelineOverview starts indexing the saved trace name as soon as its
+// page is asked for and returns the overview to inline in the page (nil
+// if the index is not ready within overviewWait). Once the index is
+// built, the trace's analysis starts in the background too, so that the
+// objects and findings the page asks for next are ready sooner.
+func (s *Server) timelineOverview(ctx context.Context, name string) json.RawMessage {
+	path, err := s.tracePath(name)
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, overviewWait)
+	defer cancel()
+	b, err := s.live.Overview(ctx, path)
+	if err != nil {
+		return nil
+	}
+	go func() { _, _ = s.lingerCache.saved(context.Background(), path) }()
+	return b
 }
 
 // tracePath resolves the name of a saved trace: one file name ending in

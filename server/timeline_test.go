@@ -404,3 +404,60 @@ func TestSavedAnalysisCache(t *testing.T) {
 		t.Errorf("changed file: same analysis %v, %d lingering bytes; want a new one with 8192", e == got[0], e.rep.Lingering.Bytes)
 	}
 }
+
+// A saved trace's page carries the overview of the whole trace (the
+// level-of-detail answer the script would ask for first), so that the
+// first paint needs no round trip; a page whose trace cannot be indexed
+// is still served, without it.
+func TestTimelinePageOverview(t *testing.T) {
+	ts, _ := newRecServer(t)
+	dir := ts.s.opts.TraceDir
+	w, err := timeline.Create(filepath.Join(dir, "saved.ltrace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cellEvents{sink: w}
+	for i := uint64(1); i <= 50; i++ {
+		c.begin(i)
+		c.cell(i, 4096)
+		c.end(i)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, body := ts.do(t, "GET", "/timeline/saved.ltrace", "")
+	if code != 200 {
+		t.Fatalf("page: %d %.200s", code, body)
+	}
+	const open = `<script id="timeline-overview" type="application/json">`
+	i := strings.Index(string(body), open)
+	if i < 0 {
+		t.Fatalf("no inlined overview in the page: %.500s", body)
+	}
+	rest := string(body[i+len(open):])
+	var ov struct {
+		Events  uint64 `json:"events"`
+		End     int64  `json:"end"`
+		Buckets []struct {
+			Events uint64 `json:"events"`
+		} `json:"buckets"`
+	}
+	if err := json.Unmarshal([]byte(rest[:strings.Index(rest, "</script>")]), &ov); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, b := range ov.Buckets {
+		n += b.Events
+	}
+	if ov.Events != c.seq || n != c.seq || ov.End != int64(c.seq)*1000 {
+		t.Errorf("overview: %d events (%d in buckets), end %d; want %d, end %d", ov.Events, n, ov.End, c.seq, c.seq*1000)
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, "torn.ltrace"), []byte("not a trace"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, body = ts.do(t, "GET", "/timeline/torn.ltrace", "")
+	if code != 200 || strings.Contains(string(body), "timeline-overview") || !strings.Contains(string(body), `data-testid="timeline"`) {
+		t.Errorf("page of an unreadable trace: %d, overview inlined %v", code, strings.Contains(string(body), "timeline-overview"))
+	}
+}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -150,6 +151,9 @@ type TimelineView struct {
 	// TraceURL is where the timeline script fetches the trace from; the
 	// page passes it on in the container's data-trace-url attribute.
 	TraceURL string
+	// Overview, if set, is the answer of the trace's level-of-detail
+	// query over the whole trace (JSON), inlined for the first paint.
+	Overview json.RawMessage
 }
 
 func prompt(n int) string {

@@ -122,12 +122,19 @@ type kernelIndex struct {
 
 type fileIndex struct {
 	used    time.Time // h.mu held
-	once    sync.Once
 	modTime time.Time
 	size    int64
+	done    chan struct{} // closed when ix or err is set
 	ix      *lod.Index
 	err     error
+
+	overviewOnce sync.Once
+	overview     []byte // the lod answer over the whole trace, JSON
 }
+
+// OverviewPixels is how many buckets Overview answers at most: enough
+// for the first paint of a full-width timeline.
+const OverviewPixels = 2048
 
 // New returns a Handler.
 func New(opts Options) *Handler {
@@ -267,8 +274,24 @@ func (h *Handler) forget(rec *timeline.Recorder) {
 }
 
 // fileIndex returns the index of the trace at path, built on first use
-// and rebuilt when the file changes.
-func (h *Handler) fileIndex(path string) (*lod.Index, error) {
+// and rebuilt when the file changes, waiting for the build until ctx ends.
+func (h *Handler) fileIndex(ctx context.Context, path string) (*fileIndex, error) {
+	e, err := h.fileEntry(path)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-e.done:
+		return e, e.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// fileEntry returns the cache entry of the trace at path, starting to
+// build its index in the background if it is new or its file changed.
+// The cache keeps keepFiles entries, dropping the least recently used.
+func (h *Handler) fileEntry(path string) (*fileIndex, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -277,31 +300,60 @@ func (h *Handler) fileIndex(path string) (*lod.Index, error) {
 		return nil, err
 	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	e, ok := h.files[path]
-	if !ok || !e.modTime.Equal(fi.ModTime()) || e.size != fi.Size() {
-		e = &fileIndex{modTime: fi.ModTime(), size: fi.Size(), used: time.Now()}
-		h.files[path] = e
-		for len(h.files) > keepFiles {
-			var oldest string
-			for p, f := range h.files {
-				if oldest == "" || f.used.Before(h.files[oldest].used) {
-					oldest = p
-				}
-			}
-			delete(h.files, oldest)
-		}
+	if ok && e.modTime.Equal(fi.ModTime()) && e.size == fi.Size() {
+		e.used = time.Now()
+		return e, nil
 	}
-	e.used = time.Now()
-	h.mu.Unlock()
-	e.once.Do(func() {
+	e = &fileIndex{modTime: fi.ModTime(), size: fi.Size(), used: time.Now(), done: make(chan struct{})}
+	h.files[path] = e
+	for len(h.files) > keepFiles {
+		var oldest string
+		for p, f := range h.files {
+			if oldest == "" || f.used.Before(h.files[oldest].used) {
+				oldest = p
+			}
+		}
+		delete(h.files, oldest)
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer close(e.done)
 		f, err := timeline.OpenFile(path)
 		if err != nil {
 			e.err = err
 			return
 		}
 		e.ix, e.err = lod.FromFile(f, h.opts.Index)
+	}()
+	return e, nil
+}
+
+// Prefetch starts building the index of the saved trace at path in the
+// background, unless it is built or being built already: a page about to
+// show the trace calls it so that the build overlaps the page's loading.
+// The index is kept as the routes' own are (the keepFiles most recently
+// used).
+func (h *Handler) Prefetch(path string) {
+	_, _ = h.fileEntry(path)
+}
+
+// Overview returns the answer of a lod query over the whole saved trace
+// at path in at most OverviewPixels buckets, as JSON (the body of GET
+// …/traces/{name}/lod?px=2048), so that a page can inline it and paint
+// without a round trip. It waits for the trace's index until ctx ends;
+// the answer is made once per index.
+func (h *Handler) Overview(ctx context.Context, path string) ([]byte, error) {
+	e, err := h.fileIndex(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	e.overviewOnce.Do(func() {
+		e.overview, _ = json.Marshal(lodAnswerOf(e.ix, 0, 0, OverviewPixels))
 	})
-	return e.ix, e.err
+	return e.overview, nil
 }
 
 func (h *Handler) recorder(r *http.Request) (*timeline.Recorder, error) {
@@ -337,8 +389,11 @@ func (h *Handler) savedIndex(r *http.Request) (*lod.Index, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	ix, err := h.fileIndex(path)
-	return ix, path, err
+	e, err := h.fileIndex(r.Context(), path)
+	if err != nil {
+		return nil, path, err
+	}
+	return e.ix, path, nil
 }
 
 func (h *Handler) serveTraceLOD(w http.ResponseWriter, r *http.Request) {
@@ -393,12 +448,16 @@ func serveLOD(w http.ResponseWriter, r *http.Request, ix *lod.Index) {
 		writeError(w, err)
 		return
 	}
+	writeJSON(w, lodAnswerOf(ix, q.t0, q.t1, q.n))
+}
+
+func lodAnswerOf(ix *lod.Index, t0, t1 int64, px int) lodAnswer {
 	n, seq, end := ix.Last()
-	writeJSON(w, lodAnswer{
+	return lodAnswer{
 		Events: n, LastSeq: seq, End: end, Resolution: ix.Resolution(),
 		Categories: categoryNames(),
-		Buckets:    ix.Query(q.t0, q.t1, q.n),
-	})
+		Buckets:    ix.Query(t0, t1, px),
+	}
 }
 
 // objectAnswer is one object of an objects query, its names resolved.

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -599,5 +600,47 @@ func TestFollower(t *testing.T) {
 	defer mu.Unlock()
 	if len(made) != 1 || asked != Follower(c) {
 		t.Errorf("%d followers made; Lingering got %v, want the kernel's", len(made), asked)
+	}
+}
+
+// EngineLike is engineLike, for the first-paint test (package live_test).
+var EngineLike = engineLike
+
+// Overview is the body a lod query over the whole saved trace answers in
+// OverviewPixels buckets, made once per index; Prefetch starts the build
+// that Overview and the routes then share.
+func TestOverview(t *testing.T) {
+	f := newFixture(t, Options{})
+	path := filepath.Join(f.dir, "small.ltrace")
+	writeTrace(t, path, 5000)
+	f.h.Prefetch(path)
+	ov, err := f.h.Overview(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want lodBody
+	if err := json.Unmarshal(ov, &got); err != nil {
+		t.Fatal(err)
+	}
+	get(t, f.srv.URL+fmt.Sprintf("/api/timeline/traces/small.ltrace/lod?px=%d", OverviewPixels), 200, &want)
+	checkLOD(t, got, 5000, OverviewPixels)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("overview differs from the lod route's answer")
+	}
+	again, _ := f.h.Overview(context.Background(), path)
+	if &again[0] != &ov[0] {
+		t.Errorf("overview made again for the same index")
+	}
+	if _, err := f.h.Overview(context.Background(), filepath.Join(f.dir, "missing.ltrace")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing trace: %v, want ErrNotFound", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	big := filepath.Join(f.dir, "big.ltrace")
+	writeTrace(t, big, 200000)
+	if _, err := f.h.Overview(ctx, big); err == nil {
+		t.Logf("overview of a 200000-event trace was ready before a cancelled wait returned")
+	} else if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled wait: %v", err)
 	}
 }

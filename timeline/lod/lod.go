@@ -359,15 +359,23 @@ func (ix *Index) extend(t int64) {
 	for l := range ix.levels {
 		k := int(t/ix.width) >> (2 * l)
 		for len(ix.levels[l]) <= k {
+			if lv := ix.levels[l]; len(lv) == cap(lv) {
+				grown := make([]bucket, len(lv), max(2*cap(lv), 64, k+1))
+				copy(grown, lv)
+				ix.levels[l] = grown
+			}
 			ix.levels[l] = append(ix.levels[l], bucket{max: ix.cur, last: ix.cur})
 		}
 	}
 }
 
-// coarsen drops level 0 and adds a coarser level on top.
+// coarsen drops level 0 and adds a coarser level on top. Each level's
+// buckets move down into the arrays of the level below, which already
+// have room for four times as many: a trace that keeps growing fills
+// arrays it has, rather than allocating and copying them again.
 func (ix *Index) coarsen() {
 	top := ix.levels[len(ix.levels)-1]
-	var next []bucket
+	next := make([]bucket, 0, max(cap(top), len(top)/4+1))
 	for i, b := range top {
 		if i%4 == 0 {
 			next = append(next, b)
@@ -375,7 +383,9 @@ func (ix *Index) coarsen() {
 			next[len(next)-1].merge(&b)
 		}
 	}
-	copy(ix.levels, ix.levels[1:])
+	for l := 0; l+1 < len(ix.levels); l++ {
+		ix.levels[l] = append(ix.levels[l][:0], ix.levels[l+1]...)
+	}
 	ix.levels[len(ix.levels)-1] = next
 	ix.width *= 4
 }
@@ -406,6 +416,13 @@ func (ix *Index) keep(e *event.Event, t int64) {
 		if e.Size < ix.minSize {
 			return
 		}
+	}
+	if len(ix.objs) == cap(ix.objs) {
+		// Doubling, not append's gentler growth for large slices: fewer
+		// copies of a table that may reach MaxObjects.
+		objs := make([]Object, len(ix.objs), min(max(2*cap(ix.objs), 1024), ix.opts.MaxObjects))
+		copy(objs, ix.objs)
+		ix.objs = objs
 	}
 	ix.live[e.Addr] = len(ix.objs)
 	ix.objs = append(ix.objs, Object{

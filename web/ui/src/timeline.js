@@ -18,9 +18,29 @@ function kernelSource(id) {
 
 const views = new Map(); // container → view
 
+// A saved trace's page may inline the first level-of-detail answer over
+// the whole trace (script#timeline-overview, the body of …/lod?px=2048):
+// the source's first answer is then that one, and the first paint needs
+// no round trip. Later answers come from the server as before.
+function seeded(source) {
+  const el = document.getElementById("timeline-overview");
+  let seed = null;
+  try { seed = el && JSON.parse(el.textContent); } catch { /* ask the server */ }
+  if (!seed?.buckets) return source;
+  const lod = source.lod.bind(source);
+  source.lod = async (t0, t1, px) => {
+    if (!seed) return lod(t0, t1, px);
+    const s = seed;
+    seed = null;
+    source.endTime = s.end;
+    return s.buckets;
+  };
+  return source;
+}
+
 function mount(root) {
   if (root.dataset.traceUrl) {
-    views.set(root, new TimelineView(root, new TraceSource(root.dataset.traceUrl)));
+    views.set(root, new TimelineView(root, seeded(new TraceSource(root.dataset.traceUrl))));
   } else if (root.dataset.kernelId) {
     views.set(root, new TimelineView(root, kernelSource(root.dataset.kernelId)));
     root.dataset.mountedKernel = root.dataset.kernelId;
