@@ -36,10 +36,15 @@ test: check-fmt check-generated check-ui $(JS_DEPS) browser
 	$(GO) test -count=1 -race -short ./timeline/... ./engine/alloc/... ./engine/device/... ./engine/tokenizer/...
 
 # The browser tests (test/browser) drive Debian's Chromium; install it when
-# missing (as root, as on CI and the development machines).
+# missing (as root, as on CI and the development machines). They inject
+# axe-core, which npm ci installs as for test/jupyter.
 .PHONY: browser
-browser:
+browser: test/browser/node_modules/.package-lock.json
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+test/browser/node_modules/.package-lock.json: test/browser/package.json test/browser/package-lock.json
+	$(NPM) ci --prefix test/browser --no-audit --no-fund
+	@touch $@
 
 # Installs exactly what package-lock.json pins, again whenever it changes.
 $(JS_DEPS): test/jupyter/package.json test/jupyter/package-lock.json

@@ -135,10 +135,20 @@ export class Cell {
     else this.editor.focus();
   }
 
-  clearOutputs() {
+  /**
+   * Clears the outputs. With hold, the output area keeps its height until
+   * releaseOutputs (the run's end): a re-run then does not pull the cells
+   * below up and push them down again as its output streams in.
+   */
+  clearOutputs(hold) {
+    if (hold && this.outputsEl?.offsetHeight) this.outputsEl.style.minHeight = `${this.outputsEl.offsetHeight}px`;
     this.outputs = [];
     this.outputEls = [];
     this.outputsEl?.replaceChildren();
+  }
+
+  releaseOutputs() {
+    if (this.outputsEl) this.outputsEl.style.minHeight = "";
   }
 
   /** Adds an output, merging consecutive text of one stream as Jupyter does. */

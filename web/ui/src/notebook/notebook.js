@@ -246,7 +246,7 @@ export class Notebook {
       this.showBanner("The kernel is not connected; the cell was not run.", { restart: true, reconnect: true });
       return null;
     }
-    cell.clearOutputs();
+    cell.clearOutputs(true);
     this.dropDisplays(cell);
     cell.setPrompt(true);
     this.markDirty();
@@ -264,6 +264,7 @@ export class Notebook {
     } catch (e) {
       cell.addOutput({ output_type: "stream", name: "stderr", text: `Not finished: ${e.message}.\n` });
     } finally {
+      cell.releaseOutputs();
       cell.setPrompt(false);
       this.emit("linger:execute", { cellId: cell.id, msgId, phase: "end", status: reply?.status || "lost" });
     }
@@ -278,9 +279,9 @@ export class Notebook {
       return;
     }
     if (type === "clear_output") {
-      // wait=true would clear at the next output; clearing now is simpler
-      // and only costs a flicker.
-      cell.clearOutputs();
+      // wait=true would clear at the next output; clearing now and keeping
+      // the height until the run ends looks the same and shifts nothing.
+      cell.clearOutputs(true);
       this.dropDisplays(cell);
       return;
     }

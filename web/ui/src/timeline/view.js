@@ -50,7 +50,9 @@ export class TimelineView {
   }
 
   build() {
-    const btn = (label, title, fn) => el("button", { type: "button", class: "lt-btn", title, "aria-label": title, onclick: fn }, label);
+    // The accessible name starts with the visible text (WCAG 2.5.3); the
+    // symbols' names are words.
+    const btn = (label, title, fn, name) => el("button", { type: "button", class: "lt-btn", title, ...(name ? { "aria-label": name } : {}), onclick: fn }, label);
     this.followBtn = el("button", { type: "button", class: "lt-btn lt-toggle", "data-testid": "timeline-follow", title: "Follow the end of the trace while it grows (f)" }, "Follow live");
     this.followBtn.addEventListener("click", () => this.setFollow(!this.follow));
     this.setFollow(this.follow, true);
@@ -61,8 +63,8 @@ export class TimelineView {
     }
     this.toolbar = el("div", { class: "lt-toolbar", role: "toolbar", "aria-label": "Timeline" },
       btn("Fit", "Show the whole trace (0)", () => this.fit()),
-      btn("−", "Zoom out (-)", () => this.zoom(2)),
-      btn("+", "Zoom in (+)", () => this.zoom(0.5)),
+      btn("−", "Zoom out (-)", () => this.zoom(2), "Zoom out"),
+      btn("+", "Zoom in (+)", () => this.zoom(0.5), "Zoom in"),
       this.followBtn, this.status, exports);
     this.canvas = el("canvas", {
       class: "lt-canvas", tabindex: "0", "data-testid": "timeline-canvas", role: "img",
@@ -81,7 +83,7 @@ export class TimelineView {
     this.legend.append(el("span", { class: "lt-key", "data-testid": "legend-lingering" }, el("i", { class: "lt-linger" }), "▲ lingering, freed late"),
       el("span", { class: "lt-key", "data-testid": "legend-leak" }, el("i", { class: "lt-leak" }), "∞ leak, never freed"));
     this.detail = el("section", { class: "lt-detail", "data-testid": "timeline-detail", "aria-live": "polite" }, el("p", { class: "lt-hint" }, "Click an object for its details."));
-    this.findings = el("section", { class: "lt-findings", "data-testid": "timeline-findings" }, el("h3", {}, "Findings"), el("p", { class: "lt-hint" }, "Loading…"));
+    this.findings = el("section", { class: "lt-findings", "data-testid": "timeline-findings" }, el("h2", { class: "lt-h" }, "Findings"), el("p", { class: "lt-hint" }, "Loading…"));
     this.root.replaceChildren(this.toolbar, this.body, this.legend, el("div", { class: "lt-panels" }, this.detail, this.findings));
     injectStyle();
     this.bindInput();
@@ -206,9 +208,10 @@ export class TimelineView {
 
   async slowFetch() {
     this.lastSlow = performance.now();
-    const { t0, t1 } = this.view;
+    const { t0, t1 } = this.view, gen = ++this.gen;
     try {
       const [o, s] = await Promise.all([this.source.objects(t0, t1, OBJECTS_N), this.source.scopes(t0, t1)]);
+      if (gen !== this.gen) return; // a later view's answer is on its way: an earlier one must not land after it
       this.objects = o.objects;
       this.objEnd = o.end;
       this.objHeight = Math.max(1, stack(this.objects, o.end));
@@ -542,7 +545,7 @@ export class TimelineView {
     rows.push(["held by", held]);
     const dl = el("dl", {});
     for (const [k, v] of rows) dl.append(el("dt", {}, k), el("dd", {}, v));
-    this.detail.replaceChildren(el("h3", {}, o.label || "(no label)"), dl);
+    this.detail.replaceChildren(el("h2", { class: "lt-h" }, o.label || "(no label)"), dl);
     if (this.source.lingering) {
       try {
         const hs = await this.source.lingering();
@@ -555,7 +558,7 @@ export class TimelineView {
   async loadFindings() {
     let r;
     try { r = await this.source.report(); } catch (e) {
-      this.findings.replaceChildren(el("h3", {}, "Findings"), el("p", { class: "lt-hint" }, `Not available (${e.message}).`));
+      this.findings.replaceChildren(el("h2", { class: "lt-h" }, "Findings"), el("p", { class: "lt-hint" }, `Not available (${e.message}).`));
       return;
     }
     const list = el("ul", {});
@@ -576,7 +579,7 @@ export class TimelineView {
     for (const d of r.duplicates || []) item(`duplicates: ${d.count} × ${bytes(d.max_size)} ${d.category} at ${d.site}`);
     if (r.peak?.bytes) item(`peak: ${bytes(r.peak.bytes)} at ${duration(r.peak.time_ns)}`, () => this.jump(r.peak.time_ns, r.peak.time_ns));
     if (!list.children.length) item("Nothing lingers, grows or repeats.");
-    this.findings.replaceChildren(el("h3", {}, "Findings"), list);
+    this.findings.replaceChildren(el("h2", { class: "lt-h" }, "Findings"), list);
   }
 
   destroy() { clearTimeout(this.findingsTimer); this.unsub(); this.source.close(); this.root.replaceChildren(); }
@@ -594,7 +597,7 @@ function injectStyle() {
 .lt-btn{min-width:2em}
 .lt-toggle[aria-pressed=true]{background:#dde7f5;font-weight:600}
 .lt-toggle[aria-pressed=true]::before{content:"✓ "}
-.lt-status{margin-left:auto}
+.lt-status{margin-left:auto;min-width:10em;text-align:right}
 .lt-body{position:relative;min-height:420px;overflow:hidden}
 .lt-canvas{display:block;touch-action:none;cursor:crosshair}
 .lt-tooltip{position:absolute;pointer-events:none;background:#fff;border:1px solid #888;padding:.3em .5em;font:12px system-ui,sans-serif;max-width:220px;box-shadow:0 1px 4px rgba(0,0,0,.2)}
@@ -612,5 +615,6 @@ function injectStyle() {
 .lt-findings ul{list-style:none;padding:0;margin:0}
 .lt-finding{background:none;border:0;padding:.15em 0;text-align:left;cursor:pointer;font:inherit;color:inherit;text-decoration:underline}
 .lt-hint{color:#555}
+.lt-h{font-size:15px;margin:.8em 0 .4em}
 `));
 }
