@@ -417,10 +417,14 @@ func engineGenerate(thread *starlark.Thread, rt *runtime, eb *engineBinding, b *
 	var topK int
 	var temp starlark.Float
 	var seed int64
+	onError := "raise"
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "prompt_tokens?", &promptTokens, "prompt?", &prompt,
 		"max_new_tokens?", &maxNew, "chunk_size?", &chunk, "keep_cache?", &keep, "mask?", &mask, "cache?", &cache,
-		"top_k?", &topK, "temperature?", &temp, "seed?", &seed); err != nil {
+		"top_k?", &topK, "temperature?", &temp, "seed?", &seed, "on_error?", &onError); err != nil {
 		return nil, err
+	}
+	if onError != "raise" && onError != "return" {
+		return nil, fmt.Errorf("generate: on_error %q: want \"raise\" or \"return\"", onError)
 	}
 	req := engine.Request{MaxNewTokens: maxNew, ChunkSize: chunk, KeepCache: keep, TopK: topK, Temperature: float64(temp), Seed: seed}
 	switch {
@@ -454,7 +458,11 @@ func engineGenerate(thread *starlark.Thread, rt *runtime, eb *engineBinding, b *
 	req.Progress = rt.progress
 	res, err := eng.Generate(rt.cellCtx(), req)
 	if err != nil {
-		return nil, fmt.Errorf("generate: %w", err)
+		err = fmt.Errorf("generate: %w", err)
+		if onError == "return" && rt.cellCtx().Err() == nil { // an interrupt still ends the cell
+			return failedValue(err), nil
+		}
+		return nil, err
 	}
 	return rt.resultObject(eng, res), nil
 }
@@ -524,7 +532,7 @@ func (rt *runtime) schedulerObject(eng *engine.Engine, sc *engine.Scheduler) *ob
 				errText = c.Err.Error()
 			}
 			out = append(out, starlarkstruct.FromStringDict(starlark.String("completion"), starlark.StringDict{
-				"id": starlark.MakeInt(c.ID), "result": res, "error": starlark.String(errText)}))
+				"id": starlark.MakeInt(c.ID), "result": res, "error": starlark.String(errText), "oom": oomValue(c.Err)}))
 		}
 		return starlark.NewList(out)
 	}
@@ -883,7 +891,11 @@ func memSnapshot(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	s := rt.mainAllocator().Snapshot()
 	segs := make([]starlark.Value, 0, len(s.Segments))
 	for _, sg := range s.Segments {
-		segs = append(segs, toStarlark(sg))
+		segs = append(segs, starlarkstruct.FromStringDict(starlark.String("struct"), starlark.StringDict{
+			"addr": starlark.MakeUint64(sg.Addr), "size": starlark.MakeUint64(sg.Size), "pool": starlark.MakeUint64(sg.Pool),
+			"allocated": starlark.MakeUint64(sg.Allocated), "requested": starlark.MakeUint64(sg.Requested),
+			"blocks": rt.snapshotBlocks(sg.Blocks),
+		}))
 	}
 	return starlarkstruct.FromStringDict(starlark.String("snapshot"), starlark.StringDict{
 		"limit": starlark.MakeUint64(s.Limit), "device_free": starlark.MakeUint64(s.DeviceFree),

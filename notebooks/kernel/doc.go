@@ -58,18 +58,22 @@
 // # Bindings
 //
 //	engine(model="qwen2-1.5b", device="meta"|"cpu", dtype=, memory_limit="16GiB", kv_layout="contiguous"|"paged", seed=0) → Engine
-//	  .generate(prompt_tokens=N | prompt="text", max_new_tokens=0, chunk_size=2048, keep_cache=False, mask=None, cache=None, top_k=, temperature=, seed=) → Result
+//	  .generate(prompt_tokens=N | prompt="text", max_new_tokens=0, chunk_size=2048, keep_cache=False, mask=None, cache=None, top_k=, temperature=, seed=, on_error="raise"|"return") → Result
+//	      with on_error="return" a failed call returns struct(error=text, oom=OOM or None) instead of ending the cell;
+//	      OOM: struct(requested, size, category, label, limit, reserved, allocated, device_free,
+//	      live=[struct(category, bytes, blocks)], top_labels=[struct(label, category, bytes, blocks)])
 //	      Result: .tokens .text .cache .peak .prompt_tokens .chunks .stopped_at_eos .prefill_seconds .decode_seconds .tokens_per_second .allocated
 //	  .tokenize(text) → [ids]
 //	  .kv_cache(max_tokens) → KVCache (.id .len .cap .bytes .layout .reset() .free())
 //	  .workspace (.bytes .outstanding .acquire(rows) → WorkspaceGuard (.release() .released .per_call))
 //	  .batch() → BatchContext (.alloc(shape, label=) .close() .bytes)
-//	  .scheduler(max_batch=8, static=False) → Scheduler (.submit(prompt_tokens=, max_new_tokens=, chunk_size=) .step() .run() .pending .close())
+//	  .scheduler(max_batch=8, static=False) → Scheduler (.submit(prompt_tokens=, max_new_tokens=, chunk_size=) .step() .run() → [struct(id, result, error, oom)] .pending .close())
 //	  .close(), .config, .model, .device, .weight_bytes
 //	tensor(shape, category="activation", expect="cell", label="tensor", dtype="f32") → Tensor (.free() .view(*sizes) .slice(dim, start, end) .shape .bytes .live .label)
 //	causal_mask(rows, cols, offset=0, label="mask", expect="cell") → Tensor
 //	tokenizer(cache_size=0) → Tokenizer (.encode(text, key=None) .stats() .clear()); each cache entry is a tokenizer_cache block
-//	mem.stats() (.allocated .reserved .outside ...), mem.empty_cache(), mem.snapshot(), mem.device() (.name .free .total .used)
+//	mem.stats() (.allocated .reserved .outside ...), mem.empty_cache(), mem.snapshot() (.limit .device_free .device_total .stats
+//	  .segments=[struct(addr, size, pool, allocated, requested, blocks=[struct(addr, size, requested, allocated, category, label, site "cell:line")])]), mem.device() (.name .free .total .used)
 //	mem.take_outside(bytes, label="outside") → OutsideMemory (.bytes .label .live .release()): device memory taken
 //	  beside the caching allocator, as a library calling cudaMalloc directly; counted under the limit, on the
 //	  device-used track and not on reserved

@@ -276,3 +276,35 @@ for p in [leak, retain, outside, host_leak]:
 		}
 	}
 }
+
+// TestOOMValue: generate(on_error="return") hands an OOM back as a value
+// with what was alive, and mem.snapshot() lists each segment's blocks with
+// the cell and line that made them.
+func TestOOMValue(t *testing.T) {
+	c := startKernel(t)
+	ms := c.exec(`e = engine(model="tiny", device="meta", memory_limit="23MiB")
+keep = tensor([1024, 1024], label="big")
+r = e.generate(prompt_tokens=4000, on_error="return")
+print(r.oom.category, r.oom.limit, r.oom.live[0].category, r.oom.top_labels[0].label, "out of memory" in r.error)
+b = [x for s in mem.snapshot().segments for x in s.blocks if x.label == "big"][0]
+print(b.site, b.allocated, b.category)`)
+	if rep := find(ms, "execute_reply"); rep["status"] != "ok" {
+		t.Fatalf("reply %v", rep)
+	}
+	out := ""
+	for _, m := range ms {
+		if m.Header.MsgType == "stream" {
+			out += find([]*msg.Message{m}, "stream")["text"].(string)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "kv_cache 24117248 ") || !strings.HasSuffix(lines[0], " True") {
+		t.Fatalf("printed %q", out)
+	}
+	if lines[1] != "exec-1:2 True activation" {
+		t.Errorf("snapshot block %q, want exec-1:2 True activation", lines[1])
+	}
+	if rep := find(c.exec(`e.generate(prompt_tokens=4000)`), "execute_reply"); rep["status"] != "error" {
+		t.Errorf("on_error defaults to raise: %v", rep)
+	}
+}
