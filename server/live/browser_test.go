@@ -200,8 +200,9 @@ func TestBrowserLive(t *testing.T) {
 		chromium = "chromium"
 	}
 	dir := t.TempDir()
-	bundle := filepath.Join(dir, "timeline.js")
-	esbuild := exec.Command("../../web/ui/node_modules/.bin/esbuild", "../../web/ui/src/timeline.js", "--bundle", "--format=esm", "--outfile="+bundle, "--log-level=warning")
+	// The page's bundle and, beside it, the Worker that holds the stream.
+	esbuild := exec.Command("../../web/ui/node_modules/.bin/esbuild", "../../web/ui/src/timeline.js", "../../web/ui/src/timeline-worker.js",
+		"--bundle", "--format=esm", "--outdir="+dir, "--log-level=warning")
 	if out, err := esbuild.CombinedOutput(); err != nil {
 		t.Fatalf("esbuild: %v\n%s", err, out)
 	}
@@ -216,9 +217,13 @@ func TestBrowserLive(t *testing.T) {
 	h.Register(mux, "")
 	results := make(chan []byte, 1)
 	ready := make(chan struct{}, 1)
-	mux.HandleFunc("GET /timeline.js", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/javascript")
-		http.ServeFile(w, r, bundle)
+	mux.HandleFunc("GET /{script}", func(w http.ResponseWriter, r *http.Request) {
+		if s := r.PathValue("script"); s == "timeline.js" || s == "timeline-worker.js" {
+			w.Header().Set("Content-Type", "text/javascript")
+			http.ServeFile(w, r, filepath.Join(dir, s))
+			return
+		}
+		http.NotFound(w, r)
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, livePage) })
 	mux.HandleFunc("POST /ready", func(w http.ResponseWriter, r *http.Request) {
@@ -251,8 +256,9 @@ func TestBrowserLive(t *testing.T) {
 		t.Fatal("page not ready")
 	}
 
-	// 1000 events every millisecond, stamped with the wall clock of the
-	// chunk's emission.
+	// A million events a second, paced by the clock: every millisecond,
+	// chunks of 1000 events until the count the elapsed time asks for, each
+	// chunk stamped with the wall clock of its emission.
 	type stamp struct {
 		seq uint64
 		ms  float64
@@ -263,9 +269,10 @@ func TestBrowserLive(t *testing.T) {
 	// Trace time is wall time since the start, as a kernel's Emitter stamps it.
 	ts := &retime{sink: rec, start: start}
 	for time.Since(start) < 3*time.Second {
-		emit(ts, seq+1, seq+1000)
-		seq += 1000
-		stamps = append(stamps, stamp{seq, float64(time.Now().UnixMicro()) / 1000})
+		for want := uint64(time.Since(start)/time.Millisecond+1) * 1000; seq < want; seq += 1000 {
+			emit(ts, seq+1, seq+1000)
+			stamps = append(stamps, stamp{seq + 1000, float64(time.Now().UnixMicro()) / 1000})
+		}
 		time.Sleep(time.Millisecond)
 	}
 	rate := float64(seq) / time.Since(start).Seconds()

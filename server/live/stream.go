@@ -353,7 +353,7 @@ func (c *conn) live(ctx context.Context, b timeline.Batch) (bool, error) {
 	// index's last event (the new subscription's first batch carries
 	// every definition, this batch's too).
 	if to, ok := c.behind(b.Events[0].Time); ok && to >= b.Events[len(b.Events)-1].Seq {
-		return true, c.catchup(to)
+		return true, c.catchup()
 	}
 	return false, c.writeBatch(b, false)
 }
@@ -421,12 +421,10 @@ func (c *conn) behind(t int64) (uint64, bool) {
 }
 
 // catchup tells the client that events next..to are summarised and sends
-// their summary instead; with backfill, their events are owed.
-func (c *conn) catchup(to uint64) error {
-	_, seq, t1 := c.ki.ix.Last()
-	if seq < to {
-		to = seq
-	}
+// their summary instead; with backfill, their events are owed. to is the
+// index's last event (asked again: it may have moved on since behind).
+func (c *conn) catchup() error {
+	_, to, t1 := c.ki.ix.Last()
 	m := catchupMsg{Type: "catchup", From: c.next, To: to, T0: c.lastTime, T1: t1 + 1, Backfill: c.backfill}
 	m.Buckets = c.ki.ix.Query(m.T0, m.T1, c.h.opts.CatchupBuckets)
 	m.Categories = categoryNames()

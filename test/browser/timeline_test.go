@@ -177,7 +177,9 @@ func checkPerfetto(t *testing.T, href string) {
 // TestTimelineReconnect drops the timeline's websocket as a cell starts,
 // and checks that once the timeline has caught up it holds every event of
 // the kernel's trace exactly once: the stream resumed from the last
-// sequence number it had, with no gap and no duplicate.
+// sequence number it had, with no gap and no duplicate. Flow control is on
+// (max_delay_ms): the resumed stream, a whole cell behind, first gets a
+// summary of what it missed, then those events oldest first.
 func TestTimelineReconnect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end browser test")
@@ -186,16 +188,11 @@ func TestTimelineReconnect(t *testing.T) {
 	p := openNotebook(t, leakyCell, `r2 = e.generate(prompt_tokens=512, chunk_size=64, max_new_tokens=8)`+"\n"+`r2.prompt_tokens`)
 	p.step(t, "timeline mounted", 20*time.Second,
 		void(chromedp.Poll[bool](`[...(window.linger?.timeline?.views?.values() || [])][0]?.source?.ws?.readyState === WebSocket.OPEN`)))
-	// The stream's flow control summarises what a view falls behind for
-	// (max_delay_ms of trace time), which a loaded machine running the
-	// browser tests in parallel can trigger; a summary is no gap, but this
-	// test wants every event, so it reconnects with flow control off.
-	p.step(t, "reconnect without flow control", 20*time.Second,
-		void(chromedp.Evaluate[any](`(() => { const s = [...window.linger.timeline.views.values()][0].source; s.maxDelayMs = 0; s.ws.close(); })()`)),
-		void(chromedp.Poll[bool](`(() => { const s = [...window.linger.timeline.views.values()][0].source; return s.ws.url.includes("max_delay_ms=0") && s.ws.readyState === WebSocket.OPEN; })()`)))
-	skipped0 := eval[float64](t, p, "events summarised before", `[...window.linger.timeline.views.values()][0].source.skipped || 0`)
+	if d := eval[float64](t, p, "flow control", `[...window.linger.timeline.views.values()][0].source.maxDelayMs`); d <= 0 {
+		t.Fatalf("the timeline's stream has no flow control (max_delay_ms %v)", d)
+	}
 	// Count the warnings the source gives when a message does not start
-	// at the sequence number it expects.
+	// at the sequence number it expects, and the summaries it gets.
 	p.step(t, "watch the console", 5*time.Second, void(chromedp.Evaluate[any](`(() => {
 		window.timelineWarnings = [];
 		const warn = console.warn;
@@ -207,12 +204,13 @@ func TestTimelineReconnect(t *testing.T) {
 		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
 	// The timeline has the first cell's events, so the stream resumes from
 	// a sequence number well inside the trace.
-	before := caughtUp(t, p).Received
+	before := caughtUp(t, p)
 
 	// Drop the stream for long enough (the source's next retry delay) that
-	// the next cell runs while the timeline is disconnected.
+	// the next cell runs while the timeline is disconnected. The resumed
+	// stream is then far more than max_delay_ms (1 ms now) behind.
 	p.step(t, "drop the timeline's websocket", 10*time.Second,
-		void(chromedp.Evaluate[any](`(() => { const s = [...window.linger.timeline.views.values()][0].source; s.retry = 4000; s.ws.close(); })()`)),
+		void(chromedp.Evaluate[any](`(() => { const s = [...window.linger.timeline.views.values()][0].source; s.maxDelayMs = 1; s.retry = 4000; s.ws.close(); })()`)),
 		void(chromedp.Poll[bool](`[...window.linger.timeline.views.values()][0].source.state === "disconnected"`)))
 	p.run(t, 1)
 	p.step(t, "second cell ran while disconnected", 60*time.Second,
@@ -223,21 +221,22 @@ func TestTimelineReconnect(t *testing.T) {
 	}
 	screenshot(t, p.ctx, "timeline-disconnected.png")
 
-	// Caught up: the timeline's last sequence number is the kernel's.
+	// Caught up: the timeline's last sequence number is the kernel's, and
+	// it has the events of every summary.
 	c := caughtUp(t, p)
-	t.Logf("kernel: %v events, last seq %v; timeline: %v received (%v before the drop), next %v, %v summarised (%v before flow control went off), state %s",
-		c.Events, c.LastSeq, c.Received, before, c.Next, c.Skipped, skipped0, c.State)
+	t.Logf("kernel: %v events, last seq %v; timeline: %v received (%v before the drop), next %v, %v summaries (%v before the drop), %v events still owed, state %s",
+		c.Events, c.LastSeq, c.Received, before.Received, c.Next, c.Summaries, before.Summaries, c.Skipped, c.State)
 	if c.Next-1 != c.LastSeq {
 		t.Errorf("timeline's last sequence number = %v, kernel's = %v: it did not catch up", c.Next-1, c.LastSeq)
 	}
-	if c.Received+c.Skipped != c.Events {
-		t.Errorf("timeline holds %v events (+%v summarised), the kernel's trace %v: a gap or a duplicate", c.Received, c.Skipped, c.Events)
+	if c.Received != c.Events || c.Skipped != 0 {
+		t.Errorf("timeline holds %v events (%v more owed), the kernel's trace %v: a gap or a duplicate", c.Received, c.Skipped, c.Events)
 	}
-	if c.Skipped != skipped0 {
-		t.Errorf("%v events summarised with flow control off (%v before)", c.Skipped, skipped0)
+	if c.Summaries <= before.Summaries {
+		t.Errorf("no summary after resuming a cell behind with max_delay_ms=1 (%v before, %v after)", before.Summaries, c.Summaries)
 	}
-	if c.Received <= before {
-		t.Errorf("no event received after the drop (%v before, %v after)", before, c.Received)
+	if c.Received <= before.Received {
+		t.Errorf("no event received after the drop (%v before, %v after)", before.Received, c.Received)
 	}
 	if len(c.Warnings) > 0 {
 		t.Errorf("the stream did not resume where it left off: %q", c.Warnings)
@@ -248,17 +247,19 @@ func TestTimelineReconnect(t *testing.T) {
 // streamCounts compares the docked timeline's stream with the kernel's
 // trace (its lod route's totals).
 type streamCounts struct {
-	Events   float64  `json:"events"`   // the kernel's trace
-	LastSeq  float64  `json:"last_seq"` // the kernel's trace
-	Received float64  `json:"received"` // events the timeline added
-	Next     float64  `json:"next"`     // the next sequence number it wants
-	Skipped  float64  `json:"skipped"`  // events it got as summaries
-	State    string   `json:"state"`
-	Warnings []string `json:"warnings"`
+	Events    float64  `json:"events"`    // the kernel's trace
+	LastSeq   float64  `json:"last_seq"`  // the kernel's trace
+	Received  float64  `json:"received"`  // events the timeline added
+	Next      float64  `json:"next"`      // the next sequence number it wants
+	Skipped   float64  `json:"skipped"`   // events it has as summaries, their detail owed
+	Summaries float64  `json:"summaries"` // catch-up summaries it got
+	State     string   `json:"state"`
+	Warnings  []string `json:"warnings"`
 }
 
 // caughtUp waits (up to 20 s) for the timeline to have every event the
-// kernel's trace had when asked, and answers the counts then.
+// kernel's trace had when asked, none of them owed, and answers the counts
+// then.
 func caughtUp(t *testing.T, p *page) streamCounts {
 	t.Helper()
 	const counts = `(async () => {
@@ -266,7 +267,7 @@ func caughtUp(t *testing.T, p *page) streamCounts {
 		const res = await fetch(s.prefix + "/lod?t0=0&t1=0&px=1", { credentials: "same-origin" });
 		const lod = await res.json();
 		return { events: lod.events, last_seq: lod.last_seq, received: s.pyramid.events, next: s.next,
-			skipped: s.skipped || 0, state: s.state, warnings: window.timelineWarnings || [] };
+			skipped: s.skipped || 0, summaries: s.summaries || 0, state: s.state, warnings: window.timelineWarnings || [] };
 	})()`
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -275,7 +276,7 @@ func caughtUp(t *testing.T, p *page) streamCounts {
 		if err := json.Unmarshal(raw, &c); err != nil {
 			t.Fatalf("event counts %s: %v", raw, err)
 		}
-		if c.Next-1 >= c.LastSeq || time.Now().After(deadline) {
+		if (c.Next-1 >= c.LastSeq && c.Skipped == 0) || time.Now().After(deadline) {
 			return c
 		}
 		time.Sleep(200 * time.Millisecond)

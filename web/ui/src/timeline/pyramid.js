@@ -5,6 +5,15 @@
 // kernel runs. Level 0 has buckets of `width` ns; level l is 4^l wider.
 // Past maxBuckets level-0 buckets the finest level is dropped. Unlike the
 // server's index, events update level 0 only; see up.
+//
+// Live events arrive in order (add, addColumns). A catch-up summary
+// (addSummary) stands in for a range of events the stream skipped; when
+// the stream sends that range's events afterwards (backfill, addPast), they
+// replace the summary: each level-0 bucket inside the range is rebuilt
+// from them, and the bucket where the range began gets back what it held
+// before. The bucket where the range ends keeps the summary's maxima
+// (events after the range share it), so its maximum may be too high by
+// what the summary placed there; its counts and last values are exact.
 
 export const NUM_CATEGORIES = 10;
 export const V_ALLOCATED = 10, V_RESERVED = 11, V_DEVICE = 12, V_GOHEAP = 13, NUM_VALUES = 14;
@@ -30,6 +39,9 @@ export class Pyramid {
     this.lastTime = 0;
     this.lastSeq = 0;
     this.events = 0;
+    this.gaps = []; // summarised ranges whose events are owed, oldest first (addSummary)
+    this.dirtyFrom = Infinity; // level-0 buckets backfill changed since up
+    this.dirtyTo = -1;
   }
 
   /** Tells the pyramid a string definition (it follows two counters). */
@@ -75,11 +87,69 @@ export class Pyramid {
   }
 
   /**
-   * Adds a catch-up summary (server buckets for events the stream skipped):
-   * each bucket's maxima and last values at its start, as if its events
-   * had happened there.
+   * Adds live events in the stream's column form (streamcodec.js:
+   * decodeFrame), rows from..to-1. The hot path: a million events a second.
+   */
+  addColumns(c, from = 0, to = c.n) {
+    const { time, kind, category, size, label, extra } = c;
+    const cur = this.cur, L = this.levels;
+    let lastTime = this.lastTime, end = L[0].length * this.width;
+    let b = L[0][L[0].length - 1];
+    const set = (v, x) => { cur[v] = x; b[B_LAST + v] = x; if (x > b[v]) b[v] = x; };
+    for (let i = from; i < to; i++) {
+      let t = time[i];
+      if (t < lastTime) t = lastTime;
+      lastTime = t;
+      if (t >= end) {
+        this.lastTime = t;
+        this.extend(t);
+        end = L[0].length * this.width;
+        b = L[0][L[0].length - 1];
+      }
+      b[B_EVENTS]++;
+      const k = kind[i];
+      if (k === K.alloc) {
+        b[B_ALLOCS]++;
+        const v = category[i] % NUM_CATEGORIES;
+        set(v, cur[v] + size[i]);
+        set(V_ALLOCATED, cur[V_ALLOCATED] + size[i]);
+      } else if (k === K.free) {
+        b[B_FREES]++;
+        const v = category[i] % NUM_CATEGORIES;
+        set(v, Math.max(0, cur[v] - size[i]));
+        set(V_ALLOCATED, Math.max(0, cur[V_ALLOCATED] - size[i]));
+      } else if (k === K.segAlloc || k === K.segFree) {
+        const sign = k === K.segAlloc ? 1 : -1;
+        if (extra[i] !== POOL_OUTSIDE) set(V_RESERVED, Math.max(0, cur[V_RESERVED] + sign * size[i]));
+        this.segDevice = Math.max(0, this.segDevice + sign * size[i]);
+        if (!this.hasDevice) set(V_DEVICE, this.segDevice);
+      } else if (k === K.counter) {
+        const v = this.counters.get(label[i]);
+        if (v === V_DEVICE) this.hasDevice = true;
+        if (v !== undefined) set(v, size[i]);
+      }
+    }
+    this.lastTime = lastTime;
+    if (to > from) { this.lastSeq = c.first + to - 1; this.events += to - from; }
+  }
+
+  /**
+   * Adds a catch-up summary (server buckets for events the stream skipped,
+   * msg.from..msg.to): each bucket's maxima and last values at its start,
+   * as if its events had happened there. With msg.backfill the range's
+   * events follow (addPast) and will replace it.
    */
   addSummary(msg) {
+    const g = {
+      from: msg.from, to: msg.to, next: msg.from,
+      // tPre: the last event before the range (-1: none).
+      tPre: this.levels[0].length ? this.lastTime : -1, tLast: Math.max(this.lastTime, msg.t1 - 1), t: this.lastTime,
+      cur: Float64Array.from(this.cur), segDevice: this.segDevice, hasDevice: this.hasDevice,
+      k: -1, w: this.width, snap: null, counts: [], ci: 0,
+    };
+    const L0 = this.levels[0];
+    if (L0.length) g.snap = { w: this.width, k: L0.length - 1, b: Float64Array.from(L0[L0.length - 1]) };
+    if (msg.backfill) this.gaps.push(g); // now: the summary may coarsen the pyramid
     for (const b of msg.buckets) {
       const t = Math.max(b.t0, this.lastTime);
       this.lastTime = t;
@@ -88,8 +158,119 @@ export class Pyramid {
       for (let v = 0; v < NUM_VALUES; v++) this.set(v, mx[v]);
       for (let v = 0; v < NUM_VALUES; v++) this.set(v, last[v]);
       this.count(B_EVENTS, b.events); this.count(B_ALLOCS, b.allocs); this.count(B_FREES, b.frees);
+      g.counts.push({ t, events: b.events, allocs: b.allocs, frees: b.frees, wiped: false });
     }
+    // The range's last event is at t1-1: the pyramid reaches it, so that
+    // its events have buckets to go to.
+    if (g.tLast > this.lastTime) { this.lastTime = g.tLast; this.extend(g.tLast); }
+    if (!this.hasDevice) this.segDevice = this.cur[V_DEVICE];
     this.lastSeq = msg.to;
+  }
+
+  /** The ranges still owed, [[from, to], ...], oldest first. */
+  owed() { return this.gaps.map((g) => [g.next, g.to]); }
+
+  /**
+   * Adds the events of summarised ranges (backfill), in the column form,
+   * oldest first. It answers false, taking nothing, if they are not the
+   * events owed next.
+   */
+  addPast(c) {
+    let seq = c.first;
+    for (let i = 0, q = 0; i < c.n; q++) {
+      const g = this.gaps[q];
+      if (!g || g.next !== seq) return false;
+      const m = Math.min(c.n - i, g.to - g.next + 1);
+      i += m; seq += m;
+    }
+    for (let i = 0; i < c.n;) {
+      const g = this.gaps[0], m = Math.min(c.n - i, g.to - g.next + 1);
+      this.past(g, c, i, i + m);
+      g.next += m; i += m;
+      this.events += m;
+      if (g.next > g.to) { this.finish(g); this.gaps.shift(); }
+    }
+    return true;
+  }
+
+  // past replays rows i0..i1-1 of c, events of gap g, from the state the
+  // range began with, into the level-0 buckets they fall in.
+  past(g, c, i0, i1) {
+    const { time, kind, category, size, label, extra } = c;
+    const w = this.width, L0 = this.levels[0], cur = g.cur;
+    if (g.w !== w) { g.k = g.k < 0 ? -1 : Math.floor(g.t / w); g.w = w; }
+    let k = g.k, b = L0[k], lastOK = k >= 0 && (k + 1) * w <= g.tLast;
+    const set = (v, x) => { cur[v] = x; if (x > b[v]) b[v] = x; if (lastOK) b[B_LAST + v] = x; };
+    for (let i = i0; i < i1; i++) {
+      const t = Math.min(Math.max(time[i], g.t), g.tLast);
+      g.t = t;
+      const kk = Math.floor(t / w);
+      if (kk !== k) {
+        this.enter(g, k, kk);
+        k = kk; b = L0[k];
+        lastOK = (k + 1) * w <= g.tLast;
+      }
+      b[B_EVENTS]++;
+      const kd = kind[i];
+      if (kd === K.alloc) {
+        b[B_ALLOCS]++;
+        const v = category[i] % NUM_CATEGORIES;
+        set(v, cur[v] + size[i]);
+        set(V_ALLOCATED, cur[V_ALLOCATED] + size[i]);
+      } else if (kd === K.free) {
+        b[B_FREES]++;
+        const v = category[i] % NUM_CATEGORIES;
+        set(v, Math.max(0, cur[v] - size[i]));
+        set(V_ALLOCATED, Math.max(0, cur[V_ALLOCATED] - size[i]));
+      } else if (kd === K.segAlloc || kd === K.segFree) {
+        const sign = kd === K.segAlloc ? 1 : -1;
+        if (extra[i] !== POOL_OUTSIDE) set(V_RESERVED, Math.max(0, cur[V_RESERVED] + sign * size[i]));
+        g.segDevice = Math.max(0, g.segDevice + sign * size[i]);
+        if (!g.hasDevice) set(V_DEVICE, g.segDevice);
+      } else if (kd === K.counter) {
+        const v = this.counters.get(label[i]);
+        if (v === V_DEVICE) g.hasDevice = true;
+        if (v !== undefined) set(v, size[i]);
+      }
+    }
+    if (k >= 0) this.dirty(g.k < 0 ? k : g.k, k);
+    g.k = k;
+  }
+
+  // enter moves gap g's replay from level-0 bucket kFrom (-1: none yet) to
+  // kTo. Buckets holding only the range's events start again from the
+  // state then; the bucket the range began in gets back what it held
+  // before the summary.
+  enter(g, kFrom, kTo) {
+    const w = this.width, L0 = this.levels[0];
+    const first = Math.max(kFrom + 1, Math.floor(g.tPre / w));
+    for (let j = first; j <= kTo; j++) {
+      const inner = j * w > g.tPre && (j + 1) * w <= g.tLast;
+      if (inner) {
+        const b = L0[j];
+        b.fill(0, B_EVENTS);
+        b.set(g.cur, 0); b.set(g.cur, B_LAST);
+      } else if (g.snap && g.snap.w === w && g.snap.k === j && (j + 1) * w <= g.tLast) {
+        L0[j].set(g.snap.b);
+      } else continue;
+      // The summary's counts placed in it went with it.
+      const cs = g.counts;
+      while (g.ci < cs.length && cs[g.ci].t < j * w) g.ci++;
+      for (let q = g.ci; q < cs.length && cs[q].t < (j + 1) * w; q++) cs[q].wiped = true;
+    }
+    g.snap = null;
+    this.dirty(first, kTo);
+  }
+
+  // finish takes the summary's counts out of the buckets that kept them.
+  finish(g) {
+    const w = this.width, L0 = this.levels[0];
+    for (const e of g.counts) {
+      if (e.wiped) continue;
+      const b = L0[Math.floor(e.t / w)];
+      b[B_EVENTS] -= e.events; b[B_ALLOCS] -= e.allocs; b[B_FREES] -= e.frees;
+      this.dirty(Math.floor(e.t / w), Math.floor(e.t / w));
+    }
   }
 
   extend(t) {
@@ -111,19 +292,43 @@ export class Pyramid {
   // up recomputes the last bucket of every level above 0 from its
   // children. Events update level 0 only (the hot path, a million events
   // a second); the levels above catch up when a level-0 bucket closes and
-  // before a query, at a cost of four merges per level.
+  // before a query, at a cost of four merges per level (and, after a
+  // backfill, from the first bucket it changed).
   up() {
-    for (let l = 1; l < this.levels.length; l++) {
+    const from = this.dirtyFrom, to = this.dirtyTo;
+    this.dirtyFrom = Infinity; this.dirtyTo = -1;
+    for (let l = 1, f = 4; l < this.levels.length; l++, f *= 4) {
       const lv = this.levels[l], below = this.levels[l - 1];
       if (!lv.length) continue;
-      const k = lv.length - 1, b = lv[k];
-      b.set(below[4 * k]);
-      for (let c = 4 * k + 1; c < Math.min(4 * k + 4, below.length); c++) merge(b, below[c]);
+      const last = lv.length - 1;
+      if (from <= to) for (let k = Math.floor(from / f); k <= Math.min(Math.floor(to / f), last - 1); k++) this.fold(lv[k], below, k);
+      this.fold(lv[last], below, last);
     }
+  }
+
+  fold(b, below, k) {
+    b.set(below[4 * k]);
+    for (let c = 4 * k + 1; c < Math.min(4 * k + 4, below.length); c++) merge(b, below[c]);
+  }
+
+  // dirty notes that backfill changed level-0 buckets k0..k1.
+  dirty(k0, k1) {
+    this.dirtyFrom = Math.min(this.dirtyFrom, k0);
+    this.dirtyTo = Math.max(this.dirtyTo, k1);
   }
 
   coarsen() {
     this.up();
+    // A range not replayed yet keeps what the bucket it began in held
+    // before its summary, at the coarser width too.
+    for (const g of this.gaps) {
+      const s = g.snap, L0 = this.levels[0];
+      if (!s || s.w !== this.width) continue;
+      const k4 = s.k - (s.k % 4), b = Float64Array.from(k4 < s.k ? L0[k4] : s.b);
+      for (let j = k4 + 1; j < s.k; j++) merge(b, L0[j]);
+      if (k4 < s.k) merge(b, s.b);
+      g.snap = { w: this.width * 4, k: k4 / 4, b };
+    }
     const top = this.levels[this.levels.length - 1], next = [];
     top.forEach((b, i) => {
       if (i % 4 === 0) next.push(Float64Array.from(b));

@@ -84,3 +84,58 @@ test("line stats: allocated, peak and what a cell left lingering", async () => {
   ls.flush();
   assert.equal(window.linger.notebook.got.get("c1").get(2).lingering, false);
 });
+
+// columns turns array-form events lo..hi-1 into the stream's column form.
+function columns(evs, lo, hi) {
+  const n = hi - lo, F = (j) => Float64Array.from(evs.slice(lo, hi), (e) => e[j]);
+  return {
+    n, first: evs[lo][0], time: F(1), kind: Uint8Array.from(evs.slice(lo, hi), (e) => e[2]), category: Uint8Array.from(evs.slice(lo, hi), (e) => e[3]),
+    expect: new Uint8Array(n), addrLo: new Uint32Array(n), addrHi: new Uint32Array(n), size: F(6), requested: F(7), scope: F(8),
+    site: new Uint32Array(n), label: Uint32Array.from(evs.slice(lo, hi), (e) => e[10]), extra: F(11),
+  };
+}
+
+function checkAgainst(p, evs, { boundary } = {}) {
+  const end = p.end();
+  for (const [t0, t1, px] of [[0, 0, 1], [0, 0, 300], [0, 0, 4096], [end / 3, end / 2, 7], [end - 1000, 0, 3]]) {
+    for (const b of p.query(t0, t1, px)) {
+      const w = brute(evs, b.t0, b.t1);
+      assert.equal(b.events, w.events, `events in [${b.t0}, ${b.t1})`);
+      assert.equal(b.last.allocated, w.last, `last in [${b.t0}, ${b.t1})`);
+      if (boundary !== undefined && b.t0 <= boundary && boundary < b.t1) assert.ok(b.max.allocated >= w.max, `max in [${b.t0}, ${b.t1}) at the range's end`);
+      else assert.equal(b.max.allocated, w.max, `max in [${b.t0}, ${b.t1})`);
+    }
+  }
+}
+
+test("columns give what events one by one give", () => {
+  const evs = synth(5000), p = new Pyramid({ maxBuckets: 64 });
+  for (let i = 0; i < evs.length; i += 999) p.addColumns(columns(evs, i, Math.min(i + 999, evs.length)));
+  assert.equal(p.events, evs.length);
+  assert.equal(p.lastSeq, evs.length);
+  checkAgainst(p, evs);
+});
+
+for (const [name, opts] of [["defaults", {}], ["coarsening meanwhile", { maxBuckets: 64 }]]) {
+  test(`backfill replaces a summary with its events (${name})`, () => {
+    const evs = synth(20000), n = evs.length;
+    const a = 4000, b = 12000, c = 16000; // live 1..a, summary a+1..b, live b+1..c, backfill, live c+1..n
+    const server = new Pyramid(); // the server's index, at the summary: up to event b
+    for (const e of evs.slice(0, b)) server.add(e);
+    const p = new Pyramid(opts);
+    p.addColumns(columns(evs, 0, a));
+    const t0 = evs[a - 1][1], t1 = evs[b - 1][1] + 1;
+    p.addSummary({ from: a + 1, to: b, t0, t1, backfill: true, buckets: server.query(t0, t1, 50) });
+    assert.deepEqual(p.owed(), [[a + 1, b]]);
+    p.addColumns(columns(evs, b, c));
+    assert.equal(p.addPast(columns(evs, a + 10, a + 20)), false, "events not owed next are refused");
+    for (let i = a; i < b; i += 777) {
+      assert.ok(p.addPast(columns(evs, i, Math.min(i + 777, b))));
+      if (opts.maxBuckets && i === a) p.addColumns(columns(evs, c, c + 1000)); // live meanwhile, coarsening
+    }
+    assert.deepEqual(p.owed(), []);
+    p.addColumns(columns(evs, opts.maxBuckets ? c + 1000 : c, n));
+    assert.equal(p.events, n);
+    checkAgainst(p, evs, { boundary: evs[b - 1][1] });
+  });
+}

@@ -3,10 +3,12 @@
 // a live kernel over the timeline websocket (resuming from the last
 // sequence number after a drop, so no event is missed or repeated) into a
 // local Pyramid, and asks the server for objects and scopes.
-// Routes and messages: docs/timeline.md.
+// Routes and messages: docs/timeline.md, docs/timeline-stream.md.
 
-import { Pyramid } from "./pyramid.js";
+import { Pyramid, K } from "./pyramid.js";
 import { LineStats } from "./lines.js";
+import { StreamSocket } from "./stream.js";
+import { eventAt } from "./streamcodec.js";
 
 async function getJSON(url) {
   const res = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
@@ -61,7 +63,8 @@ export class KernelSource extends Source {
     this.wsURL = wsURL;
     this.pyramid = new Pyramid();
     this.lines = new LineStats();
-    this.next = 1; // the next sequence number wanted
+    this.next = 1; // the next live sequence number wanted
+    this.skipped = 0; // events the view has as a summary only, their detail owed
     this.state = "connecting"; // connecting | live | behind | ended | disconnected
     this.retry = 250;
     this.closed = false;
@@ -70,23 +73,32 @@ export class KernelSource extends Source {
     this.connect();
   }
 
+  /** The stream's URL, resuming where the view is: its next event and the ranges it holds only as summaries. */
+  streamURL() {
+    // max_delay_ms: a view more than this much trace time behind gets a
+    // summary and jumps ahead rather than lag; backfill=1: the summarised
+    // events follow, oldest first, as it catches up (docs/timeline-stream.md).
+    let u = `${this.wsURL}?from=${this.next}&max_delay_ms=${this.maxDelayMs}&format=binary&backfill=1`;
+    const owed = this.pyramid.owed();
+    if (owed.length) u += `&gaps=${owed.map(([a, b]) => `${a}-${b}`).join(",")}`;
+    return u;
+  }
+
   connect() {
     if (this.closed) return;
-    // max_delay_ms: a view more than this much trace time behind gets a
-    // summary and jumps ahead rather than lag (see docs/timeline.md).
-    const ws = new WebSocket(`${this.wsURL}?from=${this.next}&max_delay_ms=${this.maxDelayMs}`);
+    const ws = new StreamSocket(this.streamURL());
     this.ws = ws;
+    this.handled = 0; // events handled on this connection, for acks
     ws.onopen = () => {
       this.retry = 250;
       // Acknowledge what has been handled, so that the server keeps only a
       // window of events in flight and summarises the rest.
       clearInterval(this.ackTimer);
-      this.ackTimer = setInterval(() => {
-        if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "ack", seq: this.next - 1 }));
-      }, 50);
+      this.ackTimer = setInterval(() => ws.send(JSON.stringify({ type: "ack", seq: this.next - 1, events: this.handled })), 50);
     };
-    ws.onmessage = (ev) => this.message(JSON.parse(ev.data));
+    ws.onmessage = (m) => { if (ws === this.ws) this.message(m); };
     ws.onclose = () => {
+      if (ws !== this.ws) return;
       clearInterval(this.ackTimer);
       if (this.closed || this.state === "ended") return;
       this.setState("disconnected");
@@ -95,6 +107,7 @@ export class KernelSource extends Source {
     };
   }
 
+  /** message handles one stream message, parsed (a text message) or decoded (events: m.cols). */
   message(m) {
     switch (m.type) {
       case "start":
@@ -105,28 +118,46 @@ export class KernelSource extends Source {
         this.lines.defs(m);
         break;
       case "events": {
-        const evs = m.events;
-        if (!evs.length || evs[0][0] !== this.next) {
-          // Never expected: the server resumes exactly at ?from.
-          console.warn(`timeline: events from ${evs[0]?.[0]}, expected ${this.next}`);
+        const c = m.cols;
+        if (!c || !c.n) break;
+        if (c.backfill) {
+          // The detail of a range the view has as a summary, oldest first.
+          if (!this.pyramid.addPast(c)) console.warn(`timeline: backfill from ${c.first}, owed ${JSON.stringify(this.pyramid.owed().slice(0, 2))}`);
+          else this.skipped -= c.n;
+        } else {
+          if (c.first !== this.next) {
+            // Never expected: the server resumes exactly at ?from.
+            console.warn(`timeline: events from ${c.first}, expected ${this.next}`);
+          }
+          this.pyramid.addColumns(c);
+          // Line statistics only where there is a notebook to annotate.
+          if (window.linger?.notebook) {
+            const { kind } = c;
+            for (let i = 0; i < c.n; i++) {
+              const k = kind[i];
+              if (k === K.alloc || k === K.free || k === K.scopeBegin || k === K.scopeEnd) this.lines.add(eventAt(c, i));
+            }
+            if (!this.linesTimer) this.linesTimer = setTimeout(() => { this.linesTimer = 0; this.lines.flush(); }, 250);
+          }
+          this.next = c.first + c.n;
         }
-        // Line statistics only where there is a notebook to annotate.
-        if (window.linger?.notebook) {
-          for (const e of evs) { this.pyramid.add(e); this.lines.add(e); }
-          if (!this.linesTimer) this.linesTimer = setTimeout(() => { this.linesTimer = 0; this.lines.flush(); }, 250);
-        } else for (const e of evs) this.pyramid.add(e);
-        this.next = evs[evs.length - 1][0] + 1;
+        this.handled += c.n;
         this.lastEventAt = performance.now();
-        if (this.state !== "live") this.setState("live");
+        this.setState(this.skipped > 0 ? "behind" : "live");
         this.changed("events");
         break;
       }
       case "catchup":
+        this.summaries = (this.summaries || 0) + 1;
         this.pyramid.addSummary(m);
-        this.skipped = (this.skipped || 0) + (m.to - m.from + 1);
+        if (m.backfill) this.skipped += m.to - m.from + 1;
+        else this.dropped = (this.dropped || 0) + (m.to - m.from + 1);
         this.next = m.to + 1;
         this.setState("behind");
         this.changed("events");
+        break;
+      case "error":
+        console.warn(`timeline: ${m.message}`);
         break;
       case "end":
         this.setState("ended", m.reason);
