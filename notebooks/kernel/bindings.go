@@ -402,6 +402,11 @@ func newEngineObject(rt *runtime, eb *engineBinding, dev string) *object {
 	})
 	o.refs = func(yield func(string, any)) {
 		yield("workspace", ws)
+		// Open batch contexts own their scratch until closed, whether or
+		// not a value still refers to them.
+		for _, bv := range eb.batches {
+			yield("", bv)
+		}
 	}
 	return o
 }

@@ -308,3 +308,21 @@ print(b.site, b.allocated, b.category)`)
 		t.Errorf("on_error defaults to raise: %v", rep)
 	}
 }
+
+// TestBatchHolder: scratch of a batch context the cell dropped without
+// close() is held by the engine's open batch context.
+func TestBatchHolder(t *testing.T) {
+	c := startKernel(t)
+	ms := c.exec(`e = engine(model="tiny", device="meta")
+def run_batch():
+    b = e.batch()
+    b.alloc([4, 64], label="row_grad")
+timeline.scope("batch", "b", run_batch)
+print([x.holder for x in timeline.lingering() if x.category == "batch_scratch"])`)
+	if rep := find(ms, "execute_reply"); rep["status"] != "ok" {
+		t.Fatalf("reply %v", rep)
+	}
+	if s := find(ms, "stream")["text"]; s != "[\"Engine#1 registry → Engine#1 → BatchContext#1 → row_grad\"]\n" {
+		t.Errorf("holders %v", s)
+	}
+}
