@@ -96,12 +96,12 @@ export class KernelClient {
     if (this.ws) this.ws.close();
   }
 
-  send(channel, msgType, content) {
+  send(channel, msgType, content, metadata = {}) {
     const msgId = newID(16);
     const m = {
       header: { msg_id: msgId, username: "linger", session: this.session, date: new Date().toISOString(), msg_type: msgType, version: "5.3" },
       parent_header: {},
-      metadata: {},
+      metadata,
       content,
       channel,
       buffers: [],
@@ -115,7 +115,10 @@ export class KernelClient {
    * Runs code. handlers.onOutput(msg) gets every iopub message of the
    * execution but status; the returned promise resolves with the
    * execute_reply content once the reply has come and the kernel is idle
-   * again, or rejects when the connection drops first.
+   * again, or rejects when the connection drops first. As JupyterLab does,
+   * the request's metadata carries the cell's id (handlers.cellId): the
+   * kernel names the cell in the site of every allocation the code makes,
+   * which is how the timeline finds a cell and its lines.
    */
   execute(code, handlers) {
     const msgId = this.send("shell", "execute_request", {
@@ -125,7 +128,7 @@ export class KernelClient {
       user_expressions: {},
       allow_stdin: false,
       stop_on_error: true,
-    });
+    }, handlers.cellId ? { cellId: handlers.cellId } : {});
     return new Promise((resolve, reject) => {
       this.pending.set(msgId, { ...handlers, resolve, reject, reply: null, idle: false });
       handlers.onStart?.(msgId);

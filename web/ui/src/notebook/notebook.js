@@ -254,6 +254,7 @@ export class Notebook {
     let reply = null;
     try {
       reply = await this.kernel.execute(cell.source(), {
+        cellId: cell.id,
         onStart: (id) => {
           msgId = id;
           this.emit("linger:execute", { cellId: cell.id, msgId, phase: "start" });

@@ -1,0 +1,130 @@
+package browser
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"linger/notebooks/nbformat"
+)
+
+// TestScenarioNotebooks opens every scenario notebook of notebooks/ in the
+// notebook page, as a new user does after `make run`, runs it with "Run
+// all" and waits until every code cell has run without an error and the
+// timeline's findings panel has judged the trace. Each notebook's page is
+// saved as a screenshot; with LINGER_GALLERY=1 (make gallery) the
+// screenshots go to docs/gallery, where the README's gallery shows them.
+func TestScenarioNotebooks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	paths, err := filepath.Glob(filepath.Join("..", "..", "notebooks", "[0-9][0-9]-*.ipynb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) == 0 {
+		t.Fatal("no scenario notebooks in notebooks/")
+	}
+	shots := artifacts(t)
+	if os.Getenv("LINGER_GALLERY") == "1" {
+		shots = filepath.Join("..", "..", "docs", "gallery")
+		if err := os.MkdirAll(shots, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, path := range paths {
+		name := filepath.Base(path)
+		t.Run(strings.TrimSuffix(name, ".ipynb"), func(t *testing.T) {
+			runScenario(t, path, filepath.Join(shots, strings.TrimSuffix(name, ".ipynb")+".png"))
+		})
+	}
+}
+
+func runScenario(t *testing.T, path, shot string) {
+	nb, err := nbformat.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the notebook does not validate: %v", err)
+	}
+	code := 0
+	for _, c := range nb.Cells {
+		if c.Type == nbformat.CellCode {
+			code++
+		}
+	}
+	dir := t.TempDir()
+	name := filepath.Base(path)
+	if err := nbformat.WriteFile(filepath.Join(dir, name), nb); err != nil {
+		t.Fatal(err)
+	}
+	p := &page{dir: dir, base: startServer(t, dir), ctx: browser(t)}
+	p.do(t, "open", chromedp.Navigate(p.base+"/notebooks/"+name+"?token="+token))
+	p.do(t, "kernel", chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
+	cells := eval[int](t, p, "cells", `document.querySelectorAll("[data-testid=cell]").length`)
+	if cells != len(nb.Cells) {
+		t.Fatalf("the page shows %d cells, the notebook has %d", cells, len(nb.Cells))
+	}
+	p.step(t, "timeline mounted", 20*time.Second,
+		chromedp.WaitVisible(css(`[data-testid=timeline-canvas]`)))
+
+	start := time.Now()
+	p.do(t, "run all", chromedp.Click(css(`[data-testid=run-all]`)))
+	// Done when every code cell shows its execution count (not [*] or
+	// blank) and the kernel is idle; an error output stops Run all.
+	done := fmt.Sprintf(`(() => {
+		if (document.querySelector("[data-testid=output-error]")) return true;
+		const ps = [...document.querySelectorAll("[data-testid=prompt]")];
+		return ps.length === %d && ps.every((p) => /^\[\d+\]:$/.test(p.textContent)) &&
+			document.querySelector("[data-testid=kernel-status]").dataset.state === "idle";
+	})()`, code)
+	p.step(t, "run all", 90*time.Second,
+		void(chromedp.Poll[bool](done, chromedp.WithPollingInterval(250*time.Millisecond))))
+	if n := eval[int](t, p, "errors", `document.querySelectorAll("[data-testid=output-error]").length`); n > 0 {
+		screenshot(t, p.ctx, strings.ReplaceAll(t.Name(), "/", "_")+"-failed.png")
+		t.Fatalf("a cell failed: %s", p.text(t, `[data-testid=output-error]`))
+	}
+	t.Logf("%d code cells ran in %s", code, time.Since(start).Round(time.Millisecond))
+
+	// The findings panel asks for the analyzer's report 750 ms after the
+	// events pause; the peak is in every report that saw an allocation.
+	time.Sleep(1500 * time.Millisecond)
+	findings := `document.querySelector("[data-testid=timeline-findings]").textContent`
+	p.step(t, "findings", 30*time.Second,
+		void(chromedp.Poll[bool](`/peak:/.test(`+findings+`)`, chromedp.WithPollingInterval(250*time.Millisecond))))
+	text := eval[string](t, p, "findings text", findings)
+	t.Logf("findings: %.400s", text)
+	// What lingers is found at the cell that made it, by the id the
+	// notebook gave the cell, and that cell's lines say so in the gutter.
+	if strings.Contains(text, "∞ leak") || strings.Contains(text, "▲ lingering") {
+		if !strings.Contains(text, "(cell leaky-") {
+			t.Errorf("findings name no leaky- cell: %.400s", text)
+		}
+		marked := eval[[]string](t, p, "gutters", `[...document.querySelectorAll("[data-testid=cell]")].
+			filter((c) => [...c.querySelectorAll(".cm-mem-gutter .cm-gutterElement")].some((g) => g.textContent.includes("▲"))).
+			map((c) => c.dataset.cellId)`)
+		if !slices.ContainsFunc(marked, func(id string) bool { return strings.HasPrefix(id, "leaky-") }) {
+			t.Errorf("no leaky- cell's gutter marks lingering bytes (cells marked: %q)", marked)
+		}
+	}
+
+	// The picture: the notebook's top with the docked timeline beside it,
+	// showing the whole run and its findings.
+	p.step(t, "fit the whole run", 10*time.Second,
+		void(chromedp.Evaluate[any](`[...document.querySelectorAll("[data-testid=timeline] button")].find((b) => b.textContent.trim() === "Fit")?.click()`)),
+		void(chromedp.Evaluate[any](`window.scrollTo(0, 0)`)),
+		chromedp.EmulateViewport(1400, 1100),
+		chromedp.Sleep(500*time.Millisecond))
+	png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", shot)
+}
