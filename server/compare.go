@@ -232,7 +232,13 @@ func (s *Server) compareView(v *web.CompareView, c *comparison) {
 	for _, r := range d.Categories {
 		v.Categories = append(v.Categories, row(r))
 	}
-	for _, r := range d.Sites {
+	for _, r := range d.Sites[:min(len(d.Sites), maxSiteRows)] {
 		v.Sites = append(v.Sites, row(r))
 	}
+	v.SitesOmitted = len(d.Sites) - len(v.Sites)
+	v.APIURL = s.opts.BaseURL + "api/timeline/compare?" + url.Values{"a": {c.A.Name}, "b": {c.B.Name}}.Encode()
 }
+
+// maxSiteRows bounds the sites the page lists (a notebook may have
+// hundreds); the largest changes come first.
+const maxSiteRows = 25

@@ -28,8 +28,10 @@ func compareFixture() CompareView {
 			{Category: "logits", PeakA: 100, PeakB: 300},
 		},
 		Sites: []DiffRowView{
-			{Category: "kv_cache", Site: "cell c1:2 ← linger/engine.(*Engine).Generate engine/generate.go:290", LingeringA: 67584},
+			{Category: "kv_cache", Site: "cell c1:2 ← linger/engine.(*Engine).Generate engine/generate.go:290 ← linger/notebooks/kernel.generate kernel/bindings.go:300 ← main.main cmd/linger/main.go:10", LingeringA: 67584},
 		},
+		SitesOmitted: 3,
+		APIURL:       "/base/api/timeline/compare?a=leaky.ltrace&b=fixed.ltrace",
 	}
 }
 
@@ -128,8 +130,33 @@ func TestCompare(t *testing.T) {
 	if len(site) != 1 {
 		t.Fatalf("%d site rows", len(site))
 	}
-	if got := text(site[0]); !strings.Contains(got, "cell c1:2") || strings.Index(got, "cell c1:2") > strings.Index(got, "Generate") {
-		t.Errorf("site row = %q", got)
+	// Sites: the cell and line first, then the innermost Go frame; the
+	// whole site is the cell's title.
+	var cell *html.Node
+	for d := range site[0].Descendants() {
+		if c, _ := attr(d, "class"); d.Type == html.ElementNode && c == "compare-site" {
+			cell = d
+		}
+	}
+	if cell == nil {
+		t.Fatal("no site cell")
+	}
+	if got, want := strings.Join(strings.Fields(text(cell)), " "), "cell c1:2 linger/engine.(*Engine).Generate engine/generate.go:290 ← …"; got != want {
+		t.Errorf("site cell = %q, want %q", got, want)
+	}
+	if title, _ := attr(cell, "title"); title != compareFixture().Sites[0].Site {
+		t.Errorf("site title = %q", title)
+	}
+	omitted := one(t, doc, "compare-sites-omitted")
+	if got := strings.Join(strings.Fields(text(omitted)), " "); !strings.HasPrefix(got, "3 more sites") {
+		t.Errorf("omitted sites = %q", got)
+	}
+	for d := range omitted.Descendants() {
+		if d.Type == html.ElementNode && d.Data == "a" {
+			if href, _ := attr(d, "href"); href != "/base/api/timeline/compare?a=leaky.ltrace&b=fixed.ltrace" {
+				t.Errorf("JSON link = %q", href)
+			}
+		}
 	}
 }
 

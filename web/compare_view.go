@@ -27,6 +27,10 @@ type CompareView struct {
 	// Categories and Sites are the rows that changed, per category and
 	// per (site, category), in the order given.
 	Categories, Sites []DiffRowView
+	// SitesOmitted counts the changed sites left out of Sites; APIURL is
+	// the comparison as JSON, which has them all.
+	SitesOmitted int
+	APIURL       string
 }
 
 // Ready reports whether the view has a comparison to show.
@@ -147,8 +151,13 @@ func (r DiffRowView) place() string {
 	return p
 }
 
-func (r DiffRowView) rest() string {
+// frame is the site's next place (its innermost Go frame), with "← …"
+// when more follow; the whole site is the cell's title.
+func (r DiffRowView) frame() string {
 	_, rest, _ := strings.Cut(r.Site, " ← ")
+	if f, more, ok := strings.Cut(rest, " ← "); ok && more != "" {
+		return f + " ← …"
+	}
 	return rest
 }
 
