@@ -282,15 +282,15 @@ func TestBrowserLive(t *testing.T) {
 	select {
 	case b := <-results:
 		var r struct {
-			Shown        []([2]float64)
-			Error        string
-			Busy, DrawMs float64
-			Msgs, Draws  int
+			Shown                          []([2]float64)
+			Error                          string
+			Busy, DrawMs                   float64
+			Msgs, Draws, Events, Summaries int
 		}
 		if err := json.Unmarshal(b, &r); err != nil || r.Error != "" {
 			t.Fatalf("page: %v %s", err, r.Error)
 		}
-		t.Logf("page: %d messages handled in %.0f ms, %d draws in %.0f ms", r.Msgs, r.Busy, r.Draws, r.DrawMs)
+		t.Logf("page: %d messages (%d events, %d summaries) handled in %.0f ms, %d draws in %.0f ms", r.Msgs, r.Events, r.Summaries, r.Busy, r.Draws, r.DrawMs)
 		for _, s := range r.Shown {
 			shown = append(shown, stamp{uint64(s[0]), s[1]})
 		}
@@ -317,8 +317,9 @@ func TestBrowserLive(t *testing.T) {
 }
 
 // livePage follows kernel "k1" and records, for each frame drawn after
-// an events message, the last sequence number received and the wall clock
-// at the end of the frame.
+// the view was told of new events, the last sequence number it had then
+// and the wall clock at the end of the frame; and the main thread's time
+// spent on stream messages.
 const livePage = `<!DOCTYPE html><html><head><meta charset="utf-8"></head>
 <body data-base="/"><main data-testid="timeline" data-kernel-id="k1" style="width:1300px;height:700px"></main>
 <script type="module" src="/timeline.js"></script>
@@ -330,9 +331,11 @@ try {
   const shown = [];
   let pending = 0;
   const M = v.source.message.bind(v.source);
-  let busy = 0, msgs = 0, draws = 0, drawMs = 0;
-  v.source.message = (m) => { const s = performance.now(); M(m); busy += performance.now() - s; msgs++; if (m.type === "events") pending = v.source.next - 1;
-    if (m.type === "end") setTimeout(() => post("/results", { shown, busy, msgs, draws, drawMs }), 300); };
+  let busy = 0, msgs = 0, draws = 0, drawMs = 0, events = 0;
+  v.source.message = (m) => { const s = performance.now(); M(m); busy += performance.now() - s; msgs++; events += m.cols?.n || 0;
+    if (m.type === "end") setTimeout(() => post("/results", { shown, busy, msgs, draws, drawMs, events, summaries: v.source.summaries || 0 }), 300); };
+  const C = v.sourceChanged.bind(v);
+  v.sourceChanged = (what) => { if (what === "events") pending = v.source.next - 1; C(what); };
   const D = v.draw; v.draw = function () { const s = performance.now(); D.call(v); draws++; drawMs += performance.now() - s; if (pending) { shown.push([pending, Date.now()]); pending = 0; } };
   post("/ready", {});
 } catch (e) { post("/results", { error: String(e && e.stack || e) }); }

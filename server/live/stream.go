@@ -259,8 +259,10 @@ func (c *conn) waitAck(ctx context.Context, d time.Duration) error {
 // up, and an end message when the trace ends and nothing is owed.
 //
 // Live events come first: each round sends the next live batch if there
-// is one, then, if the window has room, one chunk of the oldest range
-// still owed. While detail is owed the live subscription is only polled.
+// is one, or else, if the window has room, one chunk of the oldest range
+// still owed; so detail fills the time the live stream leaves (a Recorder
+// publishes every FlushInterval) and never delays it. While detail is
+// owed the live subscription is only polled.
 func (c *conn) writePump(ctx context.Context) error {
 	sub := c.rec.Subscribe(c.next)
 	defer func() {
@@ -316,6 +318,9 @@ func (c *conn) writePump(ctx context.Context) error {
 			if !live {
 				return c.send(endMsg{Type: "end", Last: c.next - 1, Reason: reason})
 			}
+			continue
+		}
+		if progressed {
 			continue
 		}
 		if n := c.room(); n > 0 {

@@ -20,6 +20,8 @@ async function getJSON(url) {
   return res.json();
 }
 
+const NOTIFY_MS = 16;
+
 const q = (o) => new URLSearchParams(Object.fromEntries(Object.entries(o).map(([k, v]) => [k, String(Math.round(v))]))).toString();
 
 class Source {
@@ -69,7 +71,9 @@ export class KernelSource extends Source {
     this.retry = 250;
     this.closed = false;
     this.lastEventAt = 0; // performance.now() of the last events message
-    this.maxDelayMs = 250;
+    // Trace time the view may lag before it gets a summary instead (and
+    // the events later): the floor of its latency.
+    this.maxDelayMs = 50;
     this.connect();
   }
 
@@ -144,7 +148,7 @@ export class KernelSource extends Source {
         this.handled += c.n;
         this.lastEventAt = performance.now();
         this.setState(this.skipped > 0 ? "behind" : "live");
-        this.changed("events");
+        this.notify();
         break;
       }
       case "catchup":
@@ -154,7 +158,7 @@ export class KernelSource extends Source {
         else this.dropped = (this.dropped || 0) + (m.to - m.from + 1);
         this.next = m.to + 1;
         this.setState("behind");
-        this.changed("events");
+        this.notify();
         break;
       case "error":
         console.warn(`timeline: ${m.message}`);
@@ -163,6 +167,19 @@ export class KernelSource extends Source {
         this.setState("ended", m.reason);
         this.ws.close();
         break;
+    }
+  }
+
+  // notify tells the view of new events at once, then at most once a
+  // frame (NOTIFY_MS): each notice costs it a query of the pyramid, and a
+  // million events a second arrive in hundreds of messages.
+  notify() {
+    const wait = (this.notified || -Infinity) + NOTIFY_MS - performance.now();
+    if (wait <= 0) {
+      this.notified = performance.now();
+      this.changed("events");
+    } else if (!this.notifyTimer) {
+      this.notifyTimer = setTimeout(() => { this.notifyTimer = 0; this.notify(); }, wait);
     }
   }
 
@@ -176,5 +193,5 @@ export class KernelSource extends Source {
   async lod(t0, t1, px) { return this.pyramid.query(t0, t1, px); }
   end() { return this.pyramid.end(); }
   lingering() { return getJSON(this.lingeringURL); }
-  close() { this.closed = true; clearInterval(this.ackTimer); this.ws?.close(); }
+  close() { this.closed = true; clearInterval(this.ackTimer); clearTimeout(this.notifyTimer); this.ws?.close(); }
 }
