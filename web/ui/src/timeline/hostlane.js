@@ -9,13 +9,17 @@
 import { TRACKS, bytes, duration } from "./palette.js";
 
 export const HOST_H = 56;
+// The lane's scale never goes below this, so that a small, steady heap's
+// noise (a few MiB of a kernel's own work) does not fill the lane and
+// read as growth.
+export const HOST_MIN_SCALE = 32 * 2 ** 20;
 const GO_HEAP = TRACKS.find((t) => t.key === "go_heap");
 
-/** hostScale is the lane's top: the largest Go heap in buckets, or 0 when none was sampled. */
+/** hostScale is the lane's top: the largest Go heap in buckets (at least HOST_MIN_SCALE), or 0 when none was sampled. */
 export function hostScale(buckets) {
   let m = 0;
   for (const b of buckets) m = Math.max(m, b.max.go_heap || 0);
-  return m;
+  return m && Math.max(m, HOST_MIN_SCALE);
 }
 
 /** hostPath returns the lane's outline as [x, y] points: a step line of each bucket's maximum, buckets without a sample skipped. */
@@ -52,7 +56,7 @@ export function drawHostLane(view) {
     ctx.setLineDash([]); ctx.lineWidth = 1;
   }
   ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
-  ctx.fillText(ymax ? `Go heap in use (host, max ${bytes(ymax)})` : "Go heap in use (host): not sampled in this trace", 4, top + 2);
+  ctx.fillText(ymax ? `Go heap in use (host, scale ${bytes(ymax)})` : "Go heap in use (host): not sampled in this trace", 4, top + 2);
 }
 
 /** hostTooltip is the tooltip's HTML for a pointer in the lane, else null. */

@@ -1,7 +1,7 @@
 // node --test: the host lane's scale is its own, not the device chart's.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { hostScale, hostPath, HOST_H } from "./hostlane.js";
+import { hostScale, hostPath, HOST_H, HOST_MIN_SCALE } from "./hostlane.js";
 
 const GiB = 2 ** 30;
 const bucket = (t0, go_heap, device_used = 16 * GiB) => ({ t0, t1: t0 + 10, max: { go_heap, device_used, allocated: 0, reserved: 0, category: [] } });
@@ -22,5 +22,9 @@ test("buckets without a sample are skipped; no samples, no path", () => {
   const bs = [bucket(0, 0), bucket(10, 5 * 2 ** 20), bucket(20, 0)];
   assert.equal(hostPath(bs, (t) => t, 0, HOST_H, hostScale(bs)).length, 2);
   assert.equal(hostScale([bucket(0, 0)]), 0);
+  // A 5 MiB heap is drawn on the lane's smallest scale, low in the lane.
+  assert.equal(hostScale(bs), HOST_MIN_SCALE);
+  const [[, y]] = hostPath(bs, (t) => t, 0, HOST_H, hostScale(bs));
+  assert.ok(y > HOST_H * 0.7, `5 MiB drawn at ${y} of ${HOST_H}`);
   assert.deepEqual(hostPath([bucket(0, 0)], (t) => t, 0, HOST_H, 0), []);
 });
