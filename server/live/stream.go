@@ -207,16 +207,18 @@ func (c *conn) inflight() (uint64, bool) {
 	return 0, false
 }
 
-// room is how many backfill events may be sent now.
+// room is how many backfill events may be sent now: backfill keeps to a
+// quarter of the window, so that a live batch never waits behind much of
+// it in the client's queue.
 func (c *conn) room() uint64 {
 	n, ok := c.inflight()
 	if !ok || c.window == 0 {
 		return backfillChunk
 	}
-	if n >= c.window {
-		return 0
+	if limit := c.window / 4; n < limit {
+		return min(limit-n, backfillChunk)
 	}
-	return min(c.window-n, backfillChunk)
+	return 0
 }
 
 // waitWindow blocks, once the client acknowledges what it has handled,

@@ -278,9 +278,9 @@ export class Pyramid {
     const k0 = Math.floor(t / this.width);
     if (k0 < this.levels[0].length) return;
     this.up(); // the level-0 bucket closes: fold it into the levels above
-    for (let l = 0; l < this.levels.length; l++) {
-      const k = Math.floor(k0 / 4 ** l);
-      const lv = this.levels[l];
+    for (let l = 0, f = 1; l < this.levels.length; l++, f *= 4) {
+      const k = Math.floor(k0 / f), lv = this.levels[l];
+      if (k < lv.length) break; // and so every level above
       while (lv.length <= k) {
         const b = new Float64Array(B_SIZE);
         b.set(this.cur, 0); b.set(this.cur, B_LAST);
