@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -86,9 +87,16 @@ func (s *Server) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.render(w, r, web.Timeline(web.TimelineView{Page: s.page(name), Name: name,
+	// Streamed, not buffered as render does: the head goes out before the
+	// page waits for the trace's index to inline its overview, so that the
+	// browser loads the script meanwhile.
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	err := web.Timeline(web.TimelineView{Page: s.page(name), Name: name,
 		TraceURL: s.opts.BaseURL + "api/timeline/traces/" + url.PathEscape(name),
-		Overview: s.timelineOverview(r.Context(), name)}))
+		Overview: func(ctx context.Context) json.RawMessage { return s.timelineOverview(ctx, name) }}).Render(r.Context(), w)
+	if err != nil {
+		s.log.Warn("timeline page", "trace", name, "err", err)
+	}
 }
 
 // render writes a page, buffered so that a failure is an error response

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -151,9 +152,11 @@ type TimelineView struct {
 	// TraceURL is where the timeline script fetches the trace from; the
 	// page passes it on in the container's data-trace-url attribute.
 	TraceURL string
-	// Overview, if set, is the answer of the trace's level-of-detail
-	// query over the whole trace (JSON), inlined for the first paint.
-	Overview json.RawMessage
+	// Overview, if set, returns the answer of the trace's level-of-detail
+	// query over the whole trace (JSON, or nil), inlined for the first
+	// paint. The page is flushed before it is called, so that the browser
+	// loads the script and stylesheet while the server indexes the trace.
+	Overview func(ctx context.Context) json.RawMessage
 }
 
 func prompt(n int) string {

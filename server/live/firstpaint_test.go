@@ -39,7 +39,8 @@ import (
 //	LINGER_BROWSER=1 go test ./server/live -run TestFirstPaint -v
 //
 // LINGER_BROWSER_EVENTS changes the trace size, LINGER_FIRSTPAINT_RUNS
-// the number of cold runs (default 3), CHROMIUM the browser.
+// the number of cold runs (default 3), CHROMIUM the browser;
+// LINGER_BROWSER_SHOT=file.png saves the first run's page once painted.
 func TestFirstPaint(t *testing.T) {
 	if os.Getenv("LINGER_BROWSER") != "1" {
 		t.Skip("set LINGER_BROWSER=1 to run")
@@ -155,6 +156,16 @@ func TestFirstPaint(t *testing.T) {
 		if err == nil {
 			res, err = chromedp.Run(ctx, chromedp.Poll[map[string]any](firstPaintJS, chromedp.WithPollingTimeout(50*time.Second), chromedp.WithPollingInterval(20*time.Millisecond)))
 		}
+		if shot := os.Getenv("LINGER_BROWSER_SHOT"); shot != "" && err == nil && i == 0 {
+			// The page as a person first sees it, to look at.
+			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+			if err == nil {
+				err = os.WriteFile(shot, png, 0o644)
+			}
+			if err != nil {
+				t.Errorf("screenshot: %v", err)
+			}
+		}
 		cancelT()
 		cancel()
 		if err != nil {
@@ -203,6 +214,7 @@ const firstPaintJS = `(() => {
     dom_content_loaded_ms: r(nav.domContentLoadedEventEnd),
     after_last_byte_ms: r(v.firstPaint - last),
     buckets: v.buckets.length,
+    overview_parse_ms: (() => { const el = document.getElementById("timeline-overview"); if (!el) return -1; const s = performance.now(); JSON.parse(el.textContent); return r(performance.now() - s); })(),
     requests: res.filter((e) => e.name.includes("/api/")).map((e) => [e.name.replace(/^.*\/([a-z]+)\?.*$/, "$1").replace(/^.*\//, ""), r(e.startTime), r(e.responseEnd), r(e.encodedBodySize / 1024)]),
     long_tasks: (window.__longTasks || []).filter((e) => e.startTime < v.firstPaint).map((e) => [r(e.startTime), r(e.duration)]),
   };
@@ -216,6 +228,7 @@ func BenchmarkIndexFile(b *testing.B) {
 	w, _ := timeline.Create(filepath.Join(dir, "big.ltrace"))
 	live.EngineLike(w, 1_000_000)
 	w.Close()
+	b.ReportAllocs()
 	var r0, r1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
 	for b.Loop() {

@@ -133,8 +133,10 @@ type fileIndex struct {
 }
 
 // OverviewPixels is how many buckets Overview answers at most: enough
-// for the first paint of a full-width timeline.
-const OverviewPixels = 2048
+// for the first paint of a full-width timeline (the view asks for a
+// sharper answer once it knows its width), few enough that the page
+// stays small (about 370 bytes of JSON a bucket).
+const OverviewPixels = 1024
 
 // New returns a Handler.
 func New(opts Options) *Handler {
@@ -331,20 +333,13 @@ func (h *Handler) fileEntry(path string) (*fileIndex, error) {
 	return e, nil
 }
 
-// Prefetch starts building the index of the saved trace at path in the
-// background, unless it is built or being built already: a page about to
-// show the trace calls it so that the build overlaps the page's loading.
-// The index is kept as the routes' own are (the keepFiles most recently
-// used).
-func (h *Handler) Prefetch(path string) {
-	_, _ = h.fileEntry(path)
-}
-
 // Overview returns the answer of a lod query over the whole saved trace
 // at path in at most OverviewPixels buckets, as JSON (the body of GET
-// …/traces/{name}/lod?px=2048), so that a page can inline it and paint
-// without a round trip. It waits for the trace's index until ctx ends;
-// the answer is made once per index.
+// …/traces/{name}/lod?px=1024), so that a page can inline it and paint
+// without a round trip. A page calls it as soon as it is asked for, so
+// that the index build overlaps the page's loading. It waits for the
+// index until ctx ends (the build goes on); the answer is made once per
+// index, kept as the routes' indexes are (keepFiles most recently used).
 func (h *Handler) Overview(ctx context.Context, path string) ([]byte, error) {
 	e, err := h.fileIndex(ctx, path)
 	if err != nil {

@@ -607,13 +607,11 @@ func TestFollower(t *testing.T) {
 var EngineLike = engineLike
 
 // Overview is the body a lod query over the whole saved trace answers in
-// OverviewPixels buckets, made once per index; Prefetch starts the build
-// that Overview and the routes then share.
+// OverviewPixels buckets, made once per index that the routes share.
 func TestOverview(t *testing.T) {
 	f := newFixture(t, Options{})
 	path := filepath.Join(f.dir, "small.ltrace")
 	writeTrace(t, path, 5000)
-	f.h.Prefetch(path)
 	ov, err := f.h.Overview(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ function kernelSource(id) {
 const views = new Map(); // container → view
 
 // A saved trace's page may inline the first level-of-detail answer over
-// the whole trace (script#timeline-overview, the body of …/lod?px=2048):
+// the whole trace (script#timeline-overview, the body of …/lod?px=1024):
 // the source's first answer is then that one, and the first paint needs
 // no round trip. Later answers come from the server as before.
 function seeded(source) {
