@@ -278,11 +278,11 @@ func TestBrowserLive(t *testing.T) {
 	rate := float64(seq) / time.Since(start).Seconds()
 	time.Sleep(time.Second)
 	rec.Close()
-	var shown []stamp
+	var shown, received []stamp
 	select {
 	case b := <-results:
 		var r struct {
-			Shown                          []([2]float64)
+			Shown, Received                []([2]float64)
 			Error                          string
 			Busy, DrawMs                   float64
 			Msgs, Draws, Events, Summaries int
@@ -294,26 +294,50 @@ func TestBrowserLive(t *testing.T) {
 		for _, s := range r.Shown {
 			shown = append(shown, stamp{uint64(s[0]), s[1]})
 		}
+		for _, s := range r.Received {
+			received = append(received, stamp{uint64(s[0]), s[1]})
+		}
 	case <-ctx.Done():
 		t.Fatal("no results from the page")
 	}
-	var lat []float64
-	j := 0
-	for _, s := range stamps {
-		for j < len(shown) && shown[j].seq < s.seq {
-			j++
+	// Each chunk's latency: to the first frame (or message) that had its
+	// last event or a later one; a chunk summarised counts to the frame
+	// after the summary.
+	latency := func(seen []stamp) []float64 {
+		var lat []float64
+		j := 0
+		for _, s := range stamps {
+			for j < len(seen) && seen[j].seq < s.seq {
+				j++
+			}
+			if j == len(seen) {
+				break
+			}
+			lat = append(lat, seen[j].ms-s.ms)
 		}
-		if j == len(shown) {
-			break
-		}
-		lat = append(lat, shown[j].ms-s.ms)
+		slices.Sort(lat)
+		return lat
 	}
+	lat := latency(shown)
 	if len(lat) == 0 {
 		t.Fatal("nothing shown")
 	}
-	slices.Sort(lat)
 	t.Logf("%d events at %.0f events/s; event to screen: median %.0f ms, p99 %.0f ms, max %.0f ms (%d chunks)",
 		seq, rate, lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1], len(lat))
+	if os.Getenv("LINGER_BROWSER_SERIES") != "" {
+		j := 0
+		for i, s := range stamps {
+			for j < len(shown) && shown[j].seq < s.seq {
+				j++
+			}
+			if j < len(shown) && i%250 == 0 {
+				t.Logf("chunk %d at %.0f ms: shown after %.0f ms", i, s.ms-stamps[0].ms, shown[j].ms-s.ms)
+			}
+		}
+	}
+	if lat := latency(received); len(lat) > 0 {
+		t.Logf("event to the page's main thread (live events): median %.0f ms, p99 %.0f ms", lat[len(lat)/2], lat[len(lat)*99/100])
+	}
 }
 
 // livePage follows kernel "k1" and records, for each frame drawn after
@@ -332,8 +356,10 @@ try {
   let pending = 0;
   const M = v.source.message.bind(v.source);
   let busy = 0, msgs = 0, draws = 0, drawMs = 0, events = 0;
+  const received = [];
   v.source.message = (m) => { const s = performance.now(); M(m); busy += performance.now() - s; msgs++; events += m.cols?.n || 0;
-    if (m.type === "end") setTimeout(() => post("/results", { shown, busy, msgs, draws, drawMs, events, summaries: v.source.summaries || 0 }), 300); };
+    if (m.cols && !m.cols.backfill) received.push([m.cols.first + m.cols.n - 1, Date.now()]);
+    if (m.type === "end") setTimeout(() => post("/results", { shown, received, busy, msgs, draws, drawMs, events, summaries: v.source.summaries || 0 }), 300); };
   const C = v.sourceChanged.bind(v);
   v.sourceChanged = (what) => { if (what === "events") pending = v.source.next - 1; C(what); };
   const D = v.draw; v.draw = function () { const s = performance.now(); D.call(v); draws++; drawMs += performance.now() - s; if (pending) { shown.push([pending, Date.now()]); pending = 0; } };

@@ -371,14 +371,17 @@ export class Pyramid {
     const lv = this.levels[l];
     const k0 = Math.floor(t0 / w), k1 = Math.min(Math.floor((t1 - 1) / w), lv.length - 1);
     const out = [];
-    let acc = null, p = -1, accT0 = 0;
-    const flush = (kEnd) => { if (acc) out.push(toJSON(acc, accT0, kEnd * w)); };
+    // One scratch bucket: a query runs every frame while a kernel streams.
+    const acc = this.scratch || (this.scratch = new Float64Array(B_SIZE));
+    let p = -1, accT0 = 0;
     for (let k = k0; k <= k1; k++) {
       const q = Math.floor((Math.max(k * w - t0, 0) * px) / span);
-      if (q !== p) { flush(k); p = q; acc = Float64Array.from(lv[k]); accT0 = k * w; }
-      else merge(acc, lv[k]);
+      if (q !== p) {
+        if (p >= 0) out.push(toJSON(acc, accT0, k * w));
+        p = q; acc.set(lv[k]); accT0 = k * w;
+      } else merge(acc, lv[k]);
     }
-    flush(k1 + 1);
+    if (p >= 0) out.push(toJSON(acc, accT0, (k1 + 1) * w));
     return out;
   }
 }
@@ -390,8 +393,10 @@ function merge(a, b) {
 }
 
 function values(b, off) {
+  const category = new Array(NUM_CATEGORIES);
+  for (let c = 0; c < NUM_CATEGORIES; c++) category[c] = b[off + c];
   return {
-    category: Array.from(b.subarray(off, off + NUM_CATEGORIES)),
+    category,
     allocated: b[off + V_ALLOCATED], reserved: b[off + V_RESERVED],
     device_used: b[off + V_DEVICE], go_heap: b[off + V_GOHEAP],
   };
