@@ -2,16 +2,17 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 
-	"linger/timeline"
 	"linger/timeline/analyze"
 	"linger/web"
 )
@@ -63,8 +64,9 @@ func compareNames(r *http.Request) (a, b string, err error) {
 }
 
 // compare analyzes the saved traces named a and b (resolved as the
-// timeline routes resolve names) and compares them.
-func (s *Server) compare(a, b string) (*comparison, error) {
+// timeline routes resolve names; each analysis is the one the trace's
+// other routes share) and compares them.
+func (s *Server) compare(ctx context.Context, a, b string) (*comparison, error) {
 	var paths [2]string
 	for i, name := range []string{a, b} {
 		p, err := s.tracePath(name)
@@ -77,7 +79,14 @@ func (s *Server) compare(a, b string) (*comparison, error) {
 	var errs [2]error
 	var wg sync.WaitGroup
 	for i := range paths {
-		wg.Go(func() { c.reports[i], errs[i] = analyzeSaved(paths[i]) })
+		wg.Go(func() {
+			e, err := s.lingerCache.saved(ctx, paths[i])
+			if err != nil {
+				errs[i] = fmt.Errorf("analyze %s: %w", filepath.Base(paths[i]), err)
+				return
+			}
+			c.reports[i] = e.rep
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs[:]...); err != nil {
@@ -86,20 +95,6 @@ func (s *Server) compare(a, b string) (*comparison, error) {
 	c.A, c.B = summarize(a, c.reports[0]), summarize(b, c.reports[1])
 	c.Diff = analyze.Diff(c.reports[0], c.reports[1])
 	return c, nil
-}
-
-// analyzeSaved analyzes a saved trace as its report route does: a torn
-// tail is reported as truncation, not an error.
-func analyzeSaved(path string) (*analyze.Report, error) {
-	f, err := timeline.OpenFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("open trace: %w", err)
-	}
-	opts := analyze.Options{}
-	if stop := f.Stop(); stop != nil {
-		opts.Truncated = stop.Error()
-	}
-	return analyze.Run(f, opts)
 }
 
 func summarize(name string, r *analyze.Report) compareSummary {
@@ -118,7 +113,7 @@ func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.compare(a, b)
+	c, err := s.compare(r.Context(), a, b)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -140,7 +135,7 @@ func (s *Server) handleComparePage(w http.ResponseWriter, r *http.Request) {
 	v.Traces = traces
 	code := http.StatusOK
 	if v.A != "" && v.B != "" {
-		c, err := s.compare(v.A, v.B)
+		c, err := s.compare(r.Context(), v.A, v.B)
 		if err != nil {
 			code, _ = errorStatus(err)
 			if code >= 500 {

@@ -26,15 +26,21 @@ import (
 )
 
 // The two runs of the comparison: the same cell (same id, so the sites
-// match), keeping the request's KV cache in a global, then not keeping it.
+// match) runs three requests, keeping each one's KV cache in a global
+// list, then keeping none. The leaky run grows request after request; the
+// fixed one stays flat.
 const (
-	comparePrompt, compareNew = 256, 4
-	compareLeaky              = `e = engine(model="tiny", device="meta", dtype="bf16")
-r = e.generate(prompt_tokens=256, chunk_size=64, max_new_tokens=4, keep_cache=True)
-last_cache = r.cache`
+	comparePrompt, compareNew, compareRequests = 2048, 4, 3
+	compareLeaky                               = `e = engine(model="tiny", device="meta", dtype="bf16")
+kept = []
+for i in range(3):
+    r = e.generate(prompt_tokens=2048, chunk_size=512, max_new_tokens=4, keep_cache=True)
+    kept.append(r.cache)`
 	compareFixed = `e = engine(model="tiny", device="meta", dtype="bf16")
-r = e.generate(prompt_tokens=256, chunk_size=64, max_new_tokens=4)
-last_cache = None`
+kept = []
+for i in range(3):
+    r = e.generate(prompt_tokens=2048, chunk_size=512, max_new_tokens=4)
+    kept.append(r.tokens)`
 )
 
 // runTrace runs a one-cell notebook headless with `linger run`, in a real
@@ -115,12 +121,12 @@ func TestCompareView(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The kept cache: tiny's k and v per layer, each sized for prompt and
-	// new tokens and rounded by the allocator.
+	// The kept caches: per request, tiny's k and v per layer, each sized
+	// for prompt and new tokens and rounded by the allocator.
 	cfg := engine.Presets["tiny"]
 	per := uint64(comparePrompt+compareNew) * uint64(cfg.KVHeads*cfg.HeadDim) * uint64(engine.BF16.Size())
 	per = (per + alloc.MinBlockSize - 1) / alloc.MinBlockSize * alloc.MinBlockSize
-	kvBytes := uint64(cfg.Layers) * 2 * per
+	kvBytes := compareRequests * uint64(cfg.Layers) * 2 * per
 
 	base := serveTraces(t, traces)
 	p := &page{base: base, ctx: browser(t)}
@@ -166,12 +172,16 @@ func TestCompareView(t *testing.T) {
 	}
 	// The site rows name the notebook cell and line first.
 	site := eval[string](t, p, "kv_cache site", `document.querySelector("[data-testid=compare-sites] [data-testid=compare-row][data-category=kv_cache][data-status=only-a] .compare-place")?.textContent || ""`)
-	if site != "cell generate:2" {
-		t.Errorf("kv_cache site = %q, want cell generate:2 (the generate line)", site)
+	if site != "cell generate:4" {
+		t.Errorf("kv_cache site = %q, want cell generate:4 (the generate line)", site)
 	}
 
 	// 2. Both charts painted, on one memory scale.
-	painted := `(() => { const c = window.linger?.compare; return !!(c?.a?.firstPaint && c?.b?.firstPaint && c.a.objects.length && c.b.objects.length); })()`
+	// A's lingering objects are the kept caches' tensors: a k and a v per
+	// layer per request.
+	lingeringWant := compareRequests * cfg.Layers * 2
+	painted := fmt.Sprintf(`(() => { const c = window.linger?.compare;
+		return !!(c?.a?.firstPaint && c?.b?.firstPaint && c.b.objects.length && c.a.objects.filter((o) => o.lingering).length === %d); })()`, lingeringWant)
 	if ok, err := chromedp.Run(p.ctx, chromedp.Poll[bool](painted, chromedp.WithPollingTimeout(30*time.Second))); err != nil || !ok {
 		state, _ := chromedp.Run(p.ctx, chromedp.Evaluate[json.RawMessage](`Promise.all(["a", "b"].map(async (s) => { const v = window.linger?.compare?.[s];
 			return v && { firstPaint: v.firstPaint, buckets: v.buckets.length, objects: v.objects.length, view: v.view, end: v.source.end(), status: v.status.textContent, gen: v.gen,
@@ -190,9 +200,9 @@ func TestCompareView(t *testing.T) {
 	if len(scales) != 2 || scales[0] != scales[1] || scales[0] < float64(kvBytes) {
 		t.Errorf("memory scales A, B = %v; want one scale, at least the cache (%d)", scales, kvBytes)
 	}
-	lingering := eval[[]int](t, p, "lingering objects", `["a", "b"].map((s) => window.linger.compare[s].objects.filter((o) => o.lingering).length)`)
-	if len(lingering) != 2 || lingering[0] == 0 || lingering[1] != 0 {
-		t.Errorf("lingering objects drawn in A, B = %v; want some in A, none in B", lingering)
+	lingering := eval[[]int](t, p, "lingering objects", `["a", "b"].map((s) => window.linger.compare[s].hits.filter((r) => r.o.lingering).length)`)
+	if len(lingering) != 2 || lingering[0] != lingeringWant || lingering[1] != 0 {
+		t.Errorf("lingering objects drawn in A, B = %v; want %d in A, none in B", lingering, lingeringWant)
 	}
 
 	// 3. A wheel zoom on A's canvas zooms B to the same range.
@@ -207,9 +217,9 @@ func TestCompareView(t *testing.T) {
 	t.Logf("B's range: %.0f–%.0f ns before the zoom on A, %.0f–%.0f after", before[0], before[1], after[0], after[1])
 
 	// The picture: the whole page, fitted again.
-	p.step(t, "fit", 10*time.Second,
+	p.step(t, "fit", 20*time.Second,
 		void(chromedp.Evaluate[any](`window.linger.compare.a.fit(); window.scrollTo(0, 0)`)),
-		chromedp.Sleep(500*time.Millisecond))
+		void(chromedp.Poll[bool](painted)))
 	screenshot(t, p.ctx, "compare.png")
 }
 
