@@ -461,3 +461,34 @@ func TestTimelinePageOverview(t *testing.T) {
 		t.Errorf("page of an unreadable trace: %d, overview inlined %v", code, strings.Contains(string(body), "timeline-overview"))
 	}
 }
+
+// BenchmarkLiveAnalysisFollow is the cost per event of keeping a live
+// kernel's verdicts current: batches of 4096 events (as a Recorder's
+// subscription delivers them) fed to the kernel's liveAnalysis.
+func BenchmarkLiveAnalysisFollow(b *testing.B) {
+	var evs []event.Event
+	c := &cellEvents{sink: sinkFunc(func(e event.Event) { evs = append(evs, e) })}
+	for i := uint64(1); len(evs) < 1<<20; i++ {
+		c.begin(i)
+		for range 20 {
+			c.cell(i, 4096)
+		}
+		c.end(i)
+	}
+	b.ReportAllocs()
+	l := newLiveAnalysis()
+	for i := 0; b.Loop(); i++ {
+		j := i % (len(evs) / 4096)
+		if j == 0 {
+			l = newLiveAnalysis()
+		}
+		l.Follow(timeline.Batch{Events: evs[j*4096 : (j+1)*4096]})
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*4096), "ns/event")
+}
+
+type sinkFunc func(event.Event)
+
+func (f sinkFunc) DefineString(event.StringID, string) {}
+func (f sinkFunc) DefineSite(event.SiteID, event.Site) {}
+func (f sinkFunc) Emit(e event.Event)                  { f(e) }
