@@ -26,6 +26,8 @@ function el(tag, attrs = {}, ...kids) {
   return e;
 }
 
+let views = 0;
+
 export class TimelineView {
   /** root is the [data-testid=timeline] container; source a TraceSource or KernelSource. */
   constructor(root, source) {
@@ -50,6 +52,7 @@ export class TimelineView {
   }
 
   build() {
+    this.id = ++views; // ids unique on a page of several views (the compare view's two)
     // The accessible name starts with the visible text (WCAG 2.5.3); the
     // symbols' names are words.
     const btn = (label, title, fn, name) => el("button", { type: "button", class: "lt-btn", title, ...(name ? { "aria-label": name } : {}), onclick: fn }, label);
@@ -69,10 +72,10 @@ export class TimelineView {
     this.canvas = el("canvas", {
       class: "lt-canvas", tabindex: "0", "data-testid": "timeline-canvas", role: "img",
       "aria-label": "Memory timeline. Left and right arrows pan, + and - zoom, Home and End go to the start and the end, 0 fits, f follows live; up and down arrows step through the objects, lingering first, and Enter shows the one selected; shift-drag zooms to a range.",
-      "aria-describedby": "lt-said",
+      "aria-describedby": `lt-said-${this.id}`,
     });
     // What the keyboard selected, read out by screen readers.
-    this.said = el("p", { id: "lt-said", class: "lt-sr", "aria-live": "polite", "data-testid": "timeline-said" });
+    this.said = el("p", { id: `lt-said-${this.id}`, class: "lt-sr", "aria-live": "polite", "data-testid": "timeline-said" });
     this.tooltip = el("div", { class: "lt-tooltip", role: "tooltip", "data-testid": "timeline-tooltip", hidden: "" });
     this.body = el("div", { class: "lt-body" }, this.canvas, this.tooltip, this.said);
     this.legend = el("div", { class: "lt-legend", "data-testid": "timeline-legend" });
