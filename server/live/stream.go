@@ -60,12 +60,13 @@ type conn struct {
 
 	// Flow control, set from the query: maxDelay (ns of trace time, 0 off)
 	// and, once the client acknowledges, window (events in flight).
-	maxDelay int64
-	window   uint64
-	sent     uint64        // events sent, live and backfill
-	acked    atomic.Uint64 // ackSeq: the last Seq handled; ackCount: events handled
-	ackMode  atomic.Int32  // ackNone until the client first acknowledges
-	ack      chan struct{} // signalled by the reader on each ack
+	maxDelay   int64
+	window     uint64
+	summarised time.Time     // when the last summary was sent
+	sent       uint64        // events sent, live and backfill
+	acked      atomic.Uint64 // ackSeq: the last Seq handled; ackCount: events handled
+	ackMode    atomic.Int32  // ackNone until the client first acknowledges
+	ack        chan struct{} // signalled by the reader on each ack
 }
 
 // gap is a range of sequence numbers, from..to inclusive.
@@ -82,6 +83,10 @@ const maxGaps = 256
 
 // backfillChunk is the most backfill events sent at a time.
 const backfillChunk = 4096
+
+// backfillPause is how long after a summary backfill waits: a client that
+// was just behind gets the live stream alone until it keeps up.
+const backfillPause = 250 * time.Millisecond
 
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 	rec, err := h.recorder(r)
@@ -281,9 +286,11 @@ func (c *conn) writePump(ctx context.Context) error {
 	for {
 		progressed := false
 		if live {
+			// With detail owed, wait for a live batch only while backfill
+			// pauses.
 			d := pingPeriod
 			if len(c.gaps) > 0 {
-				d = 0
+				d = max(0, backfillPause-time.Since(c.summarised))
 			}
 			wait, cancel := context.WithTimeout(ctx, d)
 			b, err := sub.Next(wait)
@@ -322,7 +329,7 @@ func (c *conn) writePump(ctx context.Context) error {
 			}
 			continue
 		}
-		if progressed {
+		if progressed || (live && time.Since(c.summarised) < backfillPause) {
 			continue
 		}
 		if n := c.room(); n > 0 {
@@ -442,7 +449,7 @@ func (c *conn) catchup() error {
 			c.gaps = append(c.gaps, gap{c.next, to})
 		}
 	}
-	c.next, c.lastTime = to+1, t1
+	c.next, c.lastTime, c.summarised = to+1, t1, time.Now()
 	return c.send(m)
 }
 

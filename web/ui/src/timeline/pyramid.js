@@ -282,7 +282,7 @@ export class Pyramid {
       const k = Math.floor(k0 / f), lv = this.levels[l];
       if (k < lv.length) break; // and so every level above
       while (lv.length <= k) {
-        const b = new Float64Array(B_SIZE);
+        const b = bucket();
         b.set(this.cur, 0); b.set(this.cur, B_LAST);
         lv.push(b);
       }
@@ -384,6 +384,16 @@ export class Pyramid {
     if (p >= 0) out.push(toJSON(acc, accT0, (k1 + 1) * w));
     return out;
   }
+}
+
+// bucket answers a zeroed bucket, carved from a shared block: a new
+// Float64Array of its own costs ten times as much, and a live kernel opens
+// thousands of buckets a second.
+let block = null, blockOff = 0;
+function bucket() {
+  if (!block || blockOff + B_SIZE > block.length) { block = new Float64Array(B_SIZE * 1024); blockOff = 0; }
+  blockOff += B_SIZE;
+  return block.subarray(blockOff - B_SIZE, blockOff);
 }
 
 function merge(a, b) {
