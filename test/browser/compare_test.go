@@ -189,6 +189,8 @@ func TestCompareView(t *testing.T) {
 		screenshot(t, p.ctx, "TestCompareView-failed.png")
 		t.Fatalf("both charts painted: %v (%s)", err, state)
 	}
+	paints := eval[[]float64](t, p, "first paints", `[window.linger.compare.a.firstPaint, window.linger.compare.b.firstPaint]`)
+	t.Logf("first meaningful paint (performance.now() since the compare page's navigation): A %.0f ms, B %.0f ms", paints[0], paints[1])
 	for _, side := range []string{"a", "b"} {
 		if n := eval[int](t, p, "ink "+side, inkAt+`("`+side+`")`); n < 500 {
 			t.Errorf("chart %s: %d painted pixels in the memory track, want a chart", side, n)
