@@ -20,7 +20,9 @@ async function getJSON(url) {
   return res.json();
 }
 
-const NOTIFY_MS = 16, ACK_MS = 10;
+// MAX_LINE_QUEUE bounds the live events kept for line statistics while
+// older ones are owed; past it they count out of order.
+const NOTIFY_MS = 16, ACK_MS = 10, MAX_LINE_QUEUE = 1 << 20;
 
 const q = (o) => new URLSearchParams(Object.fromEntries(Object.entries(o).map(([k, v]) => [k, String(Math.round(v))]))).toString();
 
@@ -126,23 +128,19 @@ export class KernelSource extends Source {
         if (!c || !c.n) break;
         if (c.backfill) {
           // The detail of a range the view has as a summary, oldest first.
-          if (!this.pyramid.addPast(c)) console.warn(`timeline: backfill from ${c.first}, owed ${JSON.stringify(this.pyramid.owed().slice(0, 2))}`);
-          else this.skipped -= c.n;
+          if (!this.pyramid.addPast(c)) {
+            console.warn(`timeline: backfill from ${c.first}, owed ${JSON.stringify(this.pyramid.owed().slice(0, 2))}`);
+            break;
+          }
+          this.skipped -= c.n;
+          this.lineEvents(c, false);
         } else {
           if (c.first !== this.next) {
             // Never expected: the server resumes exactly at ?from.
             console.warn(`timeline: events from ${c.first}, expected ${this.next}`);
           }
           this.pyramid.addColumns(c);
-          // Line statistics only where there is a notebook to annotate.
-          if (window.linger?.notebook) {
-            const { kind } = c;
-            for (let i = 0; i < c.n; i++) {
-              const k = kind[i];
-              if (k === K.alloc || k === K.free || k === K.scopeBegin || k === K.scopeEnd) this.lines.add(eventAt(c, i));
-            }
-            if (!this.linesTimer) this.linesTimer = setTimeout(() => { this.linesTimer = 0; this.lines.flush(); }, 250);
-          }
+          this.lineEvents(c, this.skipped > 0);
           this.next = c.first + c.n;
         }
         this.handled += c.n;
@@ -169,6 +167,27 @@ export class KernelSource extends Source {
         this.ws.close();
         break;
     }
+  }
+
+  // lineEvents feeds line statistics, which need events in order: live
+  // events that come while older ones are owed wait (queued) for them.
+  // Only where there is a notebook to annotate.
+  lineEvents(c, queue) {
+    if (!window.linger?.notebook) return;
+    const q = this.lineQueue || (this.lineQueue = []);
+    const { kind } = c;
+    for (let i = 0; i < c.n; i++) {
+      const k = kind[i];
+      if (k !== K.alloc && k !== K.free && k !== K.scopeBegin && k !== K.scopeEnd) continue;
+      if (queue && q.length < MAX_LINE_QUEUE) q.push(eventAt(c, i));
+      else this.lines.add(eventAt(c, i));
+    }
+    // What was queued goes once nothing older is owed.
+    const owed = this.pyramid.owed(), limit = owed.length ? owed[0][0] : Infinity;
+    let j = 0;
+    while (j < q.length && q[j][0] < limit) this.lines.add(q[j++]);
+    if (j) q.splice(0, j);
+    if (!this.linesTimer) this.linesTimer = setTimeout(() => { this.linesTimer = 0; this.lines.flush(); }, 250);
   }
 
   // ack tells the server how many events this connection has handled; at
