@@ -140,6 +140,7 @@ func TestCompareView(t *testing.T) {
 	if got := eval[string](t, p, "A chosen", `document.querySelector("[data-testid=compare-select-a]").value`); got != "leaky.ltrace" {
 		t.Errorf("A after the link = %q, want leaky.ltrace", got)
 	}
+	screenshot(t, p.ctx, "compare-picker.png")
 	p.step(t, "pick B and compare", 30*time.Second,
 		chromedp.SetValue(css(`[data-testid=compare-select-b]`), "fixed.ltrace"),
 		chromedp.Click(css(`[data-testid=compare-submit]`)),
