@@ -641,39 +641,20 @@ func AppendFrame(p []byte, evs []event.Event, backfill bool) []byte {
 		first = evs[0].Seq
 	}
 	le.PutUint64(q[8:], math.Float64bits(float64(first)))
-	o := FrameHeader
-	f64 := func(get func(e *event.Event) float64) {
-		for i := range evs {
-			le.PutUint64(q[o:], math.Float64bits(get(&evs[i])))
-			o += 8
-		}
-	}
-	f64(func(e *event.Event) float64 { return float64(e.Time) })
-	f64(func(e *event.Event) float64 { return float64(e.Size) })
-	f64(func(e *event.Event) float64 { return float64(e.Requested) })
-	f64(func(e *event.Event) float64 { return float64(e.Extra) })
-	f64(func(e *event.Event) float64 { return float64(e.Scope) })
+	// One pass, each field to its column.
+	c64, c32, c8 := q[FrameHeader:FrameHeader+40*n], q[FrameHeader+40*n:FrameHeader+56*n], q[FrameHeader+56*n:]
 	for i := range evs {
-		le.PutUint32(q[o:], uint32(evs[i].Addr))
-		o += 4
-	}
-	for i := range evs {
-		le.PutUint32(q[o:], uint32(evs[i].Addr>>32))
-		o += 4
-	}
-	for i := range evs {
-		le.PutUint32(q[o:], uint32(evs[i].Site))
-		o += 4
-	}
-	for i := range evs {
-		le.PutUint32(q[o:], uint32(evs[i].Label))
-		o += 4
-	}
-	for i := range evs {
-		q[o] = byte(evs[i].Kind)
-		q[o+n] = byte(evs[i].Category)
-		q[o+2*n] = byte(evs[i].Expect)
-		o++
+		e := &evs[i]
+		le.PutUint64(c64[8*i:], math.Float64bits(float64(e.Time)))
+		le.PutUint64(c64[8*(n+i):], math.Float64bits(float64(e.Size)))
+		le.PutUint64(c64[8*(2*n+i):], math.Float64bits(float64(e.Requested)))
+		le.PutUint64(c64[8*(3*n+i):], math.Float64bits(float64(e.Extra)))
+		le.PutUint64(c64[8*(4*n+i):], math.Float64bits(float64(e.Scope)))
+		le.PutUint32(c32[4*i:], uint32(e.Addr))
+		le.PutUint32(c32[4*(n+i):], uint32(e.Addr>>32))
+		le.PutUint32(c32[4*(2*n+i):], uint32(e.Site))
+		le.PutUint32(c32[4*(3*n+i):], uint32(e.Label))
+		c8[i], c8[n+i], c8[2*n+i] = byte(e.Kind), byte(e.Category), byte(e.Expect)
 	}
 	return p
 }

@@ -150,11 +150,12 @@ export class Pyramid {
     const L0 = this.levels[0];
     if (L0.length) g.snap = { w: this.width, k: L0.length - 1, b: Float64Array.from(L0[L0.length - 1]) };
     if (msg.backfill) this.gaps.push(g); // now: the summary may coarsen the pyramid
+    const mx = new Float64Array(NUM_VALUES), last = new Float64Array(NUM_VALUES);
     for (const b of msg.buckets) {
       const t = Math.max(b.t0, this.lastTime);
       this.lastTime = t;
       this.extend(t);
-      const mx = flat(b.max), last = flat(b.last);
+      flatInto(mx, b.max); flatInto(last, b.last);
       for (let v = 0; v < NUM_VALUES; v++) this.set(v, mx[v]);
       for (let v = 0; v < NUM_VALUES; v++) this.set(v, last[v]);
       this.count(B_EVENTS, b.events); this.count(B_ALLOCS, b.allocs); this.count(B_FREES, b.frees);
@@ -417,9 +418,10 @@ function toJSON(b, t0, t1) {
 }
 
 /** flat turns server Values into an array indexed like the pyramid's values. */
-export function flat(v) {
-  const a = new Float64Array(NUM_VALUES);
-  a.set(v.category.slice(0, NUM_CATEGORIES));
+export function flat(v) { return flatInto(new Float64Array(NUM_VALUES), v); }
+
+function flatInto(a, v) {
+  for (let c = 0; c < NUM_CATEGORIES; c++) a[c] = v.category[c] || 0;
   a[V_ALLOCATED] = v.allocated; a[V_RESERVED] = v.reserved; a[V_DEVICE] = v.device_used; a[V_GOHEAP] = v.go_heap || 0;
   return a;
 }
