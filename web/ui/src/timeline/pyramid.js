@@ -278,7 +278,9 @@ export class Pyramid {
     while (Math.floor(t / this.width) >= this.maxBuckets) this.coarsen();
     const k0 = Math.floor(t / this.width);
     if (k0 < this.levels[0].length) return;
-    this.up(); // the level-0 bucket closes: fold it into the levels above
+    // The level-0 bucket closes; fold the levels above once the level-1
+    // bucket closes too (until then a later up folds this one with it).
+    if (Math.floor(k0 / 4) !== Math.floor((this.levels[0].length - 1) / 4)) this.up();
     for (let l = 0, f = 1; l < this.levels.length; l++, f *= 4) {
       const k = Math.floor(k0 / f), lv = this.levels[l];
       if (k < lv.length) break; // and so every level above
