@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -81,10 +83,12 @@ func (l *liveAnalysis) Follow(b timeline.Batch) {
 	}
 }
 
-func (l *liveAnalysis) lingers(seq uint64) bool {
+// lingering returns the allocation seqs of the objects that became
+// lingering, in ascending order.
+func (l *liveAnalysis) lingering() []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.ling[seq]
+	return slices.Sorted(maps.Keys(l.ling))
 }
 
 func (l *liveAnalysis) report() *analyze.Report {
@@ -110,7 +114,7 @@ type savedAnalysis struct {
 	used time.Time     // lingerCache.mu held
 	done chan struct{} // closed once rep and ling (or err) are set
 	rep  *analyze.Report
-	ling map[uint64]bool
+	ling []uint64 // alloc seqs of the objects that lingered, ascending
 	err  error
 }
 
@@ -157,7 +161,7 @@ func (c *lingerCache) saved(ctx context.Context, path string) (*savedAnalysis, e
 
 // analyzeFile analyzes a saved trace: its report and the allocations that
 // lingered.
-func analyzeFile(path string) (*analyze.Report, map[uint64]bool, error) {
+func analyzeFile(path string) (*analyze.Report, []uint64, error) {
 	f, err := timeline.OpenFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open trace: %w", err)
@@ -168,14 +172,14 @@ func analyzeFile(path string) (*analyze.Report, map[uint64]bool, error) {
 		opts.Truncated = stop.Error()
 	}
 	rep, err := analyze.Run(f, opts)
-	return rep, ling, err
+	return rep, slices.Sorted(maps.Keys(ling)), err
 }
 
 // lingering answers live.Options.Lingering: for a live kernel from its
 // liveAnalysis, for a saved trace from its cached analysis.
-func (s *Server) lingering(ctx context.Context, f live.Follower, path string) func(seq uint64) bool {
+func (s *Server) lingering(ctx context.Context, f live.Follower, path string) []uint64 {
 	if l, ok := f.(*liveAnalysis); ok {
-		return l.lingers
+		return l.lingering()
 	}
 	if path == "" {
 		return nil
@@ -184,7 +188,7 @@ func (s *Server) lingering(ctx context.Context, f live.Follower, path string) fu
 	if err != nil {
 		return nil
 	}
-	return func(seq uint64) bool { return e.ling[seq] }
+	return e.ling
 }
 
 // overviewWait bounds how long a saved trace's page waits for the trace's

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -55,13 +56,14 @@ type Options struct {
 	// Analyzer this way, so that a live kernel's verdicts never need the
 	// trace file read again.
 	Follow func(rec *timeline.Recorder) Follower
-	// Lingering, if set, returns the test whether the object allocated by
-	// the event with sequence number seq lingers (package analyze knows),
-	// for a kernel's live trace (f is its Follower, current; path is "")
-	// or a saved trace (f is nil). It is called once per objects query,
-	// and the routes copy its answers into each object. It may wait for
-	// an analysis; ctx ends when the client goes.
-	Lingering func(ctx context.Context, f Follower, path string) func(seq uint64) bool
+	// Lingering, if set, returns the allocation sequence numbers, in
+	// ascending order, of the objects that linger (package analyze knows)
+	// in a kernel's live trace (f is its Follower, current; path is "")
+	// or a saved trace (f is nil). It is called once per objects query;
+	// the routes mark those objects and show them ahead of larger ones
+	// (lod.ObjectsOptions.Prefer). It may wait for an analysis; ctx ends
+	// when the client goes.
+	Lingering func(ctx context.Context, f Follower, path string) []uint64
 	// MaxLag is how many events a stream may fall behind the Recorder
 	// before the events in between are replaced by a catch-up summary
 	// (default 262144).
@@ -489,7 +491,10 @@ func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request, ix *lod.I
 	}
 	var opts lod.ObjectsOptions
 	if h.opts.Lingering != nil {
-		opts.Lingering = h.opts.Lingering(r.Context(), fol, path)
+		if seqs := h.opts.Lingering(r.Context(), fol, path); len(seqs) > 0 {
+			opts.Prefer = seqs
+			opts.Lingering = func(seq uint64) bool { _, ok := slices.BinarySearch(seqs, seq); return ok }
+		}
 	}
 	_, _, end := ix.Last()
 	objs := ix.Objects(q.t0, q.t1, q.n, opts)

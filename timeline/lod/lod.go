@@ -530,6 +530,13 @@ type ObjectsOptions struct {
 	Lingering func(seq uint64) bool
 	// Category, if set, keeps only objects of these categories.
 	Category []event.Category
+	// Prefer lists, in ascending order, the allocation sequence numbers
+	// of objects to show ahead of larger ones: a server passes the
+	// lingering objects, which a user looks for and which are rarely the
+	// largest (a leaked KV cache beside gigabytes of weights). Up to half
+	// of n goes to the largest of them in view, the rest to the largest of
+	// the others.
+	Prefer []uint64
 }
 
 // Objects returns the n largest objects whose lifetime [AllocTime,
@@ -554,13 +561,45 @@ func (ix *Index) Objects(t0, t1 int64, n int, opts ObjectsOptions) []Object {
 		}
 		return a > b
 	}
+	inView := func(o *Object) bool {
+		return (o.FreeTime < 0 || o.FreeTime >= t0) &&
+			(len(opts.Category) == 0 || slices.Contains(opts.Category, o.Category))
+	}
+	// The preferred objects first: the table is in allocation order, so
+	// each is a binary search away (absent if the table dropped it).
+	var chosen []int
+	if len(opts.Prefer) > 0 {
+		for _, seq := range opts.Prefer {
+			i, ok := slices.BinarySearchFunc(ix.objs[:end], seq, func(o Object, s uint64) int { return cmp.Compare(o.Seq, s) })
+			if ok && inView(&ix.objs[i]) {
+				chosen = append(chosen, i)
+			}
+		}
+		slices.SortFunc(chosen, func(a, b int) int {
+			if less(a, b) {
+				return 1
+			}
+			if less(b, a) {
+				return -1
+			}
+			return 0
+		})
+		chosen = chosen[:min(len(chosen), max(n/2, 1))]
+		n -= len(chosen)
+		slices.Sort(chosen)
+	}
 	for i := range end {
 		o := &ix.objs[i]
-		if o.FreeTime >= 0 && o.FreeTime < t0 {
+		if !inView(o) {
 			continue
 		}
-		if len(opts.Category) > 0 && !slices.Contains(opts.Category, o.Category) {
-			continue
+		if len(chosen) > 0 {
+			if _, ok := slices.BinarySearch(chosen, i); ok {
+				continue
+			}
+		}
+		if n == 0 {
+			break
 		}
 		if len(top) < n {
 			top = append(top, i)
@@ -570,6 +609,7 @@ func (ix *Index) Objects(t0, t1 int64, n int, opts ObjectsOptions) []Object {
 			down(top, 0, less)
 		}
 	}
+	top = append(top, chosen...)
 	slices.SortFunc(top, func(a, b int) int {
 		if less(a, b) {
 			return 1

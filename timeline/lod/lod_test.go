@@ -235,6 +235,50 @@ func TestObjects(t *testing.T) {
 	}
 }
 
+// TestObjectsPrefer: preferred objects (the lingering ones, for a server)
+// are shown even when they are the smallest in view, up to half of n, and
+// the rest are the largest of the others, all largest first.
+func TestObjectsPrefer(t *testing.T) {
+	d, evs := synth(20000, 2)
+	all := bruteObjects(evs)
+	bySize := slices.Clone(all)
+	slices.SortStableFunc(bySize, func(a, b Object) int { return int(int64(b.Size) - int64(a.Size)) })
+	// The five smallest objects of the trace, in allocation order.
+	small := bySize[len(bySize)-5:]
+	var prefer []uint64
+	for _, o := range small {
+		prefer = append(prefer, o.Seq)
+	}
+	slices.Sort(prefer)
+	ix := build(d, evs, Options{})
+	for _, n := range []int{1, 4, 10, 100} {
+		got := ix.Objects(0, 0, n, ObjectsOptions{Prefer: prefer})
+		if len(got) != n {
+			t.Fatalf("Objects(n=%d): %d objects", n, len(got))
+		}
+		wantPreferred := min(max(n/2, 1), len(prefer))
+		preferred := 0
+		for i, o := range got {
+			if slices.Contains(prefer, o.Seq) {
+				preferred++
+			}
+			if i > 0 && got[i-1].Size < o.Size {
+				t.Errorf("Objects(n=%d) not largest first at %d", n, i)
+			}
+		}
+		if preferred != wantPreferred {
+			t.Errorf("Objects(n=%d): %d preferred objects, want %d", n, preferred, wantPreferred)
+		}
+		// The others are the largest of the trace.
+		others := got[:n-wantPreferred]
+		for i, o := range others {
+			if o.Size != bySize[i].Size {
+				t.Errorf("Objects(n=%d): other #%d is %d bytes, want %d", n, i, o.Size, bySize[i].Size)
+			}
+		}
+	}
+}
+
 func first(o []Object) any {
 	if len(o) == 0 {
 		return nil
