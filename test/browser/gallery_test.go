@@ -119,6 +119,13 @@ func runScenario(t *testing.T, path, shot string) {
 		void(chromedp.Evaluate[any](`window.scrollTo(0, 0)`)),
 		chromedp.EmulateViewport(1400, 1100),
 		chromedp.Sleep(500*time.Millisecond))
+	// The object view draws what lingers, however small beside the
+	// weights.
+	if strings.Contains(text, "∞ leak") || strings.Contains(text, "▲ lingering") {
+		p.step(t, "a lingering object drawn", 20*time.Second,
+			void(chromedp.Poll[bool](`[...window.linger.timeline.views.values()][0].objects?.some((o) => o.lingering)`,
+				chromedp.WithPollingInterval(250*time.Millisecond))))
+	}
 	png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
