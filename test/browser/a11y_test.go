@@ -18,7 +18,8 @@ import (
 const streamCell = `e = engine(model="tiny", device="meta")
 for i in range(50):
     e.generate(prompt_tokens=4000, chunk_size=64)
-    print("line", i)`
+    print("line", i)
+kept = e.generate(prompt_tokens=64, chunk_size=64, keep_cache=True).cache`
 
 // focused describes document.activeElement, with what shows its focus.
 type focused struct {
@@ -99,7 +100,8 @@ func checkAxe(t *testing.T, p *page, name, axe string) {
 }
 
 // checkFits fails when the timeline is wider than its container (the
-// dock or the trace page) at the current viewport.
+// dock or the trace page) at the current viewport, or its text runs to
+// the container's edge, where it is cut.
 func checkFits(t *testing.T, p *page, what string) {
 	t.Helper()
 	// Two frames: the ResizeObserver resizes the canvas, then it is laid out.
@@ -107,15 +109,17 @@ func checkFits(t *testing.T, p *page, what string) {
 		const root = document.querySelector("[data-testid=timeline]"), r = root.getBoundingClientRect();
 		const out = [];
 		if (root.scrollWidth > root.clientWidth + 1) out.push("scrolls sideways: " + root.scrollWidth + " > " + root.clientWidth);
-		for (const e of root.querySelectorAll("canvas, .lt-toolbar, .lt-legend, .lt-panels")) {
+		// Text and the canvas keep off the container's edges, where a
+		// status or an axis label would be cut.
+		for (const e of root.querySelectorAll("canvas, .lt-toolbar > *, .lt-legend > *, .lt-panels")) {
 			const b = e.getBoundingClientRect();
-			if (b.right > r.right + 1) out.push(e.className + " ends at " + Math.round(b.right) + " > " + Math.round(r.right));
+			if (b.width && (b.right > r.right - 4 || b.left < r.left + 4)) out.push(e.className + " spans " + Math.round(b.left) + "–" + Math.round(b.right) + " in " + Math.round(r.left) + "–" + Math.round(r.right));
 		}
 		if (r.right > innerWidth + 1) out.push("container ends at " + r.right + " > " + innerWidth);
 		ok(out.join("; "));
 	})))`)
 	if over != "" {
-		t.Errorf("%s: the timeline overflows: %s", what, over)
+		t.Errorf("%s: the timeline runs into its container's edges: %s", what, over)
 	}
 }
 
@@ -236,7 +240,9 @@ func TestAccessibility(t *testing.T) {
 	if len(labels) < 2 || len(labels) != len(setOf(labels)) {
 		t.Errorf("axis labels %q: want two or more, all different", labels)
 	}
-	p.step(t, "select an object and open it", 20*time.Second,
+	p.step(t, "fit, select an object and open it", 20*time.Second,
+		chromedp.KeyEvent("0"),
+		void(chromedp.Poll[bool](`[...window.linger.timeline.views.values()][0].hits?.length > 0`)),
 		chromedp.KeyEvent(kb.ArrowDown),
 		void(chromedp.Poll[bool](`document.querySelector("[data-testid=timeline-said]").textContent !== ""`)),
 		chromedp.KeyEvent(kb.Enter),
@@ -245,8 +251,20 @@ func TestAccessibility(t *testing.T) {
 	t.Logf("keyboard selected: %s", p.text(t, `[data-testid=timeline-said]`))
 	screenshot(t, p.ctx, "a11y-keyboard.png")
 
-	// 5. Tab goes on to the findings.
-	p.tabUntil(t, "a finding", 20, func(f focused) bool { return strings.Contains(f.Class, "lt-finding") }, nil)
+	// 5. Tab goes on to the findings; Enter on the leaked KV cache shows
+	// it on the timeline, selected, and Enter again opens its details.
+	p.tabUntil(t, "the finding of the leak", 20, func(f focused) bool {
+		return strings.Contains(f.Class, "lt-finding") && strings.Contains(f.Text, "leak: kv_cache")
+	}, nil)
+	p.step(t, "open the leak from its finding", 20*time.Second,
+		chromedp.KeyEvent(kb.Enter),
+		void(chromedp.Poll[bool](`(() => { const v = [...window.linger.timeline.views.values()][0];
+			return document.activeElement === v.canvas && !!v.selected?.leak; })()`)),
+		chromedp.KeyEvent(kb.Enter),
+		void(chromedp.Poll[bool](`(() => { const v = [...window.linger.timeline.views.values()][0];
+			return document.querySelector("[data-testid=timeline-detail] h2")?.textContent === v.selected.label &&
+				/KVCache#\d+/.test(document.querySelector("[data-testid=detail-held-by]")?.textContent); })()`)))
+	t.Logf("the leak's finding selected: %s; held by: %s", p.text(t, `[data-testid=timeline-said]`), p.text(t, `[data-testid=detail-held-by]`))
 
 	// 6. The dock holds the timeline at common sizes and when narrowed.
 	for _, sz := range [][2]int64{{1280, 800}, {1920, 1080}} {

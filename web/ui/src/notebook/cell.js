@@ -4,9 +4,15 @@
 
 import { marked } from "marked";
 import { createEditor, setAnnotations } from "./editor.js";
-import { renderOutput, appendStream, joined } from "./outputs.js";
+import { renderOutput, appendStream, joined, stripANSI } from "./outputs.js";
 import { sanitize } from "./sanitize.js";
 import { newID } from "./api.js";
+
+// Stream text reaches the screen a few lines per frame, a backlog within
+// about PACE_FRAMES frames: a burst of output then moves the cells below
+// in small steps rather than one jump (a layout shift's score, and what a
+// person notices, grows with the square of its distance).
+const PACE_FRAMES = 8, PACE_MIN_LINES = 2;
 
 function button(label, action, title) {
   const b = document.createElement("button");
@@ -31,6 +37,7 @@ export class Cell {
     this.type = model.cell_type;
     this.outputs = (model.outputs || []).slice();
     this.outputEls = [];
+    this.paced = []; // [element, text] of stream text not yet on screen
     this.count = model.execution_count ?? null;
     this.build(joined(model.source));
   }
@@ -142,13 +149,19 @@ export class Cell {
    */
   clearOutputs(hold) {
     if (hold && this.outputsEl?.offsetHeight) this.outputsEl.style.minHeight = `${this.outputsEl.offsetHeight}px`;
+    cancelAnimationFrame(this.paceFrame);
+    this.paceFrame = 0;
+    this.paced = [];
+    this.releaseWhenPaced = false;
     this.outputs = [];
     this.outputEls = [];
     this.outputsEl?.replaceChildren();
   }
 
   releaseOutputs() {
-    if (this.outputsEl) this.outputsEl.style.minHeight = "";
+    // Once the paced text is all on screen.
+    this.releaseWhenPaced = this.paced.length > 0;
+    if (this.outputsEl && !this.releaseWhenPaced) this.outputsEl.style.minHeight = "";
   }
 
   /** Adds an output, merging consecutive text of one stream as Jupyter does. */
@@ -157,12 +170,59 @@ export class Cell {
     if (o.output_type === "stream" && last >= 0 && this.outputs[last].output_type === "stream" && this.outputs[last].name === o.name) {
       const prev = this.outputs[last];
       prev.text = joined(prev.text) + joined(o.text);
-      appendStream(this.outputEls[last], prev, joined(o.text));
+      this.pace(this.outputEls[last], prev, joined(o.text));
       return last;
     }
+    this.flushPaced(); // outputs show in their order
     this.outputs.push(o);
-    this.outputEls.push(this.outputsEl.appendChild(renderOutput(o)));
+    if (o.output_type === "stream") {
+      const e = this.outputsEl.appendChild(renderOutput({ ...o, text: "" }));
+      this.outputEls.push(e);
+      this.pace(e, o, joined(o.text));
+    } else this.outputEls.push(this.outputsEl.appendChild(renderOutput(o)));
     return this.outputs.length - 1;
+  }
+
+  /** pace shows text, appended to stream output o, in elem: now if it folds (\r, \b), else over the next frames. */
+  pace(elem, o, text) {
+    if (elem.dataset.raw || /[\r\x08]/.test(text)) {
+      this.flushPaced();
+      appendStream(elem, o, text);
+      return;
+    }
+    this.paced.push([elem, text]);
+    if (!this.paceFrame) this.paceFrame = requestAnimationFrame(() => this.paceStep());
+  }
+
+  paceStep() {
+    this.paceFrame = 0;
+    let lines = 0;
+    for (const [, t] of this.paced) for (let i = t.indexOf("\n"); i >= 0; i = t.indexOf("\n", i + 1)) lines++;
+    let budget = Math.max(PACE_MIN_LINES, Math.ceil(lines / PACE_FRAMES));
+    while (this.paced.length && budget > 0) {
+      const q = this.paced[0], t = q[1];
+      let end = 0;
+      for (; budget > 0; budget--) {
+        const j = t.indexOf("\n", end);
+        if (j < 0) { end = t.length; break; }
+        end = j + 1;
+      }
+      // Whole lines only, so no terminal escape is cut in two.
+      q[0].append(document.createTextNode(stripANSI(t.slice(0, end))));
+      if (end >= t.length) this.paced.shift();
+      else q[1] = t.slice(end);
+    }
+    if (this.paced.length) this.paceFrame = requestAnimationFrame(() => this.paceStep());
+    else if (this.releaseWhenPaced) this.releaseOutputs();
+  }
+
+  /** flushPaced shows at once all stream text still waiting. */
+  flushPaced() {
+    cancelAnimationFrame(this.paceFrame);
+    this.paceFrame = 0;
+    for (const [e, t] of this.paced) e.append(document.createTextNode(stripANSI(t)));
+    this.paced = [];
+    if (this.releaseWhenPaced) this.releaseOutputs();
   }
 
   /** Replaces output i in place (update_display_data). */

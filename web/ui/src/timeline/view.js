@@ -68,7 +68,7 @@ export class TimelineView {
       btn("Fit", "Show the whole trace (0)", () => this.fit()),
       btn("−", "Zoom out (-)", () => this.zoom(2), "Zoom out"),
       btn("+", "Zoom in (+)", () => this.zoom(0.5), "Zoom in"),
-      this.followBtn, this.status, exports);
+      ...(this.source.live ? [this.followBtn] : []), this.status, exports);
     this.canvas = el("canvas", {
       class: "lt-canvas", tabindex: "0", "data-testid": "timeline-canvas", role: "img",
       "aria-label": "Memory timeline. Left and right arrows pan, + and - zoom, Home and End go to the start and the end, 0 fits, f follows live; up and down arrows step through the objects, lingering first, and Enter shows the one selected; shift-drag zooms to a range.",
@@ -149,7 +149,8 @@ export class TimelineView {
   }
 
   /** jump shows [t0, t1] with some margin, e.g. from a finding. */
-  jump(t0, t1) {
+  jump(t0, t1, finding) {
+    this.pending = finding || null;
     const pad = Math.max((t1 - t0) * 0.25, 1e5);
     this.setFollow(false, true);
     this.setView(t0 - pad, t1 + pad, false);
@@ -219,6 +220,11 @@ export class TimelineView {
       this.objEnd = o.end;
       this.objHeight = Math.max(1, stack(this.objects, o.end));
       this.scopes = s.scopes; this.marks = s.marks;
+      if (this.pending) {
+        // A finding jumped here: select its object, so that Enter opens it.
+        const f = this.pending, o = this.objects.find((o) => o.alloc_time === f.alloc_time_ns && o.size === f.size && (o.label || "") === (f.label || ""));
+        if (o) { this.pending = null; this.select(o); }
+      }
       this.schedule();
     } catch (e) { this.status.textContent = `Objects unavailable: ${e.message}`; }
   }
@@ -471,7 +477,11 @@ export class TimelineView {
     const order = this.objects.slice().sort((a, b) => (b.lingering - a.lingering) || (b.size - a.size) || (a.alloc_time - b.alloc_time));
     if (!order.length) { this.said.textContent = "No objects in view."; return; }
     const i = this.selected ? order.findIndex((o) => o.seq === this.selected.seq) : -1;
-    const o = order[(i < 0 ? (d > 0 ? 0 : order.length - 1) : (i + d + order.length) % order.length)];
+    this.select(order[(i < 0 ? (d > 0 ? 0 : order.length - 1) : (i + d + order.length) % order.length)]);
+  }
+
+  /** select marks o on the canvas and says what it is. */
+  select(o) {
     this.selected = o;
     this.said.textContent = `${o.label || "(no label)"}: ${bytes(o.size)} ${o.category}${o.lingering ? (o.leak ? ", leak, never freed" : ", lingering, freed late") : ""}. Enter shows its details.`;
     this.schedule();
@@ -565,21 +575,24 @@ export class TimelineView {
       return;
     }
     const list = el("ul", {});
+    // A site is shown by its first frame; the whole stack is its title.
+    const short = (site) => (site || "").split(" ← ")[0];
     const item = (text, fn, title) => {
-      const li = el("li", {}, fn ? el("button", { type: "button", class: "lt-finding", onclick: fn, ...(title ? { title } : {}) }, text) : text);
+      const t = title ? { title } : {};
+      const li = el("li", fn ? {} : t, fn ? el("button", { type: "button", class: "lt-finding", onclick: fn, ...t }, text) : text);
       list.append(li);
     };
     const end = r.duration_ns || this.source.end();
     for (const o of (r.lingering?.objects || []).slice(0, 50)) {
       // The category always shows: a label alone ("layer.0.k") does not
       // say that it is a KV cache.
-      // The site's first frame; the whole stack is in the tooltip and the detail panel.
-      const site = (o.site || "unknown site").split(" ← ")[0];
-      item(`${o.leaked ? "∞ leak" : "▲ lingering"}: ${o.category}${o.label ? ` ${o.label}` : ""} ${bytes(o.size)} (${site})`,
-        () => this.jump(o.alloc_time_ns, o.leaked ? end : (o.free_time_ns || end)), o.site);
+      item(`${o.leaked ? "∞ leak" : "▲ lingering"}: ${o.category}${o.label ? ` ${o.label}` : ""} ${bytes(o.size)} (${short(o.site) || "unknown site"})`,
+        // From its allocation to when it should have died (its scope's
+        // end): a window narrow enough that it is among the objects drawn.
+        () => this.jump(o.alloc_time_ns, o.linger_time_ns || (o.leaked ? end : (o.free_time_ns || end)), o), o.site);
     }
-    for (const g of r.growth || []) item(`growth: ${g.category}${g.site ? ` at ${g.site}` : ""} +${bytes(g.bytes_per_step)}/${r.growth_unit || "step"}`, () => this.fit());
-    for (const d of r.duplicates || []) item(`duplicates: ${d.count} × ${bytes(d.max_size)} ${d.category} at ${d.site}`);
+    for (const g of r.growth || []) item(`growth: ${g.category}${g.site ? ` at ${short(g.site)}` : ""} +${bytes(g.bytes_per_step)}/${r.growth_unit || "step"}`, () => this.fit(), g.site);
+    for (const d of r.duplicates || []) item(`duplicates: ${d.count} × ${bytes(d.max_size)} ${d.category} at ${short(d.site)}`, null, d.site);
     if (r.peak?.bytes) item(`peak: ${bytes(r.peak.bytes)} at ${duration(r.peak.time_ns)}`, () => this.jump(r.peak.time_ns, r.peak.time_ns));
     if (!list.children.length) item("Nothing lingers, grows or repeats.");
     this.findings.replaceChildren(el("h2", { class: "lt-h" }, "Findings"), list);
@@ -600,8 +613,8 @@ function injectStyle() {
 .lt-btn{min-width:2em}
 .lt-toggle[aria-pressed=true]{background:#dde7f5;font-weight:600}
 .lt-toggle[aria-pressed=true]::before{content:"✓ "}
-.lt-status{margin-left:auto;min-width:10em;text-align:right}
-.lt-body{position:relative;min-height:420px;overflow:hidden}
+.lt-status{margin-left:auto;min-width:10em;max-width:100%;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;text-align:right}
+.lt-body{position:relative;min-height:420px;overflow:clip;overflow-clip-margin:8px}
 .lt-canvas{display:block;touch-action:none;cursor:crosshair}
 .lt-tooltip{position:absolute;pointer-events:none;background:#fff;border:1px solid #888;padding:.3em .5em;font:12px system-ui,sans-serif;max-width:220px;box-shadow:0 1px 4px rgba(0,0,0,.2)}
 .lt-sr{position:absolute;width:1px;height:1px;margin:0;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
