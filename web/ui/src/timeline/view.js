@@ -367,17 +367,18 @@ export class TimelineView {
     // so the band a person sees is the one a click gets.
     this.hits = this.hits.filter((r) => !r.o.lingering).concat(lingering);
     // Small lingering objects side by side would be grown into one band:
-    // lift each above those it overlaps, from the bottom up.
-    lingering.sort((a, b) => b.y1 - a.y1);
+    // from the top down, move each below those it overlaps.
+    lingering.sort((a, b) => a.y0 - b.y0);
     for (let i = 0; i < lingering.length; i++) {
       const r = lingering[i];
-      for (let j = 0; j < i; j++) {
+      for (let j = 0; r.grown && j < i; j++) {
         const q = lingering[j];
-        if (r.grown && q.x0 < r.x1 && r.x0 < q.x1 && q.y0 < r.y1 && r.y0 < q.y1 && q.y0 - 1 - LINGER_H >= ceil) {
-          r.y1 = q.y0 - 1; r.y0 = r.y1 - LINGER_H; j = -1; // look again from the first
+        if (q.x0 < r.x1 && r.x0 < q.x1 && q.y0 < r.y1 && r.y0 < q.y1 && q.y1 + 1 + LINGER_H <= bottom) {
+          r.y0 = q.y1 + 1; r.y1 = r.y0 + LINGER_H; j = -1; // look again from the first
         }
       }
     }
+    this.badges = [];
     for (const r of lingering) this.drawLingering(r);
     const sel = this.selected && this.hits.find((r) => r.o.seq === this.selected.seq);
     if (sel) {
@@ -403,7 +404,11 @@ export class TimelineView {
     ctx.strokeStyle = "#000"; ctx.lineWidth = 1.5; ctx.stroke();
     if (!leak) { ctx.fillStyle = "#000"; ctx.fillRect(x1 - 3, y0 - 2, 3, h + 4); }
     ctx.lineWidth = 1;
+    // One badge where several bands end together: the bands' ends (arrow
+    // or bar) still tell each apart.
     const bx = Math.min(Math.max(x1 + 9, 9), this.W - 9), by = Math.max((y0 + y1) / 2, this.tracks.obj + 9);
+    if (this.badges.some((b) => Math.hypot(b.x - bx, b.y - by) < 15 && b.leak === leak)) return;
+    this.badges.push({ x: bx, y: by, leak });
     this.badge(leak, bx, by);
   }
 
@@ -614,7 +619,7 @@ function injectStyle() {
 .lt-toggle[aria-pressed=true]{background:#dde7f5;font-weight:600}
 .lt-toggle[aria-pressed=true]::before{content:"✓ "}
 .lt-status{margin-left:auto;min-width:10em;max-width:100%;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;text-align:right}
-.lt-body{position:relative;min-height:420px;overflow:clip;overflow-clip-margin:8px}
+.lt-body{position:relative;min-height:420px;margin:6px 0;overflow:clip;overflow-clip-margin:8px}
 .lt-canvas{display:block;touch-action:none;cursor:crosshair}
 .lt-tooltip{position:absolute;pointer-events:none;background:#fff;border:1px solid #888;padding:.3em .5em;font:12px system-ui,sans-serif;max-width:220px;box-shadow:0 1px 4px rgba(0,0,0,.2)}
 .lt-sr{position:absolute;width:1px;height:1px;margin:0;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
