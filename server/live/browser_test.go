@@ -256,20 +256,24 @@ func TestBrowserLive(t *testing.T) {
 		t.Fatal("page not ready")
 	}
 
-	// A million events a second, paced by the clock: every millisecond,
-	// chunks of 1000 events until the count the elapsed time asks for, each
-	// chunk stamped with the wall clock of its emission.
+	// A million events a second (LINGER_BROWSER_RATE), paced by the clock:
+	// every millisecond, chunks of 1000 events until the count the elapsed
+	// time asks for, each chunk stamped with the wall clock of its emission.
 	type stamp struct {
 		seq uint64
 		ms  float64
 	}
 	var stamps []stamp
-	seq := uint64(0)
+	seq, perMs := uint64(0), uint64(1000)
+	if s := os.Getenv("LINGER_BROWSER_RATE"); s != "" { // events per second
+		fmt.Sscan(s, &perMs)
+		perMs /= 1000
+	}
 	start := time.Now()
 	// Trace time is wall time since the start, as a kernel's Emitter stamps it.
 	ts := &retime{sink: rec, start: start}
 	for time.Since(start) < 3*time.Second {
-		for want := uint64(time.Since(start)/time.Millisecond+1) * 1000; seq < want; seq += 1000 {
+		for want := uint64(time.Since(start)/time.Millisecond+1) * perMs; seq < want; seq += 1000 {
 			emit(ts, seq+1, seq+1000)
 			stamps = append(stamps, stamp{seq + 1000, float64(time.Now().UnixMicro()) / 1000})
 		}
@@ -278,11 +282,11 @@ func TestBrowserLive(t *testing.T) {
 	rate := float64(seq) / time.Since(start).Seconds()
 	time.Sleep(time.Second)
 	rec.Close()
-	var shown, received []stamp
+	var shown, received, atWorker []stamp
 	select {
 	case b := <-results:
 		var r struct {
-			Shown, Received                []([2]float64)
+			Shown, Received, AtWorker      []([2]float64)
 			Error                          string
 			Busy, DrawMs, ChangedMs        float64
 			By                             map[string][3]float64
@@ -298,6 +302,9 @@ func TestBrowserLive(t *testing.T) {
 		}
 		for _, s := range r.Received {
 			received = append(received, stamp{uint64(s[0]), s[1]})
+		}
+		for _, s := range r.AtWorker {
+			atWorker = append(atWorker, stamp{uint64(s[0]), s[1]})
 		}
 	case <-ctx.Done():
 		t.Fatal("no results from the page")
@@ -340,9 +347,13 @@ func TestBrowserLive(t *testing.T) {
 	if lat := latency(received); len(lat) > 0 {
 		t.Logf("event to the page's main thread (live events): median %.0f ms, p99 %.0f ms", lat[len(lat)/2], lat[len(lat)*99/100])
 	}
+	if lat := latency(atWorker); len(lat) > 0 {
+		t.Logf("event to the page's Worker (live events): median %.0f ms, p99 %.0f ms", lat[len(lat)/2], lat[len(lat)*99/100])
+	}
 }
 
-// livePage follows kernel "k1" and records, for each frame drawn after
+// livePage follows kernel "k1", says it is ready once its stream is open,
+// and records, for each frame drawn after
 // the view was told of new events, the last sequence number it had then
 // and the wall clock at the end of the frame; and the main thread's time
 // spent on stream messages.
@@ -358,16 +369,18 @@ try {
   let pending = 0;
   const M = v.source.message.bind(v.source);
   let busy = 0, msgs = 0, draws = 0, drawMs = 0, events = 0;
-  const received = [];
+  const received = [], atWorker = [];
   const by = {};
   v.source.message = (m) => { const s = performance.now(); M(m); const d = performance.now() - s; busy += d; msgs++; events += m.cols?.n || 0;
     const k = m.type + (m.cols?.backfill ? "-backfill" : ""); by[k] = by[k] || [0, 0, 0]; by[k][0]++; by[k][1] += d; by[k][2] += m.cols?.n || 0;
-    if (m.cols && !m.cols.backfill) received.push([m.cols.first + m.cols.n - 1, Date.now()]);
-    if (m.type === "end") setTimeout(() => post("/results", { by, changedMs, shown, received, busy, msgs, draws, drawMs, events, summaries: v.source.summaries || 0 }), 300); };
+    if (m.cols && !m.cols.backfill) { received.push([m.cols.first + m.cols.n - 1, Date.now()]); atWorker.push([m.cols.first + m.cols.n - 1, m.at]); }
+    if (m.type === "end") setTimeout(() => post("/results", { by, changedMs, shown, received, atWorker, busy, msgs, draws, drawMs, events, summaries: v.source.summaries || 0 }), 300); };
   const C = v.sourceChanged.bind(v);
   let changedMs = 0;
   v.sourceChanged = (what) => { if (what === "events") pending = v.source.next - 1; const s = performance.now(); C(what); changedMs += performance.now() - s; };
   const D = v.draw; v.draw = function () { const s = performance.now(); D.call(v); draws++; drawMs += performance.now() - s; if (pending) { shown.push([pending, Date.now()]); pending = 0; } };
+  // Ready once the stream is open, as a kernel's timeline is before a cell runs.
+  while (v.source.ws?.readyState !== WebSocket.OPEN || v.source.state === "connecting") await new Promise((r) => setTimeout(r, 10));
   post("/ready", {});
 } catch (e) { post("/results", { error: String(e && e.stack || e) }); }
 </script></body></html>`

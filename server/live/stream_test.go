@@ -3,9 +3,12 @@ package live
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,17 +241,37 @@ func compareWithFile(t *testing.T, path string, got map[uint64]event.Event) {
 	}
 }
 
+var update = flag.Bool("update", false, "rewrite testdata/frame.golden")
+
 // TestFrameRoundTrip checks that a binary frame carries every field,
-// addresses above 2^32 included.
+// addresses above 2^32 and times before the first event's included, in
+// wide and narrow columns. testdata/frame.golden is the first frame, which
+// the browser's decoder reads in web/ui/src/timeline/streamcodec.test.mjs.
 func TestFrameRoundTrip(t *testing.T) {
-	evs := []event.Event{
-		{Seq: 7, Time: 123456789, Kind: event.KindAlloc, Category: event.CategoryKVCache, Expect: event.ScopeRequest,
-			Addr: 0x7f12_3456_7890, Size: 1 << 40, Requested: 1<<40 - 3, Scope: 99, Site: 5, Label: 6, Extra: 2},
-		{Seq: 8, Time: 123456790, Kind: event.KindFree, Addr: 1<<53 - 1, Size: 512},
-	}
-	got, backfill, err := DecodeFrame(AppendFrame([]byte("junk"), evs, true)[4:])
-	if err != nil || !backfill || len(got) != 2 || got[0] != evs[0] || got[1] != evs[1] {
-		t.Fatalf("got %+v backfill %v err %v, want %+v", got, backfill, err, evs)
+	for _, evs := range [][]event.Event{
+		{
+			{Seq: 7, Time: 123456789, Kind: event.KindAlloc, Category: event.CategoryKVCache, Expect: event.ScopeRequest,
+				Addr: 0x7f12_3456_7890, Size: 1 << 40, Requested: 1<<40 - 3, Scope: 99, Site: 5, Label: 6, Extra: 2},
+			{Seq: 8, Time: 123456000, Kind: event.KindFree, Addr: 1<<53 - 1, Size: 512},
+		},
+		{{Seq: 1, Time: 5, Kind: event.KindCounter, Size: 4096, Label: 3}, {Seq: 2, Time: 6, Kind: event.KindMark}},
+	} {
+		p := AppendFrame([]byte("junk"), evs, true)[4:]
+		got, backfill, err := DecodeFrame(p)
+		if err != nil || !backfill || !slices.Equal(got, evs) {
+			t.Fatalf("got %+v backfill %v err %v, want %+v", got, backfill, err, evs)
+		}
+		if evs[0].Seq != 7 {
+			continue
+		}
+		if *update {
+			if err := os.WriteFile("testdata/frame.golden", p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want, err := os.ReadFile("testdata/frame.golden"); err != nil || string(want) != string(p) {
+			t.Errorf("the frame differs from testdata/frame.golden (err %v): run go test -run TestFrameRoundTrip -update, and check streamcodec.test.mjs", err)
+		}
 	}
 }
 
@@ -258,13 +281,24 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(AppendFrame(nil, []event.Event{{Seq: 1, Time: 5, Kind: event.KindAlloc, Addr: 1 << 33, Size: 64}}, false))
 	f.Add(AppendFrame(nil, nil, true))
 	f.Add([]byte("LT\x01\x00\xff\xff\xff\xff"))
+	f.Add(AppendFrame(nil, []event.Event{{Seq: 9, Time: -5, Kind: event.KindSegmentAlloc, Addr: 1<<63 + 1, Size: 1 << 50, Extra: 2, Scope: 1 << 40}}, true))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		evs, backfill, err := DecodeFrame(p)
 		if err != nil {
 			return
 		}
-		if q := AppendFrame(nil, evs, backfill); len(q) != len(p) {
-			t.Fatalf("%d bytes decode to %d events, which encode to %d bytes", len(p), len(evs), len(q))
+		// Float64 holds integers exactly to 2^53: what is within decodes
+		// back from its encoding unchanged.
+		for _, e := range evs {
+			for _, v := range [...]uint64{e.Seq, uint64(max(e.Time, -e.Time)), e.Size, e.Requested, e.Extra, uint64(e.Scope)} {
+				if v >= 1<<53 {
+					return
+				}
+			}
+		}
+		again, bf, err := DecodeFrame(AppendFrame(nil, evs, backfill))
+		if err != nil || bf != backfill || !slices.Equal(again, evs) {
+			t.Fatalf("%d events decode to %d (%v) after encoding again", len(evs), len(again), err)
 		}
 	})
 }
@@ -277,8 +311,8 @@ func BenchmarkAppendFrame(b *testing.B) {
 	}
 	var p []byte
 	b.ReportAllocs()
-	b.SetBytes(int64(len(evs)) * FrameEventSize)
 	for b.Loop() {
 		p = AppendFrame(p[:0], evs, false)
 	}
+	b.ReportMetric(float64(len(p))/float64(len(evs)), "bytes/event")
 }

@@ -1,12 +1,13 @@
 // Entry of the timeline's Web Worker (static/timeline-worker.js): it holds
 // a live timeline's websocket so that the page's main thread only gets
 // decoded messages. Text messages are parsed here; binary events frames
-// become typed-array columns (timeline/streamcodec.js) whose buffer is
-// transferred, not copied. The protocol with the page (timeline/stream.js):
+// become typed-array columns (timeline/streamcodec.js: times made absolute,
+// narrow and absent columns widened here) whose buffers are transferred,
+// not copied. The protocol with the page (timeline/stream.js):
 //
 //	page → worker: {op:"open", id, url} | {op:"send", id, data} | {op:"close", id}
 //	worker → page: {id, ev:"open"} | {id, ev:"message", m} | {id, ev:"close", code}
-import { decodeFrame } from "./timeline/streamcodec.js";
+import { decodeFrame, buffers } from "./timeline/streamcodec.js";
 
 const sockets = new Map(); // id → WebSocket
 
@@ -22,7 +23,8 @@ self.onmessage = ({ data: c }) => {
         if (typeof e.data === "string") { self.postMessage({ id: c.id, ev: "message", m: JSON.parse(e.data) }); return; }
         let cols;
         try { cols = decodeFrame(e.data); } catch (err) { self.postMessage({ id: c.id, ev: "message", m: { type: "error", message: err.message } }); return; }
-        self.postMessage({ id: c.id, ev: "message", m: { type: "events", cols } }, [e.data]);
+        // at: when the frame reached the worker (wall clock, for measurements).
+        self.postMessage({ id: c.id, ev: "message", m: { type: "events", cols, at: Date.now() } }, buffers(cols));
       };
       break;
     }

@@ -1,33 +1,61 @@
 // The timeline stream's binary events frame (docs/timeline-stream.md;
-// server/live.AppendFrame writes it): little-endian, a 16-byte header
-// ("LT", version 1, flags; the event count as uint32; the first event's
-// sequence number as float64), then one column per field, the float64
-// columns first so that each is aligned for a typed-array view. Decoding
-// is therefore a handful of views over the frame's buffer, whatever its
-// size: no per-event work on either thread.
+// server/live.AppendFrame writes it): little-endian, a 32-byte header ("LT",
+// version 1, flags; the event count as uint32; the first event's sequence
+// number and time as float64; a mask of the columns present and one of the
+// float64 columns sent narrow, as uint32), then the columns present, wider
+// ones first so that each is aligned for a typed-array view. A column left
+// out is all zeros; times are int32 offsets from the first event's.
 
-export const FRAME_HEADER = 16, FRAME_EVENT_SIZE = 5 * 8 + 4 * 4 + 3, FRAME_BACKFILL = 1;
+export const FRAME_HEADER = 32, FRAME_BACKFILL = 1;
+
+// Columns in the order of their mask bits; wide ones are float64 unless narrow.
+const COLS = ["size", "requested", "extra", "scope", "time", "addrLo", "addrHi", "site", "label", "kind", "category", "expect"];
+const WIDE = 4, TIME = 4, BYTES = 9;
 
 /**
- * decodeFrame answers a frame's columns, views over buf (an ArrayBuffer):
- * {n, first, backfill, time, size, requested, extra, scope (Float64Array),
- * addrLo, addrHi, site, label (Uint32Array), kind, category, expect
- * (Uint8Array)}; row i is the event with sequence number first+i. It
- * throws on a frame it does not know.
+ * decodeFrame answers a frame's columns: {n, first, backfill, time, size,
+ * requested, extra, scope (Float64Array), addrLo, addrHi, site, label
+ * (Uint32Array), kind, category, expect (Uint8Array)}; row i is the event
+ * with sequence number first+i. Columns sent as they are used are views
+ * over buf (an ArrayBuffer); the others (times, narrow and absent columns)
+ * are new arrays, so a caller transferring the frame transfers
+ * buffers(cols). It throws on a frame it does not know.
  */
 export function decodeFrame(buf) {
   const dv = new DataView(buf);
   if (buf.byteLength < FRAME_HEADER || dv.getUint8(0) !== 0x4c || dv.getUint8(1) !== 0x54 || dv.getUint8(2) !== 1) {
     throw new Error("timeline: not a version 1 events frame");
   }
-  const flags = dv.getUint8(3), n = dv.getUint32(4, true), first = dv.getFloat64(8, true);
-  if (buf.byteLength !== FRAME_HEADER + n * FRAME_EVENT_SIZE) throw new Error(`timeline: events frame of ${buf.byteLength} bytes for ${n} events`);
+  const flags = dv.getUint8(3), n = dv.getUint32(4, true), first = dv.getFloat64(8, true), base = dv.getFloat64(16, true);
+  const present = dv.getUint16(24, true), narrow = dv.getUint16(26, true);
+  const width = (c) => (c < WIDE && !(narrow & (1 << c)) ? 8 : c < BYTES ? 4 : 1);
+  let size = FRAME_HEADER;
+  for (let c = 0; c < COLS.length; c++) if (present & (1 << c)) size += n * width(c);
+  if (present >> COLS.length || !(present & (1 << TIME)) || narrow >> WIDE || buf.byteLength !== size) {
+    throw new Error(`timeline: events frame of ${buf.byteLength} bytes for ${n} events`);
+  }
+  const out = { n, first, backfill: (flags & FRAME_BACKFILL) !== 0 };
   let o = FRAME_HEADER;
-  const col = (T) => { const a = new T(buf, o, n); o += n * T.BYTES_PER_ELEMENT; return a; };
-  const time = col(Float64Array), size = col(Float64Array), requested = col(Float64Array), extra = col(Float64Array), scope = col(Float64Array);
-  const addrLo = col(Uint32Array), addrHi = col(Uint32Array), site = col(Uint32Array), label = col(Uint32Array);
-  const kind = col(Uint8Array), category = col(Uint8Array), expect = col(Uint8Array);
-  return { n, first, backfill: (flags & FRAME_BACKFILL) !== 0, time, size, requested, extra, scope, addrLo, addrHi, site, label, kind, category, expect };
+  for (const w of [8, 4, 1]) {
+    for (let c = 0; c < COLS.length; c++) {
+      if (!(present & (1 << c)) || width(c) !== w) continue;
+      const T = w === 8 ? Float64Array : c === TIME ? Int32Array : w === 4 ? Uint32Array : Uint8Array;
+      let a = new T(buf, o, n);
+      o += n * w;
+      if (c === TIME) { const t = new Float64Array(n); for (let i = 0; i < n; i++) t[i] = base + a[i]; a = t; }
+      else if (c < WIDE && w === 4) a = Float64Array.from(a);
+      out[COLS[c]] = a;
+    }
+  }
+  for (let c = 0; c < COLS.length; c++) {
+    if (!out[COLS[c]]) out[COLS[c]] = c < WIDE ? new Float64Array(n) : c < BYTES ? new Uint32Array(n) : new Uint8Array(n);
+  }
+  return out;
+}
+
+/** buffers answers the distinct ArrayBuffers under columns c, to transfer them. */
+export function buffers(c) {
+  return [...new Set(COLS.map((k) => c[k].buffer))];
 }
 
 /** eventAt answers row i of columns c in the stream's JSON array form (docs/timeline.md). */
