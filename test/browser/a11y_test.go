@@ -93,7 +93,7 @@ func checkAxe(t *testing.T, p *page, name, axe string) {
 			bad++
 			t.Errorf("%s: axe %s (%s): %s at %s", name, v.ID, v.Impact, v.Help, strings.Join(v.Targets, ", "))
 		} else {
-			t.Logf("%s: axe %s (%s): %s", name, v.ID, v.Impact, v.Help)
+			t.Logf("%s: axe %s (%s): %s at %s", name, v.ID, v.Impact, v.Help, strings.Join(v.Targets, ", "))
 		}
 	}
 	t.Logf("%s: axe-core found %d violations, %d serious or critical", name, len(vs), bad)
@@ -270,6 +270,7 @@ func TestAccessibility(t *testing.T) {
 	for _, sz := range [][2]int64{{1280, 800}, {1920, 1080}} {
 		p.do(t, "resize", chromedp.EmulateViewport(sz[0], sz[1]))
 		checkFits(t, p, fmt.Sprintf("notebook at %dx%d", sz[0], sz[1]))
+		viewportShot(t, p, fmt.Sprintf("a11y-notebook-%dx%d.png", sz[0], sz[1]))
 	}
 	eval[bool](t, p, "narrow the dock", `document.querySelector(".nb-layout").style.gridTemplateColumns = "minmax(0, 1fr) 340px"; true`)
 	checkFits(t, p, "notebook with a 340px dock")
@@ -294,8 +295,23 @@ func TestAccessibility(t *testing.T) {
 	for _, sz := range [][2]int64{{1280, 800}, {1920, 1080}} {
 		p.do(t, "resize", chromedp.EmulateViewport(sz[0], sz[1]))
 		checkFits(t, p, fmt.Sprintf("saved trace at %dx%d", sz[0], sz[1]))
+		viewportShot(t, p, fmt.Sprintf("a11y-trace-%dx%d.png", sz[0], sz[1]))
 	}
 	screenshot(t, p.ctx, "a11y-trace.png")
+}
+
+// viewportShot saves what the viewport shows, as it is (a full-page
+// screenshot lays the page out again at the page's height).
+func viewportShot(t *testing.T, p *page, name string) {
+	t.Helper()
+	png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(artifacts(t), name), png, 0o644); err != nil {
+		t.Error(err)
+	}
 }
 
 func setOf(s []string) map[string]bool {

@@ -175,7 +175,8 @@ export class TimelineView {
     const s = this.source;
     if (!s.live) return;
     const text = { connecting: "Connecting…", live: "Live", behind: "Catching up", ended: `Trace ended${s.stateDetail ? `: ${s.stateDetail}` : ""}`, disconnected: "Connection lost; reconnecting…" }[s.state] || s.state;
-    this.status.textContent = text + (s.skipped ? ` (${s.skipped.toLocaleString()} events summarised)` : "");
+    // Of fixed width, so that a longer text moves nothing: the whole of it is the title.
+    this.status.textContent = this.status.title = text + (s.skipped ? ` (${s.skipped.toLocaleString()} events summarised)` : "");
     this.status.dataset.state = s.state;
   }
 
@@ -618,7 +619,7 @@ function injectStyle() {
 .lt-btn{min-width:2em}
 .lt-toggle[aria-pressed=true]{background:#dde7f5;font-weight:600}
 .lt-toggle[aria-pressed=true]::before{content:"✓ "}
-.lt-status{margin-left:auto;min-width:10em;max-width:100%;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;text-align:right}
+.lt-status{margin-left:auto;width:18em;max-width:100%;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;text-align:right}
 .lt-body{position:relative;min-height:420px;margin:6px 0;overflow:clip;overflow-clip-margin:8px}
 .lt-canvas{display:block;touch-action:none;cursor:crosshair}
 .lt-tooltip{position:absolute;pointer-events:none;background:#fff;border:1px solid #888;padding:.3em .5em;font:12px system-ui,sans-serif;max-width:220px;box-shadow:0 1px 4px rgba(0,0,0,.2)}
