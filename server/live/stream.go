@@ -81,6 +81,9 @@ const (
 // maxGaps bounds the ranges a client may say it lacks when it resumes.
 const maxGaps = 256
 
+// maxWindow bounds the window a client may ask for (?window=).
+const maxWindow = 1 << 20
+
 // backfillChunk is the most backfill events sent at a time.
 const backfillChunk = 4096
 
@@ -131,9 +134,25 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 	if ms, err := strconv.ParseInt(q.Get("max_delay_ms"), 10, 64); err == nil && ms > 0 {
 		c.maxDelay = ms * int64(time.Millisecond)
 	}
+	// A client may ask for a wider window (a browser's pipeline from socket
+	// to page holds more than a Go client's), up to maxWindow.
+	if n, err := strconv.ParseUint(q.Get("window"), 10, 64); err == nil && n > c.window {
+		c.window = min(n, maxWindow)
+	}
 	ctx, cancel := context.WithCancel(r.Context())
-	go c.readPump(cancel)
+	read := make(chan struct{})
+	go func() { c.readPump(cancel); close(read) }()
 	err = c.writePump(ctx)
+	if err == nil {
+		// The trace ended: close with a handshake, so that the client reads
+		// what was sent. Closing the socket with its acks unread would
+		// reset the connection and could lose the last messages.
+		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "trace ended"), time.Now().Add(writeWait))
+		select {
+		case <-read:
+		case <-time.After(writeWait):
+		}
+	}
 	cancel()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		h.log.Info("timeline stream", "err", err)

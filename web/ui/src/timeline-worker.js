@@ -6,7 +6,7 @@
 // not copied. The protocol with the page (timeline/stream.js):
 //
 //	page → worker: {op:"open", id, url} | {op:"send", id, data} | {op:"close", id}
-//	worker → page: {id, ev:"open"} | {id, ev:"message", m} | {id, ev:"close", code}
+//	worker → page: {ev:"ready"} once loaded | {id, ev:"open"} | {id, ev:"message", m} | {id, ev:"close", code}
 import { decodeFrame, buffers } from "./timeline/streamcodec.js";
 
 const sockets = new Map(); // id → WebSocket
@@ -38,3 +38,5 @@ self.onmessage = ({ data: c }) => {
       break;
   }
 };
+
+self.postMessage({ ev: "ready" });

@@ -22,7 +22,7 @@ async function getJSON(url) {
 
 // MAX_LINE_QUEUE bounds the live events kept for line statistics while
 // older ones are owed; past it they count out of order.
-const NOTIFY_MS = 16, ACK_MS = 10, MAX_LINE_QUEUE = 1 << 20;
+const NOTIFY_MS = 16, ACK_MS = 10, MAX_LINE_QUEUE = 1 << 20, WINDOW = 1 << 18;
 
 const q = (o) => new URLSearchParams(Object.fromEntries(Object.entries(o).map(([k, v]) => [k, String(Math.round(v))]))).toString();
 
@@ -84,7 +84,10 @@ export class KernelSource extends Source {
     // max_delay_ms: a view more than this much trace time behind gets a
     // summary and jumps ahead rather than lag; backfill=1: the summarised
     // events follow, oldest first, as it catches up (docs/timeline-stream.md).
-    let u = `${this.wsURL}?from=${this.next}&max_delay_ms=${this.maxDelayMs}&format=binary&backfill=1`;
+    // window: events in flight before the server waits for acks; the
+    // path from socket through the Worker to this thread holds more than
+    // the server's default at a million events a second.
+    let u = `${this.wsURL}?from=${this.next}&max_delay_ms=${this.maxDelayMs}&format=binary&backfill=1&window=${WINDOW}`;
     const owed = this.pyramid.owed();
     if (owed.length) u += `&gaps=${owed.map(([a, b]) => `${a}-${b}`).join(",")}`;
     return u;

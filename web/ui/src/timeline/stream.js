@@ -22,8 +22,16 @@ function sharedWorker() {
     workerFailed = true;
     return null;
   }
-  worker.onmessage = ({ data: r }) => sockets.get(r.id)?.event(r);
-  worker.onerror = () => {
+  let loaded = false;
+  worker.onmessage = ({ data: r }) => {
+    if (r.ev === "ready") loaded = true;
+    else sockets.get(r.id)?.event(r);
+  };
+  worker.onerror = (e) => {
+    // Once loaded, an error is the worker's own (it goes on); before, the
+    // worker did not load: its sockets move to this thread.
+    if (loaded) { console.warn(`timeline: worker: ${e.message}`); return; }
+    e.preventDefault();
     workerFailed = true;
     worker = null;
     for (const s of [...sockets.values()]) s.fallBack();
