@@ -589,14 +589,42 @@ export class TimelineView {
       list.append(li);
     };
     const end = r.duration_ns || this.source.end();
-    for (const o of (r.lingering?.objects || []).slice(0, 50)) {
+    // Lingering objects are listed by (leak or late free, category, site):
+    // one line per place in the code, as a user fixes them, not one per
+    // block (a leaked KV cache is two blocks per layer). The totals are the
+    // report's per-site ones (exact); each line jumps to the group's first
+    // listed object (the report lists the first ones only).
+    const groups = new Map();
+    const group = (leaked, category, site) => {
+      const key = `${leaked}\0${category}\0${short(site)}`;
+      let g = groups.get(key);
+      if (!g) groups.set(key, (g = { leaked, category, site, first: null, count: 0, bytes: 0, labels: new Set() }));
+      return g;
+    };
+    for (const t of r.lingering?.by_site || []) {
+      if (t.leaked) { const g = group(true, t.category, t.site); g.count += t.leaked; g.bytes += t.leaked_bytes; }
+      if (t.late_frees) { const g = group(false, t.category, t.site); g.count += t.late_frees; g.bytes += t.late_free_bytes; }
+    }
+    for (const o of r.lingering?.objects || []) {
+      const g = group(o.leaked, o.category, o.site);
+      if (!g.count) { g.count = 1; g.bytes = o.size; } // a report without per-site totals
+      g.first ??= o;
+      if (g.labels.size < 4 && o.label) g.labels.add(o.label);
+    }
+    const ranked = [...groups.values()].sort((a, b) => b.bytes - a.bytes);
+    for (const g of ranked.slice(0, 50)) {
+      const o = g.first;
       // The category always shows: a label alone ("layer.0.k") does not
       // say that it is a KV cache.
-      item(`${o.leaked ? "∞ leak" : "▲ lingering"}: ${o.category}${o.label ? ` ${o.label}` : ""} ${bytes(o.size)} (${short(o.site) || "unknown site"})`,
+      const labels = [...g.labels];
+      const what = g.count === 1 ? `${labels[0] ? ` ${labels[0]}` : ""} ${bytes(g.bytes)}` :
+        ` ${bytes(g.bytes)} in ${g.count} objects${labels.length ? ` (${labels.join(", ")}${g.count > labels.length ? ", …" : ""})` : ""}`;
+      item(`${g.leaked ? "∞ leak" : "▲ lingering"}: ${g.category}${what} (${short(g.site) || "unknown site"})`,
         // From its allocation to when it should have died (its scope's
         // end): a window narrow enough that it is among the objects drawn.
-        () => this.jump(o.alloc_time_ns, o.linger_time_ns || (o.leaked ? end : (o.free_time_ns || end)), o), o.site);
+        o ? () => this.jump(o.alloc_time_ns, o.linger_time_ns || (o.leaked ? end : (o.free_time_ns || end)), o) : () => this.fit(), g.site);
     }
+    if (ranked.length > 50) item(`… and ${ranked.length - 50} more places (${bytes(r.lingering.bytes)} lingered in all)`);
     for (const g of r.growth || []) item(`growth: ${g.category}${g.site ? ` at ${short(g.site)}` : ""} +${bytes(g.bytes_per_step)}/${r.growth_unit || "step"}`, () => this.fit(), g.site);
     for (const d of r.duplicates || []) item(`duplicates: ${d.count} × ${bytes(d.max_size)} ${d.category} at ${short(d.site)}`, null, d.site);
     if (r.peak?.bytes) item(`peak: ${bytes(r.peak.bytes)} at ${duration(r.peak.time_ns)}`, () => this.jump(r.peak.time_ns, r.peak.time_ns));
