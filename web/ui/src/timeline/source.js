@@ -69,6 +69,7 @@ export class KernelSource extends Source {
     this.lines = new LineStats();
     this.next = 1; // the next live sequence number wanted
     this.skipped = 0; // events the view has as a summary only, their detail owed
+    this.summaries = 0; // catch-up summaries received
     this.state = "connecting"; // connecting | live | behind | ended | disconnected
     this.retry = 250;
     this.closed = false;
@@ -154,10 +155,9 @@ export class KernelSource extends Source {
         break;
       }
       case "catchup":
-        this.summaries = (this.summaries || 0) + 1;
+        this.summaries++;
         this.pyramid.addSummary(m);
         if (m.backfill) this.skipped += m.to - m.from + 1;
-        else this.dropped = (this.dropped || 0) + (m.to - m.from + 1);
         this.next = m.to + 1;
         this.setState("behind");
         this.notify();
