@@ -669,32 +669,20 @@ func colWidth(c int, narrow uint16) int {
 	return 1
 }
 
-func colValue(e *event.Event, c int) uint64 {
-	switch c {
-	case colSize:
-		return e.Size
-	case colRequested:
-		return e.Requested
-	case colExtra:
-		return e.Extra
-	case colScope:
-		return uint64(e.Scope)
-	case colAddrLo:
-		return e.Addr & 0xffffffff
-	case colAddrHi:
-		return e.Addr >> 32
-	case colSite:
-		return uint64(e.Site)
-	case colLabel:
-		return uint64(e.Label)
-	case colKind:
-		return uint64(e.Kind)
-	case colCategory:
-		return uint64(e.Category)
-	case colExpect:
-		return uint64(e.Expect)
-	}
-	return 0
+// colGet reads column c's field of an event (colTime: see AppendFrame).
+var colGet = [numCols]func(e *event.Event) uint64{
+	colSize:      func(e *event.Event) uint64 { return e.Size },
+	colRequested: func(e *event.Event) uint64 { return e.Requested },
+	colExtra:     func(e *event.Event) uint64 { return e.Extra },
+	colScope:     func(e *event.Event) uint64 { return uint64(e.Scope) },
+	colTime:      func(e *event.Event) uint64 { return uint64(e.Time) },
+	colAddrLo:    func(e *event.Event) uint64 { return e.Addr & 0xffffffff },
+	colAddrHi:    func(e *event.Event) uint64 { return e.Addr >> 32 },
+	colSite:      func(e *event.Event) uint64 { return uint64(e.Site) },
+	colLabel:     func(e *event.Event) uint64 { return uint64(e.Label) },
+	colKind:      func(e *event.Event) uint64 { return uint64(e.Kind) },
+	colCategory:  func(e *event.Event) uint64 { return uint64(e.Category) },
+	colExpect:    func(e *event.Event) uint64 { return uint64(e.Expect) },
 }
 
 // frameRun is how many of evs, from the first, one frame can hold:
@@ -719,19 +707,26 @@ func AppendFrame(p []byte, evs []event.Event, backfill bool) []byte {
 		panic("live.AppendFrame: events not consecutive or too far apart in time")
 	}
 	var present, narrow uint16 = 1 << colTime, 0
-	var or, top [numCols]uint64
+	var or [numCols]uint64
 	for i := range evs {
-		for c := range numCols {
-			v := colValue(&evs[i], c)
-			or[c] |= v
-			top[c] = max(top[c], v)
-		}
+		e := &evs[i]
+		or[colSize] |= e.Size
+		or[colRequested] |= e.Requested
+		or[colExtra] |= e.Extra
+		or[colScope] |= uint64(e.Scope)
+		or[colAddrLo] |= e.Addr & 0xffffffff
+		or[colAddrHi] |= e.Addr >> 32
+		or[colSite] |= uint64(e.Site)
+		or[colLabel] |= uint64(e.Label)
+		or[colKind] |= uint64(e.Kind)
+		or[colCategory] |= uint64(e.Category)
+		or[colExpect] |= uint64(e.Expect)
 	}
 	for c := range numCols {
 		if or[c] != 0 {
 			present |= 1 << c
 		}
-		if c < wideCols && top[c] <= math.MaxUint32 {
+		if c < wideCols && or[c] <= math.MaxUint32 { // every value fits
 			narrow |= 1 << c
 		}
 	}
@@ -768,17 +763,23 @@ func AppendFrame(p []byte, evs []event.Event, backfill bool) []byte {
 				continue
 			}
 			col := q[o : o+w*n]
-			for i := range evs {
-				e := &evs[i]
-				switch {
-				case c == colTime:
-					le.PutUint32(col[4*i:], uint32(int32(e.Time-base)))
-				case w == 8:
-					le.PutUint64(col[8*i:], math.Float64bits(float64(colValue(e, c))))
-				case w == 4:
-					le.PutUint32(col[4*i:], uint32(colValue(e, c)))
-				default:
-					col[i] = byte(colValue(e, c))
+			get := colGet[c]
+			switch {
+			case c == colTime:
+				for i := range evs {
+					le.PutUint32(col[4*i:], uint32(int32(evs[i].Time-base)))
+				}
+			case w == 8:
+				for i := range evs {
+					le.PutUint64(col[8*i:], math.Float64bits(float64(get(&evs[i]))))
+				}
+			case w == 4:
+				for i := range evs {
+					le.PutUint32(col[4*i:], uint32(get(&evs[i])))
+				}
+			default:
+				for i := range evs {
+					col[i] = byte(get(&evs[i]))
 				}
 			}
 			o += w * n
