@@ -66,11 +66,19 @@ type conn struct {
 	sent       uint64        // events sent, live and backfill
 	acked      atomic.Uint64 // ackSeq: the last Seq handled; ackCount: events handled
 	ackMode    atomic.Int32  // ackNone until the client first acknowledges
+	ackedSeq   atomic.Uint64 // the last live Seq the client has handled
+	marks      []mark        // the last live event of each batch (or summary) sent and not yet acknowledged, after the last one that is
 	ack        chan struct{} // signalled by the reader on each ack
 }
 
 // gap is a range of sequence numbers, from..to inclusive.
 type gap struct{ from, to uint64 }
+
+// mark is the last live event of a batch sent.
+type mark struct {
+	seq  uint64
+	time int64
+}
 
 const (
 	ackNone  = iota
@@ -83,6 +91,9 @@ const maxGaps = 256
 
 // maxWindow bounds the window a client may ask for (?window=).
 const maxWindow = 1 << 20
+
+// maxMarks bounds the batches noted for a client's lag.
+const maxMarks = 1 << 12
 
 // backfillChunk is the most backfill events sent at a time.
 const backfillChunk = 4096
@@ -204,6 +215,7 @@ func (c *conn) readPump(cancel context.CancelFunc) {
 		if json.Unmarshal(p, &m) != nil || m.Type != "ack" {
 			continue
 		}
+		c.ackedSeq.Store(m.Seq)
 		if m.Events != nil {
 			c.acked.Store(*m.Events)
 			c.ackMode.Store(ackCount)
@@ -246,19 +258,55 @@ func (c *conn) room() uint64 {
 }
 
 // waitWindow blocks, once the client acknowledges what it has handled,
-// while more than window events are in flight to it: events then pile up
-// in the trace rather than in socket buffers, and the client is caught up
-// with a summary instead of lagging further.
-func (c *conn) waitWindow(ctx context.Context) error {
+// while more than window events are in flight to it, or (with maxDelay)
+// more than maxDelay of trace time before t: events then pile up in the
+// trace rather than in socket buffers, and the client is caught up with a
+// summary instead of lagging further.
+func (c *conn) waitWindow(ctx context.Context, t int64) error {
 	for {
 		n, ok := c.inflight()
-		if c.window == 0 || !ok || n <= c.window {
+		full := c.window > 0 && ok && n > c.window
+		if lag, ok := c.lag(t); ok && c.maxDelay > 0 && lag > c.maxDelay {
+			full = true
+		}
+		if !full {
 			return nil
 		}
 		if err := c.waitAck(ctx, pingPeriod); err != nil {
 			return err
 		}
 	}
+}
+
+// mark notes the last live event sent, for lag (the marks the client has
+// acknowledged go; a client that does not acknowledge keeps the latest
+// maxMarks).
+func (c *conn) mark(seq uint64, t int64) {
+	if c.maxDelay == 0 {
+		return
+	}
+	if len(c.marks) >= maxMarks {
+		c.marks = append(c.marks[:0], c.marks[maxMarks/2:]...)
+	}
+	c.marks = append(c.marks, mark{seq, t})
+}
+
+// lag is how much trace time lies between the last live event the client
+// has acknowledged and t; false while it has acknowledged none.
+func (c *conn) lag(t int64) (int64, bool) {
+	if c.ackMode.Load() == ackNone {
+		return 0, false
+	}
+	a := c.ackedSeq.Load()
+	i := 0
+	for i+1 < len(c.marks) && c.marks[i+1].seq <= a {
+		i++
+	}
+	c.marks = c.marks[i:]
+	if len(c.marks) == 0 || c.marks[0].seq > a {
+		return 0, false
+	}
+	return t - c.marks[0].time, true
 }
 
 // waitAck waits for the next acknowledgement, at most d, pinging the
@@ -378,7 +426,7 @@ func (c *conn) live(ctx context.Context, b timeline.Batch) (bool, error) {
 	if len(b.Events) == 0 {
 		return false, c.writeBatch(b, false)
 	}
-	if err := c.waitWindow(ctx); err != nil {
+	if err := c.waitWindow(ctx, b.Events[0].Time); err != nil {
 		return false, err
 	}
 	// A batch the client is too far behind for is not sent: a summary
@@ -469,6 +517,7 @@ func (c *conn) catchup() error {
 		}
 	}
 	c.next, c.lastTime, c.summarised = to+1, t1, time.Now()
+	c.mark(to, t1)
 	return c.send(m)
 }
 
@@ -532,6 +581,7 @@ func (c *conn) writeBatch(b timeline.Batch, backfill bool) error {
 	}
 	last := b.Events[len(b.Events)-1]
 	c.next, c.lastTime = last.Seq+1, last.Time
+	c.mark(last.Seq, last.Time)
 	return nil
 }
 

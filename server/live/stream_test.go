@@ -316,3 +316,66 @@ func BenchmarkAppendFrame(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(p))/float64(len(evs)), "bytes/event")
 }
+
+// TestInFlightTraceTime: a client that acknowledges and then stops is sent
+// no more than max_delay_ms of trace time past what it acknowledged (plus
+// the batch that crossed it), so that what waits in its pipeline is never
+// older than that; once it acknowledges, a summary catches it up.
+func TestInFlightTraceTime(t *testing.T) {
+	fx := newFixture(t, Options{})
+	f := newFollower(t, true)
+	ws, _, err := websocket.DefaultDialer.Dial(f.url(fx.srv.URL, 5), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	type msg struct {
+		typ int
+		p   []byte
+	}
+	msgs := make(chan msg, 1024)
+	go func() {
+		defer close(msgs)
+		for {
+			typ, p, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			msgs <- msg{typ, p}
+		}
+	}()
+	// next handles messages until none comes for d.
+	next := func(d time.Duration) {
+		for {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					t.Fatal("the stream closed")
+				}
+				f.handle(m.typ, m.p)
+			case <-time.After(d):
+				return
+			}
+		}
+	}
+	ack := func() { ws.WriteJSON(map[string]any{"type": "ack", "seq": f.next - 1, "events": f.handled}) }
+	emit(fx.rec, 1, 1000) // 1 µs of trace time an event
+	fx.rec.Flush()
+	next(300 * time.Millisecond)
+	ack()
+	time.Sleep(50 * time.Millisecond)
+	acked := f.next - 1
+	emit(fx.rec, 1001, 100_000) // 99 ms of trace time more, at once
+	fx.rec.Flush()
+	next(500 * time.Millisecond)
+	sent := f.next - 1 - acked
+	t.Logf("acknowledged %d, then sent %d events before waiting", acked, sent)
+	if acked != 1000 || sent == 0 || sent > 5000+4096 {
+		t.Errorf("%d events sent past the acknowledged %d; want 1..%d (5 ms of trace time and a batch)", sent, acked, 5000+4096)
+	}
+	ack()
+	next(500 * time.Millisecond)
+	if f.next != 100_001 || f.summaries == 0 {
+		t.Errorf("after the ack: next %d, %d summaries; want 100001 and a summary", f.next, f.summaries)
+	}
+}
