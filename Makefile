@@ -76,6 +76,12 @@ clean:
 # The web UI's bundles (web/static/*.js) are built from web/ui/src/*.js by
 # esbuild and committed; ui rebuilds them, check-ui rebuilds into a
 # temporary directory and fails when the committed ones differ.
+# The README's gallery: each scenario notebook run in the notebook page by
+# the browser test, its page saved to docs/gallery (committed).
+.PHONY: gallery
+gallery: browser
+	LINGER_GALLERY=1 $(GO) test -count=1 -run TestScenarioNotebooks ./test/browser
+
 .PHONY: ui check-ui
 ui:
 	$(NPM) ci --prefix web/ui --no-audit --no-fund
