@@ -259,14 +259,14 @@ func (c *conn) room() uint64 {
 
 // waitWindow blocks, once the client acknowledges what it has handled,
 // while more than window events are in flight to it, or (with maxDelay)
-// more than maxDelay of trace time before t: events then pile up in the
-// trace rather than in socket buffers, and the client is caught up with a
+// more than maxDelay of trace time: events then pile up in the trace
+// rather than in socket buffers, and the client is caught up with a
 // summary instead of lagging further.
-func (c *conn) waitWindow(ctx context.Context, t int64) error {
+func (c *conn) waitWindow(ctx context.Context) error {
 	for {
 		n, ok := c.inflight()
 		full := c.window > 0 && ok && n > c.window
-		if lag, ok := c.lag(t); ok && c.maxDelay > 0 && lag > c.maxDelay {
+		if lag, ok := c.lag(); ok && c.maxDelay > 0 && lag > c.maxDelay {
 			full = true
 		}
 		if !full {
@@ -291,9 +291,10 @@ func (c *conn) mark(seq uint64, t int64) {
 	c.marks = append(c.marks, mark{seq, t})
 }
 
-// lag is how much trace time lies between the last live event the client
-// has acknowledged and t; false while it has acknowledged none.
-func (c *conn) lag(t int64) (int64, bool) {
+// lag is the trace time in flight: from the last live event the client
+// has acknowledged to the last one sent; false while it has acknowledged
+// none.
+func (c *conn) lag() (int64, bool) {
 	if c.ackMode.Load() == ackNone {
 		return 0, false
 	}
@@ -306,7 +307,7 @@ func (c *conn) lag(t int64) (int64, bool) {
 	if len(c.marks) == 0 || c.marks[0].seq > a {
 		return 0, false
 	}
-	return t - c.marks[0].time, true
+	return c.marks[len(c.marks)-1].time - c.marks[0].time, true
 }
 
 // waitAck waits for the next acknowledgement, at most d, pinging the
@@ -426,7 +427,7 @@ func (c *conn) live(ctx context.Context, b timeline.Batch) (bool, error) {
 	if len(b.Events) == 0 {
 		return false, c.writeBatch(b, false)
 	}
-	if err := c.waitWindow(ctx, b.Events[0].Time); err != nil {
+	if err := c.waitWindow(ctx); err != nil {
 		return false, err
 	}
 	// A batch the client is too far behind for is not sent: a summary

@@ -379,3 +379,39 @@ func TestInFlightTraceTime(t *testing.T) {
 		t.Errorf("after the ack: next %d, %d summaries; want 100001 and a summary", f.next, f.summaries)
 	}
 }
+
+// TestPauseIsNotLag: trace time that passes with no events (a kernel idle
+// between cells) is not in flight: a client that has acknowledged
+// everything gets the next cell's events at once.
+func TestPauseIsNotLag(t *testing.T) {
+	fx := newFixture(t, Options{})
+	f := newFollower(t, true)
+	ws, _, err := websocket.DefaultDialer.Dial(f.url(fx.srv.URL, 5), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	emit(fx.rec, 1, 100)
+	fx.rec.Flush()
+	for f.next <= 100 {
+		typ, p, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.handle(typ, p)
+	}
+	ws.WriteJSON(map[string]any{"type": "ack", "seq": f.next - 1, "events": f.handled})
+	time.Sleep(50 * time.Millisecond)
+	for s := uint64(101); s <= 200; s++ { // ten seconds of trace time later
+		fx.rec.Emit(event.Event{Seq: s, Time: 10e9 + int64(s), Kind: event.KindMark})
+	}
+	fx.rec.Flush()
+	for f.next <= 200 {
+		typ, p, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("the events after the pause did not come: %v", err)
+		}
+		f.handle(typ, p)
+	}
+}
