@@ -205,6 +205,9 @@ func TestTimelineReconnect(t *testing.T) {
 	// The timeline has the first cell's events, so the stream resumes from
 	// a sequence number well inside the trace.
 	before := caughtUp(t, p)
+	if before.Next-1 != before.LastSeq || before.Received != before.Events || before.Skipped != 0 {
+		t.Errorf("before the drop the timeline holds %v of the kernel's %v events (%v owed, next %v): the live stream did not keep up", before.Received, before.Events, before.Skipped, before.Next)
+	}
 
 	// Drop the stream for long enough (the source's next retry delay) that
 	// the next cell runs while the timeline is disconnected. The resumed
