@@ -5,7 +5,8 @@
 // die with the cell (or a narrower scope) still alive when the cell's scope
 // ended. (The server's analyzer applies the full rule to every scope; this
 // is its cell-level part, computed in the browser as events arrive.)
-// Events a catch-up summary skipped are not counted.
+// Events of a range the stream summarised first are counted when they
+// arrive later (the stream backfills them in order).
 
 import { K } from "./pyramid.js";
 import { bytes } from "./palette.js";
