@@ -186,3 +186,48 @@ func TestOverlappingCallsAreRefused(t *testing.T) {
 		t.Errorf("Generate after the nested one: %v", err)
 	}
 }
+
+// lastSiteSink keeps the sites and, per label, the site of the last allocation.
+type lastSiteSink struct {
+	strs  map[event.StringID]string
+	sites map[event.SiteID]event.Site
+	last  map[string]event.SiteID
+}
+
+func (s *lastSiteSink) DefineString(id event.StringID, str string)  { s.strs[id] = str }
+func (s *lastSiteSink) DefineSite(id event.SiteID, site event.Site) { s.sites[id] = site }
+func (s *lastSiteSink) Emit(e event.Event) {
+	if e.Kind == event.KindAlloc {
+		s.last[s.strs[e.Label]] = e.Site
+	}
+}
+
+// TestWorkspaceAcquireSite: the per-call part of a workspace acquired by a
+// caller outside the forward pass (a notebook's acquire) names that caller,
+// even after the forward pass's own acquire made its site first.
+func TestWorkspaceAcquireSite(t *testing.T) {
+	sink := &lastSiteSink{strs: map[event.StringID]string{}, sites: map[event.SiteID]event.Site{}, last: map[string]event.SiteID{}}
+	em := event.NewEmitter(sink, event.EmitterOptions{})
+	e := newTestEngine(t, preset(t, "tiny"), KVContiguous, em)
+	if _, err := e.Generate(context.Background(), Request{Prompt: prompt(8, e.Config().Vocab, 1), ChunkSize: 8}); err != nil {
+		t.Fatal(err)
+	}
+	frames := func() string {
+		var b strings.Builder
+		for _, f := range sink.sites[sink.last["attn.workspace.lse"]].Frames {
+			b.WriteString(f.Func + "\n")
+		}
+		return b.String()
+	}
+	if got := frames(); !strings.Contains(got, "forward") {
+		t.Fatalf("the forward pass's workspace site names no forward frame:\n%s", got)
+	}
+	g, err := e.Workspace().Acquire(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release()
+	if got := frames(); !strings.Contains(got, "TestWorkspaceAcquireSite") || strings.Contains(got, "forward") {
+		t.Errorf("a direct Acquire's site does not name its caller:\n%s", got)
+	}
+}

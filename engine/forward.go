@@ -44,7 +44,7 @@ func (e *Engine) forward(seqs []seqIn, out fwdOut) (*Tensor, error) {
 	if err := e.ws.reserve(ctxMax); err != nil {
 		return nil, err
 	}
-	g, err := e.ws.Acquire(R)
+	g, err := e.ws.acquireForward(R)
 	if err != nil {
 		return nil, err
 	}

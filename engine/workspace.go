@@ -106,6 +106,19 @@ type WorkspaceGuard struct {
 // Acquire takes the workspace for one call over rows query rows and
 // allocates the per-call part. The caller must Release the guard.
 func (w *Workspace) Acquire(rows int) (*WorkspaceGuard, error) {
+	// Called from outside the forward pass (a notebook's acquire), rarely:
+	// a stack walk of its own names the real caller, where forward's
+	// Callsite would name forward for everyone.
+	return w.acquire(rows, w.a.Emitter().Caller(0))
+}
+
+// acquireForward is Acquire for the forward pass, once per call: its
+// site is a Callsite.
+func (w *Workspace) acquireForward(rows int) (*WorkspaceGuard, error) {
+	return w.acquire(rows, w.a.Emitter().At(&siteAcquireWS, 0))
+}
+
+func (w *Workspace) acquire(rows int, site event.SiteID) (*WorkspaceGuard, error) {
 	if rows <= 0 {
 		return nil, fmt.Errorf("acquire workspace: rows must be positive, got %d", rows)
 	}
@@ -114,7 +127,7 @@ func (w *Workspace) Acquire(rows int) (*WorkspaceGuard, error) {
 	if !w.buf.Live() {
 		return nil, fmt.Errorf("acquire workspace: %w", ErrFreed)
 	}
-	lse, err := emptyAt(w.a, w.a.Emitter().At(&siteAcquireWS, 0), []int{rows, w.heads}, F32, event.CategoryWorkspace, event.ScopeStep, "attn.workspace.lse")
+	lse, err := emptyAt(w.a, site, []int{rows, w.heads}, F32, event.CategoryWorkspace, event.ScopeStep, "attn.workspace.lse")
 	if err != nil {
 		return nil, fmt.Errorf("acquire workspace: %w", err)
 	}
@@ -139,8 +152,8 @@ func (g *WorkspaceGuard) Release() {
 	}
 }
 
-// Sites of the per-call part: a guard is taken and released once per
-// forward call, too often for a stack walk each time.
+// Sites of the forward pass's per-call part: a guard is taken and
+// released once per forward call, too often for a stack walk each time.
 var siteAcquireWS, siteReleaseWS event.Callsite
 
 // Outstanding returns how many guards are acquired and not released.
