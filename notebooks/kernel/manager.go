@@ -389,7 +389,6 @@ func (k *Kernel) broadcast(m *msg.Message) {
 
 // exited records the end of process p.
 func (k *Kernel) exited(p *process, waitErr, readErr error) {
-	close(p.exited)
 	expected := p.stopping.Load()
 	reason := "shutdown"
 	if !expected {
@@ -403,6 +402,9 @@ func (k *Kernel) exited(p *process, waitErr, readErr error) {
 		}
 	}
 	_ = p.rec.CloseWithReason(reason)
+	// Exited only once the trace is whole on disk: Shutdown returns on
+	// it, and a caller (linger run) reads the trace next.
+	close(p.exited)
 	p.mu.Lock()
 	pending := p.pending
 	p.pending = map[string]*msg.Message{}

@@ -351,3 +351,27 @@ func TestManagerClientRestartAndSlowSubscriber(t *testing.T) {
 		t.Errorf("globals survived a client restart: %v", r)
 	}
 }
+
+// TestManagerShutdownTraceWhole: when Shutdown returns, the trace is whole
+// on disk (its end frame written), so a caller can read it at once, as
+// linger run does; several rounds, since the race was narrow.
+func TestManagerShutdownTraceWhole(t *testing.T) {
+	m := newManager(t)
+	for i := range 3 {
+		s := startSession(t, m)
+		s.exec(`t = tensor([256, 256], label="kept")`)
+		path := s.k.TracePath()
+		if err := m.Shutdown(context.Background(), s.k.ID()); err != nil {
+			t.Fatal(err)
+		}
+		f, err := timeline.OpenFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reason, _ := f.End()
+		_ = f.Stop()
+		if reason != "shutdown" {
+			t.Errorf("round %d: right after Shutdown the trace ends with %q, want shutdown", i, reason)
+		}
+	}
+}
