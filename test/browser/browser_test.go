@@ -65,12 +65,17 @@ func lingerBinary(t *testing.T) string {
 // included.
 func startServer(t *testing.T, dir string) string {
 	t.Helper()
+	return serve(t, dir, t.TempDir())
+}
+
+// serve serves the notebook directory dir with kernels' traces in traces.
+func serve(t *testing.T, dir, traces string) string {
+	t.Helper()
 	store, err := contents.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	traces := t.TempDir()
 	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{lingerBinary(t), "kernel"}, TraceDir: traces, Dir: dir})
 	t.Cleanup(func() { mgr.Close() })
 	srv, err := server.New(server.Options{Dir: dir, Token: token, Manager: mgr, Contents: store, TraceDir: traces})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,10 +18,7 @@ import (
 
 	"linger/engine"
 	"linger/engine/alloc"
-	"linger/notebooks/contents"
-	"linger/notebooks/kernel"
 	"linger/notebooks/nbformat"
-	"linger/server"
 )
 
 // The two runs of the comparison: the same cell (same id, so the sites
@@ -67,22 +63,7 @@ func runTrace(t *testing.T, dir, name, cellID, source, trace string) error {
 // notebook directory and the given trace directory.
 func serveTraces(t *testing.T, traces string) string {
 	t.Helper()
-	dir := t.TempDir()
-	store, err := contents.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{lingerBinary(t), "kernel"}, TraceDir: traces, Dir: dir})
-	t.Cleanup(func() { mgr.Close() })
-	srv, err := server.New(server.Options{Dir: dir, Token: token, Manager: mgr, Contents: store, TraceDir: traces})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return ts.URL
+	return serve(t, t.TempDir(), traces)
 }
 
 // inkAt is the JavaScript that counts the pixels of a compare chart's
