@@ -152,6 +152,16 @@ func (s *Server) handleComparePage(w http.ResponseWriter, r *http.Request) {
 
 // savedTraces lists the saved traces by name, newest first.
 func (s *Server) savedTraces() ([]string, error) {
+	ts, err := s.savedTraceList()
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names, err
+}
+
+// savedTraceList lists the saved traces, newest first (ties by name).
+func (s *Server) savedTraceList() ([]web.TraceView, error) {
 	if s.opts.TraceDir == "" {
 		return nil, nil
 	}
@@ -159,11 +169,7 @@ func (s *Server) savedTraces() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list traces: %w", err)
 	}
-	type trace struct {
-		name string
-		mod  int64
-	}
-	var ts []trace
+	var ts []web.TraceView
 	for _, e := range entries {
 		name := e.Name()
 		if e.Type().IsRegular() && strings.HasSuffix(name, ".ltrace") && !strings.HasPrefix(name, ".") {
@@ -171,15 +177,13 @@ func (s *Server) savedTraces() ([]string, error) {
 			if err != nil {
 				continue // removed meanwhile
 			}
-			ts = append(ts, trace{name, info.ModTime().UnixNano()})
+			ts = append(ts, web.TraceView{Name: name, Modified: info.ModTime(), Size: info.Size()})
 		}
 	}
-	slices.SortFunc(ts, func(x, y trace) int { return cmp.Or(cmp.Compare(y.mod, x.mod), cmp.Compare(x.name, y.name)) })
-	names := make([]string, len(ts))
-	for i, t := range ts {
-		names[i] = t.name
-	}
-	return names, nil
+	slices.SortFunc(ts, func(x, y web.TraceView) int {
+		return cmp.Or(y.Modified.Compare(x.Modified), cmp.Compare(x.Name, y.Name))
+	})
+	return ts, nil
 }
 
 // verdicts says the tracks' verdicts in words.

@@ -287,3 +287,29 @@ func TestComparePage(t *testing.T) {
 		t.Errorf("picker page: %d %.3000s", code, body)
 	}
 }
+
+// TestTreeListsTraces: the root page lists the saved traces (and nothing
+// else of the trace directory), each opening its timeline and offering to
+// compare it.
+func TestTreeListsTraces(t *testing.T) {
+	ts := newCompareServer(t)
+	code, body := ts.do(t, "GET", "/tree/", "")
+	page := string(body)
+	if code != http.StatusOK {
+		t.Fatalf("tree: %d %s", code, body)
+	}
+	for _, want := range []string{
+		`data-testid="traces"`,
+		`<tr data-testid="trace" data-name="leaky.ltrace">`,
+		`href="/timeline/leaky.ltrace"`,
+		`href="/timeline/fixed.ltrace"`,
+		`href="/compare?a=fixed.ltrace"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("tree page lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "notes.txt") || strings.Contains(page, "outside.ltrace") || strings.Contains(page, "more-traces") {
+		t.Errorf("tree page lists more than the two traces: %.3000s", page)
+	}
+}

@@ -23,6 +23,9 @@ func (s *Server) page(title string) web.Page {
 	return web.Page{Base: s.opts.BaseURL, Title: title}
 }
 
+// treeTraces is how many saved traces the root page lists.
+const treeTraces = 20
+
 // handleTree renders the notebook browser for a directory.
 func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 	dir := strings.Trim(r.PathValue("path"), "/")
@@ -52,6 +55,16 @@ func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 			ev.Size = *e.Size
 		}
 		v.Entries = append(v.Entries, ev)
+	}
+	if dir == "" {
+		// The root page lists the newest saved traces; a listing that
+		// fails leaves them out rather than the notebooks.
+		if ts, err := s.savedTraceList(); err == nil {
+			v.Traces = ts[:min(len(ts), treeTraces)]
+			v.MoreTraces = len(ts) - len(v.Traces)
+		} else {
+			s.log.Warn("tree page: list saved traces", "err", err)
+		}
 	}
 	s.render(w, r, web.Tree(v))
 }

@@ -48,6 +48,24 @@ type TreeView struct {
 	Dir string
 	// Entries are listed in the order given; the server sorts them.
 	Entries []EntryView
+	// Traces are the newest saved traces (the root page lists them, each
+	// opening its timeline and offering to compare it), and MoreTraces
+	// how many older ones are not listed.
+	Traces     []TraceView
+	MoreTraces int
+}
+
+// traceHref is the page of a saved trace's timeline.
+func traceHref(base, name string) string { return base + "timeline/" + url.PathEscape(name) }
+
+
+// TraceView is a saved trace listed on the tree page.
+type TraceView struct {
+	// Name is the trace file's name in the server's trace directory.
+	Name string
+	// Modified is when it was last written; Size is in bytes.
+	Modified time.Time
+	Size     int64
 }
 
 // EntryView is one row of a TreeView.

@@ -335,3 +335,30 @@ func TestFormatSize(t *testing.T) {
 		}
 	}
 }
+
+// TestTreeTraces: saved traces are listed with their timeline and compare
+// links (names escaped), the older ones counted; none, no section.
+func TestTreeTraces(t *testing.T) {
+	mod := time.Date(2026, 12, 2, 9, 30, 0, 0, time.UTC)
+	doc := render(t, Tree(TreeView{Page: Page{Base: "/j/"}, Traces: []TraceView{
+		{Name: "k1 #2.ltrace", Modified: mod, Size: 4096},
+		{Name: "k1.ltrace", Modified: mod, Size: 10},
+	}, MoreTraces: 3}))
+	rows := byTestID(doc, "trace")
+	if len(rows) != 2 {
+		t.Fatalf("%d trace rows, want 2", len(rows))
+	}
+	links := byTestID(doc, "trace-link")
+	if href, _ := attr(links[0], "href"); href != "/j/timeline/k1%20%232.ltrace" || text(links[0]) != "k1 #2.ltrace" {
+		t.Errorf("first trace link %q %q", href, text(links[0]))
+	}
+	if href, _ := attr(byTestID(doc, "trace-compare")[1], "href"); href != "/j/compare?a=k1.ltrace" {
+		t.Errorf("compare link %q", href)
+	}
+	if got := text(one(t, doc, "more-traces")); !strings.Contains(got, "3 older traces") {
+		t.Errorf("more-traces %q", got)
+	}
+	if n := len(byTestID(render(t, Tree(TreeView{})), "traces")); n != 0 {
+		t.Errorf("a page without traces has %d trace sections", n)
+	}
+}

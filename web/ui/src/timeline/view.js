@@ -626,6 +626,15 @@ export class TimelineView {
     }
     if (ranked.length > 50) item(`… and ${ranked.length - 50} more places (${bytes(r.lingering.bytes)} lingered in all)`);
     for (const g of r.growth || []) item(`growth: ${g.category}${g.site ? ` at ${short(g.site)}` : ""} +${bytes(g.bytes_per_step)}/${r.growth_unit || "step"}`, () => this.fit(), g.site);
+    // Which track grows tells which kind of growth it is (two-track
+    // monitoring): the analyzer's verdict over the whole trace.
+    const verdicts = {
+      allocated_grows: "allocated grows: live objects accumulate (a true leak when they linger)",
+      reserved_grows: "reserved grows, allocated does not: the cache keeps freed memory (empty_cache releases it)",
+      device_grows: "device used grows, reserved does not: memory taken outside the allocator",
+      go_heap_grows: "the Go heap grows while the device is flat: a host-memory leak",
+    };
+    if (verdicts[r.tracks?.verdict]) item(`tracks: ${verdicts[r.tracks.verdict]}`, () => this.fit());
     for (const d of r.duplicates || []) item(`duplicates: ${d.count} × ${bytes(d.max_size)} ${d.category} at ${short(d.site)}`, null, d.site);
     if (r.peak?.bytes) item(`peak: ${bytes(r.peak.bytes)} at ${duration(r.peak.time_ns)}`, () => this.jump(r.peak.time_ns, r.peak.time_ns));
     if (!list.children.length) item("Nothing lingers, grows or repeats.");
