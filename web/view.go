@@ -58,7 +58,6 @@ type TreeView struct {
 // traceHref is the page of a saved trace's timeline.
 func traceHref(base, name string) string { return base + "timeline/" + url.PathEscape(name) }
 
-
 // TraceView is a saved trace listed on the tree page.
 type TraceView struct {
 	// Name is the trace file's name in the server's trace directory.
