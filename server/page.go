@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +23,14 @@ import (
 
 func (s *Server) page(title string) web.Page {
 	return web.Page{Base: s.opts.BaseURL, Title: title}
+}
+
+// boolRank orders false before true.
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // treeTraces is how many saved traces the root page lists.
@@ -56,6 +66,11 @@ func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Entries = append(v.Entries, ev)
 	}
+	// As Jupyter lists them: directories first, then by name.
+	slices.SortFunc(v.Entries, func(a, b web.EntryView) int {
+		return cmp.Or(cmp.Compare(boolRank(a.Type != web.TypeDirectory), boolRank(b.Type != web.TypeDirectory)),
+			cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)), cmp.Compare(a.Name, b.Name))
+	})
 	if dir == "" {
 		// The root page lists the newest saved traces; a listing that
 		// fails leaves them out rather than the notebooks.
