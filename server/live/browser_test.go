@@ -18,6 +18,42 @@ import (
 	"linger/timeline/event"
 )
 
+// MeasureBrowser (exported for firstpaint_test.go, package live_test)
+// gates the browser measurements (LINGER_BROWSER=1) and returns
+// the trace size they use (LINGER_BROWSER_EVENTS, default a million) and
+// the browser to run (CHROMIUM, default chromium).
+func MeasureBrowser(t *testing.T) (events uint64, chromium string) {
+	t.Helper()
+	if os.Getenv("LINGER_BROWSER") != "1" {
+		t.Skip("set LINGER_BROWSER=1 to run")
+	}
+	events = 1_000_000
+	if s := os.Getenv("LINGER_BROWSER_EVENTS"); s != "" {
+		fmt.Sscan(s, &events)
+	}
+	chromium = os.Getenv("CHROMIUM")
+	if chromium == "" {
+		chromium = "chromium"
+	}
+	return events, chromium
+}
+
+// BundleUI builds the given web/ui/src entries (e.g. "timeline.js") into
+// dir with the esbuild of web/ui/node_modules, as make ui does.
+func BundleUI(t *testing.T, dir string, minify bool, entries ...string) {
+	t.Helper()
+	args := []string{"--bundle", "--format=esm", "--outdir=" + dir, "--log-level=warning"}
+	if minify {
+		args = append(args, "--minify")
+	}
+	for _, e := range entries {
+		args = append(args, "../../web/ui/src/"+e)
+	}
+	if out, err := exec.Command("../../web/ui/node_modules/.bin/esbuild", args...).CombinedOutput(); err != nil {
+		t.Fatalf("esbuild: %v\n%s", err, out)
+	}
+}
+
 // TestBrowserTimeline measures the canvas timeline in headless Chromium
 // on a saved 1-million-event trace: first meaningful paint and pan/zoom
 // frame times, taken with performance.now() in the page and reported, not
@@ -28,23 +64,9 @@ import (
 //
 // LINGER_BROWSER_EVENTS changes the trace size, CHROMIUM the browser.
 func TestBrowserTimeline(t *testing.T) {
-	if os.Getenv("LINGER_BROWSER") != "1" {
-		t.Skip("set LINGER_BROWSER=1 to run")
-	}
-	n := uint64(1_000_000)
-	if s := os.Getenv("LINGER_BROWSER_EVENTS"); s != "" {
-		fmt.Sscan(s, &n)
-	}
-	chromium := os.Getenv("CHROMIUM")
-	if chromium == "" {
-		chromium = "chromium"
-	}
+	n, chromium := MeasureBrowser(t)
 	dir := t.TempDir()
-	bundle := filepath.Join(dir, "timeline.js")
-	esbuild := exec.Command("../../web/ui/node_modules/.bin/esbuild", "../../web/ui/src/timeline.js", "--bundle", "--format=esm", "--outfile="+bundle, "--log-level=warning")
-	if out, err := esbuild.CombinedOutput(); err != nil {
-		t.Fatalf("esbuild: %v\n%s", err, out)
-	}
+	BundleUI(t, dir, false, "timeline.js")
 	w, err := timeline.Create(filepath.Join(dir, "big.ltrace"))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +83,7 @@ func TestBrowserTimeline(t *testing.T) {
 	results := make(chan []byte, 1)
 	mux.HandleFunc("GET /timeline.js", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/javascript")
-		http.ServeFile(w, r, bundle)
+		http.ServeFile(w, r, filepath.Join(dir, "timeline.js"))
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, benchPage)
@@ -192,20 +214,10 @@ if (!location.search.includes("shot")) try {
 // received it (the page's wall clock, the same machine's). Reported, not
 // asserted; runs with LINGER_BROWSER=1.
 func TestBrowserLive(t *testing.T) {
-	if os.Getenv("LINGER_BROWSER") != "1" {
-		t.Skip("set LINGER_BROWSER=1 to run")
-	}
-	chromium := os.Getenv("CHROMIUM")
-	if chromium == "" {
-		chromium = "chromium"
-	}
+	_, chromium := MeasureBrowser(t)
 	dir := t.TempDir()
 	// The page's bundle and, beside it, the Worker that holds the stream.
-	esbuild := exec.Command("../../web/ui/node_modules/.bin/esbuild", "../../web/ui/src/timeline.js", "../../web/ui/src/timeline-worker.js",
-		"--bundle", "--format=esm", "--outdir="+dir, "--log-level=warning")
-	if out, err := esbuild.CombinedOutput(); err != nil {
-		t.Fatalf("esbuild: %v\n%s", err, out)
-	}
+	BundleUI(t, dir, false, "timeline.js", "timeline-worker.js")
 	rec, err := timeline.NewRecorder(filepath.Join(dir, "live.ltrace"), timeline.RecorderOptions{})
 	if err != nil {
 		t.Fatal(err)

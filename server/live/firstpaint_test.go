@@ -42,31 +42,17 @@ import (
 // the number of cold runs (default 3), CHROMIUM the browser;
 // LINGER_BROWSER_SHOT=file.png saves the first run's page once painted.
 func TestFirstPaint(t *testing.T) {
-	if os.Getenv("LINGER_BROWSER") != "1" {
-		t.Skip("set LINGER_BROWSER=1 to run")
-	}
-	n := uint64(1_000_000)
-	if s := os.Getenv("LINGER_BROWSER_EVENTS"); s != "" {
-		fmt.Sscan(s, &n)
-	}
+	n, chromium := live.MeasureBrowser(t)
 	runs := 3
 	if s := os.Getenv("LINGER_FIRSTPAINT_RUNS"); s != "" {
 		fmt.Sscan(s, &runs)
-	}
-	chromium := os.Getenv("CHROMIUM")
-	if chromium == "" {
-		chromium = "chromium"
 	}
 	exe, err := exec.LookPath(chromium)
 	if err != nil {
 		t.Skipf("no browser: %v", err)
 	}
 	dir := t.TempDir()
-	bundle := filepath.Join(dir, "timeline.js")
-	esbuild := exec.Command("../../web/ui/node_modules/.bin/esbuild", "../../web/ui/src/timeline.js", "--bundle", "--format=esm", "--minify", "--outfile="+bundle, "--log-level=warning")
-	if out, err := esbuild.CombinedOutput(); err != nil {
-		t.Fatalf("esbuild: %v\n%s", err, out)
-	}
+	live.BundleUI(t, dir, true, "timeline.js")
 	traces := filepath.Join(dir, "traces")
 	os.Mkdir(traces, 0o755)
 	w, err := timeline.Create(filepath.Join(traces, "big-0.ltrace"))
@@ -112,7 +98,7 @@ func TestFirstPaint(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /static/timeline.js", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/javascript")
-		http.ServeFile(w, r, bundle)
+		http.ServeFile(w, r, filepath.Join(dir, "timeline.js"))
 	})
 	// The server's time on each page request (the index build, when the
 	// page waits for it), to tell it from transfer and script time.
