@@ -3,6 +3,7 @@ package scenarios
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -427,4 +428,158 @@ func (r *result) constant(t *testing.T, cellID, name string) int {
 // rounded is a request's size as the caching allocator hands it out.
 func rounded(n uint64) uint64 {
 	return (n + alloc.MinBlockSize - 1) / alloc.MinBlockSize * alloc.MinBlockSize
+}
+
+// The helpers below (notebooks 04, 05 and 07) give the analyzer's verdict
+// at a point of the run (the end of a cell, a mark, the OOM), as the live
+// findings panel showed it then.
+
+// point matches an event of a trace; it sees every event from the first,
+// in order, so it may keep state.
+type point func(f *timeline.File, e event.Event) bool
+
+// cellStart is the scope_begin of the cell with this id.
+func cellStart(id string) point {
+	return func(f *timeline.File, e event.Event) bool {
+		return e.Kind == event.KindScopeBegin && e.Expect == event.ScopeCell && f.String(e.Label) == id
+	}
+}
+
+// cellEnd is the scope_end of the cell with this id.
+func cellEnd(id string) point {
+	var scope uint64
+	return func(f *timeline.File, e event.Event) bool {
+		switch {
+		case e.Kind == event.KindScopeBegin && e.Expect == event.ScopeCell && f.String(e.Label) == id:
+			scope = e.Addr
+		case e.Kind == event.KindScopeEnd && scope != 0 && e.Addr == scope:
+			return true
+		}
+		return false
+	}
+}
+
+// markAt is the mark with this text.
+func markAt(text string) point {
+	return func(f *timeline.File, e event.Event) bool {
+		return e.Kind == event.KindMark && f.String(e.Label) == text
+	}
+}
+
+// firstOf is the first event of kind k.
+func firstOf(k event.Kind) point {
+	return func(_ *timeline.File, e event.Event) bool { return e.Kind == k }
+}
+
+var errStopReplay = errors.New("stop replay")
+
+// window feeds a fresh analyzer the trace's events from the first one
+// from matches (nil: the first event) up to and including the first one
+// after it that to matches (nil: the last event), and returns its report.
+// A window that starts mid-trace knows nothing of the blocks and segments
+// made before it (their frees count as anomalies; allocated and reserved
+// start at zero), but it starts with the latest readings of the counters
+// (the device's own view of memory in use, the Go heap), as a live
+// stream joining late would.
+func (r *result) window(t *testing.T, from, to point) *analyze.Report {
+	t.Helper()
+	f, err := timeline.OpenFile(r.TracePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := analyze.New(analyze.Options{Names: f})
+	started, ended := from == nil, false
+	counters := map[event.StringID]event.Event{}
+	var order []event.StringID
+	err = f.Replay(func(e event.Event) error {
+		if !started && e.Kind == event.KindCounter {
+			if _, ok := counters[e.Label]; !ok {
+				order = append(order, e.Label)
+			}
+			counters[e.Label] = e
+		}
+		if !started && from(f, e) {
+			started = true
+			for i, id := range order {
+				c := counters[id]
+				c.Seq, c.Time = e.Seq-uint64(len(order)-i), e.Time
+				a.Add(c)
+			}
+		}
+		end := to != nil && to(f, e)
+		if started {
+			a.Add(e)
+			if end {
+				ended = true
+				return errStopReplay
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopReplay) {
+		t.Fatal(err)
+	}
+	if !started || (to != nil && !ended) {
+		t.Fatalf("trace %s: window not found (started %t, ended %t)", r.TracePath, started, ended)
+	}
+	return a.Report(f)
+}
+
+// liveAt is the live blocks and bytes of category cat at the sites in
+// cells whose "id:line" starts with cellPrefix, in a report.
+func liveAt(rep *analyze.Report, cellPrefix, cat string) (count, bytes uint64) {
+	for _, s := range rep.Sites {
+		if inCell(s.Site, cellPrefix) && s.Category == cat {
+			count += s.LiveCount
+			bytes += s.LiveBytes
+		}
+	}
+	return count, bytes
+}
+
+// growthAt is the report's growth verdict for category cat at a site in
+// a cell starting with cellPrefix.
+func growthAt(rep *analyze.Report, cellPrefix, cat string) (analyze.Growth, bool) {
+	for _, g := range rep.Growth {
+		if g.Site != "" && inCell(g.Site, cellPrefix) && g.Category == cat {
+			return g, true
+		}
+	}
+	return analyze.Growth{}, false
+}
+
+// categoryLive is the live blocks and bytes of a category in a report.
+func categoryLive(rep *analyze.Report, cat string) (count, bytes uint64) {
+	for _, c := range rep.Categories {
+		if c.Category == cat {
+			return c.LiveCount, c.LiveBytes
+		}
+	}
+	return 0, 0
+}
+
+// cellSource is the source of the committed notebook's cell id (the
+// executed notebook keeps the sources).
+func cellSource(t *testing.T, r *result, id string) string {
+	t.Helper()
+	for _, c := range r.Notebook.Cells {
+		if c.ID == id {
+			return c.Source
+		}
+	}
+	t.Fatalf("no cell %q", id)
+	return ""
+}
+
+// lineOf is the 1-based line of the cell's source that contains s (the
+// first such line).
+func lineOf(t *testing.T, r *result, cellID, s string) int {
+	t.Helper()
+	for i, l := range strings.Split(cellSource(t, r, cellID), "\n") {
+		if strings.Contains(l, s) {
+			return i + 1
+		}
+	}
+	t.Fatalf("cell %s has no line with %q", cellID, s)
+	return 0
 }
