@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -877,15 +879,17 @@ func statsValue(s alloc.Stats) starlark.Value {
 	})
 }
 
+// allocators returns the kernel's allocators, one per device, copied out
+// of the lock so that their calls (which emit events) run without it.
+func (rt *runtime) allocators() []*alloc.Allocator {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Collect(maps.Values(rt.allocs))
+}
+
 func memEmptyCache(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	rt, _ := runtimeOf(thread)
-	rt.mu.Lock()
-	as := make([]*alloc.Allocator, 0, len(rt.allocs))
-	for _, a := range rt.allocs {
-		as = append(as, a)
-	}
-	rt.mu.Unlock()
-	for _, a := range as {
+	for _, a := range rt.allocators() {
 		a.EmptyCache()
 	}
 	return starlark.None, nil

@@ -6,7 +6,6 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 
-	"linger/engine/alloc"
 	"linger/timeline/analyze"
 	"linger/timeline/event"
 )
@@ -101,13 +100,7 @@ func timelineTracks(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 // Go heap report them: allocated, reserved, device used, Go heap.
 func trackValues(rt *runtime) [4]uint64 {
 	var v [4]uint64
-	rt.mu.Lock()
-	as := make([]*alloc.Allocator, 0, len(rt.allocs))
-	for _, a := range rt.allocs {
-		as = append(as, a)
-	}
-	rt.mu.Unlock()
-	for _, a := range as {
+	for _, a := range rt.allocators() {
 		st := a.Stats()
 		v[0] += st.Allocated
 		v[1] += st.Reserved
