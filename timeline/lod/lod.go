@@ -588,15 +588,18 @@ func (ix *Index) Objects(t0, t1 int64, n int, opts ObjectsOptions) []Object {
 		n -= len(chosen)
 		slices.Sort(chosen)
 	}
+	next := 0
 	for i := range end {
 		o := &ix.objs[i]
 		if !inView(o) {
 			continue
 		}
-		if len(chosen) > 0 {
-			if _, ok := slices.BinarySearch(chosen, i); ok {
-				continue
-			}
+		// chosen is sorted and i increases: one pointer walks it.
+		for next < len(chosen) && chosen[next] < i {
+			next++
+		}
+		if next < len(chosen) && chosen[next] == i {
+			continue
 		}
 		if n == 0 {
 			break
