@@ -29,22 +29,23 @@ var policy = map[string][]string{
 	"test":             {"*"}, // end-to-end tests driving the built binary and a browser
 	"server":           {"notebooks/...", "timeline/...", "web/...", "server/..."},
 	"server/live":      {"timeline", "timeline/event", "timeline/lod"},
-	"web":              {},
-	"notebooks":        {"engine/...", "timeline/...", "notebooks/..."},
+	"web":              {"internal/units"},
+	"notebooks":        {"engine/...", "timeline/...", "notebooks/...", "internal/units"},
 	"engine":           {"engine/...", "timeline/event"},
-	"engine/alloc":     {"engine/device", "timeline/event"},
+	"engine/alloc":     {"engine/device", "timeline/event", "internal/units"},
 	"engine/device":    {},
 	"engine/tokenizer": {"timeline/event", "engine/tokenizer/..."},
 	"timeline":         {"timeline/event"},
-	"timeline/analyze": {"timeline/event"},
+	"timeline/analyze": {"timeline/event", "internal/units"},
 	"timeline/lod":     {"timeline", "timeline/event"}, // level-of-detail queries over a trace log
 	"timeline/export":  {"timeline/event", "timeline/analyze"},
 	"timeline/event":   {},
+	"internal/units":   {}, // byte sizes read and printed, for every layer
 }
 
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, but nothing of Linger.)
-var stdlibOnly = []string{"timeline/event"}
+var stdlibOnly = []string{"timeline/event", "internal/units"}
 
 func matches(pattern, pkg string) bool {
 	if pattern == "*" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"linger/internal/units"
 	"net/url"
 	"regexp"
 	"strings"
@@ -221,21 +222,8 @@ func entryHref(base string, e EntryView) string {
 	}
 }
 
-func formatSize(n int64) string {
-	if n < 0 {
-		return ""
-	}
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// formatSize is a size as pages show it, "" when unknown (negative).
+func formatSize(n int64) string { return units.FormatInt(n) }
 
 func formatTime(t time.Time) string {
 	if t.IsZero() {

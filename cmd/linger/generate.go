@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"linger/internal/units"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -65,12 +66,12 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	var capBytes, limitBytes uint64
 	if *capacity != "" {
-		if capBytes, err = parseBytes(*capacity); err != nil {
+		if capBytes, err = units.Parse(*capacity); err != nil {
 			return fmt.Errorf("%w: --capacity: %v", errUsage, err)
 		}
 	}
 	if *limit != "" {
-		if limitBytes, err = parseBytes(*limit); err != nil {
+		if limitBytes, err = units.Parse(*limit); err != nil {
 			return fmt.Errorf("%w: --memory-limit: %v", errUsage, err)
 		}
 	}
@@ -144,7 +145,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if events > 0 {
 			per = float64(traceBytes) / float64(events)
 		}
-		fmt.Fprintf(stdout, "trace      %s (%s, %.1f bytes/event)\n", *tracePath, formatBytes(uint64(traceBytes)), per)
+		fmt.Fprintf(stdout, "trace      %s (%s, %.1f bytes/event)\n", *tracePath, units.Format(uint64(traceBytes)), per)
 	}
 	return nil
 }
@@ -212,7 +213,7 @@ func printResult(w io.Writer, cfg engine.Config, d device.Device, tok *tokenizer
 	}
 	st := res.Stats
 	fmt.Fprintf(w, "memory     peak allocated %s, peak reserved %s; at the end allocated %s, reserved %s\n",
-		formatBytes(st.PeakAllocated), formatBytes(st.PeakReserved), formatBytes(st.Allocated), formatBytes(st.Reserved))
+		units.Format(st.PeakAllocated), units.Format(st.PeakReserved), units.Format(st.Allocated), units.Format(st.Reserved))
 	type row struct {
 		cat  event.Category
 		peak uint64
@@ -225,6 +226,6 @@ func printResult(w io.Writer, cfg engine.Config, d device.Device, tok *tokenizer
 	}
 	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(b.peak, a.peak) })
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %-16s peak %s\n", r.cat, formatBytes(r.peak))
+		fmt.Fprintf(w, "  %-16s peak %s\n", r.cat, units.Format(r.peak))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"linger/internal/units"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,7 +64,7 @@ func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	limit := int64(-1)
 	if *maxLinger != "" {
-		n, err := parseBytes(*maxLinger)
+		n, err := units.Parse(*maxLinger)
 		if err != nil {
 			return fmt.Errorf("%w: --max-lingering: %v", errUsage, err)
 		}
@@ -162,7 +163,7 @@ func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if len(rep.Lingering.BySite) > 0 {
 			where = fmt.Sprintf(" (most at %s)", cellSite(rep.Lingering.BySite[0].Site))
 		}
-		return fmt.Errorf("%w: %s lingered, limit %s%s", errLingering, formatBytes(rep.Lingering.Bytes), formatBytes(uint64(limit)), where)
+		return fmt.Errorf("%w: %s lingered, limit %s%s", errLingering, units.Format(rep.Lingering.Bytes), units.Format(uint64(limit)), where)
 	}
 	return nil
 }
@@ -195,9 +196,9 @@ func writeRunReport(path string, rep *analyze.Report, holders []kernel.Holder, h
 // by site (cell and line first), and who held the objects alive at the end.
 func printLingering(w io.Writer, rep *analyze.Report, holders []kernel.Holder, herr error) {
 	l := rep.Lingering
-	fmt.Fprintf(w, "lingering: %d objects, %s (%s still alive at the end)\n", l.Count, formatBytes(l.Bytes), formatBytes(l.LeakedBytes))
+	fmt.Fprintf(w, "lingering: %d objects, %s (%s still alive at the end)\n", l.Count, units.Format(l.Bytes), units.Format(l.LeakedBytes))
 	for _, c := range l.ByCategory {
-		fmt.Fprintf(w, "  %-16s %10s  %d objects\n", c.Category, formatBytes(c.Bytes), c.Count)
+		fmt.Fprintf(w, "  %-16s %10s  %d objects\n", c.Category, units.Format(c.Bytes), c.Count)
 	}
 	// Sites differ in their Go frames; people want the cell and line.
 	type key struct{ cat, site string }
@@ -215,7 +216,7 @@ func printLingering(w io.Writer, rep *analyze.Report, holders []kernel.Holder, h
 			fmt.Fprintf(w, "  ... %d more sites\n", len(order)-i)
 			break
 		}
-		fmt.Fprintf(w, "  %-16s %10s  at %s\n", k.cat, formatBytes(bytes[k]), k.site)
+		fmt.Fprintf(w, "  %-16s %10s  at %s\n", k.cat, units.Format(bytes[k]), k.site)
 	}
 	if herr != nil {
 		fmt.Fprintf(w, "  (holders unknown: %v)\n", herr)

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"linger/internal/units"
 	"os"
 	"path/filepath"
 
@@ -170,7 +171,7 @@ func runTraceExport(_ context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s (%s, %s)\n", *out, *format, formatBytes(uint64(n)))
+	fmt.Fprintf(stdout, "wrote %s (%s, %s)\n", *out, *format, units.Format(uint64(n)))
 	return nil
 }
 

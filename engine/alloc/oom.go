@@ -3,6 +3,7 @@ package alloc
 import (
 	"cmp"
 	"fmt"
+	"linger/internal/units"
 	"slices"
 	"strings"
 
@@ -78,17 +79,9 @@ func (e *OOMError) Unwrap() []error {
 	return []error{ErrOutOfMemory}
 }
 
-func formatBytes(n uint64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+// formatBytes prints n with two decimals, as PyTorch's out-of-memory
+// message does: "20.00 MiB".
+func formatBytes(n uint64) string { return units.FormatPrec(n, 2) }
 
 // oomLocked counts and records a failed allocation: a counter event per
 // non-empty category ("oom.live.kv_cache" = bytes), then the oom event.

@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"linger/internal/units"
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 
 	"go.starlark.net/starlark"
@@ -150,26 +149,6 @@ func runtimeOf(thread *starlark.Thread) (*runtime, *kernelProc) {
 
 const threadKernel = "linger.kernel"
 
-// parseSize reads "16GiB", "512MB", "1e9" or a plain number of bytes.
-func parseSize(s string) (uint64, error) {
-	t := strings.TrimSpace(s)
-	mult := 1.0
-	for _, u := range []struct {
-		suffix string
-		m      float64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}} {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.m
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return uint64(f * mult), nil
-}
-
 func sizeArg(v starlark.Value) (uint64, error) {
 	switch x := v.(type) {
 	case nil, starlark.NoneType:
@@ -181,7 +160,7 @@ func sizeArg(v starlark.Value) (uint64, error) {
 		}
 		return n, nil
 	case starlark.String:
-		return parseSize(string(x))
+		return units.Parse(string(x))
 	}
 	return 0, fmt.Errorf("size must be an int or a string like \"16GiB\", not %s", v.Type())
 }

@@ -82,6 +82,11 @@ mem.device().total > 0
 mem.snapshot().limit`), "execute_result"); fmt.Sprint(r["data"]) != "map[text/plain:17179869184]" {
 		t.Errorf("memory limit: %v", r)
 	}
+	// "16G" as on the command line (it was an error in a cell).
+	if r := find(c.exec(`engine(model="tiny", memory_limit="16G")
+mem.snapshot().limit`), "execute_result"); fmt.Sprint(r["data"]) != "map[text/plain:17179869184]" {
+		t.Errorf("memory limit 16G: %v", r)
+	}
 	if find(ms, "display_data") == nil {
 		t.Errorf("no progress bar: %v", types(ms))
 	}

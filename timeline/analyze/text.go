@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"math"
+	"linger/internal/units"
 )
 
 // textRows bounds each list in the text output.
@@ -118,31 +118,10 @@ func verdictText(v string) string {
 	return "flat"
 }
 
-// fmtBytes formats n in binary units: "24.0 MiB".
-func fmtBytes(n uint64) string {
-	return fmtFloat(float64(n))
-}
-
-// fmtSigned formats a byte figure with its sign: "+24.0 MiB".
-func fmtSigned(v float64) string {
-	if v < 0 {
-		return "−" + fmtFloat(-v)
-	}
-	return "+" + fmtFloat(v)
-}
-
-func fmtFloat(v float64) string {
-	const units = "KMGTPE"
-	if math.Abs(v) < 1024 {
-		return fmt.Sprintf("%.0f B", v)
-	}
-	i := -1
-	for math.Abs(v) >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, units[i])
-}
+// fmtBytes and fmtSigned are the byte figures of reports: "24.0 MiB",
+// "+24.0 MiB".
+func fmtBytes(n uint64) string   { return units.Format(n) }
+func fmtSigned(v float64) string { return units.FormatSigned(v) }
 
 func fmtDuration(ns int64) string {
 	switch {

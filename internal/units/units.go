@@ -1,0 +1,89 @@
+// Package units reads and prints byte counts, the one vocabulary of sizes
+// that the command line, notebook cells, reports and pages share.
+//
+// Parse accepts binary (KiB … EiB and the short K, M, G, T, P) and
+// decimal (KB … EB) suffixes, upper or lower case, on a decimal or
+// exponent number: "16GiB", "16G", "80GB", "1.5gib", "1e9", "1048576".
+// Format prints binary units with one decimal, as the analyzer's reports
+// and the timeline do: "24.0 MiB", "1023 B".
+package units
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// suffixes in the order Parse tries them: longest first, so "MiB" is not
+// read as "B".
+var suffixes = []struct {
+	suffix string
+	mult   float64
+}{
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40}, {"pib", 1 << 50}, {"eib", 1 << 60},
+	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12}, {"pb", 1e15}, {"eb", 1e18},
+	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}, {"p", 1 << 50},
+	{"b", 1},
+}
+
+// Parse reads a byte count such as "16GiB", "16G", "80GB", "512MiB",
+// "1.5GiB", "1e9" or "1048576". A bare number is bytes; a fraction of a
+// byte is dropped. Negative, non-numeric and 2⁶⁴-or-more sizes are
+// errors that show valid examples.
+func Parse(s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	mult := 1.0
+	for _, u := range suffixes {
+		if n := len(t) - len(u.suffix); n >= 0 && strings.EqualFold(t[n:], u.suffix) {
+			t, mult = strings.TrimSpace(t[:n]), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 || math.IsNaN(v) || v*mult >= 1<<64 {
+		return 0, fmt.Errorf("invalid byte size %q (examples: 16GiB, 16G, 512MiB, 80GB, 1048576)", s)
+	}
+	return uint64(v * mult), nil
+}
+
+// Format prints n in binary units with one decimal: "24.0 MiB"; under
+// 1 KiB, whole bytes: "1023 B".
+func Format(n uint64) string { return FormatPrec(n, 1) }
+
+// FormatPrec is Format with prec decimals. The allocator's out-of-memory
+// message uses two, as PyTorch's does ("Tried to allocate 20.00 MiB").
+func FormatPrec(n uint64, prec int) string {
+	return formatFloat(float64(n), prec)
+}
+
+// FormatSigned prints a byte difference with its sign: "+24.0 MiB",
+// "−16.0 MiB" (a minus sign, U+2212), "+0 B".
+func FormatSigned(v float64) string {
+	if v < 0 {
+		return "−" + formatFloat(-v, 1)
+	}
+	return "+" + formatFloat(v, 1)
+}
+
+// FormatInt prints a signed count of bytes, "" for a negative one (an
+// unknown size, as a page shows it).
+func FormatInt(n int64) string {
+	if n < 0 {
+		return ""
+	}
+	return Format(uint64(n))
+}
+
+func formatFloat(v float64, prec int) string {
+	const prefixes = "KMGTPE"
+	if v < 1024 {
+		return strconv.FormatFloat(v, 'f', 0, 64) + " B"
+	}
+	i := -1
+	for v >= 1024 && i < len(prefixes)-1 {
+		v /= 1024
+		i++
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64) + " " + prefixes[i:i+1] + "iB"
+}

@@ -1,0 +1,94 @@
+package units
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"16GiB", 16 << 30, true},
+		{"16G", 16 << 30, true}, // the command line and a notebook agree (they did not)
+		{"16g", 16 << 30, true},
+		{"16gib", 16 << 30, true},
+		{"80GB", 80e9, true},
+		{"512MiB", 512 << 20, true},
+		{"512M", 512 << 20, true},
+		{"1.5GiB", 3 << 29, true},
+		{"1048576", 1 << 20, true},
+		{"1e9", 1e9, true},
+		{"2K", 2048, true},
+		{" 2 KiB ", 2048, true},
+		{"7B", 7, true},
+		{"0", 0, true},
+		{"", 0, false},
+		{"GiB", 0, false},
+		{"-1G", 0, false},
+		{"lots", 0, false},
+		{"NaN", 0, false},
+		{"1e30", 0, false},
+		{"16 GiB extra", 0, false},
+	} {
+		got, err := Parse(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("Parse(%q) = %d, %v; want %d, ok=%v", c.in, got, err, c.want, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "16GiB") {
+			t.Errorf("Parse(%q) error %q shows no example", c.in, err)
+		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for _, c := range []struct {
+		in   uint64
+		want string
+	}{
+		{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {1536, "1.5 KiB"},
+		{24 << 20, "24.0 MiB"}, {3758096384, "3.5 GiB"}, {300 << 30, "300.0 GiB"},
+		{1 << 60, "1.0 EiB"}, {1<<64 - 1, "16.0 EiB"},
+	} {
+		if got := Format(c.in); got != c.want {
+			t.Errorf("Format(%d) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	if got := FormatPrec(20<<20, 2); got != "20.00 MiB" {
+		t.Errorf("FormatPrec(20 MiB, 2) = %q", got)
+	}
+	for v, want := range map[float64]string{24 << 20: "+24.0 MiB", -16 << 20: "−16.0 MiB", 0: "+0 B"} {
+		if got := FormatSigned(v); got != want {
+			t.Errorf("FormatSigned(%v) = %q, want %q", v, got, want)
+		}
+	}
+	if got := FormatInt(-1); got != "" {
+		t.Errorf("FormatInt(-1) = %q, want empty", got)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, n := range []uint64{0, 1, 1023, 1 << 10, 3 << 20, 16 << 30} {
+		got, err := Parse(strings.ReplaceAll(Format(n), " ", ""))
+		if err != nil || got != n {
+			t.Errorf("Parse(Format(%d)) = %d, %v", n, got, err)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"16GiB", "16g", "1e9", "İb", "-0", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := Parse(s)
+		if err != nil {
+			return
+		}
+		if m, err := Parse(strings.ReplaceAll(Format(n), " ", "")); (err != nil && n < 1<<63) || (n < 1024 && m != n) {
+			t.Errorf("Parse(%q) = %d; its Format %q reads back as %d, %v", s, n, Format(n), m, err)
+		}
+	})
+}
