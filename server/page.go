@@ -177,11 +177,3 @@ func remarshal(model any, into any) error {
 	}
 	return json.Unmarshal(b, into)
 }
-
-func escapePath(p string) string {
-	parts := strings.Split(p, "/")
-	for i, s := range parts {
-		parts[i] = url.PathEscape(s)
-	}
-	return strings.Join(parts, "/")
-}
