@@ -7,12 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"linger/internal/units"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"linger/internal/units"
 	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
 	"linger/notebooks/nbformat"
@@ -30,73 +30,135 @@ var (
 // runNotebook executes a notebook headless in a fresh kernel process, as
 // jupyter nbconvert --execute does, and judges its trace.
 func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", stderr)
-	out := fs.String("out", "", "write the executed notebook (outputs, execution counts) to `FILE`")
-	tracePath := fs.String("trace", "", "write the kernel's trace to `FILE` (.ltrace)")
-	reportPath := fs.String("report", "", "write the analyzer's report and the end-of-run holders to `FILE` as JSON")
-	maxLinger := fs.String("max-lingering", "", "fail when more than `BYTES` lingered (e.g. 0, 64MiB); default no limit")
-	timeout := fs.Duration("timeout", 10*time.Minute, "give up on the whole run after `D`")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--timeout D]\n\nExecutes every code cell in a fresh kernel, prints a line per cell and the lingering summary,\nand exits non-zero on a cell error or when lingering bytes exceed --max-lingering.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	// The notebook may come before or after the flags.
-	var path string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		path, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if path == "" && fs.NArg() > 0 {
-		path = fs.Arg(0)
-		if fs.NArg() > 1 {
-			return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(1))
-		}
-	} else if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	if path == "" {
-		return fmt.Errorf("%w: no notebook given", errUsage)
-	}
-	limit := int64(-1)
-	if *maxLinger != "" {
-		n, err := units.Parse(*maxLinger)
-		if err != nil {
-			return fmt.Errorf("%w: --max-lingering: %v", errUsage, err)
-		}
-		limit = int64(n)
-	}
-	nb, err := nbformat.ReadFile(path)
+	f, err := parseRunFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	nb, err := nbformat.ReadFile(f.notebook)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the linger binary: %w", err)
-	}
 	traceDir, err := os.MkdirTemp("", "linger-run-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(traceDir)
-	dir, _ := filepath.Abs(filepath.Dir(path))
-	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{exe, "kernel"}, TraceDir: traceDir, Dir: dir})
-	defer mgr.Close()
-	k, err := mgr.Start(ctx, kernel.StartOptions{Path: path})
+	mgr, k, err := startRunKernel(ctx, f.notebook, traceDir)
 	if err != nil {
 		return err
 	}
+	defer mgr.Close()
+
+	// A failed cell ends the run but not its report; any other failure
+	// ends both.
+	cellErr := executeCells(ctx, k, nb, stdout)
+	if cellErr != nil && !errors.Is(cellErr, errCell) {
+		return cellErr
+	}
+	holders, herr := k.Lingering(ctx)
+	trace := k.TracePath()
+	if err := mgr.Shutdown(ctx, k.ID()); err != nil {
+		return err
+	}
+	if f.out != "" {
+		if err := nbformat.WriteFile(f.out, nb); err != nil {
+			return err
+		}
+	}
+	rep, err := analyzeTrace(trace)
+	if err != nil {
+		return err
+	}
+	if err := writeRunFiles(f, trace, rep, holders, herr); err != nil {
+		return err
+	}
+	printLingering(stdout, rep, holders, herr)
+	if cellErr != nil {
+		return cellErr
+	}
+	return checkLingering(rep, f.limit)
+}
+
+// runFlags are linger run's command line.
+type runFlags struct {
+	notebook           string
+	out, trace, report string // files to write; "" for none
+	limit              int64  // the most bytes that may linger; -1 for no limit
+	timeout            time.Duration
+}
+
+// parseRunFlags reads linger run's command line: the notebook, before or
+// after the flags, and the flags.
+func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
+	var f runFlags
+	fs := newFlagSet("run", stderr)
+	fs.StringVar(&f.out, "out", "", "write the executed notebook (outputs, execution counts) to `FILE`")
+	fs.StringVar(&f.trace, "trace", "", "write the kernel's trace to `FILE` (.ltrace)")
+	fs.StringVar(&f.report, "report", "", "write the analyzer's report and the end-of-run holders to `FILE` as JSON")
+	maxLinger := fs.String("max-lingering", "", "fail when more than `BYTES` lingered (e.g. 0, 64MiB); default no limit")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up on the whole run after `D`")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--timeout D]\n\nExecutes every code cell in a fresh kernel, prints a line per cell and the lingering summary,\nand exits non-zero on a cell error or when lingering bytes exceed --max-lingering.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		f.notebook, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if f.notebook == "" && fs.NArg() > 0 {
+		f.notebook = fs.Arg(0)
+		if fs.NArg() > 1 {
+			return nil, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(1))
+		}
+	} else if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if f.notebook == "" {
+		return nil, fmt.Errorf("%w: no notebook given", errUsage)
+	}
+	f.limit = -1
+	if *maxLinger != "" {
+		n, err := units.Parse(*maxLinger)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --max-lingering: %v", errUsage, err)
+		}
+		f.limit = int64(n)
+	}
+	return &f, nil
+}
+
+// startRunKernel starts a kernel for the notebook at path, running this
+// binary as "linger kernel" in the notebook's directory and writing its
+// trace under traceDir. The caller closes the manager.
+func startRunKernel(ctx context.Context, path, traceDir string) (*kernel.Manager, *kernel.Kernel, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("find the linger binary: %w", err)
+	}
+	dir, _ := filepath.Abs(filepath.Dir(path))
+	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{exe, "kernel"}, TraceDir: traceDir, Dir: dir})
+	k, err := mgr.Start(ctx, kernel.StartOptions{Path: path})
+	if err != nil {
+		mgr.Close()
+		return nil, nil, err
+	}
+	return mgr, k, nil
+}
+
+// executeCells runs the notebook's code cells in order, printing a line
+// per cell, and stops at the first that fails: the error then wraps
+// errCell.
+func executeCells(ctx context.Context, k *kernel.Kernel, nb *nbformat.Notebook, stdout io.Writer) error {
 	msgs, unsub := k.Subscribe()
 	defer unsub()
-
-	var cellErr error
 	code := 0
 	for _, c := range nb.Cells {
 		if c.Type == nbformat.CellCode {
@@ -110,62 +172,65 @@ func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		i++
 		start := time.Now()
-		if err := executeCell(ctx, k, msgs, c); err != nil {
-			var ce *cellFailure
-			if errors.As(err, &ce) {
-				fmt.Fprintf(stdout, "[%d/%d] cell %s: %s: %s (%s)\n", i, code, c.ID, ce.ename, ce.evalue, time.Since(start).Round(time.Millisecond))
-				for _, l := range ce.traceback {
-					fmt.Fprintf(stdout, "    %s\n", l)
-				}
-				cellErr = fmt.Errorf("%w: cell %s (%d of %d): %s: %s", errCell, c.ID, i, code, ce.ename, ce.evalue)
-				break
+		err := executeCell(ctx, k, msgs, c)
+		took := time.Since(start).Round(time.Millisecond)
+		var ce *cellFailure
+		switch {
+		case errors.As(err, &ce):
+			fmt.Fprintf(stdout, "[%d/%d] cell %s: %s: %s (%s)\n", i, code, c.ID, ce.ename, ce.evalue, took)
+			for _, l := range ce.traceback {
+				fmt.Fprintf(stdout, "    %s\n", l)
 			}
+			return fmt.Errorf("%w: cell %s (%d of %d): %s: %s", errCell, c.ID, i, code, ce.ename, ce.evalue)
+		case err != nil:
 			return fmt.Errorf("cell %s: %w", c.ID, err)
 		}
-		fmt.Fprintf(stdout, "[%d/%d] cell %s ok (%s)\n", i, code, c.ID, time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(stdout, "[%d/%d] cell %s ok (%s)\n", i, code, c.ID, took)
 	}
+	return nil
+}
 
-	holders, herr := k.Lingering(ctx)
-	trace := k.TracePath()
-	if err := mgr.Shutdown(ctx, k.ID()); err != nil {
-		return err
-	}
-	if *out != "" {
-		if err := nbformat.WriteFile(*out, nb); err != nil {
-			return err
-		}
-	}
-	f, err := timeline.OpenFile(trace)
+// analyzeTrace reads the trace file at path and runs the analyzer over it.
+func analyzeTrace(path string) (*analyze.Report, error) {
+	f, err := timeline.OpenFile(path)
 	if err != nil {
-		return fmt.Errorf("read the trace: %w", err)
+		return nil, fmt.Errorf("read the trace: %w", err)
 	}
 	rep, err := analyze.Run(f, analyze.Options{})
 	_ = f.Stop()
 	if err != nil {
-		return fmt.Errorf("analyze the trace: %w", err)
+		return nil, fmt.Errorf("analyze the trace: %w", err)
 	}
-	if *tracePath != "" {
-		if err := copyFile(*tracePath, trace); err != nil {
+	return rep, nil
+}
+
+// writeRunFiles writes the copy of the trace and the report the flags ask
+// for.
+func writeRunFiles(f *runFlags, trace string, rep *analyze.Report, holders []kernel.Holder, herr error) error {
+	if f.trace != "" {
+		if err := copyFile(f.trace, trace); err != nil {
 			return fmt.Errorf("write the trace: %w", err)
 		}
 	}
-	if *reportPath != "" {
-		if err := writeRunReport(*reportPath, rep, holders, herr); err != nil {
+	if f.report != "" {
+		if err := writeRunReport(f.report, rep, holders, herr); err != nil {
 			return fmt.Errorf("write the report: %w", err)
 		}
 	}
-	printLingering(stdout, rep, holders, herr)
-	if cellErr != nil {
-		return cellErr
-	}
-	if limit >= 0 && rep.Lingering.Bytes > uint64(limit) {
-		where := ""
-		if len(rep.Lingering.BySite) > 0 {
-			where = fmt.Sprintf(" (most at %s)", cellSite(rep.Lingering.BySite[0].Site))
-		}
-		return fmt.Errorf("%w: %s lingered, limit %s%s", errLingering, units.Format(rep.Lingering.Bytes), units.Format(uint64(limit)), where)
-	}
 	return nil
+}
+
+// checkLingering fails, with errLingering, when more than limit bytes
+// lingered; a negative limit is no limit.
+func checkLingering(rep *analyze.Report, limit int64) error {
+	if limit < 0 || rep.Lingering.Bytes <= uint64(limit) {
+		return nil
+	}
+	where := ""
+	if len(rep.Lingering.BySite) > 0 {
+		where = fmt.Sprintf(" (most at %s)", cellSite(rep.Lingering.BySite[0].Site))
+	}
+	return fmt.Errorf("%w: %s lingered, limit %s%s", errLingering, units.Format(rep.Lingering.Bytes), units.Format(uint64(limit)), where)
 }
 
 // runReport is the JSON --report writes: the analyzer's verdict over the
