@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"linger/internal/units"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -17,137 +16,214 @@ import (
 	"linger/engine/alloc"
 	"linger/engine/device"
 	"linger/engine/tokenizer"
+	"linger/internal/units"
 	"linger/timeline"
 	"linger/timeline/event"
 )
 
+// runGenerate runs one request through a fresh engine, prints what it
+// produced and used, and writes its trace when asked.
 func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("generate", stderr)
-	var (
-		model        = fs.String("model", "tiny", "model preset: "+strings.Join(engine.PresetNames(), ", "))
-		dev          = fs.String("device", "meta", "device: meta (accounting only) or cpu (real compute)")
-		promptTokens = fs.Int("prompt-tokens", 0, "a synthetic prompt of `N` tokens (seeded random ids)")
-		prompt       = fs.String("prompt", "", "prompt `text`, tokenized with the built-in tokenizer or --tokenizer")
-		maxNew       = fs.Int("max-new-tokens", 16, "tokens to generate at most")
-		chunk        = fs.Int("chunk-size", 2048, "prefill chunk length in tokens")
-		tracePath    = fs.String("trace", "", "write the trace log to `FILE` (.ltrace)")
-		dtypeName    = fs.String("dtype", "", "element type: f32, bf16, f16 (default bf16 on meta, f32 on cpu)")
-		capacity     = fs.String("capacity", "", "device capacity, e.g. 80GiB (default: 80GiB on meta, the machine's memory on cpu)")
-		limit        = fs.String("memory-limit", "", "allocator limit, simulating a smaller card, e.g. 16GiB")
-		kvLayout     = fs.String("kv", "contiguous", "KV cache layout: contiguous or paged (16-token blocks)")
-		weights      = fs.String("weights", "", "load weights from a safetensors `FILE` instead of seeded random ones")
-		tokPath      = fs.String("tokenizer", "", "a Hugging Face tokenizer.json to use instead of the built-in one")
-		seed         = fs.Int64("seed", 1, "seed for random weights, the synthetic prompt and sampling")
-		topK         = fs.Int("top-k", 0, "sample from the k most likely tokens (0 or 1: greedy)")
-		temperature  = fs.Float64("temperature", 1, "sampling temperature with --top-k")
-	)
-	if err := parseFlags(fs, args); err != nil {
+	f, err := parseGenerateFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if (*promptTokens > 0) == (*prompt != "") {
-		return fmt.Errorf("%w: give exactly one of --prompt-tokens N (N > 0) and --prompt TEXT", errUsage)
-	}
-	if *promptTokens < 0 {
-		return fmt.Errorf("%w: --prompt-tokens must be positive, got %d", errUsage, *promptTokens)
-	}
-	cfg, err := engine.LookupPreset(*model)
+	opts, err := f.engineOptions()
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
-	layout, err := engine.ParseKVLayout(*kvLayout)
+	d, limit, err := f.memory()
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
-	var dt engine.DType
-	if *dtypeName != "" {
-		if dt, err = engine.ParseDType(*dtypeName); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
+	tok, ids, err := f.tokens(opts.Config.Vocab)
+	if err != nil {
+		return err
 	}
-	var capBytes, limitBytes uint64
-	if *capacity != "" {
-		if capBytes, err = units.Parse(*capacity); err != nil {
-			return fmt.Errorf("%w: --capacity: %v", errUsage, err)
-		}
-	}
-	if *limit != "" {
-		if limitBytes, err = units.Parse(*limit); err != nil {
-			return fmt.Errorf("%w: --memory-limit: %v", errUsage, err)
-		}
-	}
-	var d device.Device
-	switch *dev {
-	case "meta":
-		d = device.NewMeta(capBytes)
-	case "cpu":
-		d = device.NewCPU(capBytes)
-	default:
-		return fmt.Errorf("%w: unknown device %q (valid: meta, cpu)", errUsage, *dev)
-	}
-
-	tok := tokenizer.Default()
-	if *tokPath != "" {
-		if tok, err = tokenizer.Load(*tokPath); err != nil {
-			return err
-		}
-	}
-	var ids []int
-	if *prompt != "" {
-		ids = tok.Encode(*prompt)
-	} else {
-		ids = syntheticPrompt(*promptTokens, min(cfg.Vocab, tok.VocabSize()), *seed)
-	}
+	opts.Tokenizer = tok
 
 	// The trace file is created before any work, so an unwritable path
 	// fails at once and costs nothing.
 	var tw *timeline.Writer
 	var sink event.Sink
-	if *tracePath != "" {
-		if tw, err = timeline.Create(*tracePath); err != nil {
+	if f.trace != "" {
+		if tw, err = timeline.Create(f.trace); err != nil {
 			return err
 		}
 		sink = tw
 	}
 	em := event.NewEmitter(sink, event.EmitterOptions{})
-	a := alloc.New(d, alloc.Options{Emitter: em, Limit: limitBytes})
+	opts.Allocator = alloc.New(d, alloc.Options{Emitter: em, Limit: limit})
 
 	start := time.Now()
-	res, genErr := generate(ctx, engine.Options{Config: cfg, Allocator: a, DType: dt, Seed: *seed, Weights: *weights, KVLayout: layout, Tokenizer: tok},
-		engine.Request{Prompt: ids, MaxNewTokens: *maxNew, ChunkSize: *chunk, TopK: *topK, Temperature: *temperature, Seed: *seed},
-		progressPrinter(stderr))
+	res, genErr := generate(ctx, opts, f.request(ids), progressPrinter(stderr))
 	elapsed := time.Since(start)
 	events := em.Seq()
 
 	var traceBytes int64
 	if tw != nil {
-		reason := ""
-		if genErr != nil {
-			reason = "generate failed: " + genErr.Error()
-		}
-		if err := tw.CloseWithReason(reason); err != nil {
+		if traceBytes, err = closeTrace(tw, f.trace, genErr); err != nil {
 			return errors.Join(genErr, err)
-		}
-		if st, err := os.Stat(*tracePath); err == nil {
-			traceBytes = st.Size()
 		}
 	}
 	if genErr != nil {
 		if tw != nil {
-			fmt.Fprintf(stderr, "trace (up to the failure) written to %s\n", *tracePath)
+			fmt.Fprintf(stderr, "trace (up to the failure) written to %s\n", f.trace)
 		}
 		return genErr
 	}
-
-	printResult(stdout, cfg, d, tok, res)
-	fmt.Fprintf(stdout, "time       %v (%d events, %.0f events/s)\n", elapsed.Round(time.Millisecond), events, float64(events)/elapsed.Seconds())
-	if tw != nil {
-		per := 0.0
-		if events > 0 {
-			per = float64(traceBytes) / float64(events)
-		}
-		fmt.Fprintf(stdout, "trace      %s (%s, %.1f bytes/event)\n", *tracePath, units.Format(uint64(traceBytes)), per)
-	}
+	printResult(stdout, opts.Config, d, tok, res)
+	printThroughput(stdout, elapsed, events, f.trace, traceBytes)
 	return nil
+}
+
+// generateFlags are linger generate's command line.
+type generateFlags struct {
+	model, device, dtype, kv, weights string
+	capacity, limit                   string // sizes, "" for the default
+	prompt, tokenizer                 string
+	promptTokens, maxNew, chunk, topK int
+	seed                              int64
+	temperature                       float64
+	trace                             string // "" for none
+}
+
+// parseGenerateFlags reads linger generate's command line and checks that
+// it gives exactly one prompt.
+func parseGenerateFlags(args []string, stderr io.Writer) (*generateFlags, error) {
+	var f generateFlags
+	fs := newFlagSet("generate", stderr)
+	fs.StringVar(&f.model, "model", "tiny", "model preset: "+strings.Join(engine.PresetNames(), ", "))
+	fs.StringVar(&f.device, "device", "meta", "device: meta (accounting only) or cpu (real compute)")
+	fs.IntVar(&f.promptTokens, "prompt-tokens", 0, "a synthetic prompt of `N` tokens (seeded random ids)")
+	fs.StringVar(&f.prompt, "prompt", "", "prompt `text`, tokenized with the built-in tokenizer or --tokenizer")
+	fs.IntVar(&f.maxNew, "max-new-tokens", 16, "tokens to generate at most")
+	fs.IntVar(&f.chunk, "chunk-size", 2048, "prefill chunk length in tokens")
+	fs.StringVar(&f.trace, "trace", "", "write the trace log to `FILE` (.ltrace)")
+	fs.StringVar(&f.dtype, "dtype", "", "element type: f32, bf16, f16 (default bf16 on meta, f32 on cpu)")
+	fs.StringVar(&f.capacity, "capacity", "", "device capacity, e.g. 80GiB (default: 80GiB on meta, the machine's memory on cpu)")
+	fs.StringVar(&f.limit, "memory-limit", "", "allocator limit, simulating a smaller card, e.g. 16GiB")
+	fs.StringVar(&f.kv, "kv", "contiguous", "KV cache layout: contiguous or paged (16-token blocks)")
+	fs.StringVar(&f.weights, "weights", "", "load weights from a safetensors `FILE` instead of seeded random ones")
+	fs.StringVar(&f.tokenizer, "tokenizer", "", "a Hugging Face tokenizer.json to use instead of the built-in one")
+	fs.Int64Var(&f.seed, "seed", 1, "seed for random weights, the synthetic prompt and sampling")
+	fs.IntVar(&f.topK, "top-k", 0, "sample from the k most likely tokens (0 or 1: greedy)")
+	fs.Float64Var(&f.temperature, "temperature", 1, "sampling temperature with --top-k")
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if (f.promptTokens > 0) == (f.prompt != "") {
+		return nil, fmt.Errorf("%w: give exactly one of --prompt-tokens N (N > 0) and --prompt TEXT", errUsage)
+	}
+	if f.promptTokens < 0 {
+		return nil, fmt.Errorf("%w: --prompt-tokens must be positive, got %d", errUsage, f.promptTokens)
+	}
+	return &f, nil
+}
+
+// engineOptions resolves the model, KV cache layout and element type; the
+// caller adds the allocator and the tokenizer.
+func (f *generateFlags) engineOptions() (engine.Options, error) {
+	cfg, err := engine.LookupPreset(f.model)
+	if err != nil {
+		return engine.Options{}, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	layout, err := engine.ParseKVLayout(f.kv)
+	if err != nil {
+		return engine.Options{}, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var dt engine.DType
+	if f.dtype != "" {
+		if dt, err = engine.ParseDType(f.dtype); err != nil {
+			return engine.Options{}, fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	return engine.Options{Config: cfg, DType: dt, Seed: f.seed, Weights: f.weights, KVLayout: layout}, nil
+}
+
+// memory resolves the device, with its capacity, and the allocator's limit
+// (0 for none).
+func (f *generateFlags) memory() (device.Device, uint64, error) {
+	capacity, err := parseSizeFlag("capacity", f.capacity)
+	if err != nil {
+		return nil, 0, err
+	}
+	limit, err := parseSizeFlag("memory-limit", f.limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch f.device {
+	case "meta":
+		return device.NewMeta(capacity), limit, nil
+	case "cpu":
+		return device.NewCPU(capacity), limit, nil
+	}
+	return nil, 0, fmt.Errorf("%w: unknown device %q (valid: meta, cpu)", errUsage, f.device)
+}
+
+// parseSizeFlag reads the size given to --name; "" is 0, the default.
+func parseSizeFlag(name, s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := units.Parse(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: --%s: %v", errUsage, name, err)
+	}
+	return n, nil
+}
+
+// tokens loads the tokenizer and returns the prompt's token ids: the text
+// encoded, or synthetic ids below both the model's and the tokenizer's
+// vocabulary.
+func (f *generateFlags) tokens(vocab int) (*tokenizer.Tokenizer, []int, error) {
+	tok := tokenizer.Default()
+	if f.tokenizer != "" {
+		var err error
+		if tok, err = tokenizer.Load(f.tokenizer); err != nil {
+			return nil, nil, err
+		}
+	}
+	if f.prompt != "" {
+		return tok, tok.Encode(f.prompt), nil
+	}
+	return tok, syntheticPrompt(f.promptTokens, min(vocab, tok.VocabSize()), f.seed), nil
+}
+
+// request is the engine request for the prompt ids.
+func (f *generateFlags) request(ids []int) engine.Request {
+	return engine.Request{Prompt: ids, MaxNewTokens: f.maxNew, ChunkSize: f.chunk, TopK: f.topK, Temperature: f.temperature, Seed: f.seed}
+}
+
+// closeTrace ends the trace at path, saying why when the run failed, and
+// returns the file's size (0 when unknown).
+func closeTrace(tw *timeline.Writer, path string, genErr error) (int64, error) {
+	reason := ""
+	if genErr != nil {
+		reason = "generate failed: " + genErr.Error()
+	}
+	if err := tw.CloseWithReason(reason); err != nil {
+		return 0, err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, nil
+	}
+	return st.Size(), nil
+}
+
+// printThroughput writes how long the run took, how many events it
+// recorded and, with a trace, how large the trace is per event.
+func printThroughput(w io.Writer, elapsed time.Duration, events uint64, trace string, traceBytes int64) {
+	fmt.Fprintf(w, "time       %v (%d events, %.0f events/s)\n", elapsed.Round(time.Millisecond), events, float64(events)/elapsed.Seconds())
+	if trace == "" {
+		return
+	}
+	per := 0.0
+	if events > 0 {
+		per = float64(traceBytes) / float64(events)
+	}
+	fmt.Fprintf(w, "trace      %s (%s, %.1f bytes/event)\n", trace, units.Format(uint64(traceBytes)), per)
 }
 
 // generate runs one request on a fresh engine and closes the engine, so
