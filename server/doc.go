@@ -38,9 +38,20 @@
 //	POST   /api/contents/{path}/checkpoints        create → 201
 //	POST   /api/contents/{path}/checkpoints/{id}   restore → 204
 //	DELETE /api/contents/{path}/checkpoints/{id}   → 204
+//	GET    /api/timeline/kernels/{id}/...          a live kernel's trace: stream, lod, objects, scopes, report, export
+//	GET    /api/timeline/traces/{name}/...         a saved trace: the same but the stream (docs/timeline.md)
+//	GET    /api/timeline/compare                   two saved traces' analyses diffed
 //	GET    /metrics                                Prometheus
 //	GET    /debug/pprof/..., /debug/fgprof         Go's profiles; fgprof's wall-clock profile
-//	GET    /, /tree/{path}                         a placeholder listing until the UI exists
+//
+// The pages (package web renders them; their scripts call the routes
+// above):
+//
+//	GET    /, /tree/{path}                         the notebook browser; / also lists the newest saved traces
+//	GET    /notebooks/{path}                       a notebook, run against a kernel
+//	GET    /timeline/{name}                        a saved trace's timeline
+//	GET    /compare                                two saved traces compared, or the picker
+//	GET    /static/...                             the pages' scripts and styles, content-hashed, without the token
 //
 // # Kernel websocket
 //

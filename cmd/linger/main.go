@@ -1,12 +1,23 @@
-// Command linger runs Linger's inference engine and reads its traces.
+// Command linger runs Linger's inference engine, its notebook server and
+// kernels, and reads the traces they write.
 //
 // Usage:
 //
 //	linger generate --model PRESET --device meta|cpu [--prompt-tokens N | --prompt TEXT] [flags]
-//	linger trace analyze FILE [--json]
+//	linger serve [--dir DIR] [--addr HOST:PORT] [--token T] [--trace-dir DIR] [--base-url /PREFIX/]
+//	linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--timeout D]
+//	linger trace analyze FILE [--json] [--max-objects N]
 //	linger trace export --format perfetto|memviz-json|memviz-pickle|pprof [--at peak|end|SEQ] FILE -o OUT
 //	linger trace diff A B [--json]
+//	linger kernel
 //	linger help [COMMAND]
+//
+// generate runs one request through the engine and writes its trace; serve
+// is the notebook server (the Jupyter Server API, kernels, the pages and
+// their timelines); run executes a notebook headless in a fresh kernel and
+// fails on a cell error or on lingering memory over a limit; trace
+// analyzes, exports or compares traces; kernel is the kernel process that
+// serve and run start, not a command for people.
 //
 // Run "linger help generate" for the flags of a command.
 package main

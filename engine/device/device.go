@@ -3,10 +3,9 @@
 // total), as a driver does. The caching allocator (package alloc) sits on
 // top and carves segments into blocks.
 //
-// Three devices exist: meta (sizes only, no data; exact accounting of any
-// model shape in seconds), cpu (real memory mmap'd from the OS, returned with
-// munmap, so the process's resident set is a true driver view), and cuda
-// (gorgonia.org/cu, only with the cuda build tag).
+// Two devices exist: meta (sizes only, no data; exact accounting of any
+// model shape in seconds) and cpu (real memory mmap'd from the OS, returned
+// with munmap, so the process's resident set is a true driver view).
 //
 // This package imports nothing of Linger.
 package device
@@ -25,14 +24,14 @@ type Segment struct {
 	// Size is the segment's length in bytes.
 	Size uint64
 	// Mem is the segment's memory when the host can address it (cpu), nil
-	// otherwise (meta, cuda). It is valid until the segment is freed.
+	// otherwise (meta). It is valid until the segment is freed.
 	Mem []byte
 }
 
 // Device is a source of memory segments. Implementations are safe for
 // concurrent use.
 type Device interface {
-	// Name is the device's kind: "meta", "cpu" or "cuda".
+	// Name is the device's kind: "meta" or "cpu".
 	Name() string
 	// Alloc takes size bytes (size > 0) from the device. It fails with an
 	// error wrapping ErrOutOfMemory when the device's capacity would be
