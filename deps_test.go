@@ -1,7 +1,8 @@
 package linger_test
 
 // This file is a statement of policy, as go/build/deps_test.go is for Go:
-// the import direction of DESIGN.md's package table. Arrows point down only.
+// the import direction of the package table in docs/architecture.md, which
+// says why each rule holds. Arrows point down only.
 // The engine knows nothing of the server, the timeline knows nothing of the
 // engine beyond timeline/event, and web knows no domain type. A new package
 // falls under the rule of its nearest listed ancestor; a change of direction
@@ -119,8 +120,7 @@ func TestPolicyRejects(t *testing.T) {
 }
 
 // TestDependencyPolicy reads the imports of every non-test Go file in the
-// module, whatever its build tags (the cuda device too), and checks them
-// against policy.
+// module, whatever its build tags, and checks them against policy.
 func TestDependencyPolicy(t *testing.T) {
 	imports := map[string]map[string]bool{} // package → imports
 	fset := token.NewFileSet()
