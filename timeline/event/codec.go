@@ -66,48 +66,18 @@ func slotOf(k Kind, label StringID) int {
 
 // Encoder encodes the events of one batch, the binary form of events in
 // the trace log. Events are encoded in batches of consecutive sequence
-// numbers; the batch's container (see package timeline) carries the first
-// sequence number and the count, so Seq is never written.
+// numbers; the batch's container (the log's events frame) carries the
+// first sequence number and the count, so Seq is never written.
 //
 // Every event is encoded relative to state built from the events before it
-// in the same batch, so that a field that repeats costs nothing:
-//
-//   - Time, Label and Scope are compared with the previous event.
-//   - Addr, Size, Size-Requested ("slack"), Category, Expect and Extra are
-//     compared with the previous event in the same reference slot, and
-//     Site with the previous event in that slot whose Kind has the same
-//     parity (allocs and frees, begins and ends, are made at different
-//     sites). The slot of an event with a label is 16 + Label%256; an
-//     unlabeled event uses slot Kind%16. So the free of "layer.5.k" is
-//     encoded against its alloc, and the alloc of "layer.5.k" in the next
-//     step against that free: same size and category, often the same
-//     address, and the site of the previous alloc.
-//
-// All state starts at zero at the beginning of a batch. Differences are
-// computed with wrap-around and written as zig-zag varints, so any value
-// round-trips, even a time that goes backwards.
-//
-// Encoding of one event:
-//
-//	flags0  byte     bits 0-3 kind (15: an escape byte with the kind follows),
-//	                 bit 4 addr, bit 5 label, bit 6 size, bit 7 flags1 follows
-//	flags1  byte     only if flags0 bit 7: bit 0 scope, bit 1 site,
-//	                 bit 2 category, bit 3 expect, bit 4 slack, bit 5 extra;
-//	                 bits 6-7 must be 0; flags1 is never 0
-//	kind    byte     only if the kind bits are 15; then it is >= 15
-//	time    uvarint  always: zig-zag(Time - previous Time)
-//	label   uvarint  if flagged: zig-zag32(Label - previous Label)
-//	addr    uvarint  if flagged: zig-zag(Addr - ref.Addr)
-//	size    uvarint  if flagged: zig-zag(Size - ref.Size)
-//	scope   uvarint  if flagged: zig-zag(Scope - previous Scope)
-//	site    uvarint  if flagged: zig-zag32(Site - ref.Site[Kind%2])
-//	category byte    if flagged
-//	expect  byte     if flagged
-//	slack   uvarint  if flagged: zig-zag((Size-Requested) - ref.slack)
-//	extra   uvarint  if flagged: zig-zag(Extra - ref.Extra)
-//
-// An Encoder flags a field exactly when it differs from its reference;
-// a Decoder also accepts a flagged field that does not differ.
+// in the same batch, so that a field that repeats costs nothing: Time,
+// Label and Scope against the previous event, the other fields against the
+// previous event in the same reference slot (16 + Label%256 for an event
+// with a label, Kind%16 for one without). So the free of "layer.5.k" is
+// encoded against its alloc, and the alloc of "layer.5.k" in the next step
+// against that free. docs/trace-format.md ("Event encoding") specifies the
+// bytes; an Encoder flags a field exactly when it differs from its
+// reference, and a Decoder also accepts a flagged field that does not.
 //
 // The zero value is ready to use and starts a batch; Reset starts the next
 // one. An Encoder is not safe for concurrent use.

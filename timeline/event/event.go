@@ -5,7 +5,7 @@
 // The package imports only the standard library: the engine produces events,
 // the timeline consumes them, and neither knows the other.
 //
-// Wire numbers are part of the trace log format (see package timeline). They
+// Wire numbers are part of the trace log format (docs/trace-format.md). They
 // are written out explicitly and must never be renumbered; new values are
 // appended.
 package event
