@@ -14,7 +14,7 @@ import (
 	"linger/notebooks/nbformat"
 )
 
-// TestScenarioNotebooks opens every scenario notebook of notebooks/ in the
+// TestScenarioNotebooks opens every scenario notebook of examples/ in the
 // notebook page, as a new user does after `make run`, runs it with "Run
 // all" and waits until every code cell has run without an error and the
 // timeline's findings panel has judged the trace. Each notebook's page is
@@ -24,12 +24,12 @@ func TestScenarioNotebooks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end browser test")
 	}
-	paths, err := filepath.Glob(filepath.Join("..", "..", "notebooks", "[0-9][0-9]-*.ipynb"))
+	paths, err := filepath.Glob(filepath.Join("..", "..", "examples", "[0-9][0-9]-*.ipynb"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(paths) == 0 {
-		t.Fatal("no scenario notebooks in notebooks/")
+		t.Fatal("no scenario notebooks in examples/")
 	}
 	shots := artifacts(t)
 	if os.Getenv("LINGER_GALLERY") == "1" {

@@ -1,4 +1,4 @@
-// Package scenarios runs the notebooks in notebooks/ headless, as a user's
+// Package scenarios runs the notebooks in examples/ headless, as a user's
 // CI would (`linger run NOTEBOOK --out --trace --report`), and checks what
 // each one claims against the analyzer's verdict over the kernel's trace,
 // never against values the notebook prints about itself.

@@ -47,7 +47,7 @@ func buildAndRun(m *testing.M) int {
 }
 
 // notebookDir is where the notebooks live, from this package's directory.
-const notebookDir = "../../notebooks"
+const notebookDir = "../../examples"
 
 // result is one headless run of a notebook.
 type result struct {
@@ -86,7 +86,7 @@ type cellMemory struct {
 	Before, Peak, After uint64
 }
 
-// runNotebook runs notebooks/<name> headless with linger run, fails the
+// runNotebook runs examples/<name> headless with linger run, fails the
 // test on an invalid notebook or a cell error, and returns the result.
 func runNotebook(t *testing.T, name string) *result {
 	t.Helper()
