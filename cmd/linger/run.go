@@ -321,80 +321,108 @@ func executeCell(ctx context.Context, k *kernel.Kernel, msgs <-chan *msg.Message
 		return err
 	}
 	c.Outputs = nil
-	displays := map[string]*nbformat.Output{}
-	var failure *cellFailure
-	gotReply, idle := false, false
-	for !gotReply || !idle {
+	run := cellRun{cell: c, displays: map[string]*nbformat.Output{}}
+	for !run.replied || !run.idle {
+		m, err := nextReply(ctx, k, msgs, req.Header.MsgID)
+		if err != nil {
+			return err
+		}
+		run.add(m)
+	}
+	if run.failure != nil {
+		return run.failure
+	}
+	return nil
+}
+
+// nextReply returns the kernel's next message in reply to the request
+// parent, interrupting the kernel when ctx ends.
+func nextReply(ctx context.Context, k *kernel.Kernel, msgs <-chan *msg.Message, parent string) (*msg.Message, error) {
+	for {
 		var m *msg.Message
 		select {
 		case m = <-msgs:
 			if m == nil {
-				return errors.New("the kernel went away")
+				return nil, errors.New("the kernel went away")
 			}
 		case <-ctx.Done():
 			_ = k.Interrupt()
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		if m.ParentHeader.MsgID != req.Header.MsgID {
-			if m.Header.MsgType == "status" && statusIs(m, "dead") {
-				return errors.New("the kernel died")
-			}
-			continue
+		if m.ParentHeader.MsgID == parent {
+			return m, nil
 		}
-		var content struct {
-			Name           string              `json:"name"`
-			Text           string              `json:"text"`
-			Data           nbformat.MimeBundle `json:"data"`
-			Metadata       nbformat.Metadata   `json:"metadata"`
-			ExecutionCount *int                `json:"execution_count"`
-			Transient      struct {
-				DisplayID string `json:"display_id"`
-			} `json:"transient"`
-			Status    string   `json:"status"`
-			EName     string   `json:"ename"`
-			EValue    string   `json:"evalue"`
-			Traceback []string `json:"traceback"`
-			State     string   `json:"execution_state"`
-		}
-		_ = m.DecodeContent(&content)
-		if content.Metadata == nil {
-			content.Metadata = nbformat.Metadata{}
-		}
-		switch m.Header.MsgType {
-		case "status":
-			idle = content.State == "idle"
-		case "stream":
-			if n := len(c.Outputs); n > 0 && c.Outputs[n-1].Type == nbformat.OutputStream && c.Outputs[n-1].Name == content.Name {
-				c.Outputs[n-1].Text += content.Text
-			} else {
-				c.Outputs = append(c.Outputs, &nbformat.Output{Type: nbformat.OutputStream, Name: content.Name, Text: content.Text})
-			}
-		case "execute_result":
-			c.Outputs = append(c.Outputs, &nbformat.Output{Type: nbformat.OutputExecuteResult, Data: content.Data, Metadata: content.Metadata, ExecutionCount: content.ExecutionCount})
-		case "display_data":
-			o := &nbformat.Output{Type: nbformat.OutputDisplayData, Data: content.Data, Metadata: content.Metadata}
-			c.Outputs = append(c.Outputs, o)
-			if id := content.Transient.DisplayID; id != "" {
-				displays[id] = o
-			}
-		case "update_display_data":
-			if o := displays[content.Transient.DisplayID]; o != nil {
-				o.Data, o.Metadata = content.Data, content.Metadata
-			}
-		case "error":
-			c.Outputs = append(c.Outputs, &nbformat.Output{Type: nbformat.OutputError, EName: content.EName, EValue: content.EValue, Traceback: content.Traceback})
-		case "execute_reply":
-			gotReply = true
-			c.ExecutionCount = content.ExecutionCount
-			if content.Status != "ok" {
-				failure = &cellFailure{ename: content.EName, evalue: content.EValue, traceback: content.Traceback}
-			}
+		if m.Header.MsgType == "status" && statusIs(m, "dead") {
+			return nil, errors.New("the kernel died")
 		}
 	}
-	if failure != nil {
-		return failure
+}
+
+// cellRun gathers the replies to one cell's execute_request into the
+// cell, as Jupyter saves them: streams joined, displays updated in place.
+type cellRun struct {
+	cell     *nbformat.Cell
+	displays map[string]*nbformat.Output // by display id
+	replied  bool                        // execute_reply came
+	idle     bool                        // the kernel went idle after the request
+	failure  *cellFailure
+}
+
+// cellContent is what cellRun reads of a message's content.
+type cellContent struct {
+	Name           string              `json:"name"`
+	Text           string              `json:"text"`
+	Data           nbformat.MimeBundle `json:"data"`
+	Metadata       nbformat.Metadata   `json:"metadata"`
+	ExecutionCount *int                `json:"execution_count"`
+	Transient      struct {
+		DisplayID string `json:"display_id"`
+	} `json:"transient"`
+	Status    string   `json:"status"`
+	EName     string   `json:"ename"`
+	EValue    string   `json:"evalue"`
+	Traceback []string `json:"traceback"`
+	State     string   `json:"execution_state"`
+}
+
+// add applies one reply to the cell.
+func (r *cellRun) add(m *msg.Message) {
+	var content cellContent
+	_ = m.DecodeContent(&content)
+	if content.Metadata == nil {
+		content.Metadata = nbformat.Metadata{}
 	}
-	return nil
+	c := r.cell
+	switch m.Header.MsgType {
+	case "status":
+		r.idle = content.State == "idle"
+	case "stream":
+		if n := len(c.Outputs); n > 0 && c.Outputs[n-1].Type == nbformat.OutputStream && c.Outputs[n-1].Name == content.Name {
+			c.Outputs[n-1].Text += content.Text
+		} else {
+			c.Outputs = append(c.Outputs, &nbformat.Output{Type: nbformat.OutputStream, Name: content.Name, Text: content.Text})
+		}
+	case "execute_result":
+		c.Outputs = append(c.Outputs, &nbformat.Output{Type: nbformat.OutputExecuteResult, Data: content.Data, Metadata: content.Metadata, ExecutionCount: content.ExecutionCount})
+	case "display_data":
+		o := &nbformat.Output{Type: nbformat.OutputDisplayData, Data: content.Data, Metadata: content.Metadata}
+		c.Outputs = append(c.Outputs, o)
+		if id := content.Transient.DisplayID; id != "" {
+			r.displays[id] = o
+		}
+	case "update_display_data":
+		if o := r.displays[content.Transient.DisplayID]; o != nil {
+			o.Data, o.Metadata = content.Data, content.Metadata
+		}
+	case "error":
+		c.Outputs = append(c.Outputs, &nbformat.Output{Type: nbformat.OutputError, EName: content.EName, EValue: content.EValue, Traceback: content.Traceback})
+	case "execute_reply":
+		r.replied = true
+		c.ExecutionCount = content.ExecutionCount
+		if content.Status != "ok" {
+			r.failure = &cellFailure{ename: content.EName, evalue: content.EValue, traceback: content.Traceback}
+		}
+	}
 }
 
 func statusIs(m *msg.Message, state string) bool {
