@@ -44,11 +44,12 @@ var policy = map[string][]string{
 
 	// Helpers for tests, imported only by _test.go files.
 	"timeline/event/eventtest": {"timeline/event"}, // an in-memory Sink
+	"internal/testbin":         {},                 // the linger binary, built once per test binary
 }
 
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, but nothing of Linger.)
-var stdlibOnly = []string{"timeline/event", "internal/units", "timeline/event/eventtest"}
+var stdlibOnly = []string{"timeline/event", "internal/units", "timeline/event/eventtest", "internal/testbin"}
 
 func matches(pattern, pkg string) bool {
 	if pattern == "*" {

@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"linger/internal/testbin"
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
 	"linger/notebooks/nbformat"
@@ -27,38 +28,11 @@ import (
 
 const token = "browser-test-token"
 
-var binDir string
-
 func TestMain(m *testing.M) {
-	var err error
-	if binDir, err = os.MkdirTemp("", "linger-browser"); err != nil {
-		panic(err)
-	}
 	code := m.Run()
 	chromeCancel()
-	os.RemoveAll(binDir)
+	testbin.Remove()
 	os.Exit(code)
-}
-
-var (
-	buildOnce sync.Once
-	buildErr  error
-)
-
-// lingerBinary builds cmd/linger once per test binary: the kernels are its
-// kernel subcommand.
-func lingerBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(binDir, "linger")
-	buildOnce.Do(func() {
-		if out, err := exec.Command("go", "build", "-o", bin, "linger/cmd/linger").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build linger: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return bin
 }
 
 // startServer serves dir as `linger serve` does: the real server, pages
@@ -76,7 +50,7 @@ func serve(t *testing.T, dir, traces string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{lingerBinary(t), "kernel"}, TraceDir: traces, Dir: dir})
+	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{testbin.Linger(t), "kernel"}, TraceDir: traces, Dir: dir})
 	t.Cleanup(func() { mgr.Close() })
 	srv, err := server.New(server.Options{Dir: dir, Token: token, Manager: mgr, Contents: store, TraceDir: traces})
 	if err != nil {

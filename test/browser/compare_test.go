@@ -18,6 +18,7 @@ import (
 
 	"linger/engine"
 	"linger/engine/alloc"
+	"linger/internal/testbin"
 	"linger/notebooks/nbformat"
 )
 
@@ -52,7 +53,7 @@ func runTrace(t *testing.T, dir, name, cellID, source, trace string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, lingerBinary(t), "run", path, "--trace", trace).CombinedOutput()
+	out, err := exec.CommandContext(ctx, testbin.Linger(t), "run", path, "--trace", trace).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("linger run %s: %v\n%s", name, err, out)
 	}
