@@ -45,6 +45,7 @@ var policy = map[string][]string{
 	// Helpers for tests, imported only by _test.go files.
 	"timeline/event/eventtest": {"timeline/event"}, // an in-memory Sink
 	"internal/testbin":         {},                 // the linger binary, built once per test binary
+	"internal/browsertest":     {},                 // Chromium, axe-core and the UI's bundles
 }
 
 // stdlibOnly lists packages that may import nothing outside the standard

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"linger/internal/browsertest"
 	"linger/internal/testbin"
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
@@ -30,7 +29,7 @@ const token = "browser-test-token"
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	chromeCancel()
+	chrome.Close()
 	testbin.Remove()
 	os.Exit(code)
 }
@@ -73,56 +72,16 @@ func artifacts(t *testing.T) string {
 	return dir
 }
 
-var (
-	chromeOnce   sync.Once
-	chromeCtx    context.Context // the browser; each test gets its own incognito context in it
-	chromeErr    error
-	chromeCancel = func() {}
-)
+// chrome is the one Chromium the tests share.
+var chrome browsertest.Browser
 
 // browser returns a new tab in its own browser context (cookies apart) of
-// the one Chromium the tests share, or skips the test without Chromium.
+// the one Chromium the tests share, or fails the test without Chromium:
+// never a silent pass (make test installs it; see the Makefile).
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	chromeOnce.Do(func() {
-		exe := ""
-		for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-			if p, err := exec.LookPath(name); err == nil {
-				exe = p
-				break
-			}
-		}
-		if exe == "" {
-			chromeErr = errNoChromium
-			return
-		}
-		opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-			chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))
-		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-		ctx, cancelBrowser := chromedp.NewContext(actx)
-		chromeCancel = func() { cancelBrowser(); cancelAlloc() }
-		// The browser lives as long as the context of its first call.
-		chromeCtx, chromeErr = ctx, chromedp.Do(ctx)
-	})
-	if errors.Is(chromeErr, errNoChromium) {
-		// Never a silent pass: make test installs it (see the Makefile).
-		t.Fatal("no chromium installed: run make test, or apt-get install chromium")
-	}
-	if chromeErr != nil {
-		t.Fatalf("start chromium: %v", chromeErr)
-	}
-	ctx, cancel := chromedp.NewContext(chromeCtx, chromedp.WithNewBrowserContext())
-	t.Cleanup(cancel)
-	ctx, cancel2 := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(cancel2)
-	// Opens the tab on ctx, which the steps' shorter contexts derive from.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("open a tab: %v", err)
-	}
-	return ctx
+	return chrome.Tab(t, 90*time.Second)
 }
-
-var errNoChromium = errors.New("no chromium")
 
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

@@ -18,6 +18,7 @@ import (
 
 	"linger/engine"
 	"linger/engine/alloc"
+	"linger/internal/browsertest"
 	"linger/internal/testbin"
 	"linger/notebooks/nbformat"
 )
@@ -206,7 +207,7 @@ func TestCompareView(t *testing.T) {
 		void(chromedp.Evaluate[any](`window.linger.compare.a.fit(); window.scrollTo(0, 0)`)),
 		void(chromedp.Poll[bool](painted)))
 	screenshot(t, p.ctx, "compare.png")
-	checkAxe(t, p, "compare page", axeSource(t))
+	checkAxe(t, p, "compare page", browsertest.AxeSource(t))
 }
 
 // wheel turns the mouse wheel at (x, y), as a person zooming does. (The
