@@ -67,8 +67,21 @@ check-generated:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
 
+# Every fuzz target of the module, each for FUZZTIME. go test fuzzes one
+# target per run, so this runs them one package and target at a time; the
+# targets are found in the source, so a new one is fuzzed too. It goes on
+# past a failure and lists the failed targets at the end (go test saved
+# each failing input under the package's testdata/fuzz).
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzReader -fuzztime=60s ./timeline/
+	@failed=; \
+	for f in $$(grep -rl --include='*_test.go' --exclude-dir=node_modules --exclude-dir=testdata '^func Fuzz' . | sort); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== $$(dirname $$f) $$t ($(FUZZTIME))"; \
+			$(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$(dirname $$f) || failed="$$failed $$(dirname $$f):$$t"; \
+		done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzzing failed:$$failed"; exit 1; fi
 
 clean:
 	rm -rf bin $(OUT)

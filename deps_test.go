@@ -42,11 +42,20 @@ var policy = map[string][]string{
 	"timeline/export":  {"timeline/event", "timeline/analyze"},
 	"timeline/event":   {},
 	"internal/units":   {}, // byte sizes read and printed, for every layer
+
+	// Helpers for tests, imported only by _test.go files (testOnly).
+	"timeline/event/eventtest": {"timeline/event"}, // an in-memory Sink
+	"internal/testbin":         {},                 // the linger binary, built once per test binary
+	"internal/browsertest":     {},                 // Chromium, axe-core and the UI's bundles
 }
 
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, but nothing of Linger.)
-var stdlibOnly = []string{"timeline/event", "internal/units"}
+var stdlibOnly = []string{"timeline/event", "internal/units", "timeline/event/eventtest", "internal/testbin"}
+
+// testOnly lists the helpers for tests, which no package may import
+// outside its _test.go files.
+var testOnly = []string{"timeline/event/eventtest", "internal/testbin", "internal/browsertest"}
 
 func matches(pattern, pkg string) bool {
 	if pattern == "*" {
@@ -170,8 +179,12 @@ func TestDependencyPolicy(t *testing.T) {
 			switch {
 			case isStdlib(dep):
 			case dep == module || strings.HasPrefix(dep, module+"/"):
-				if rel := strings.TrimPrefix(dep, module+"/"); !allowed(pkg, rel) {
+				rel := strings.TrimPrefix(dep, module+"/")
+				if !allowed(pkg, rel) {
 					t.Errorf("%s imports %s, which the policy forbids", pkg, dep)
+				}
+				if slices.Contains(testOnly, rel) {
+					t.Errorf("%s imports %s, a helper for tests, outside its _test.go files", pkg, dep)
 				}
 			case stdOnly:
 				t.Errorf("%s imports %s, but may use only the standard library", pkg, dep)

@@ -11,6 +11,7 @@ import (
 	"linger/engine/device"
 	"linger/engine/tokenizer"
 	"linger/timeline/event"
+	"linger/timeline/event/eventtest"
 )
 
 // The engine's Tokenizer interface is what engine/tokenizer provides.
@@ -124,15 +125,8 @@ func TestForwardRejectsForeignCache(t *testing.T) {
 	}
 }
 
-type siteSink struct {
-	recSink
-	sites map[event.SiteID]event.Site
-}
-
-func (s *siteSink) DefineSite(id event.SiteID, site event.Site) { s.sites[id] = site }
-
 func TestAllocationSites(t *testing.T) {
-	sink := &siteSink{recSink: *newRecSink(true), sites: map[event.SiteID]event.Site{}}
+	sink := newRecSink(true)
 	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() (string, int) { return "cell-1", 3 }})
 	e := newTestEngine(t, preset(t, "tiny"), KVPaged, em)
 	if _, err := e.Generate(context.Background(), Request{Prompt: prompt(20, 4096, 1), MaxNewTokens: 2, ChunkSize: 8}); err != nil {
@@ -153,11 +147,11 @@ func TestAllocationSites(t *testing.T) {
 		{event.KindAlloc, "model.layers.0.mlp.up_proj.weight", "newWeights"},
 	} {
 		t.Run(tc.kind.String()+"/"+tc.label, func(t *testing.T) {
-			for _, ev := range sink.events {
-				if ev.Kind != tc.kind || sink.strs[ev.Label] != tc.label {
+			for _, ev := range sink.Events() {
+				if ev.Kind != tc.kind || sink.String(ev.Label) != tc.label {
 					continue
 				}
-				s := sink.sites[ev.Site]
+				s, _ := sink.Site(ev.Site)
 				if len(s.Frames) == 0 || !strings.Contains(s.Frames[0].Func, tc.fn) || s.Cell != "cell-1" {
 					t.Errorf("site %v, want %s first", s, tc.fn)
 				}
@@ -187,34 +181,24 @@ func TestOverlappingCallsAreRefused(t *testing.T) {
 	}
 }
 
-// lastSiteSink keeps the sites and, per label, the site of the last allocation.
-type lastSiteSink struct {
-	strs  map[event.StringID]string
-	sites map[event.SiteID]event.Site
-	last  map[string]event.SiteID
-}
-
-func (s *lastSiteSink) DefineString(id event.StringID, str string)  { s.strs[id] = str }
-func (s *lastSiteSink) DefineSite(id event.SiteID, site event.Site) { s.sites[id] = site }
-func (s *lastSiteSink) Emit(e event.Event) {
-	if e.Kind == event.KindAlloc {
-		s.last[s.strs[e.Label]] = e.Site
-	}
-}
-
 // TestWorkspaceAcquireSite: the per-call part of a workspace acquired by a
 // caller outside the forward pass (a notebook's acquire) names that caller,
 // even after the forward pass's own acquire made its site first.
 func TestWorkspaceAcquireSite(t *testing.T) {
-	sink := &lastSiteSink{strs: map[event.StringID]string{}, sites: map[event.SiteID]event.Site{}, last: map[string]event.SiteID{}}
+	sink := new(eventtest.Sink)
 	em := event.NewEmitter(sink, event.EmitterOptions{})
 	e := newTestEngine(t, preset(t, "tiny"), KVContiguous, em)
 	if _, err := e.Generate(context.Background(), Request{Prompt: prompt(8, e.Config().Vocab, 1), ChunkSize: 8}); err != nil {
 		t.Fatal(err)
 	}
+	// frames are those of the site of the last allocation of the label.
 	frames := func() string {
+		var site event.Site
+		if allocs := sink.Labelled(event.KindAlloc, "attn.workspace.lse"); len(allocs) > 0 {
+			site, _ = sink.Site(allocs[len(allocs)-1].Site)
+		}
 		var b strings.Builder
-		for _, f := range sink.sites[sink.last["attn.workspace.lse"]].Frames {
+		for _, f := range site.Frames {
 			b.WriteString(f.Func + "\n")
 		}
 		return b.String()

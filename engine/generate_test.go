@@ -146,7 +146,7 @@ func TestGenerateNoLingering(t *testing.T) {
 				t.Errorf("lingering: %s (%v, expect %v)", o.label, o.cat, o.expect)
 			}
 			masks, steps, layers := 0, 0, 0
-			for _, ev := range sink.events {
+			for _, ev := range sink.Events() {
 				if ev.Kind == event.KindAlloc && ev.Category == event.CategoryAttnMask {
 					masks++
 					if ev.Expect != event.ScopeStep {
@@ -298,7 +298,7 @@ func TestGenerateWithFullMask(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer full.Free()
-	before := len(sink.events)
+	before := sink.Len()
 	req.Mask = full
 	got, err := e.Generate(context.Background(), req)
 	if err != nil {
@@ -307,7 +307,7 @@ func TestGenerateWithFullMask(t *testing.T) {
 	if !slices.Equal(got.Tokens, want.Tokens) {
 		t.Errorf("tokens with a full mask %v, want %v", got.Tokens, want.Tokens)
 	}
-	for _, ev := range sink.events[before:] {
+	for _, ev := range sink.Events()[before:] {
 		if ev.Kind == event.KindAlloc && ev.Category == event.CategoryAttnMask {
 			t.Error("a mask was allocated despite the full mask")
 		}

@@ -7,14 +7,15 @@ import (
 	"linger/engine/alloc"
 	"linger/engine/device"
 	"linger/timeline/event"
+	"linger/timeline/event/eventtest"
 )
 
-// recSink keeps every event and tracks which objects linger: an object is
-// assigned to the innermost enclosing scope instance of its expected kind
-// when allocated, and lingers if still alive when that scope ends.
+// recSink keeps strings, sites and (with keep) every event in its
+// eventtest.Sink, and tracks which objects linger: an object is assigned
+// to the innermost enclosing scope instance of its expected kind when
+// allocated, and lingers if still alive when that scope ends.
 type recSink struct {
-	events    []event.Event
-	strs      map[event.StringID]string
+	*eventtest.Sink
 	scopes    map[event.ScopeID]scopeInfo
 	live      map[uint64]liveObj // by address
 	lingering []liveObj
@@ -35,16 +36,13 @@ type liveObj struct {
 }
 
 func newRecSink(keep bool) *recSink {
-	return &recSink{strs: map[event.StringID]string{}, scopes: map[event.ScopeID]scopeInfo{}, live: map[uint64]liveObj{}, keep: keep}
+	return &recSink{Sink: new(eventtest.Sink), scopes: map[event.ScopeID]scopeInfo{}, live: map[uint64]liveObj{}, keep: keep}
 }
-
-func (s *recSink) DefineString(id event.StringID, str string) { s.strs[id] = str }
-func (s *recSink) DefineSite(event.SiteID, event.Site)        {}
 
 func (s *recSink) Emit(e event.Event) {
 	s.n++
 	if s.keep {
-		s.events = append(s.events, e)
+		s.Sink.Emit(e)
 	}
 	switch e.Kind {
 	case event.KindScopeBegin:
@@ -65,7 +63,7 @@ func (s *recSink) Emit(e event.Event) {
 				break
 			}
 		}
-		s.live[e.Addr] = liveObj{label: s.strs[e.Label], cat: e.Category, expect: e.Expect, owner: owner}
+		s.live[e.Addr] = liveObj{label: s.String(e.Label), cat: e.Category, expect: e.Expect, owner: owner}
 	case event.KindFree:
 		delete(s.live, e.Addr)
 	}

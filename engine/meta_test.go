@@ -139,8 +139,8 @@ func TestMetaDeepSeek(t *testing.T) {
 			}
 			res.Cache.Free()
 			experts := 0
-			for _, ev := range sink.events {
-				if ev.Kind == event.KindAlloc && sink.strs[ev.Label] == "layer.3.experts.gate" {
+			for _, ev := range sink.Events() {
+				if ev.Kind == event.KindAlloc && sink.String(ev.Label) == "layer.3.experts.gate" {
 					experts++
 					if want := uint64(1024 * cfg.ActiveExperts * cfg.ExpertFFN * 2); ev.Requested != want {
 						t.Errorf("expert activation %d bytes, want %d", ev.Requested, want)

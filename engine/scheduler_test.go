@@ -67,7 +67,7 @@ func TestSchedulerMatchesSolo(t *testing.T) {
 				t.Errorf("after the batch: batch_scratch %d, allocated %d (base %d)", st.ByCategory[event.CategoryBatchScratch], st.Allocated, base)
 			}
 			batches, scratch := 0, 0
-			for _, ev := range sink.events {
+			for _, ev := range sink.Events() {
 				if ev.Kind == event.KindScopeBegin && ev.Expect == event.ScopeBatch {
 					batches++
 				}

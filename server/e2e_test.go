@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"linger/internal/testbin"
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
@@ -22,47 +20,19 @@ import (
 // End-to-end tests: the real handler, a real kernel.Manager and real
 // kernel processes (the linger binary, built once).
 
-var (
-	buildOnce sync.Once
-	lingerBin string
-	buildErr  error
-)
-
+// linger returns the linger binary, built once (see testbin); -short
+// skips the tests that start kernel processes.
 func linger(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts kernel processes")
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "linger-server-test")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		lingerBin = filepath.Join(dir, "linger")
-		out, err := exec.Command("go", "build", "-o", lingerBin, "linger/cmd/linger").CombinedOutput()
-		if err != nil {
-			buildErr = &buildError{err, out}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return lingerBin
+	return testbin.Linger(t)
 }
-
-type buildError struct {
-	err error
-	out []byte
-}
-
-func (e *buildError) Error() string { return "build linger: " + e.err.Error() + "\n" + string(e.out) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if lingerBin != "" {
-		os.RemoveAll(filepath.Dir(lingerBin))
-	}
+	testbin.Remove()
 	os.Exit(code)
 }
 

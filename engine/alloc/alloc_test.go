@@ -265,13 +265,13 @@ func TestEmptyCache(t *testing.T) {
 	if st := a.Stats(); st.Reserved != 2*mib+12*mib {
 		t.Fatalf("reserved %d before EmptyCache", st.Reserved)
 	}
-	n := len(rec.events)
+	n := rec.Len()
 	a.EmptyCache()
 	st := a.Stats()
 	if st.Reserved != 2*mib || st.NumSegmentFrees != 1 {
 		t.Errorf("after EmptyCache: reserved %d, %d segment frees; want the small segment kept", st.Reserved, st.NumSegmentFrees)
 	}
-	evs := rec.events[n:]
+	evs := rec.Events()[n:]
 	if len(evs) != 1 || evs[0].Kind != event.KindSegmentFree || evs[0].Size != 12*mib || evs[0].Extra != event.PoolLarge {
 		t.Errorf("events %+v, want one segment_free of the large segment", evs)
 	}
@@ -297,7 +297,7 @@ func TestOOM(t *testing.T) {
 	mustAlloc(Request{Size: 4 * mib, Category: event.CategoryKVCache, Label: "kv.0"})          // same
 	act := mustAlloc(Request{Size: 4 * kib, Category: event.CategoryActivation, Label: "act"}) // 2 MiB segment
 	before := a.Snapshot()
-	n := len(rec.events)
+	n := rec.Len()
 
 	_, err := a.Alloc(Request{Size: 30 * mib, Category: event.CategoryKVCache, Expect: event.ScopeRequest, Label: "kv.big"})
 	var oe *OOMError
@@ -325,13 +325,13 @@ func TestOOM(t *testing.T) {
 		}
 	}
 
-	evs := rec.events[n:]
+	evs := rec.Events()[n:]
 	var names []string
 	for _, e := range evs[:len(evs)-1] {
 		if e.Kind != event.KindCounter {
 			t.Fatalf("event %+v before oom, want only counters", e)
 		}
-		names = append(names, rec.strs[e.Label])
+		names = append(names, rec.String(e.Label))
 	}
 	if got := strings.Join(names, " "); got != "oom.live.weights oom.live.kv_cache oom.live.activation" {
 		t.Errorf("counters %q", got)
@@ -342,7 +342,7 @@ func TestOOM(t *testing.T) {
 	free, _ := dev.MemInfo()
 	last := evs[len(evs)-1]
 	if last.Kind != event.KindOOM || last.Size != 30*mib || last.Requested != 30*mib || last.Category != event.CategoryKVCache ||
-		last.Expect != event.ScopeRequest || rec.strs[last.Label] != "kv.big" || last.Site == 0 || last.Extra != free {
+		last.Expect != event.ScopeRequest || rec.String(last.Label) != "kv.big" || last.Site == 0 || last.Extra != free {
 		t.Errorf("oom event %+v", last)
 	}
 
@@ -355,10 +355,10 @@ func TestOOM(t *testing.T) {
 	// Freeing the activation leaves its small segment wholly free: a 19 MiB
 	// request (a 20 MiB segment) fits once that cached segment is returned.
 	a.Free(act)
-	n = len(rec.events)
+	n = rec.Len()
 	mustAlloc(Request{Size: 19 * mib})
 	var kinds []string
-	for _, e := range rec.events[n:] {
+	for _, e := range rec.Events()[n:] {
 		kinds = append(kinds, e.Kind.String())
 	}
 	if got := strings.Join(kinds, " "); got != "segment_free segment_alloc alloc" {
@@ -445,7 +445,7 @@ func TestSites(t *testing.T) {
 	a.FreeAt(c, 43)
 	a.EmptyCache()
 	want := map[event.Kind]int{event.KindSegmentAlloc: 0, event.KindAlloc: 0, event.KindFree: 0, event.KindSegmentFree: 0}
-	for _, e := range rec.events {
+	for _, e := range rec.Events() {
 		switch {
 		case e.Site == 42 || e.Site == 43:
 			continue
@@ -453,7 +453,7 @@ func TestSites(t *testing.T) {
 			t.Errorf("%s event without a site", e.Kind)
 			continue
 		}
-		s := rec.sites[e.Site]
+		s, _ := rec.Site(e.Site)
 		if len(s.Frames) == 0 || !strings.HasSuffix(s.Frames[0].Func, ".TestSites") {
 			t.Errorf("%s event site %v: first frame should be TestSites", e.Kind, s)
 		}
@@ -464,8 +464,8 @@ func TestSites(t *testing.T) {
 			t.Errorf("no %s event with a captured site", k)
 		}
 	}
-	if rec.events[3].Kind != event.KindAlloc || rec.events[3].Site != 42 || rec.events[4].Site != 43 {
-		t.Errorf("explicit sites not used: %+v", rec.events[3:5])
+	if evs := rec.Events(); evs[3].Kind != event.KindAlloc || evs[3].Site != 42 || evs[4].Site != 43 {
+		t.Errorf("explicit sites not used: %+v", evs[3:5])
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"linger/engine/device"
 	"linger/timeline/event"
+	"linger/timeline/event/eventtest"
 )
 
 // BenchmarkAllocFree measures an alloc+free pair served from a warm pool
@@ -43,11 +44,11 @@ func BenchmarkAllocFree(b *testing.B) {
 		name := formatBytes(size)
 		b.Run("off/"+name, func(b *testing.B) { run(b, nil, 0, size) })
 		b.Run("explicit-site/"+name, func(b *testing.B) {
-			em := event.NewEmitter(discard{}, event.EmitterOptions{})
+			em := event.NewEmitter(eventtest.Discard, event.EmitterOptions{})
 			run(b, em, em.Site(event.Site{Cell: "c1", Line: 3}), size)
 		})
 		b.Run("captured-site/"+name, func(b *testing.B) {
-			run(b, event.NewEmitter(discard{}, event.EmitterOptions{}), 0, size)
+			run(b, event.NewEmitter(eventtest.Discard, event.EmitterOptions{}), 0, size)
 		})
 	}
 }

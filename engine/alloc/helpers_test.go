@@ -6,29 +6,8 @@ import (
 
 	"linger/engine/device"
 	"linger/timeline/event"
+	"linger/timeline/event/eventtest"
 )
-
-// recorder is a Sink that keeps everything; the Emitter serialises calls.
-type recorder struct {
-	strs   map[event.StringID]string
-	sites  map[event.SiteID]event.Site
-	events []event.Event
-}
-
-func newRecorder() *recorder {
-	return &recorder{strs: map[event.StringID]string{}, sites: map[event.SiteID]event.Site{}}
-}
-
-func (r *recorder) DefineString(id event.StringID, s string) { r.strs[id] = s }
-func (r *recorder) DefineSite(id event.SiteID, s event.Site) { r.sites[id] = s }
-func (r *recorder) Emit(e event.Event)                       { r.events = append(r.events, e) }
-
-// discard is a Sink that drops everything, for benchmarks.
-type discard struct{}
-
-func (discard) DefineString(event.StringID, string) {}
-func (discard) DefineSite(event.SiteID, event.Site) {}
-func (discard) Emit(event.Event)                    {}
 
 // replay rebuilds Stats from an event sequence alone, as a trace consumer
 // would.
@@ -176,9 +155,9 @@ func invariants(a *Allocator, live map[*Block]bool) error {
 }
 
 // newMeta returns an allocator over a fresh meta device, recording to a
-// new recorder.
-func newMeta(capacity, limit uint64) (*Allocator, *recorder, *device.Meta) {
-	rec := newRecorder()
+// new eventtest.Sink.
+func newMeta(capacity, limit uint64) (*Allocator, *eventtest.Sink, *device.Meta) {
+	rec := new(eventtest.Sink)
 	dev := device.NewMeta(capacity)
 	a := New(dev, Options{Emitter: event.NewEmitter(rec, event.EmitterOptions{}), Limit: limit})
 	return a, rec, dev

@@ -6,6 +6,7 @@ import (
 
 	"linger/engine/device"
 	"linger/timeline/event"
+	"linger/timeline/event/eventtest"
 )
 
 // TestOutside takes memory beside the allocator: it counts under the
@@ -14,7 +15,7 @@ import (
 // back once.
 func TestOutside(t *testing.T) {
 	calls := 0
-	rec := newRecorder()
+	rec := new(eventtest.Sink)
 	dev := device.NewMeta(1 << 30)
 	a := New(dev, Options{Emitter: event.NewEmitter(rec, event.EmitterOptions{}), Limit: 62 * mib,
 		OnSegments: func() { calls++ }})
@@ -61,15 +62,15 @@ func TestOutside(t *testing.T) {
 		t.Fatalf("take outside 0 bytes: %v", err)
 	}
 
-	last := rec.events[len(rec.events)-1]
+	last := rec.Events()[rec.Len()-1]
 	var took event.Event
-	for _, e := range rec.events {
+	for _, e := range rec.Events() {
 		if e.Kind == event.KindSegmentAlloc && e.Extra == event.PoolOutside {
 			took = e
 		}
 	}
-	if took.Size != 40*mib || took.Addr != o.Addr() || rec.strs[took.Label] != "cublas workspace" || took.Site == 0 {
-		t.Fatalf("outside segment event %+v (label %q)", took, rec.strs[took.Label])
+	if took.Size != 40*mib || took.Addr != o.Addr() || rec.String(took.Label) != "cublas workspace" || took.Site == 0 {
+		t.Fatalf("outside segment event %+v (label %q)", took, rec.String(took.Label))
 	}
 	if last.Kind == event.KindSegmentAlloc && last.Extra == event.PoolOutside && last.Size == 20*mib {
 		t.Fatalf("a refused TakeOutside emitted %+v", last)
@@ -87,8 +88,8 @@ func TestOutside(t *testing.T) {
 	if _, err := a.Alloc(Request{Size: 12 * mib, Category: event.CategoryActivation}); err != nil {
 		t.Fatalf("alloc after the outside memory went back: %v", err)
 	}
-	rel := rec.events[len(rec.events)-1]
-	for _, e := range rec.events {
+	rel := rec.Events()[rec.Len()-1]
+	for _, e := range rec.Events() {
 		if e.Kind == event.KindSegmentFree && e.Extra == event.PoolOutside {
 			rel = e
 		}
@@ -96,7 +97,7 @@ func TestOutside(t *testing.T) {
 	if rel.Kind != event.KindSegmentFree || rel.Extra != event.PoolOutside || rel.Size != 40*mib {
 		t.Fatalf("release event %+v", rel)
 	}
-	if got, want := replay(rec.events), a.Stats(); got != want {
+	if got, want := replay(rec.Events()), a.Stats(); got != want {
 		t.Fatalf("replayed stats\n%+v\nallocator stats\n%+v", got, want)
 	}
 	a.Free(b)

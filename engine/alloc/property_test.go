@@ -119,7 +119,7 @@ func runSequence(t *testing.T, seed uint64, steps int) {
 			t.Fatalf("seed %d: device uses %d, reserved %d + outside %d", seed, total-free, a.Stats().Reserved, outsideBytes)
 		}
 	}
-	if got, want := replay(rec.events), a.Stats(); got != want {
+	if got, want := replay(rec.Events()), a.Stats(); got != want {
 		t.Fatalf("seed %d: replayed stats\n%+v\nallocator stats\n%+v", seed, got, want)
 	}
 
@@ -152,7 +152,7 @@ func runSequence(t *testing.T, seed uint64, steps int) {
 	if st.NumSegmentAllocs != st.NumSegmentFrees || st.NumAllocs != st.NumFrees {
 		t.Fatalf("seed %d: counts %+v", seed, st)
 	}
-	if got := replay(rec.events); got != st {
+	if got := replay(rec.Events()); got != st {
 		t.Fatalf("seed %d: replayed stats\n%+v\nallocator stats\n%+v", seed, got, st)
 	}
 }
@@ -219,7 +219,7 @@ func TestConcurrent(t *testing.T) {
 	<-readerDone
 	checkInvariants(t, a, live)
 	st := a.Stats()
-	if got := replay(rec.events); got != st {
+	if got := replay(rec.Events()); got != st {
 		t.Errorf("replayed stats\n%+v\nallocator stats\n%+v", got, st)
 	}
 	for b := range live {
@@ -229,7 +229,7 @@ func TestConcurrent(t *testing.T) {
 	if free, total := dev.MemInfo(); free != total {
 		t.Errorf("device %d of %d free at the end", free, total)
 	}
-	for i, e := range rec.events {
+	for i, e := range rec.Events() {
 		if e.Seq != uint64(i+1) {
 			t.Fatalf("event %d has seq %d", i, e.Seq)
 		}

@@ -24,7 +24,7 @@ func TestRequestScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[uint64]event.ScopeID{}
-	for _, e := range rec.events {
+	for _, e := range rec.Events() {
 		if e.Kind == event.KindAlloc {
 			got[e.Addr] = e.Scope
 		}

@@ -14,59 +14,25 @@ import (
 	"testing"
 	"time"
 
+	"linger/internal/browsertest"
 	"linger/timeline"
 	"linger/timeline/event"
 )
-
-// MeasureBrowser (exported for firstpaint_test.go, package live_test)
-// gates the browser measurements (LINGER_BROWSER=1) and returns
-// the trace size they use (LINGER_BROWSER_EVENTS, default a million) and
-// the browser to run (CHROMIUM, default chromium).
-func MeasureBrowser(t *testing.T) (events uint64, chromium string) {
-	t.Helper()
-	if os.Getenv("LINGER_BROWSER") != "1" {
-		t.Skip("set LINGER_BROWSER=1 to run")
-	}
-	events = 1_000_000
-	if s := os.Getenv("LINGER_BROWSER_EVENTS"); s != "" {
-		fmt.Sscan(s, &events)
-	}
-	chromium = os.Getenv("CHROMIUM")
-	if chromium == "" {
-		chromium = "chromium"
-	}
-	return events, chromium
-}
-
-// BundleUI builds the given web/ui/src entries (e.g. "timeline.js") into
-// dir with the esbuild of web/ui/node_modules, as make ui does.
-func BundleUI(t *testing.T, dir string, minify bool, entries ...string) {
-	t.Helper()
-	args := []string{"--bundle", "--format=esm", "--outdir=" + dir, "--log-level=warning"}
-	if minify {
-		args = append(args, "--minify")
-	}
-	for _, e := range entries {
-		args = append(args, "../../web/ui/src/"+e)
-	}
-	if out, err := exec.Command("../../web/ui/node_modules/.bin/esbuild", args...).CombinedOutput(); err != nil {
-		t.Fatalf("esbuild: %v\n%s", err, out)
-	}
-}
 
 // TestBrowserTimeline measures the canvas timeline in headless Chromium
 // on a saved 1-million-event trace: first meaningful paint and pan/zoom
 // frame times, taken with performance.now() in the page and reported, not
 // asserted. It bundles web/ui/src/timeline.js with the esbuild of
-// web/ui/node_modules and runs only with LINGER_BROWSER=1:
+// web/ui/node_modules and runs only with LINGER_BROWSER=1 (see
+// browsertest.Measure):
 //
 //	LINGER_BROWSER=1 go test ./server/live -run TestBrowserTimeline -v
 //
 // LINGER_BROWSER_EVENTS changes the trace size, CHROMIUM the browser.
 func TestBrowserTimeline(t *testing.T) {
-	n, chromium := MeasureBrowser(t)
+	n, chromium := browsertest.Measure(t)
 	dir := t.TempDir()
-	BundleUI(t, dir, false, "timeline.js")
+	browsertest.BundleUI(t, dir, false, "timeline.js")
 	w, err := timeline.Create(filepath.Join(dir, "big.ltrace"))
 	if err != nil {
 		t.Fatal(err)
@@ -100,11 +66,10 @@ func TestBrowserTimeline(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-		"--user-data-dir="+filepath.Join(dir, "profile"), "--window-size=1400,900", srv.URL+"/")
+	cmd := exec.CommandContext(ctx, chromium, append(browsertest.Flags(filepath.Join(dir, "profile")), srv.URL+"/")...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
-		t.Skipf("no browser: %v", err)
+		t.Fatalf("start %s: %v", chromium, err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	select {
@@ -121,9 +86,8 @@ func TestBrowserTimeline(t *testing.T) {
 	if shot := os.Getenv("LINGER_BROWSER_SHOT"); shot != "" {
 		// A screenshot of the page as a person first sees it, to look at.
 		abs, _ := filepath.Abs(shot)
-		sc := exec.CommandContext(ctx, chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
-			"--user-data-dir="+filepath.Join(dir, "profile2"), "--window-size=1400,1000", "--virtual-time-budget=8000",
-			"--screenshot="+abs, srv.URL+"/?shot=1")
+		sc := exec.CommandContext(ctx, chromium, append(browsertest.Flags(filepath.Join(dir, "profile2")), "--hide-scrollbars",
+			"--window-size=1400,1000", "--virtual-time-budget=8000", "--screenshot="+abs, srv.URL+"/?shot=1")...)
 		if out, err := sc.CombinedOutput(); err != nil {
 			t.Errorf("screenshot: %v\n%s", err, out)
 		}
@@ -214,10 +178,10 @@ if (!location.search.includes("shot")) try {
 // received it (the page's wall clock, the same machine's). Reported, not
 // asserted; runs with LINGER_BROWSER=1.
 func TestBrowserLive(t *testing.T) {
-	_, chromium := MeasureBrowser(t)
+	_, chromium := browsertest.Measure(t)
 	dir := t.TempDir()
 	// The page's bundle and, beside it, the Worker that holds the stream.
-	BundleUI(t, dir, false, "timeline.js", "timeline-worker.js")
+	browsertest.BundleUI(t, dir, false, "timeline.js", "timeline-worker.js")
 	rec, err := timeline.NewRecorder(filepath.Join(dir, "live.ltrace"), timeline.RecorderOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -255,11 +219,10 @@ func TestBrowserLive(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-		"--user-data-dir="+filepath.Join(dir, "profile"), "--window-size=1400,900", srv.URL+"/")
+	cmd := exec.CommandContext(ctx, chromium, append(browsertest.Flags(filepath.Join(dir, "profile")), srv.URL+"/")...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
-		t.Skipf("no browser: %v", err)
+		t.Fatalf("start %s: %v", chromium, err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	select {

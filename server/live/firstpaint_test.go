@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"linger/internal/browsertest"
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
 	"linger/server"
@@ -42,17 +42,13 @@ import (
 // the number of cold runs (default 3), CHROMIUM the browser;
 // LINGER_BROWSER_SHOT=file.png saves the first run's page once painted.
 func TestFirstPaint(t *testing.T) {
-	n, chromium := live.MeasureBrowser(t)
+	n, _ := browsertest.Measure(t)
 	runs := 3
 	if s := os.Getenv("LINGER_FIRSTPAINT_RUNS"); s != "" {
 		fmt.Sscan(s, &runs)
 	}
-	exe, err := exec.LookPath(chromium)
-	if err != nil {
-		t.Skipf("no browser: %v", err)
-	}
 	dir := t.TempDir()
-	live.BundleUI(t, dir, true, "timeline.js")
+	browsertest.BundleUI(t, dir, true, "timeline.js")
 	traces := filepath.Join(dir, "traces")
 	os.Mkdir(traces, 0o755)
 	w, err := timeline.Create(filepath.Join(traces, "big-0.ltrace"))
@@ -116,16 +112,9 @@ func TestFirstPaint(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 900),
-		chromedp.UserDataDir(filepath.Join(dir, "profile")))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Skipf("no browser: %v", err)
-	}
+	var browser browsertest.Browser
+	defer browser.Close()
+	bctx := browser.Context(t)
 	names := make([]string, 0, runs+1)
 	for i := range runs {
 		names = append(names, fmt.Sprintf("big-%d.ltrace", i))

@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"linger/internal/browsertest"
 )
 
 // streamCell prints 50 lines over a few seconds, each after a
@@ -63,33 +66,20 @@ func (p *page) tabUntil(t *testing.T, what string, n int, match func(focused) bo
 	return focused{}
 }
 
-// axeViolation is one rule axe-core found broken, with where.
-type axeViolation struct {
-	ID, Impact, Help string
-	Targets          []string
-}
-
-// axeSource is axe-core's browser build, installed by npm ci --prefix
-// test/browser (make test does it).
-func axeSource(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("node_modules", "axe-core", "axe.min.js"))
-	if err != nil {
-		t.Fatalf("axe-core is not installed (%v): run make test, or npm ci --prefix test/browser", err)
-	}
-	return string(b)
-}
-
 // checkAxe runs axe-core on the page as it is and fails the test on every
 // serious or critical violation.
 func checkAxe(t *testing.T, p *page, name, axe string) {
 	t.Helper()
-	eval[bool](t, p, "inject axe-core", axe+";\ntrue")
-	vs := eval[[]axeViolation](t, p, "axe.run", `axe.run(document, { resultTypes: ["violations"] }).then((r) =>
-		r.violations.map((v) => ({ id: v.id, impact: v.impact || "", help: v.help, targets: v.nodes.slice(0, 5).map((n) => n.target.join(" ")) })))`)
+	ctx, cancel := context.WithTimeout(p.ctx, 40*time.Second)
+	defer cancel()
+	vs, err := browsertest.Axe(ctx, axe)
+	if err != nil {
+		screenshot(t, p.ctx, strings.ReplaceAll(t.Name(), "/", "_")+"-failed.png")
+		t.Fatalf("%s: %v", name, err)
+	}
 	bad := 0
 	for _, v := range vs {
-		if v.Impact == "serious" || v.Impact == "critical" {
+		if v.Serious() {
 			bad++
 			t.Errorf("%s: axe %s (%s): %s at %s", name, v.ID, v.Impact, v.Help, strings.Join(v.Targets, ", "))
 		} else {
@@ -133,7 +123,7 @@ func TestAccessibility(t *testing.T) {
 		t.Skip("end-to-end browser test")
 	}
 	t.Parallel()
-	axe := axeSource(t)
+	axe := browsertest.AxeSource(t)
 	p := openNotebook(t, streamCell, "x = 1")
 	p.step(t, "timeline mounted", 20*time.Second,
 		chromedp.WaitVisible(css(`[data-testid=timeline-canvas]`)),

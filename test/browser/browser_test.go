@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"linger/internal/browsertest"
+	"linger/internal/testbin"
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
 	"linger/notebooks/nbformat"
@@ -27,38 +27,11 @@ import (
 
 const token = "browser-test-token"
 
-var binDir string
-
 func TestMain(m *testing.M) {
-	var err error
-	if binDir, err = os.MkdirTemp("", "linger-browser"); err != nil {
-		panic(err)
-	}
 	code := m.Run()
-	chromeCancel()
-	os.RemoveAll(binDir)
+	chrome.Close()
+	testbin.Remove()
 	os.Exit(code)
-}
-
-var (
-	buildOnce sync.Once
-	buildErr  error
-)
-
-// lingerBinary builds cmd/linger once per test binary: the kernels are its
-// kernel subcommand.
-func lingerBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(binDir, "linger")
-	buildOnce.Do(func() {
-		if out, err := exec.Command("go", "build", "-o", bin, "linger/cmd/linger").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build linger: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return bin
 }
 
 // startServer serves dir as `linger serve` does: the real server, pages
@@ -76,7 +49,7 @@ func serve(t *testing.T, dir, traces string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{lingerBinary(t), "kernel"}, TraceDir: traces, Dir: dir})
+	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{testbin.Linger(t), "kernel"}, TraceDir: traces, Dir: dir})
 	t.Cleanup(func() { mgr.Close() })
 	srv, err := server.New(server.Options{Dir: dir, Token: token, Manager: mgr, Contents: store, TraceDir: traces})
 	if err != nil {
@@ -99,56 +72,16 @@ func artifacts(t *testing.T) string {
 	return dir
 }
 
-var (
-	chromeOnce   sync.Once
-	chromeCtx    context.Context // the browser; each test gets its own incognito context in it
-	chromeErr    error
-	chromeCancel = func() {}
-)
+// chrome is the one Chromium the tests share.
+var chrome browsertest.Browser
 
 // browser returns a new tab in its own browser context (cookies apart) of
-// the one Chromium the tests share, or skips the test without Chromium.
+// the one Chromium the tests share, or fails the test without Chromium:
+// never a silent pass (make test installs it; see the Makefile).
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	chromeOnce.Do(func() {
-		exe := ""
-		for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-			if p, err := exec.LookPath(name); err == nil {
-				exe = p
-				break
-			}
-		}
-		if exe == "" {
-			chromeErr = errNoChromium
-			return
-		}
-		opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-			chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))
-		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-		ctx, cancelBrowser := chromedp.NewContext(actx)
-		chromeCancel = func() { cancelBrowser(); cancelAlloc() }
-		// The browser lives as long as the context of its first call.
-		chromeCtx, chromeErr = ctx, chromedp.Do(ctx)
-	})
-	if errors.Is(chromeErr, errNoChromium) {
-		// Never a silent pass: make test installs it (see the Makefile).
-		t.Fatal("no chromium installed: run make test, or apt-get install chromium")
-	}
-	if chromeErr != nil {
-		t.Fatalf("start chromium: %v", chromeErr)
-	}
-	ctx, cancel := chromedp.NewContext(chromeCtx, chromedp.WithNewBrowserContext())
-	t.Cleanup(cancel)
-	ctx, cancel2 := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(cancel2)
-	// Opens the tab on ctx, which the steps' shorter contexts derive from.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("open a tab: %v", err)
-	}
-	return ctx
+	return chrome.Tab(t, 90*time.Second)
 }
-
-var errNoChromium = errors.New("no chromium")
 
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

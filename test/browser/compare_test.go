@@ -18,6 +18,8 @@ import (
 
 	"linger/engine"
 	"linger/engine/alloc"
+	"linger/internal/browsertest"
+	"linger/internal/testbin"
 	"linger/notebooks/nbformat"
 )
 
@@ -52,7 +54,7 @@ func runTrace(t *testing.T, dir, name, cellID, source, trace string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, lingerBinary(t), "run", path, "--trace", trace).CombinedOutput()
+	out, err := exec.CommandContext(ctx, testbin.Linger(t), "run", path, "--trace", trace).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("linger run %s: %v\n%s", name, err, out)
 	}
@@ -205,7 +207,7 @@ func TestCompareView(t *testing.T) {
 		void(chromedp.Evaluate[any](`window.linger.compare.a.fit(); window.scrollTo(0, 0)`)),
 		void(chromedp.Poll[bool](painted)))
 	screenshot(t, p.ctx, "compare.png")
-	checkAxe(t, p, "compare page", axeSource(t))
+	checkAxe(t, p, "compare page", browsertest.AxeSource(t))
 }
 
 // wheel turns the mouse wheel at (x, y), as a person zooming does. (The

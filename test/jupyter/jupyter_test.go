@@ -3,12 +3,12 @@
 // per kernel websocket framing (the v1.kernel.websocket.jupyter.org binary
 // subprotocol and the legacy JSON framing).
 //
-// It builds the linger binary, starts `linger serve` on a fresh notebook
-// directory and a random token, and runs `node --test client.test.mjs`
-// against the URL the server prints. Node and the npm packages are required:
-// when either is missing the test fails, saying how to install them
-// (`make test` does it), because a client test that skips silently would
-// report a green run that tested nothing.
+// It builds the linger binary (internal/testbin), starts `linger serve` on a
+// fresh notebook directory and a random token, and runs `node --test
+// client.test.mjs` against the URL the server prints. Node and the npm
+// packages are required: when either is missing the test fails, saying how
+// to install them (`make test` does it), because a client test that skips
+// silently would report a green run that tested nothing.
 package jupyter_test
 
 import (
@@ -22,13 +22,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"linger/internal/testbin"
 )
 
 const (
@@ -44,6 +45,12 @@ const (
 
 // urlLine is the line `linger serve` prints on stdout once it listens.
 var urlLine = regexp.MustCompile(`https?://[^\s/]+/\S*[?&]token=[0-9A-Za-z_-]+`)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
+}
 
 func TestJupyterClient(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -67,7 +74,7 @@ func TestJupyterClient(t *testing.T) {
 	}
 	nodeArgs = append(nodeArgs, "client.test.mjs")
 
-	bin := buildLinger(t, filepath.Join(dir, "..", ".."))
+	bin := testbin.Linger(t)
 
 	for _, framing := range []string{"v1", "legacy"} {
 		t.Run(framing, func(t *testing.T) {
@@ -86,25 +93,6 @@ func TestJupyterClient(t *testing.T) {
 			}
 		})
 	}
-}
-
-// buildLinger builds ./cmd/linger from the module root into a temporary
-// directory and returns the binary's path.
-func buildLinger(t *testing.T, root string) string {
-	t.Helper()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
-	bin := filepath.Join(t.TempDir(), "linger")
-	start := time.Now()
-	cmd := exec.Command(gobin, "build", "-o", bin, "./cmd/linger")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build linger: %v\n%s", err, out)
-	}
-	t.Logf("built %s in %v", bin, time.Since(start).Round(time.Millisecond))
-	return bin
 }
 
 // server is one running `linger serve`.

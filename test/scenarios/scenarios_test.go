@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"linger/engine/alloc"
+	"linger/internal/testbin"
 	"linger/notebooks/kernel"
 	"linger/notebooks/nbformat"
 	"linger/timeline"
@@ -23,27 +24,10 @@ import (
 	"linger/timeline/event"
 )
 
-// linger is the binary TestMain builds, run as a user would run it.
-var linger string
-
 func TestMain(m *testing.M) {
-	os.Exit(buildAndRun(m))
-}
-
-func buildAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "linger-scenarios-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	linger = filepath.Join(dir, "linger")
-	build := exec.Command("go", "build", "-o", linger, "linger/cmd/linger")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build linger: %v\n%s", err, out)
-		return 1
-	}
-	return m.Run()
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
 }
 
 // notebookDir is where the notebooks live, from this package's directory.
@@ -96,7 +80,7 @@ func runNotebook(t *testing.T, name string) *result {
 	out := filepath.Join(dir, "out.ipynb")
 	trace := filepath.Join(dir, "trace.ltrace")
 	report := filepath.Join(dir, "report.json")
-	cmd := exec.Command(linger, "run", path, "--out", out, "--trace", trace, "--report", report, "--timeout", "2m")
+	cmd := exec.Command(testbin.Linger(t), "run", path, "--out", out, "--trace", trace, "--report", report, "--timeout", "2m")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

@@ -5,49 +5,11 @@ import (
 	"testing"
 
 	"linger/timeline/event"
+	"linger/timeline/event/eventtest"
 )
 
-// memSink keeps everything an Emitter sends.
-type memSink struct {
-	strs   map[event.StringID]string
-	sites  map[event.SiteID]event.Site
-	events []event.Event
-}
-
-func newMemSink() *memSink {
-	return &memSink{strs: map[event.StringID]string{}, sites: map[event.SiteID]event.Site{}}
-}
-
-func (s *memSink) DefineString(id event.StringID, v string) {
-	if _, dup := s.strs[id]; dup {
-		panic("string defined twice")
-	}
-	s.strs[id] = v
-}
-
-func (s *memSink) DefineSite(id event.SiteID, v event.Site) {
-	if _, dup := s.sites[id]; dup {
-		panic("site defined twice")
-	}
-	s.sites[id] = v
-}
-
-func (s *memSink) Emit(e event.Event) {
-	if e.Label != 0 {
-		if _, ok := s.strs[e.Label]; !ok {
-			panic("event uses undefined label")
-		}
-	}
-	if e.Site != 0 {
-		if _, ok := s.sites[e.Site]; !ok {
-			panic("event uses undefined site")
-		}
-	}
-	s.events = append(s.events, e)
-}
-
 func TestEmitterSequenceAndScopes(t *testing.T) {
-	sink := newMemSink()
+	sink := eventtest.Strict(t)
 	em := event.NewEmitter(sink, event.EmitterOptions{})
 	req := em.Begin(event.ScopeRequest, "request 1")
 	step := em.Begin(event.ScopeStep, "prefill 1/2")
@@ -59,6 +21,7 @@ func TestEmitterSequenceAndScopes(t *testing.T) {
 	em.End(step)
 	em.End(step) // already ended: nothing
 	em.End(0)
+	events := sink.Events()
 
 	want := []struct {
 		kind  event.Kind
@@ -74,12 +37,12 @@ func TestEmitterSequenceAndScopes(t *testing.T) {
 		{event.KindScopeEnd, uint64(other), step},
 		{event.KindScopeEnd, uint64(step), 0},
 	}
-	if len(sink.events) != len(want) {
-		t.Fatalf("got %d events, want %d: %+v", len(sink.events), len(want), sink.events)
+	if len(events) != len(want) {
+		t.Fatalf("got %d events, want %d: %+v", len(events), len(want), events)
 	}
 	var lastTime int64
 	for i, w := range want {
-		e := sink.events[i]
+		e := events[i]
 		if e.Seq != uint64(i+1) {
 			t.Errorf("event %d: seq %d, want %d", i, e.Seq, i+1)
 		}
@@ -91,19 +54,19 @@ func TestEmitterSequenceAndScopes(t *testing.T) {
 			t.Errorf("event %d = %v addr %d scope %d, want %v addr %d scope %d", i, e.Kind, e.Addr, e.Scope, w.kind, w.addr, w.scope)
 		}
 	}
-	if got := sink.events[1].Extra; got != uint64(req) {
+	if got := events[1].Extra; got != uint64(req) {
 		t.Errorf("scope_begin parent = %d, want %d", got, req)
 	}
-	if got := sink.strs[sink.events[1].Label]; got != "prefill 1/2" {
+	if got := sink.String(events[1].Label); got != "prefill 1/2" {
 		t.Errorf("scope label = %q", got)
 	}
-	if sink.events[4].Expect != event.ScopeRequest {
-		t.Errorf("scope_end kind = %v, want request", sink.events[4].Expect)
+	if events[4].Expect != event.ScopeRequest {
+		t.Errorf("scope_end kind = %v, want request", events[4].Expect)
 	}
 }
 
 func TestEmitterCallerSite(t *testing.T) {
-	sink := newMemSink()
+	sink := eventtest.Strict(t)
 	cell, line := "", 0
 	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() (string, int) { return cell, line }})
 	capture := func() event.SiteID { return em.Caller(0) }
@@ -120,7 +83,7 @@ func TestEmitterCallerSite(t *testing.T) {
 	if again2 := capture(); again2 == again {
 		t.Fatalf("different lines share a site")
 	}
-	site := sink.sites[a]
+	site, _ := sink.Site(a)
 	if len(site.Frames) == 0 || !strings.HasSuffix(site.Frames[0].Func, "TestEmitterCallerSite") {
 		t.Fatalf("site %v: first frame should be the test function", site)
 	}
@@ -139,16 +102,17 @@ func TestEmitterCallerSite(t *testing.T) {
 	if ids[0] != ids[1] || ids[1] == ids[2] {
 		t.Fatalf("ids %v: want first two equal (same PC), third distinct (cell line)", ids)
 	}
-	if s := sink.sites[ids[2]]; s.Cell != "c1" || s.Line != 4 {
+	s, _ := sink.Site(ids[2])
+	if s.Cell != "c1" || s.Line != 4 {
 		t.Errorf("site %+v, want cell c1 line 4", s)
 	}
-	if got := sink.sites[ids[2]].String(); !strings.HasPrefix(got, "cell c1:4 ← ") {
+	if got := s.String(); !strings.HasPrefix(got, "cell c1:4 ← ") {
 		t.Errorf("Site.String() = %q", got)
 	}
 }
 
 func TestEmitterInternAndCounters(t *testing.T) {
-	sink := newMemSink()
+	sink := eventtest.Strict(t)
 	em := event.NewEmitter(sink, event.EmitterOptions{})
 	if em.Intern("layer.0.k") != em.Intern("layer.0.k") {
 		t.Fatal("Intern not stable")
@@ -158,12 +122,13 @@ func TestEmitterInternAndCounters(t *testing.T) {
 	}
 	em.Counter("device_used", 1<<30)
 	em.Mark("warm up done")
-	n := len(sink.events)
-	if sink.events[n-2].Kind != event.KindCounter || sink.events[n-2].Size != 1<<30 || sink.strs[sink.events[n-2].Label] != "device_used" {
-		t.Errorf("counter event %+v", sink.events[n-2])
+	events := sink.Events()
+	n := len(events)
+	if events[n-2].Kind != event.KindCounter || events[n-2].Size != 1<<30 || sink.String(events[n-2].Label) != "device_used" {
+		t.Errorf("counter event %+v", events[n-2])
 	}
-	if sink.events[n-1].Kind != event.KindMark || sink.strs[sink.events[n-1].Label] != "warm up done" {
-		t.Errorf("mark event %+v", sink.events[n-1])
+	if events[n-1].Kind != event.KindMark || sink.String(events[n-1].Label) != "warm up done" {
+		t.Errorf("mark event %+v", events[n-1])
 	}
 	if em.Seq() != uint64(n) {
 		t.Errorf("Seq() = %d, want %d", em.Seq(), n)
@@ -202,14 +167,8 @@ func TestEnumNames(t *testing.T) {
 	}
 }
 
-type discard struct{}
-
-func (discard) DefineString(event.StringID, string) {}
-func (discard) DefineSite(event.SiteID, event.Site) {}
-func (discard) Emit(event.Event)                    {}
-
 func BenchmarkEmitterEmit(b *testing.B) {
-	em := event.NewEmitter(discard{}, event.EmitterOptions{})
+	em := event.NewEmitter(eventtest.Discard, event.EmitterOptions{})
 	ev := event.Event{Kind: event.KindAlloc, Addr: 1 << 40, Size: 4096, Requested: 4000, Category: event.CategoryActivation}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -218,7 +177,7 @@ func BenchmarkEmitterEmit(b *testing.B) {
 }
 
 func BenchmarkEmitterCaller(b *testing.B) {
-	em := event.NewEmitter(discard{}, event.EmitterOptions{})
+	em := event.NewEmitter(eventtest.Discard, event.EmitterOptions{})
 	b.ReportAllocs()
 	for b.Loop() {
 		em.Caller(0)
@@ -228,7 +187,7 @@ func BenchmarkEmitterCaller(b *testing.B) {
 var testCallsite event.Callsite
 
 func TestEmitterAt(t *testing.T) {
-	sink := newMemSink()
+	sink := eventtest.Strict(t)
 	cell := "c1"
 	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() (string, int) { return cell, 2 }})
 	at := func() event.SiteID { return em.At(&testCallsite, 0) }
@@ -238,14 +197,14 @@ func TestEmitterAt(t *testing.T) {
 	if a == 0 || a != b || a == c {
 		t.Fatalf("At ids %d %d %d: want equal for the same cell line, distinct for another", a, b, c)
 	}
-	s := sink.sites[a]
+	s, _ := sink.Site(a)
 	if s.Cell != "c1" || s.Line != 2 || len(s.Frames) == 0 || !strings.HasSuffix(s.Frames[0].Func, "TestEmitterAt") {
 		t.Fatalf("site %v: want cell c1:2 then the test function", s)
 	}
 }
 
 func BenchmarkEmitterAt(b *testing.B) {
-	em := event.NewEmitter(discard{}, event.EmitterOptions{SiteHook: func() (string, int) { return "cell", 3 }})
+	em := event.NewEmitter(eventtest.Discard, event.EmitterOptions{SiteHook: func() (string, int) { return "cell", 3 }})
 	b.ReportAllocs()
 	for b.Loop() {
 		em.At(&testCallsite, 0)
@@ -255,7 +214,7 @@ func BenchmarkEmitterAt(b *testing.B) {
 // One Callsite serves every Emitter: each interns it in its own table.
 func TestCallsiteTwoEmitters(t *testing.T) {
 	var cs event.Callsite
-	s1, s2 := newMemSink(), newMemSink()
+	s1, s2 := eventtest.Strict(t), eventtest.Strict(t)
 	e1 := event.NewEmitter(s1, event.EmitterOptions{})
 	e2 := event.NewEmitter(s2, event.EmitterOptions{})
 	e2.Intern("shifts e2's ids") // strings and sites are separate tables; make e2 differ anyway
@@ -264,7 +223,7 @@ func TestCallsiteTwoEmitters(t *testing.T) {
 	if a1 != b1 {
 		t.Errorf("same emitter, same line: ids %d and %d", a1, b1)
 	}
-	if _, ok := s2.sites[a2]; !ok || a2 == a1 {
-		t.Errorf("second emitter got id %d (first %d), defined: %v", a2, a1, s2.sites)
+	if _, ok := s2.Site(a2); !ok || a2 == a1 {
+		t.Errorf("second emitter got id %d (first %d), defined: %v", a2, a1, ok)
 	}
 }

@@ -8,36 +8,8 @@ import (
 	"linger/engine"
 	"linger/timeline"
 	"linger/timeline/event"
+	"linger/timeline/event/eventtest"
 )
-
-// memTrace is a Trace held in memory, built by hand with fixed times.
-type memTrace struct {
-	strs   map[event.StringID]string
-	sites  map[event.SiteID]event.Site
-	events []event.Event
-}
-
-func (m *memTrace) String(id event.StringID) string { return m.strs[id] }
-
-func (m *memTrace) Site(id event.SiteID) (event.Site, bool) {
-	s, ok := m.sites[id]
-	return s, ok
-}
-
-func (m *memTrace) Replay(fn func(event.Event) error) error {
-	for _, e := range m.events {
-		if err := fn(e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// add appends e with the next seq.
-func (m *memTrace) add(e event.Event) {
-	e.Seq = uint64(len(m.events) + 1)
-	m.events = append(m.events, e)
-}
 
 // Addresses above 2^32 and sizes above 2^31, so that the pickle needs
 // LONG1.
@@ -49,30 +21,28 @@ const (
 // handTrace is a small trace whose every figure the tests know: a request
 // with one step; a mask freed within its step; two KV blocks that outlive
 // the request, one freed late and one leaked; an OOM, a mark and a counter.
-func handTrace() *memTrace {
-	m := &memTrace{
-		strs: map[event.StringID]string{1: "layer.0.k", 2: "mask[chunk=1]", 3: "request 1", 4: "prefill 1/1",
-			5: "go_heap_inuse", 6: "checkpoint \"a\"", 7: "kv big"},
-		sites: map[event.SiteID]event.Site{
-			1: {Cell: "c1", Line: 3, Frames: []event.Frame{{Func: "linger/engine.(*Engine).Generate", File: "/src/linger/engine/generate.go", Line: 100}}},
-			2: {Frames: []event.Frame{{Func: "linger/engine/alloc.(*Allocator).Alloc", File: "/src/linger/engine/alloc/alloc.go", Line: 300}}},
-		},
+func handTrace() *eventtest.Sink {
+	m := new(eventtest.Sink)
+	for i, s := range []string{"layer.0.k", "mask[chunk=1]", "request 1", "prefill 1/1", "go_heap_inuse", "checkpoint \"a\"", "kv big"} {
+		m.DefineString(event.StringID(i+1), s)
 	}
-	m.add(event.Event{Time: 0, Kind: event.KindSegmentAlloc, Addr: smallSeg, Size: 2 << 20, Site: 2, Extra: event.PoolSmall})
-	m.add(event.Event{Time: 1000, Kind: event.KindScopeBegin, Expect: event.ScopeRequest, Addr: 1, Label: 3})
-	m.add(event.Event{Time: 2000, Kind: event.KindScopeBegin, Expect: event.ScopeStep, Addr: 2, Extra: 1, Scope: 1, Label: 4})
-	m.add(event.Event{Time: 3000, Kind: event.KindAlloc, Addr: smallSeg, Size: 512, Requested: 500, Category: event.CategoryAttnMask, Expect: event.ScopeStep, Site: 1, Label: 2, Scope: 2})
-	m.add(event.Event{Time: 4000, Kind: event.KindAlloc, Addr: smallSeg + 1024, Size: 1024, Requested: 1000, Category: event.CategoryKVCache, Expect: event.ScopeRequest, Site: 1, Label: 1, Scope: 2})
-	m.add(event.Event{Time: 5000, Kind: event.KindSegmentAlloc, Addr: largeSeg, Size: 3 << 30, Site: 2, Extra: event.PoolLarge, Scope: 2})
-	m.add(event.Event{Time: 5500, Kind: event.KindAlloc, Addr: largeSeg, Size: 5 << 29, Requested: 5 << 29, Category: event.CategoryKVCache, Expect: event.ScopeRequest, Site: 1, Label: 7, Scope: 2})
-	m.add(event.Event{Time: 6000, Kind: event.KindCounter, Size: 123456, Label: 5, Scope: 2})
-	m.add(event.Event{Time: 7000, Kind: event.KindFree, Addr: smallSeg, Size: 512, Requested: 500, Category: event.CategoryAttnMask, Expect: event.ScopeStep, Site: 2, Label: 2, Scope: 2})
-	m.add(event.Event{Time: 8000, Kind: event.KindScopeEnd, Expect: event.ScopeStep, Addr: 2, Scope: 1})
-	m.add(event.Event{Time: 9000, Kind: event.KindScopeEnd, Expect: event.ScopeRequest, Addr: 1})
-	m.add(event.Event{Time: 10000, Kind: event.KindMark, Label: 6})
-	m.add(event.Event{Time: 11000, Kind: event.KindFree, Addr: smallSeg + 1024, Size: 1024, Requested: 1000, Category: event.CategoryKVCache, Expect: event.ScopeRequest, Site: 2, Label: 1})
-	m.add(event.Event{Time: 12000, Kind: event.KindOOM, Size: 1 << 40, Requested: 1<<40 - 7, Category: event.CategoryActivation, Expect: event.ScopeLayer, Site: 1, Extra: 5 << 30})
-	m.add(event.Event{Time: 13000, Kind: event.KindSegmentAlloc, Addr: 0x10_0000_0000, Size: 4 << 20, Extra: event.PoolOutside})
+	m.DefineSite(1, event.Site{Cell: "c1", Line: 3, Frames: []event.Frame{{Func: "linger/engine.(*Engine).Generate", File: "/src/linger/engine/generate.go", Line: 100}}})
+	m.DefineSite(2, event.Site{Frames: []event.Frame{{Func: "linger/engine/alloc.(*Allocator).Alloc", File: "/src/linger/engine/alloc/alloc.go", Line: 300}}})
+	m.Append(event.Event{Time: 0, Kind: event.KindSegmentAlloc, Addr: smallSeg, Size: 2 << 20, Site: 2, Extra: event.PoolSmall})
+	m.Append(event.Event{Time: 1000, Kind: event.KindScopeBegin, Expect: event.ScopeRequest, Addr: 1, Label: 3})
+	m.Append(event.Event{Time: 2000, Kind: event.KindScopeBegin, Expect: event.ScopeStep, Addr: 2, Extra: 1, Scope: 1, Label: 4})
+	m.Append(event.Event{Time: 3000, Kind: event.KindAlloc, Addr: smallSeg, Size: 512, Requested: 500, Category: event.CategoryAttnMask, Expect: event.ScopeStep, Site: 1, Label: 2, Scope: 2})
+	m.Append(event.Event{Time: 4000, Kind: event.KindAlloc, Addr: smallSeg + 1024, Size: 1024, Requested: 1000, Category: event.CategoryKVCache, Expect: event.ScopeRequest, Site: 1, Label: 1, Scope: 2})
+	m.Append(event.Event{Time: 5000, Kind: event.KindSegmentAlloc, Addr: largeSeg, Size: 3 << 30, Site: 2, Extra: event.PoolLarge, Scope: 2})
+	m.Append(event.Event{Time: 5500, Kind: event.KindAlloc, Addr: largeSeg, Size: 5 << 29, Requested: 5 << 29, Category: event.CategoryKVCache, Expect: event.ScopeRequest, Site: 1, Label: 7, Scope: 2})
+	m.Append(event.Event{Time: 6000, Kind: event.KindCounter, Size: 123456, Label: 5, Scope: 2})
+	m.Append(event.Event{Time: 7000, Kind: event.KindFree, Addr: smallSeg, Size: 512, Requested: 500, Category: event.CategoryAttnMask, Expect: event.ScopeStep, Site: 2, Label: 2, Scope: 2})
+	m.Append(event.Event{Time: 8000, Kind: event.KindScopeEnd, Expect: event.ScopeStep, Addr: 2, Scope: 1})
+	m.Append(event.Event{Time: 9000, Kind: event.KindScopeEnd, Expect: event.ScopeRequest, Addr: 1})
+	m.Append(event.Event{Time: 10000, Kind: event.KindMark, Label: 6})
+	m.Append(event.Event{Time: 11000, Kind: event.KindFree, Addr: smallSeg + 1024, Size: 1024, Requested: 1000, Category: event.CategoryKVCache, Expect: event.ScopeRequest, Site: 2, Label: 1})
+	m.Append(event.Event{Time: 12000, Kind: event.KindOOM, Size: 1 << 40, Requested: 1<<40 - 7, Category: event.CategoryActivation, Expect: event.ScopeLayer, Site: 1, Extra: 5 << 30})
+	m.Append(event.Event{Time: 13000, Kind: event.KindSegmentAlloc, Addr: 0x10_0000_0000, Size: 4 << 20, Extra: event.PoolOutside})
 	return m
 }
 

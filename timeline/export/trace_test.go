@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"linger/timeline/event"
+	"linger/timeline/event/eventtest"
 )
 
 func TestParseAt(t *testing.T) {
@@ -41,11 +42,11 @@ func TestParseAt(t *testing.T) {
 // writer could produce: an unknown category, a free of a block never
 // allocated, no events at all.
 func TestExportersOddTraces(t *testing.T) {
-	odd := &memTrace{strs: map[event.StringID]string{}, sites: map[event.SiteID]event.Site{}}
-	odd.add(event.Event{Time: 1, Kind: event.KindAlloc, Addr: 64, Size: 512, Category: 200, Site: 9, Label: 7})
-	odd.add(event.Event{Time: 2, Kind: event.KindFree, Addr: 4096, Size: 512})
-	odd.add(event.Event{Time: 3, Kind: event.KindScopeEnd, Addr: 77, Expect: 99})
-	empty := &memTrace{}
+	odd := new(eventtest.Sink)
+	odd.Append(event.Event{Time: 1, Kind: event.KindAlloc, Addr: 64, Size: 512, Category: 200, Site: 9, Label: 7})
+	odd.Append(event.Event{Time: 2, Kind: event.KindFree, Addr: 4096, Size: 512})
+	odd.Append(event.Event{Time: 3, Kind: event.KindScopeEnd, Addr: 77, Expect: 99})
+	empty := new(eventtest.Sink)
 	exporters := map[string]func(*bytes.Buffer, Trace) error{
 		"chrome":        func(b *bytes.Buffer, tr Trace) error { return Chrome(b, tr, ChromeOptions{}) },
 		"memviz json":   func(b *bytes.Buffer, tr Trace) error { return MemvizJSON(b, tr, MemvizOptions{}) },
