@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"linger/server/httperr"
 	"linger/timeline/analyze"
 	"linger/web"
 )
@@ -137,7 +138,7 @@ func (s *Server) handleComparePage(w http.ResponseWriter, r *http.Request) {
 	if v.A != "" && v.B != "" {
 		c, err := s.compare(r.Context(), v.A, v.B)
 		if err != nil {
-			code, _ = errorStatus(err)
+			code = httperr.Status(classify(err))
 			if code >= 500 {
 				s.writeError(w, r, err)
 				return

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"linger/server/httperr"
 	"linger/timeline"
 	"linger/timeline/event"
 	"linger/timeline/lod"
@@ -34,7 +35,7 @@ const (
 
 // ErrNotFound is returned by the lookups in Options for an unknown kernel
 // or trace; the handlers answer it with 404.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = httperr.New(httperr.NotFound, "not found")
 
 // Options configures a Handler.
 type Options struct {
@@ -374,10 +375,10 @@ func (h *Handler) tracePath(r *http.Request) (string, error) {
 func (h *Handler) serveKernelLOD(w http.ResponseWriter, r *http.Request) {
 	rec, err := h.recorder(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
-	serveLOD(w, r, h.current(rec).ix)
+	h.serveLOD(w, r, h.current(rec).ix)
 }
 
 // savedIndex resolves a saved-trace route to its file and index.
@@ -396,16 +397,16 @@ func (h *Handler) savedIndex(r *http.Request) (*lod.Index, string, error) {
 func (h *Handler) serveTraceLOD(w http.ResponseWriter, r *http.Request) {
 	ix, _, err := h.savedIndex(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
-	serveLOD(w, r, ix)
+	h.serveLOD(w, r, ix)
 }
 
 func (h *Handler) serveKernelObjects(w http.ResponseWriter, r *http.Request) {
 	rec, err := h.recorder(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	ki := h.current(rec)
@@ -415,7 +416,7 @@ func (h *Handler) serveKernelObjects(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) serveTraceObjects(w http.ResponseWriter, r *http.Request) {
 	ix, path, err := h.savedIndex(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	h.serveObjects(w, r, ix, nil, path)
@@ -439,10 +440,10 @@ func categoryNames() []string {
 	return names
 }
 
-func serveLOD(w http.ResponseWriter, r *http.Request, ix *lod.Index) {
+func (h *Handler) serveLOD(w http.ResponseWriter, r *http.Request, ix *lod.Index) {
 	q, err := window(r, "px", 1000, DefaultMaxPixels)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, lodAnswerOf(ix, q.t0, q.t1, q.n))
@@ -486,7 +487,7 @@ type frameJSON struct {
 func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request, ix *lod.Index, fol Follower, path string) {
 	q, err := window(r, "n", 100, DefaultMaxObjects)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	var opts lod.ObjectsOptions
@@ -537,7 +538,7 @@ func window(r *http.Request, n string, def, limit int) (query, error) {
 		if s := v.Get(name); s != "" && err == nil {
 			*dst, err = strconv.ParseInt(s, 10, 64)
 			if err != nil {
-				err = fmt.Errorf("%w: %s=%q is not an integer", errBadRequest, name, s)
+				err = httperr.New(httperr.BadRequest, "%s=%q is not an integer", name, s)
 			}
 		}
 	}
@@ -552,26 +553,15 @@ func window(r *http.Request, n string, def, limit int) (query, error) {
 		q.n = int(min(c, int64(limit)))
 	}
 	if q.t1 != 0 && q.t1 <= q.t0 {
-		return q, fmt.Errorf("%w: empty window t0=%d t1=%d", errBadRequest, q.t0, q.t1)
+		return q, httperr.New(httperr.BadRequest, "empty window t0=%d t1=%d", q.t0, q.t1)
 	}
 	return q, nil
 }
 
-var errBadRequest = errors.New("bad request")
-
-// writeError answers err as JSON with a status from its sentinel. (The
-// server maps its own errors in one place; these routes answer their own.)
-func writeError(w http.ResponseWriter, err error) {
-	code := http.StatusInternalServerError
-	switch {
-	case errors.Is(err, ErrNotFound):
-		code = http.StatusNotFound
-	case errors.Is(err, errBadRequest):
-		code = http.StatusBadRequest
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(map[string]string{"message": err.Error()})
+// writeError answers err as every route of the server does (package
+// httperr), 5xx logged to Options.Log.
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	httperr.Write(w, r, h.log, err)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -583,19 +573,19 @@ func writeJSON(w http.ResponseWriter, v any) {
 func (h *Handler) serveKernelScopes(w http.ResponseWriter, r *http.Request) {
 	rec, err := h.recorder(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
-	serveScopes(w, r, h.current(rec).ix)
+	h.serveScopes(w, r, h.current(rec).ix)
 }
 
 func (h *Handler) serveTraceScopes(w http.ResponseWriter, r *http.Request) {
 	ix, _, err := h.savedIndex(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
-	serveScopes(w, r, ix)
+	h.serveScopes(w, r, ix)
 }
 
 type scopeAnswer struct {
@@ -610,10 +600,10 @@ type markAnswer struct {
 }
 
 // serveScopes answers the scopes (step and wider) and marks of a window.
-func serveScopes(w http.ResponseWriter, r *http.Request, ix *lod.Index) {
+func (h *Handler) serveScopes(w http.ResponseWriter, r *http.Request, ix *lod.Index) {
 	q, err := window(r, "n", 2000, 20000)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	scopes := ix.Scopes(q.t0, q.t1, q.n)
