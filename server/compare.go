@@ -81,12 +81,12 @@ func (s *Server) compare(ctx context.Context, a, b string) (*comparison, error) 
 	var wg sync.WaitGroup
 	for i := range paths {
 		wg.Go(func() {
-			e, err := s.lingerCache.saved(ctx, paths[i])
+			rep, err := s.savedReport(ctx, paths[i])
 			if err != nil {
 				errs[i] = fmt.Errorf("analyze %s: %w", filepath.Base(paths[i]), err)
 				return
 			}
-			c.reports[i] = e.rep
+			c.reports[i] = rep
 		})
 	}
 	wg.Wait()
