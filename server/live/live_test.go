@@ -732,3 +732,27 @@ func TestSavedOnePass(t *testing.T) {
 		t.Errorf("t3.ltrace read %d times, want 1", n)
 	}
 }
+
+// BenchmarkReadTrace is the one pass over a saved 1-million-event trace
+// that builds its index (no Follower), as a trace's page waits for it:
+// BenchmarkIndexFile's work (lod.FromFile after timeline.OpenFile, two
+// passes), done in one.
+func BenchmarkReadTrace(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "big.ltrace")
+	w, err := timeline.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	engineLike(w, 1_000_000)
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	h := New(Options{})
+	defer h.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := h.readTrace(path); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
