@@ -29,7 +29,8 @@ var policy = map[string][]string{
 	"cmd/linger":       {"*"},
 	"test":             {"*"}, // end-to-end tests driving the built binary and a browser
 	"server":           {"notebooks/...", "timeline/...", "web/...", "server/..."},
-	"server/live":      {"timeline", "timeline/event", "timeline/lod"},
+	"server/live":      {"timeline", "timeline/event", "timeline/lod", "server/httperr"},
+	"server/httperr":   {}, // the one error vocabulary of the server's routes and live's
 	"web":              {"internal/units"},
 	"notebooks":        {"engine/...", "timeline/...", "notebooks/...", "internal/units"},
 	"engine":           {"engine/...", "timeline/event"},
@@ -51,7 +52,7 @@ var policy = map[string][]string{
 
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, but nothing of Linger.)
-var stdlibOnly = []string{"timeline/event", "internal/units", "timeline/event/eventtest", "internal/testbin"}
+var stdlibOnly = []string{"timeline/event", "internal/units", "server/httperr", "timeline/event/eventtest", "internal/testbin"}
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.
@@ -120,6 +121,8 @@ func TestPolicyRejects(t *testing.T) {
 		{"web", "engine", false},
 		{"engine/tokenizer", "engine/alloc", false},
 		{"cmd/linger", "server", true},
+		{"server/live", "server/httperr", true},
+		{"server/httperr", "notebooks/kernel", false},
 		{"nosuch", "engine", false},
 	} {
 		if got := allowed(c.pkg, c.dep); got != c.ok {

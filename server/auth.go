@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"linger/server/httperr"
 )
 
 // Auth rules, as Jupyter Server applies them:
@@ -36,9 +38,9 @@ func NewToken() string {
 }
 
 var (
-	errBadToken = &apiError{errForbidden, errors.New("missing or wrong token")}
-	errXSRF     = &apiError{errForbidden, errors.New("'_xsrf' argument missing from request or not matching the _xsrf cookie")}
-	errOrigin   = &apiError{errForbidden, errors.New("websocket origin does not match the host")}
+	errBadToken = httperr.Wrap(httperr.Forbidden, errors.New("missing or wrong token"))
+	errXSRF     = httperr.Wrap(httperr.Forbidden, errors.New("'_xsrf' argument missing from request or not matching the _xsrf cookie"))
+	errOrigin   = httperr.Wrap(httperr.Forbidden, errors.New("websocket origin does not match the host"))
 )
 
 func (s *Server) tokenOK(t string) bool {

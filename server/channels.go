@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"linger/notebooks/msg"
+	"linger/server/httperr"
 )
 
 const (
@@ -59,7 +60,7 @@ func (s *Server) handleChannels(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !isWebsocket(r) {
-		s.writeError(w, r, &apiError{errBadRequest, errNotWebsocket})
+		s.writeError(w, r, httperr.Wrap(httperr.BadRequest, errNotWebsocket))
 		return
 	}
 	if !originOK(r) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
 )
 
@@ -268,7 +269,8 @@ func TestChannelsKernelDied(t *testing.T) {
 	// A request to the dead kernel gets an error reply, not silence.
 	r := a.request("execute_request", map[string]any{"code": "1+1"})
 	a.send(t, r)
-	if got := a.until(t, r.Header.MsgID, "execute_reply"); !strings.Contains(string(got[len(got)-1].Content), `"error"`) {
+	if got := a.until(t, r.Header.MsgID, "execute_reply"); !strings.Contains(string(got[len(got)-1].Content), `"error"`) ||
+		!strings.Contains(string(got[len(got)-1].Content), kernel.ErrDead.Error()) {
 		t.Fatalf("reply from a dead kernel: %s", got[len(got)-1].Content)
 	}
 	if code, body := ts.do(t, "GET", "/api/kernels/"+kid, ""); code != 200 || !strings.Contains(string(body), `"dead"`) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"linger/server/httperr"
 	"linger/timeline/analyze"
 	"linger/web"
 )
@@ -80,12 +81,12 @@ func (s *Server) compare(ctx context.Context, a, b string) (*comparison, error) 
 	var wg sync.WaitGroup
 	for i := range paths {
 		wg.Go(func() {
-			e, err := s.lingerCache.saved(ctx, paths[i])
+			rep, err := s.savedReport(ctx, paths[i])
 			if err != nil {
 				errs[i] = fmt.Errorf("analyze %s: %w", filepath.Base(paths[i]), err)
 				return
 			}
-			c.reports[i] = e.rep
+			c.reports[i] = rep
 		})
 	}
 	wg.Wait()
@@ -137,7 +138,7 @@ func (s *Server) handleComparePage(w http.ResponseWriter, r *http.Request) {
 	if v.A != "" && v.B != "" {
 		c, err := s.compare(r.Context(), v.A, v.B)
 		if err != nil {
-			code, _ = errorStatus(err)
+			code = httperr.Status(classify(err))
 			if code >= 500 {
 				s.writeError(w, r, err)
 				return

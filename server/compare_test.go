@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"linger/server/httperr"
 	"linger/timeline"
 	"linger/timeline/event"
 )
@@ -219,7 +220,7 @@ func TestCompareErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := ts.do(t, "GET", "/api/timeline/compare?"+tc.query, "")
-			var e errorBody
+			var e httperr.Body
 			if err := json.Unmarshal(body, &e); err != nil {
 				t.Fatalf("%d %s: %v", code, body, err)
 			}

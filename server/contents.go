@@ -2,10 +2,11 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
+
+	"linger/server/httperr"
 )
 
 // contentStore is what the contents routes need of a store, in the
@@ -111,7 +112,7 @@ func (s *Server) handleContents(w http.ResponseWriter, r *http.Request) {
 }
 
 func errMethod(r *http.Request) error {
-	return &apiError{errMethodNotAllowed, fmt.Errorf("method %s not allowed on %s", r.Method, r.URL.Path)}
+	return httperr.New(httperr.MethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path)
 }
 
 // readBody reads a contents body of at most MaxBodyBytes.
@@ -119,7 +120,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	if err != nil {
 		if _, ok := err.(*http.MaxBytesError); ok {
-			return nil, &apiError{errTooLarge, fmt.Errorf("request body over %d bytes", s.opts.MaxBodyBytes)}
+			return nil, httperr.New(httperr.TooLarge, "request body over %d bytes", s.opts.MaxBodyBytes)
 		}
 		return nil, badRequest("read request body: %v", err)
 	}

@@ -5,7 +5,11 @@
 // Kernels are processes run by a notebooks/kernel.Manager; notebooks are
 // files in a notebooks/contents.Store. The server owns neither: it turns
 // HTTP into their calls and their errors into HTTP statuses, in one place
-// (errorStatus), with Jupyter's JSON error body {"message", "reason"}.
+// (classify, in the vocabulary of package httperr, which the timeline
+// routes of package live share), with Jupyter's JSON error body
+// {"message", "reason"}; a 5xx is logged once, with its request. A request
+// that a dead kernel cannot serve (an interrupt) is 409 Conflict, until a
+// restart revives it.
 //
 // # Routes
 //

@@ -7,91 +7,62 @@ import (
 	"io"
 	"net/http"
 
+	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
+	"linger/server/httperr"
 )
 
-// errorType classifies an error for the client, as Prometheus's API does:
-// handlers wrap what they know (a bad request body, an unknown route), and
-// everything else is classified by errorStatus from sentinel errors.
-type errorType string
-
-const (
-	errBadRequest errorType = "bad_request"
-	errForbidden  errorType = "forbidden"
-	errNotFound   errorType = "not_found"
-	errConflict   errorType = "conflict"
-	errTooLarge   errorType = "too_large"
-	errInternal   errorType = "internal"
-
-	errMethodNotAllowed errorType = "method_not_allowed"
-)
-
-// apiError is an error with the class a handler gave it.
-type apiError struct {
-	typ errorType
-	err error
-}
-
-func (e *apiError) Error() string { return e.err.Error() }
-func (e *apiError) Unwrap() error { return e.err }
-
-// badRequest and the like wrap an error (or format one) with its class.
+// badRequest and notFound format an error of their httperr.Type.
 func badRequest(format string, args ...any) error {
-	return &apiError{errBadRequest, fmt.Errorf(format, args...)}
+	return httperr.New(httperr.BadRequest, format, args...)
 }
 
 func notFound(format string, args ...any) error {
-	return &apiError{errNotFound, fmt.Errorf(format, args...)}
+	return httperr.New(httperr.NotFound, format, args...)
 }
 
-// errorStatus maps an error to its HTTP status and a short reason. It is
-// the one place where errors become statuses.
-func errorStatus(err error) (int, string) {
-	var ae *apiError
-	if errors.As(err, &ae) {
-		switch ae.typ {
-		case errBadRequest:
-			return http.StatusBadRequest, "Bad Request"
-		case errForbidden:
-			return http.StatusForbidden, "Forbidden"
-		case errNotFound:
-			return http.StatusNotFound, "Not Found"
-		case errConflict:
-			return http.StatusConflict, "Conflict"
-		case errMethodNotAllowed:
-			return http.StatusMethodNotAllowed, "Method Not Allowed"
-		case errTooLarge:
-			return http.StatusRequestEntityTooLarge, "Request Entity Too Large"
+// sentinels gives the errors of the packages the server drives their
+// httperr.Type; an error a handler typed itself keeps its type.
+var sentinels = []struct {
+	err error
+	typ httperr.Type
+}{
+	{kernel.ErrNoKernel, httperr.NotFound},
+	{errNoSession, httperr.NotFound},
+	// A dead kernel (its process exited; not shut down) is still listed,
+	// and a restart revives it, as in Jupyter Server, whose restart
+	// starts a dead kernel anew. So a request it cannot serve until then
+	// (an interrupt, a lingering query) conflicts with the kernel's
+	// state: 409, which a client resolves by restarting. Not 503: that
+	// says the server is briefly unable and invites a retry, which would
+	// fail the same way until someone restarts the kernel.
+	{kernel.ErrDead, httperr.Conflict},
+	{contents.ErrBadPath, httperr.BadRequest},
+	{contents.ErrInvalid, httperr.BadRequest},
+	{contents.ErrNotEmpty, httperr.BadRequest},
+	{contents.ErrForbidden, httperr.Forbidden},
+	{contents.ErrNotFound, httperr.NotFound},
+	{contents.ErrExists, httperr.Conflict},
+}
+
+// classify returns err with the httperr.Type of its sentinel, if it has
+// none of its own. It is where the server's errors become statuses.
+func classify(err error) error {
+	var typed *httperr.Error
+	if errors.As(err, &typed) {
+		return err
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			return httperr.Wrap(s.typ, err)
 		}
-		return http.StatusInternalServerError, "Internal Server Error"
 	}
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return http.StatusRequestEntityTooLarge, "Request Entity Too Large"
-	case errors.Is(err, kernel.ErrNoKernel), errors.Is(err, errNoSession):
-		return http.StatusNotFound, "Not Found"
-	}
-	if code, reason, ok := contentsStatus(err); ok {
-		return code, reason
-	}
-	return http.StatusInternalServerError, "Internal Server Error"
+	return err
 }
 
-// errorBody is Jupyter's JSON error.
-type errorBody struct {
-	Message string `json:"message"`
-	Reason  string `json:"reason"`
-}
-
-// writeError answers with err as a JSON error and the status errorStatus
-// gives it.
+// writeError answers err as httperr does, after classify.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	code, reason := errorStatus(err)
-	if code >= 500 {
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	}
-	writeJSON(w, code, errorBody{Message: err.Error(), Reason: reason})
+	httperr.Write(w, r, s.log, classify(err))
 }
 
 // writeJSON answers with v as JSON; v nil writes no body.
@@ -103,7 +74,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		code = http.StatusInternalServerError
-		b, _ = json.Marshal(errorBody{Message: fmt.Sprintf("encode response: %v", err), Reason: "Internal Server Error"})
+		b, _ = json.Marshal(httperr.Body{Message: fmt.Sprintf("encode response: %v", err), Reason: http.StatusText(code)})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -119,7 +90,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error 
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &apiError{errTooLarge, fmt.Errorf("request body over %d bytes", limit)}
+			return httperr.New(httperr.TooLarge, "request body over %d bytes", limit)
 		}
 		if errors.Is(err, io.EOF) {
 			return nil

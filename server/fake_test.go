@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -13,6 +12,7 @@ import (
 
 	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
+	"linger/server/httperr"
 	"linger/timeline"
 )
 
@@ -120,6 +120,9 @@ func (k *fakeKernel) Recorder() *timeline.Recorder { return nil }
 func (k *fakeKernel) Done() <-chan struct{}        { return k.done }
 
 func (k *fakeKernel) Lingering(ctx context.Context) ([]kernel.Holder, error) {
+	if err := k.alive(); err != nil {
+		return nil, err
+	}
 	return []kernel.Holder{{Addr: 4096, Size: 1 << 20, Category: "kv_cache", Path: "global last_cache → KVCache#1 → layer[0].k"}}, nil
 }
 
@@ -167,9 +170,17 @@ func (k *fakeKernel) status(parent *msg.Message, state string) {
 	k.publish(s)
 }
 
-func (k *fakeKernel) Send(m *msg.Message) error {
+// alive fails as the Manager's kernel does once its process has died.
+func (k *fakeKernel) alive() error {
 	if k.ExecutionState() == "dead" {
-		return errors.New("kernel is dead")
+		return fmt.Errorf("kernel %s: %w", k.id, kernel.ErrDead)
+	}
+	return nil
+}
+
+func (k *fakeKernel) Send(m *msg.Message) error {
+	if err := k.alive(); err != nil {
+		return err
 	}
 	k.mu.Lock()
 	k.last = time.Now()
@@ -216,6 +227,9 @@ func (k *fakeKernel) Send(m *msg.Message) error {
 }
 
 func (k *fakeKernel) Interrupt() error {
+	if err := k.alive(); err != nil {
+		return err
+	}
 	k.mu.Lock()
 	k.interrupts++
 	k.mu.Unlock()
@@ -226,6 +240,7 @@ func (k *fakeKernel) Restart(ctx context.Context) error {
 	k.mu.Lock()
 	k.restarts++
 	k.count = 0
+	k.state = "idle" // a dead kernel too, as the Manager's
 	k.mu.Unlock()
 	return nil
 }
@@ -264,7 +279,7 @@ func (f *fakeContents) Get(ctx context.Context, p string, q contentsQuery) (any,
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if strings.Contains(p, "..") {
-		return nil, &apiError{errForbidden, fmt.Errorf("path %q escapes the root", p)}
+		return nil, httperr.New(httperr.Forbidden, "path %q escapes the root", p)
 	}
 	if p == "" {
 		var list []map[string]any

@@ -20,6 +20,7 @@ type metrics struct {
 	wsTotal     prometheus.Counter
 	relayed     *prometheus.CounterVec
 	wsRefused   *prometheus.CounterVec
+	traceReads  prometheus.Counter
 	kernelState *prometheus.Desc
 	kernelEvent *prometheus.Desc
 	s           *Server
@@ -47,12 +48,15 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 		wsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "linger_websocket_messages_refused_total", Help: "Client websocket messages refused, by reason (malformed, too_large, send).",
 		}, []string{"reason"}),
+		traceReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "linger_trace_file_reads_total", Help: "Saved trace files read to index and analyze them: once per version of a file while it stays cached.",
+		}),
 		kernelState: prometheus.NewDesc("linger_kernels", "Kernels by execution state.", []string{"state"}, nil),
 		kernelEvent: prometheus.NewDesc("linger_kernel_events_received_total",
 			"Memory events received from a kernel's current process and recorded in its trace.", []string{"kernel"}, nil),
 		s: s,
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.wsOpen, m.wsTotal, m.relayed, m.wsRefused, m} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.wsOpen, m.wsTotal, m.relayed, m.wsRefused, m.traceReads, m} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -78,8 +78,6 @@ type Server struct {
 	live     *live.Handler
 	started  time.Time
 
-	lingerCache lingerCache
-
 	sessions *sessionStore
 
 	mu    sync.Mutex

@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"linger/notebooks/msg"
+	"linger/server/httperr"
 )
 
 const testToken = "0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -133,7 +134,7 @@ func TestRoutes(t *testing.T) {
 				t.Fatalf("body %s lacks %q", b, tt.contains)
 			}
 			if code >= 400 {
-				var e errorBody
+				var e httperr.Body
 				if err := json.Unmarshal(b, &e); err != nil || e.Message == "" || e.Reason == "" {
 					t.Fatalf("error body %s is not {message, reason}: %v", b, err)
 				}
@@ -261,7 +262,7 @@ func TestOversizedBody(t *testing.T) {
 	if code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("oversized save: %d %s", code, b)
 	}
-	var e errorBody
+	var e httperr.Body
 	if err := json.Unmarshal(b, &e); err != nil || e.Message == "" {
 		t.Fatalf("oversized save body %s: %v", b, err)
 	}
@@ -320,7 +321,7 @@ func TestWrongToken(t *testing.T) {
 				if resp.StatusCode != http.StatusForbidden {
 					t.Fatalf("status %d, want 403: %s", resp.StatusCode, b)
 				}
-				var e errorBody
+				var e httperr.Body
 				if err := json.Unmarshal(b, &e); err != nil || e.Reason != "Forbidden" {
 					t.Fatalf("body %s: %v", b, err)
 				}

@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"net/http"
 
 	"linger/notebooks/contents"
 )
@@ -75,19 +73,4 @@ func (a storeContents) RestoreCheckpoint(_ context.Context, p, id string) error 
 
 func (a storeContents) DeleteCheckpoint(_ context.Context, p, id string) error {
 	return a.st.DeleteCheckpoint(p, id)
-}
-
-// contentsStatus maps the store's sentinels (see package contents).
-func contentsStatus(err error) (int, string, bool) {
-	switch {
-	case errors.Is(err, contents.ErrBadPath), errors.Is(err, contents.ErrInvalid), errors.Is(err, contents.ErrNotEmpty):
-		return http.StatusBadRequest, "Bad Request", true
-	case errors.Is(err, contents.ErrForbidden):
-		return http.StatusForbidden, "Forbidden", true
-	case errors.Is(err, contents.ErrNotFound):
-		return http.StatusNotFound, "Not Found", true
-	case errors.Is(err, contents.ErrExists):
-		return http.StatusConflict, "Conflict", true
-	}
-	return 0, "", false
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"linger/notebooks/contents"
+	"linger/server/httperr"
 )
 
 // newStoreServer is a test server on a real contents store in a temporary
@@ -89,7 +90,7 @@ func TestContentsStore(t *testing.T) {
 			t.Fatalf("%s %s: %d %s, want %d with %q", st.method, st.path, code, b, st.want, st.contains)
 		}
 		if code >= 400 {
-			var e errorBody
+			var e httperr.Body
 			if err := json.Unmarshal(b, &e); err != nil || e.Message == "" {
 				t.Fatalf("%s %s: error body %s", st.method, st.path, b)
 			}

@@ -23,9 +23,10 @@ import (
 
 // newLive builds the timeline handler (streams and level-of-detail
 // queries, package live) over the server's kernels and its trace
-// directory. Each live kernel's events also feed an analyze.Analyzer on
-// the index's goroutine (liveAnalysis), so that its verdicts are current
-// without reading the trace file again.
+// directory. Each trace's events also feed an analyze.Analyzer beside its
+// index (liveAnalysis): a live kernel's as they come, a saved trace's in
+// the one pass over its file that builds its index, so that no route
+// reads a trace file again for its verdicts.
 func (s *Server) newLive() *live.Handler {
 	return live.New(live.Options{
 		Recorder: func(id string) (*timeline.Recorder, error) {
@@ -46,20 +47,25 @@ func (s *Server) newLive() *live.Handler {
 			}
 			return p, nil
 		},
-		Follow:    func(*timeline.Recorder) live.Follower { return newLiveAnalysis() },
-		Lingering: s.lingering,
-		Log:       s.log,
+		Follow: func() live.Follower { return newLiveAnalysis() },
+		OnRead: func(string) { s.metrics.traceReads.Inc() },
+		Log:    s.log,
 	})
 }
 
-// liveAnalysis is the analysis of a live kernel's trace, fed batch by
-// batch beside its level-of-detail index (live.Options.Follow). Its lock
-// is held for one batch or one report at a time, never for a whole trace.
+// liveAnalysis is the analysis of a trace, fed batch by batch beside its
+// level-of-detail index (live.Options.Follow). Its lock is held for one
+// batch or one report at a time, never for a whole trace. Once the trace
+// has ended, its report and lingering objects are made once and the
+// analyzer is let go.
 type liveAnalysis struct {
 	mu   sync.Mutex
-	a    *analyze.Analyzer
+	a    *analyze.Analyzer // nil once ended
 	dict timeline.Dict
 	ling map[uint64]bool // alloc seqs of the objects that became lingering
+
+	final     *analyze.Report // once ended
+	finalLing []uint64        // once ended, ascending
 }
 
 func newLiveAnalysis() *liveAnalysis {
@@ -68,7 +74,7 @@ func newLiveAnalysis() *liveAnalysis {
 	return l
 }
 
-// Follow adds a batch of the kernel's events.
+// Follow adds a batch of the trace's events.
 func (l *liveAnalysis) Follow(b timeline.Batch) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -83,112 +89,51 @@ func (l *liveAnalysis) Follow(b timeline.Batch) {
 	}
 }
 
-// lingering returns the allocation seqs of the objects that became
-// lingering, in ascending order.
-func (l *liveAnalysis) lingering() []uint64 {
+// End makes the final report; a torn trace's says where it stopped.
+func (l *liveAnalysis) End(stop error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.final = l.a.Report(&l.dict)
+	if stop != nil {
+		l.final.Truncated = stop.Error()
+	}
+	l.finalLing = slices.Sorted(maps.Keys(l.ling))
+	l.a, l.ling = nil, nil
+}
+
+// Lingering returns the allocation seqs of the objects that became
+// lingering, in ascending order.
+func (l *liveAnalysis) Lingering() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.a == nil {
+		return l.finalLing
+	}
 	return slices.Sorted(maps.Keys(l.ling))
 }
 
 func (l *liveAnalysis) report() *analyze.Report {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.a == nil {
+		return l.final
+	}
 	return l.a.Report(&l.dict)
 }
 
-// lingerCache holds the analyses of saved traces, each made once (by the
-// first query that needs it; others wait for that one, without holding
-// the cache's lock) and dropped least recently used first beyond
-// keepAnalyses, or when its file changes.
-type lingerCache struct {
-	mu    sync.Mutex
-	byKey map[string]*savedAnalysis // by path
-}
-
-const keepAnalyses = 8
-
-type savedAnalysis struct {
-	size int64
-	mod  time.Time
-	used time.Time     // lingerCache.mu held
-	done chan struct{} // closed once rep and ling (or err) are set
-	rep  *analyze.Report
-	ling []uint64 // alloc seqs of the objects that lingered, ascending
-	err  error
-}
-
-// saved returns the analysis of the saved trace at path, analyzing it if
-// no current one is cached. It waits for an analysis in progress until ctx
-// ends.
-func (c *lingerCache) saved(ctx context.Context, path string) (*savedAnalysis, error) {
-	st, err := os.Stat(path)
+// savedReport returns the analysis of the saved trace at path: made in
+// the pass that indexes it for the timeline routes (live.Handler.Saved),
+// shared with them and the compare view.
+func (s *Server) savedReport(ctx context.Context, path string) (*analyze.Report, error) {
+	f, err := s.live.Saved(ctx, path)
 	if err != nil {
-		return nil, notFound("trace: %v", err)
+		return nil, err
 	}
-	c.mu.Lock()
-	e := c.byKey[path]
-	mine := e == nil || e.size != st.Size() || !e.mod.Equal(st.ModTime())
-	if mine {
-		e = &savedAnalysis{size: st.Size(), mod: st.ModTime(), used: time.Now(), done: make(chan struct{})}
-		if c.byKey == nil {
-			c.byKey = map[string]*savedAnalysis{}
-		}
-		c.byKey[path] = e
-		for len(c.byKey) > keepAnalyses {
-			var oldest string
-			for p, x := range c.byKey {
-				if oldest == "" || x.used.Before(c.byKey[oldest].used) {
-					oldest = p
-				}
-			}
-			delete(c.byKey, oldest)
-		}
+	l, ok := f.(*liveAnalysis)
+	if !ok {
+		return nil, fmt.Errorf("trace %s: no analysis", filepath.Base(path))
 	}
-	e.used = time.Now()
-	c.mu.Unlock()
-	if mine {
-		e.rep, e.ling, e.err = analyzeFile(path)
-		close(e.done)
-	}
-	select {
-	case <-e.done:
-		return e, e.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// analyzeFile analyzes a saved trace: its report and the allocations that
-// lingered.
-func analyzeFile(path string) (*analyze.Report, []uint64, error) {
-	f, err := timeline.OpenFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open trace: %w", err)
-	}
-	ling := map[uint64]bool{}
-	opts := analyze.Options{OnLinger: func(o analyze.Object) { ling[o.AllocSeq] = true }}
-	if stop := f.Stop(); stop != nil {
-		opts.Truncated = stop.Error()
-	}
-	rep, err := analyze.Run(f, opts)
-	return rep, slices.Sorted(maps.Keys(ling)), err
-}
-
-// lingering answers live.Options.Lingering: for a live kernel from its
-// liveAnalysis, for a saved trace from its cached analysis.
-func (s *Server) lingering(ctx context.Context, f live.Follower, path string) []uint64 {
-	if l, ok := f.(*liveAnalysis); ok {
-		return l.lingering()
-	}
-	if path == "" {
-		return nil
-	}
-	e, err := s.lingerCache.saved(ctx, path)
-	if err != nil {
-		return nil
-	}
-	return e.ling
+	return l.report(), nil
 }
 
 // overviewWait bounds how long a saved trace's page waits for the trace's
@@ -196,11 +141,10 @@ func (s *Server) lingering(ctx context.Context, f live.Follower, path string) []
 // script asks for the overview once the index is built.
 const overviewWait = 3 * time.Second
 
-// timelineOverview starts indexing the saved trace name as soon as its
-// page is asked for and returns the overview to inline in the page (nil
-// if the index is not ready within overviewWait). Once the index is
-// built, the trace's analysis starts in the background too, so that the
-// objects and findings the page asks for next are ready sooner.
+// timelineOverview starts the one pass over the saved trace name (its
+// index and analysis) as soon as its page is asked for, and returns the
+// overview to inline in the page (nil if the pass is not done within
+// overviewWait).
 func (s *Server) timelineOverview(ctx context.Context, name string) json.RawMessage {
 	path, err := s.tracePath(name)
 	if err != nil {
@@ -212,7 +156,6 @@ func (s *Server) timelineOverview(ctx context.Context, name string) json.RawMess
 	if err != nil {
 		return nil
 	}
-	go func() { _, _ = s.lingerCache.saved(context.Background(), path) }()
 	return b
 }
 
@@ -265,7 +208,7 @@ func (s *Server) traceFile(r *http.Request) (*timeline.File, error) {
 // handleTimelineReport answers the analysis of a trace (package analyze's
 // Report as JSON): lingering objects, growth, duplicates, peak, tracks. A
 // live kernel's comes from the analyzer that follows it, a saved trace's
-// from the cache; neither reads the file again.
+// from the pass that indexed it; neither reads the file again.
 func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
 	if id := r.PathValue("id"); id != "" {
 		k, ok := s.kernels.Get(id)
@@ -291,12 +234,12 @@ func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	e, err := s.lingerCache.saved(r.Context(), path)
+	rep, err := s.savedReport(r.Context(), path)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, e.rep)
+	writeJSON(w, http.StatusOK, rep)
 }
 
 // handleTimelineExport downloads a trace as Perfetto JSON, a memory_viz

@@ -1,14 +1,13 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -333,75 +332,82 @@ func TestLiveVerdictsConcurrent(t *testing.T) {
 	}
 }
 
-// A saved trace is analyzed once: concurrent and later queries share the
-// analysis until the file changes, and the cache keeps the most recently
-// used analyses, dropping the least recently used beyond keepAnalyses.
-func TestSavedAnalysisCache(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name string, keep uint64) string {
-		p := filepath.Join(dir, name)
-		w, err := timeline.Create(p)
+// A saved trace is read once, in one pass that indexes and analyzes it,
+// whatever asks: its page, the level-of-detail routes, the analysis and
+// the compare view, concurrent or not; a rewritten file is read again.
+// (Eviction is package live's TestSavedOnePass.)
+func TestSavedTraceReadOnce(t *testing.T) {
+	ts, _ := newRecServer(t)
+	dir := ts.s.opts.TraceDir
+	write := func(name string, keep uint64) {
+		w, err := timeline.Create(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := &cellEvents{sink: w}
-		c.begin(1)
-		c.cell(1, keep)
-		c.end(1)
+		for i := uint64(1); i <= 3; i++ {
+			c.begin(i)
+			c.cell(i, keep)
+			c.end(i)
+		}
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		return p
 	}
-	var cache lingerCache
-	ctx := context.Background()
-	p0 := write("t0.ltrace", 4096)
-	got := make([]*savedAnalysis, 8)
-	var wg sync.WaitGroup
-	for i := range got {
-		wg.Go(func() {
-			e, err := cache.saved(ctx, p0)
-			if err != nil {
-				t.Error(err)
+	reads := func() int {
+		_, body := ts.do(t, "GET", "/metrics", "")
+		for line := range strings.Lines(string(body)) {
+			if n, ok := strings.CutPrefix(line, "linger_trace_file_reads_total "); ok {
+				v, _ := strconv.Atoi(strings.TrimSpace(n))
+				return v
 			}
-			got[i] = e
-		})
+		}
+		t.Fatal("no linger_trace_file_reads_total in /metrics")
+		return 0
+	}
+	lingering := func(name string) uint64 {
+		code, body := ts.do(t, "GET", "/api/timeline/traces/"+name+"/report", "")
+		var rep struct{ Lingering struct{ Bytes uint64 } }
+		if err := json.Unmarshal(body, &rep); code != 200 || err != nil {
+			t.Fatalf("report of %s: %d %.200s", name, code, body)
+		}
+		return rep.Lingering.Bytes
+	}
+	write("a.ltrace", 4096)
+	write("b.ltrace", 512)
+	var wg sync.WaitGroup
+	for _, path := range []string{
+		"/timeline/a.ltrace",
+		"/api/timeline/traces/a.ltrace/lod",
+		"/api/timeline/traces/a.ltrace/objects",
+		"/api/timeline/traces/a.ltrace/scopes",
+		"/api/timeline/traces/a.ltrace/report",
+		"/api/timeline/compare?a=a.ltrace&b=b.ltrace",
+	} {
+		for range 2 {
+			wg.Go(func() {
+				if code, body := ts.do(t, "GET", path, ""); code != 200 {
+					t.Errorf("GET %s: %d %.200s", path, code, body)
+				}
+			})
+		}
 	}
 	wg.Wait()
-	for _, e := range got {
-		if e != got[0] {
-			t.Fatal("concurrent queries got different analyses of one file")
-		}
+	if n := reads(); n != 2 {
+		t.Errorf("two traces read %d times, want 2", n)
 	}
-	if got[0].rep.Lingering.Bytes != 4096 {
-		t.Errorf("analysis: %d lingering bytes, want 4096", got[0].rep.Lingering.Bytes)
+	if got := lingering("a.ltrace"); got != 3*4096 {
+		t.Errorf("a.ltrace: %d lingering bytes, want %d", got, 3*4096)
 	}
-	for i := 1; i <= keepAnalyses; i++ {
-		p := write(fmt.Sprintf("t%d.ltrace", i), 512)
-		if _, err := cache.saved(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		if i == keepAnalyses/2 {
-			if e, _ := cache.saved(ctx, p0); e != got[0] { // used again: stays
-				t.Fatal("the first analysis was made again before the cache was full")
-			}
-		}
-	}
-	if e, _ := cache.saved(ctx, p0); e != got[0] {
-		t.Error("the recently used analysis was evicted")
-	}
-	cache.mu.Lock()
-	n := len(cache.byKey)
-	_, kept1 := cache.byKey[filepath.Join(dir, "t1.ltrace")]
-	cache.mu.Unlock()
-	if n != keepAnalyses || kept1 {
-		t.Errorf("cache holds %d analyses (want %d); least recently used kept: %v", n, keepAnalyses, kept1)
-	}
-	// A changed file is analyzed again.
+	// A rewritten file is read again, its analysis and index anew.
 	time.Sleep(10 * time.Millisecond)
-	write("t0.ltrace", 8192)
-	if e, _ := cache.saved(ctx, p0); e == got[0] || e.rep.Lingering.Bytes != 8192 {
-		t.Errorf("changed file: same analysis %v, %d lingering bytes; want a new one with 8192", e == got[0], e.rep.Lingering.Bytes)
+	write("a.ltrace", 8192)
+	if got := lingering("a.ltrace"); got != 3*8192 {
+		t.Errorf("rewritten a.ltrace: %d lingering bytes, want %d", got, 3*8192)
+	}
+	ts.do(t, "GET", "/api/timeline/traces/a.ltrace/objects", "")
+	if n := reads(); n != 3 {
+		t.Errorf("after a rewrite: %d reads, want 3", n)
 	}
 }
 

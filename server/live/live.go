@@ -3,6 +3,13 @@
 // (aggregates per time bucket, the largest objects in view) over a
 // kernel's live trace or a saved trace file. The wire format is described
 // in docs/timeline.md.
+//
+// A saved trace is read once per version of its file (size, modification
+// time), whichever route or method asks first: one pass, O(events), builds
+// its index and feeds Options.Follow's Follower (the server's analysis).
+// A Handler keeps the four most recently used saved traces and the last
+// four ended kernel traces; a kernel's index follows its Recorder, at
+// O(new events) per batch.
 package live
 
 import (
@@ -12,12 +19,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"linger/server/httperr"
 	"linger/timeline"
 	"linger/timeline/event"
 	"linger/timeline/lod"
@@ -34,7 +43,7 @@ const (
 
 // ErrNotFound is returned by the lookups in Options for an unknown kernel
 // or trace; the handlers answer it with 404.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = httperr.New(httperr.NotFound, "not found")
 
 // Options configures a Handler.
 type Options struct {
@@ -47,23 +56,20 @@ type Options struct {
 	// are allowed (it must keep paths inside its directory). Required for
 	// the trace routes.
 	TracePath func(name string) (string, error)
-	// Follow, if set, is called when the Handler starts following a
-	// kernel's trace (on the first query or stream of it). The Follower it
-	// returns gets every batch the kernel's level-of-detail index gets, in
-	// order and just before the index, on the index's goroutine: its cost
-	// is O(new events) per batch, and it is as current as the index when a
-	// query asks (see Handler.Follower). A server feeds package analyze's
-	// Analyzer this way, so that a live kernel's verdicts never need the
-	// trace file read again.
-	Follow func(rec *timeline.Recorder) Follower
-	// Lingering, if set, returns the allocation sequence numbers, in
-	// ascending order, of the objects that linger (package analyze knows)
-	// in a kernel's live trace (f is its Follower, current; path is "")
-	// or a saved trace (f is nil). It is called once per objects query;
-	// the routes mark those objects and show them ahead of larger ones
-	// (lod.ObjectsOptions.Prefer). It may wait for an analysis; ctx ends
-	// when the client goes.
-	Lingering func(ctx context.Context, f Follower, path string) []uint64
+	// Follow, if set, is called for each trace the Handler indexes: a
+	// kernel's, when the Handler starts following it (on the first query
+	// or stream of it), and each version of a saved trace's file, in the
+	// one pass that indexes it. The Follower it returns gets every batch
+	// the trace's level-of-detail index gets, in order and just before
+	// the index, on the index's goroutine: its cost is O(new events) per
+	// batch, and it is as current as the index when a query asks (see
+	// Handler.Follower and Handler.Saved). A server feeds package
+	// analyze's Analyzer this way, so that no trace file is read again
+	// for its verdicts.
+	Follow func() Follower
+	// OnRead, if set, is called each time a saved trace's file is read:
+	// once per version of the file while the Handler keeps it.
+	OnRead func(path string)
 	// MaxLag is how many events a stream may fall behind the Recorder
 	// before the events in between are replaced by a catch-up summary
 	// (default 262144).
@@ -85,10 +91,20 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// A Follower consumes a kernel's events beside its level-of-detail index;
-// see Options.Follow. A Batch's slices are valid only during the call.
+// A Follower consumes a trace's events beside its level-of-detail index;
+// see Options.Follow. Its methods may be called from different goroutines,
+// but Follow and End one at a time.
 type Follower interface {
+	// Follow adds a batch. Its slices are valid only during the call.
 	Follow(b timeline.Batch)
+	// End follows the last batch of a trace that ended: stop is nil, or
+	// the error where reading a saved trace's torn or corrupt tail
+	// stopped (a *timeline.StopError).
+	End(stop error)
+	// Lingering returns the allocation sequence numbers, ascending, of
+	// the objects that linger so far. The objects routes mark them and
+	// show them ahead of larger ones (lod.ObjectsOptions.Prefer).
+	Lingering() []uint64
 }
 
 // Handler serves the timeline routes; see Register. It is safe for
@@ -101,18 +117,14 @@ type Handler struct {
 
 	mu      sync.Mutex
 	kernels map[*timeline.Recorder]*kernelIndex
-	ended   []*timeline.Recorder  // kernels whose trace ended, oldest first
-	files   map[string]*fileIndex // by path
+	ended   []*timeline.Recorder                // kernels whose trace ended, oldest first
+	files   *simplelru.LRU[string, *savedTrace] // by path; see saved.go
 	wg      sync.WaitGroup
 }
 
-// Bounds on what a Handler keeps: indexes of ended kernel traces and of
-// saved traces beyond these are dropped, oldest first (a later query
-// builds them again).
-const (
-	keepEnded = 4
-	keepFiles = 4
-)
+// keepEnded bounds the indexes of ended kernel traces a Handler keeps:
+// beyond it the oldest is dropped (a later query builds it again).
+const keepEnded = 4
 
 // kernelIndex follows one Recorder from its first event.
 type kernelIndex struct {
@@ -120,18 +132,6 @@ type kernelIndex struct {
 	fol  Follower      // Options.Follow's, or nil
 	done chan struct{} // closed when the trace has ended or indexing failed
 	err  error         // set before done is closed
-}
-
-type fileIndex struct {
-	used    time.Time // h.mu held
-	modTime time.Time
-	size    int64
-	done    chan struct{} // closed when ix or err is set
-	ix      *lod.Index
-	err     error
-
-	overviewOnce sync.Once
-	overview     []byte // the lod answer over the whole trace, JSON
 }
 
 // OverviewPixels is how many buckets Overview answers at most: enough
@@ -156,10 +156,11 @@ func New(opts Options) *Handler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, stop := context.WithCancel(context.Background())
+	files, _ := simplelru.NewLRU[string, *savedTrace](keepSaved, nil) // fails only for a size < 1
 	return &Handler{
 		opts: opts, log: log, ctx: ctx, stop: stop,
 		kernels: map[*timeline.Recorder]*kernelIndex{},
-		files:   map[string]*fileIndex{},
+		files:   files,
 	}
 }
 
@@ -204,7 +205,7 @@ func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
 	}
 	ki := &kernelIndex{ix: lod.New(h.opts.Index), done: make(chan struct{})}
 	if h.opts.Follow != nil {
-		ki.fol = h.opts.Follow(rec)
+		ki.fol = h.opts.Follow()
 	}
 	h.kernels[rec] = ki
 	h.wg.Add(1)
@@ -219,6 +220,9 @@ func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
 			if err != nil {
 				if !errors.Is(err, context.Canceled) && !errors.Is(err, errEOF) {
 					ki.err = err
+				}
+				if ki.fol != nil && errors.Is(err, errEOF) {
+					ki.fol.End(nil)
 				}
 				return
 			}
@@ -277,82 +281,6 @@ func (h *Handler) forget(rec *timeline.Recorder) {
 	}
 }
 
-// fileIndex returns the index of the trace at path, built on first use
-// and rebuilt when the file changes, waiting for the build until ctx ends.
-func (h *Handler) fileIndex(ctx context.Context, path string) (*fileIndex, error) {
-	e, err := h.fileEntry(path)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-e.done:
-		return e, e.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// fileEntry returns the cache entry of the trace at path, starting to
-// build its index in the background if it is new or its file changed.
-// The cache keeps keepFiles entries, dropping the least recently used.
-func (h *Handler) fileEntry(path string) (*fileIndex, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("trace %q: %w", path, ErrNotFound)
-		}
-		return nil, err
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e, ok := h.files[path]
-	if ok && e.modTime.Equal(fi.ModTime()) && e.size == fi.Size() {
-		e.used = time.Now()
-		return e, nil
-	}
-	e = &fileIndex{modTime: fi.ModTime(), size: fi.Size(), used: time.Now(), done: make(chan struct{})}
-	h.files[path] = e
-	for len(h.files) > keepFiles {
-		var oldest string
-		for p, f := range h.files {
-			if oldest == "" || f.used.Before(h.files[oldest].used) {
-				oldest = p
-			}
-		}
-		delete(h.files, oldest)
-	}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		defer close(e.done)
-		f, err := timeline.OpenFile(path)
-		if err != nil {
-			e.err = err
-			return
-		}
-		e.ix, e.err = lod.FromFile(f, h.opts.Index)
-	}()
-	return e, nil
-}
-
-// Overview returns the answer of a lod query over the whole saved trace
-// at path in at most OverviewPixels buckets, as JSON (the body of GET
-// …/traces/{name}/lod?px=1024), so that a page can inline it and paint
-// without a round trip. A page calls it as soon as it is asked for, so
-// that the index build overlaps the page's loading. It waits for the
-// index until ctx ends (the build goes on); the answer is made once per
-// index, kept as the routes' indexes are (keepFiles most recently used).
-func (h *Handler) Overview(ctx context.Context, path string) ([]byte, error) {
-	e, err := h.fileIndex(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	e.overviewOnce.Do(func() {
-		e.overview, _ = json.Marshal(lodAnswerOf(e.ix, 0, 0, OverviewPixels))
-	})
-	return e.overview, nil
-}
-
 func (h *Handler) recorder(r *http.Request) (*timeline.Recorder, error) {
 	if h.opts.Recorder == nil {
 		return nil, fmt.Errorf("kernel timelines: %w", ErrNotFound)
@@ -374,51 +302,47 @@ func (h *Handler) tracePath(r *http.Request) (string, error) {
 func (h *Handler) serveKernelLOD(w http.ResponseWriter, r *http.Request) {
 	rec, err := h.recorder(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
-	serveLOD(w, r, h.current(rec).ix)
+	h.serveLOD(w, r, h.current(rec).ix)
 }
 
-// savedIndex resolves a saved-trace route to its file and index.
-func (h *Handler) savedIndex(r *http.Request) (*lod.Index, string, error) {
+// savedTrace resolves a saved-trace route to its state.
+func (h *Handler) savedTrace(r *http.Request) (*savedTrace, error) {
 	path, err := h.tracePath(r)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	e, err := h.fileIndex(r.Context(), path)
-	if err != nil {
-		return nil, path, err
-	}
-	return e.ix, path, nil
+	return h.saved(r.Context(), path)
 }
 
 func (h *Handler) serveTraceLOD(w http.ResponseWriter, r *http.Request) {
-	ix, _, err := h.savedIndex(r)
+	st, err := h.savedTrace(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
-	serveLOD(w, r, ix)
+	h.serveLOD(w, r, st.ix)
 }
 
 func (h *Handler) serveKernelObjects(w http.ResponseWriter, r *http.Request) {
 	rec, err := h.recorder(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	ki := h.current(rec)
-	h.serveObjects(w, r, ki.ix, ki.fol, "")
+	h.serveObjects(w, r, ki.ix, ki.fol)
 }
 
 func (h *Handler) serveTraceObjects(w http.ResponseWriter, r *http.Request) {
-	ix, path, err := h.savedIndex(r)
+	st, err := h.savedTrace(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
-	h.serveObjects(w, r, ix, nil, path)
+	h.serveObjects(w, r, st.ix, st.fol)
 }
 
 // lodAnswer is the body of a lod query.
@@ -439,10 +363,10 @@ func categoryNames() []string {
 	return names
 }
 
-func serveLOD(w http.ResponseWriter, r *http.Request, ix *lod.Index) {
+func (h *Handler) serveLOD(w http.ResponseWriter, r *http.Request, ix *lod.Index) {
 	q, err := window(r, "px", 1000, DefaultMaxPixels)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, lodAnswerOf(ix, q.t0, q.t1, q.n))
@@ -483,15 +407,15 @@ type frameJSON struct {
 	Line int    `json:"line"`
 }
 
-func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request, ix *lod.Index, fol Follower, path string) {
+func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request, ix *lod.Index, fol Follower) {
 	q, err := window(r, "n", 100, DefaultMaxObjects)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	var opts lod.ObjectsOptions
-	if h.opts.Lingering != nil {
-		if seqs := h.opts.Lingering(r.Context(), fol, path); len(seqs) > 0 {
+	if fol != nil {
+		if seqs := fol.Lingering(); len(seqs) > 0 {
 			opts.Prefer = seqs
 			opts.Lingering = func(seq uint64) bool { _, ok := slices.BinarySearch(seqs, seq); return ok }
 		}
@@ -537,7 +461,7 @@ func window(r *http.Request, n string, def, limit int) (query, error) {
 		if s := v.Get(name); s != "" && err == nil {
 			*dst, err = strconv.ParseInt(s, 10, 64)
 			if err != nil {
-				err = fmt.Errorf("%w: %s=%q is not an integer", errBadRequest, name, s)
+				err = httperr.New(httperr.BadRequest, "%s=%q is not an integer", name, s)
 			}
 		}
 	}
@@ -552,26 +476,15 @@ func window(r *http.Request, n string, def, limit int) (query, error) {
 		q.n = int(min(c, int64(limit)))
 	}
 	if q.t1 != 0 && q.t1 <= q.t0 {
-		return q, fmt.Errorf("%w: empty window t0=%d t1=%d", errBadRequest, q.t0, q.t1)
+		return q, httperr.New(httperr.BadRequest, "empty window t0=%d t1=%d", q.t0, q.t1)
 	}
 	return q, nil
 }
 
-var errBadRequest = errors.New("bad request")
-
-// writeError answers err as JSON with a status from its sentinel. (The
-// server maps its own errors in one place; these routes answer their own.)
-func writeError(w http.ResponseWriter, err error) {
-	code := http.StatusInternalServerError
-	switch {
-	case errors.Is(err, ErrNotFound):
-		code = http.StatusNotFound
-	case errors.Is(err, errBadRequest):
-		code = http.StatusBadRequest
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(map[string]string{"message": err.Error()})
+// writeError answers err as every route of the server does (package
+// httperr), 5xx logged to Options.Log.
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	httperr.Write(w, r, h.log, err)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -583,19 +496,19 @@ func writeJSON(w http.ResponseWriter, v any) {
 func (h *Handler) serveKernelScopes(w http.ResponseWriter, r *http.Request) {
 	rec, err := h.recorder(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
-	serveScopes(w, r, h.current(rec).ix)
+	h.serveScopes(w, r, h.current(rec).ix)
 }
 
 func (h *Handler) serveTraceScopes(w http.ResponseWriter, r *http.Request) {
-	ix, _, err := h.savedIndex(r)
+	st, err := h.savedTrace(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
-	serveScopes(w, r, ix)
+	h.serveScopes(w, r, st.ix)
 }
 
 type scopeAnswer struct {
@@ -610,10 +523,10 @@ type markAnswer struct {
 }
 
 // serveScopes answers the scopes (step and wider) and marks of a window.
-func serveScopes(w http.ResponseWriter, r *http.Request, ix *lod.Index) {
+func (h *Handler) serveScopes(w http.ResponseWriter, r *http.Request, ix *lod.Index) {
 	q, err := window(r, "n", 2000, 20000)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	scopes := ix.Scopes(q.t0, q.t1, q.n)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -338,12 +339,7 @@ func TestLODMatchesBruteForce(t *testing.T) {
 func TestObjects(t *testing.T) {
 	// 4999 is a small block (1 KiB) that lingers: it is shown although
 	// it is not among the largest, as a user looking for leaks expects.
-	f := newFixture(t, Options{Lingering: func(_ context.Context, fol Follower, path string) []uint64 {
-		if fol != nil || filepath.Base(path) != "small.ltrace" {
-			t.Errorf("Lingering(%v, %q) for a saved trace", fol, path)
-		}
-		return []uint64{11, 4999}
-	}})
+	f := newFixture(t, Options{Follow: func() Follower { return lingers{11, 4999} }})
 	writeTrace(t, filepath.Join(f.dir, "small.ltrace"), 5000)
 	var body struct {
 		Objects []struct {
@@ -541,12 +537,36 @@ func TestAckWindowAndMaxDelay(t *testing.T) {
 	}
 }
 
+// lingers is a Follower that says the objects of its seqs linger.
+type lingers []uint64
+
+func (lingers) Follow(timeline.Batch) {}
+func (lingers) End(error)             {}
+func (l lingers) Lingering() []uint64 { return l }
+
 // counter is a Follower that counts what it is given.
 type counter struct {
 	mu      sync.Mutex
 	events  uint64
 	last    uint64
 	strings int
+	ended   int
+	stop    error
+	asked   int // Lingering calls
+}
+
+func (c *counter) End(stop error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ended++
+	c.stop = stop
+}
+
+func (c *counter) Lingering() []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked++
+	return nil
 }
 
 func (c *counter) Follow(b timeline.Batch) {
@@ -570,24 +590,17 @@ func (c *counter) seen() (events, last uint64) {
 
 // A kernel's Follower gets every event once, in order, beside the index:
 // Handler.Follower answers it current, as a query would find the index,
-// and objects queries hand it to Lingering.
+// and objects queries ask it what lingers.
 func TestFollower(t *testing.T) {
 	var made []*counter
 	var mu sync.Mutex
-	var asked Follower
 	f := newFixture(t, Options{
-		Follow: func(*timeline.Recorder) Follower {
+		Follow: func() Follower {
 			mu.Lock()
 			defer mu.Unlock()
 			c := &counter{}
 			made = append(made, c)
 			return c
-		},
-		Lingering: func(_ context.Context, fol Follower, path string) []uint64 {
-			mu.Lock()
-			defer mu.Unlock()
-			asked = fol
-			return nil
 		},
 	})
 	emit(f.rec, 1, 1000)
@@ -605,8 +618,8 @@ func TestFollower(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(made) != 1 || asked != Follower(c) {
-		t.Errorf("%d followers made; Lingering got %v, want the kernel's", len(made), asked)
+	if len(made) != 1 || c.asked != 1 || c.ended != 0 {
+		t.Errorf("%d followers made; the kernel's asked what lingers %d times, ended %d; want 1, 1, 0", len(made), c.asked, c.ended)
 	}
 }
 
@@ -647,5 +660,99 @@ func TestOverview(t *testing.T) {
 		t.Logf("overview of a 200000-event trace was ready before a cancelled wait returned")
 	} else if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled wait: %v", err)
+	}
+}
+
+// A saved trace is read once per version of its file, in one pass that
+// feeds its index and its Follower (ended), whatever route or call asks;
+// a changed file is read again; the least recently used of more than
+// keepSaved traces is dropped.
+func TestSavedOnePass(t *testing.T) {
+	var mu sync.Mutex
+	reads := map[string]int{}
+	f := newFixture(t, Options{
+		Follow: func() Follower { return &counter{} },
+		OnRead: func(path string) { mu.Lock(); reads[filepath.Base(path)]++; mu.Unlock() },
+	})
+	readsOf := func(name string) int { mu.Lock(); defer mu.Unlock(); return reads[name] }
+	path := filepath.Join(f.dir, "small.ltrace")
+	writeTrace(t, path, 5000)
+	ctx := context.Background()
+	if _, err := f.h.Overview(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	for _, route := range []string{"lod", "objects", "scopes"} {
+		get(t, f.srv.URL+"/api/timeline/traces/small.ltrace/"+route, 200, nil)
+	}
+	fol, err := f.h.Saved(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := fol.(*counter)
+	if n, last := c.seen(); n != 5000 || last != 5000 || c.ended != 1 || c.stop != nil || c.asked != 1 || c.strings == 0 {
+		t.Errorf("saved trace's follower: %d events up to %d, %d strings, ended %d (%v), asked %d; want 5000, 5000, some, 1 (nil), 1",
+			n, last, c.strings, c.ended, c.stop, c.asked)
+	}
+	if n := readsOf("small.ltrace"); n != 1 {
+		t.Errorf("small.ltrace read %d times, want 1", n)
+	}
+
+	// A rewritten file (another size) is read again.
+	writeTrace(t, path, 6000)
+	fol, _ = f.h.Saved(ctx, path)
+	if n, _ := fol.(*counter).seen(); n != 6000 || readsOf("small.ltrace") != 2 {
+		t.Errorf("rewritten trace: follower has %d events after %d reads; want 6000 after 2", n, readsOf("small.ltrace"))
+	}
+
+	// A torn tail ends the follower with where reading stopped.
+	b, _ := os.ReadFile(path)
+	torn := filepath.Join(f.dir, "torn.ltrace")
+	if err := os.WriteFile(torn, b[:len(b)-7], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fol, err = f.h.Saved(ctx, torn)
+	var stop *timeline.StopError
+	if err != nil || !errors.As(fol.(*counter).stop, &stop) {
+		t.Errorf("torn trace: %v, follower ended with %v; want a *timeline.StopError", err, fol.(*counter).stop)
+	}
+
+	// keepSaved more traces drop small.ltrace, the least recently used.
+	for i := range keepSaved {
+		p := filepath.Join(f.dir, fmt.Sprintf("t%d.ltrace", i))
+		writeTrace(t, p, 10)
+		if _, err := f.h.Saved(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get(t, f.srv.URL+"/api/timeline/traces/small.ltrace/lod", 200, nil)
+	if n := readsOf("small.ltrace"); n != 3 {
+		t.Errorf("small.ltrace read %d times after %d other traces, want 3", n, keepSaved)
+	}
+	if n := readsOf("t3.ltrace"); n != 1 {
+		t.Errorf("t3.ltrace read %d times, want 1", n)
+	}
+}
+
+// BenchmarkReadTrace is the one pass over a saved 1-million-event trace
+// that builds its index (no Follower), as a trace's page waits for it:
+// BenchmarkIndexFile's work (lod.FromFile after timeline.OpenFile, two
+// passes), done in one.
+func BenchmarkReadTrace(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "big.ltrace")
+	w, err := timeline.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	engineLike(w, 1_000_000)
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	h := New(Options{})
+	defer h.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := h.readTrace(path); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

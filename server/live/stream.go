@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"linger/server/httperr"
 	"linger/timeline"
 	"linger/timeline/event"
 	"linger/timeline/lod"
@@ -105,7 +106,7 @@ const backfillPause = 250 * time.Millisecond
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 	rec, err := h.recorder(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	q := r.URL.Query()
@@ -113,19 +114,19 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("from"); s != "" {
 		from, err = strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			writeError(w, errors.Join(errBadRequest, errors.New("from is not a sequence number")))
+			h.writeError(w, r, httperr.New(httperr.BadRequest, "from is not a sequence number"))
 			return
 		}
 	}
 	from = max(from, 1)
 	gaps, err := parseGaps(q.Get("gaps"), from)
 	if err != nil {
-		writeError(w, errors.Join(errBadRequest, err))
+		h.writeError(w, r, httperr.Wrap(httperr.BadRequest, err))
 		return
 	}
 	format := q.Get("format")
 	if format != "" && format != "json" && format != "binary" {
-		writeError(w, errors.Join(errBadRequest, fmt.Errorf("format %q: want json or binary", format)))
+		h.writeError(w, r, httperr.New(httperr.BadRequest, "format %q: want json or binary", format))
 		return
 	}
 	up := websocket.Upgrader{CheckOrigin: h.opts.CheckOrigin}

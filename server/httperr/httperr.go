@@ -1,0 +1,107 @@
+// Package httperr is the one vocabulary in which Linger's HTTP routes (the
+// server's Jupyter API and package live's timeline routes) answer errors,
+// as Prometheus's API does: an error carries a Type, Status maps it to an
+// HTTP status, and Write answers it with Jupyter Server's JSON error body
+// {"message", "reason"} (what @jupyterlab/services reads), logging a 5xx
+// once, with the request.
+//
+// An error without a Type is a 500. Packages that httperr may not import
+// keep their own sentinels; the route that knows them gives them a Type
+// (Wrap) before writing, e.g. the server's classify for package kernel's.
+// Status costs one errors.As walk of the error's chain.
+package httperr
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+)
+
+// Type classifies an error for the client.
+type Type string
+
+// The types, each with its HTTP status (see Status).
+const (
+	BadRequest       Type = "bad_request"        // 400
+	Forbidden        Type = "forbidden"          // 403
+	NotFound         Type = "not_found"          // 404
+	MethodNotAllowed Type = "method_not_allowed" // 405
+	// Conflict is a request the target's state forbids, resolved by
+	// changing that state first: a name taken, a dead kernel to restart.
+	Conflict Type = "conflict"  // 409
+	TooLarge Type = "too_large" // 413
+	Internal Type = "internal"  // 500
+)
+
+var statuses = map[Type]int{
+	BadRequest:       http.StatusBadRequest,
+	Forbidden:        http.StatusForbidden,
+	NotFound:         http.StatusNotFound,
+	MethodNotAllowed: http.StatusMethodNotAllowed,
+	Conflict:         http.StatusConflict,
+	TooLarge:         http.StatusRequestEntityTooLarge,
+	Internal:         http.StatusInternalServerError,
+}
+
+// Error is an error with the Type a route gave it.
+type Error struct {
+	Type Type
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// New formats an error (fmt.Errorf: %w wraps) of type t.
+func New(t Type, format string, args ...any) error {
+	return &Error{t, fmt.Errorf(format, args...)}
+}
+
+// Wrap gives err the type t; nil stays nil.
+func Wrap(t Type, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{t, err}
+}
+
+// Status returns the HTTP status of err: that of the outermost Type in its
+// chain, 413 for an *http.MaxBytesError, else 500.
+func Status(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		if code, ok := statuses[e.Type]; ok {
+			return code
+		}
+		return http.StatusInternalServerError
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusInternalServerError
+}
+
+// Body is the JSON error of every route: Jupyter Server's. Reason is the
+// status text.
+type Body struct {
+	Message string `json:"message"`
+	Reason  string `json:"reason"`
+}
+
+// Write answers err with its Status and Body, and logs it to log (if not
+// nil) with the request when the status is 5xx.
+func Write(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	code := Status(err)
+	if code >= 500 && log != nil {
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	}
+	b, _ := json.Marshal(Body{Message: err.Error(), Reason: http.StatusText(code)})
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
