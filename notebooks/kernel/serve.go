@@ -11,9 +11,11 @@ import (
 	"sync"
 	"time"
 
+	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 
+	"linger/engine/alloc"
 	"linger/notebooks/msg"
 	"linger/timeline"
 	"linger/timeline/analyze"
@@ -594,24 +596,46 @@ func evalError(err error, interrupted bool) *cellError {
 			ce.traceback = append(ce.traceback, fmt.Sprintf("  Cell %s, line %d, in %s", fr.Pos.Filename(), fr.Pos.Line, fr.Name))
 		}
 	}
-	switch {
-	case interrupted:
-		ce.ename, ce.evalue = "KeyboardInterrupt", "the cell was interrupted"
-	case strings.Contains(ce.evalue, "too many steps"):
-		ce.ename = "TimeoutError"
-	case strings.Contains(ce.evalue, "undefined"):
-		ce.ename = "NameError"
-	case strings.Contains(ce.evalue, "not in dict") || strings.Contains(ce.evalue, "key "):
-		ce.ename = "KeyError"
-	case strings.Contains(ce.evalue, "out of range"):
-		ce.ename = "IndexError"
-	case strings.Contains(ce.evalue, "division by zero"):
-		ce.ename = "ZeroDivisionError"
-	case strings.Contains(ce.evalue, "unsupported") || strings.Contains(ce.evalue, "got ") || strings.Contains(ce.evalue, "not callable"):
-		ce.ename = "TypeError"
-	}
+	ce.ename = errorName(err, ce.evalue, interrupted)
 	ce.traceback = append(ce.traceback, ce.ename+": "+ce.evalue)
 	return ce
+}
+
+// errorName names a cell's error as Python would. The Go errors under it
+// decide first (an interrupt, an allocation that ran out of memory, the
+// resolver's undefined names), whatever their text says; only Starlark's
+// own runtime errors, which carry no type, are told apart by their
+// message. An out-of-memory error keeps the generic name "Error".
+func errorName(err error, msg string, interrupted bool) string {
+	var re resolve.ErrorList
+	switch {
+	case interrupted || errors.Is(err, context.Canceled):
+		return "KeyboardInterrupt"
+	case errors.Is(err, alloc.ErrOutOfMemory):
+		return "Error"
+	case errors.As(err, &re) && len(re) > 0 && strings.HasPrefix(re[0].Msg, "undefined"):
+		return "NameError"
+	}
+	return runtimeErrorName(msg)
+}
+
+// runtimeErrorName names one of Starlark's runtime errors by its message.
+func runtimeErrorName(msg string) string {
+	switch {
+	case strings.Contains(msg, "too many steps"):
+		return "TimeoutError"
+	case strings.Contains(msg, "undefined"):
+		return "NameError"
+	case strings.Contains(msg, "not in dict") || strings.Contains(msg, "key "):
+		return "KeyError"
+	case strings.Contains(msg, "out of range"):
+		return "IndexError"
+	case strings.Contains(msg, "division by zero"):
+		return "ZeroDivisionError"
+	case strings.Contains(msg, "unsupported") || strings.Contains(msg, "got ") || strings.Contains(msg, "not callable"):
+		return "TypeError"
+	}
+	return "Error"
 }
 
 // progressBar returns the Progress callback of a generate in a cell: a

@@ -199,3 +199,15 @@ func TestInterruptGenerate(t *testing.T) {
 		t.Errorf("an interrupted generate left its cache: %v", r)
 	}
 }
+
+// TestOOMErrorName: an out-of-memory error is named as such whatever its
+// label says; a label with "key " in it once made it a KeyError.
+func TestOOMErrorName(t *testing.T) {
+	c := startKernel(t)
+	for _, label := range []string{"scratch", "key cache"} {
+		r := find(c.exec(fmt.Sprintf(`tensor([1048576, 1048576], label=%q)`, label)), "execute_reply")
+		if r["ename"] != "Error" || !strings.Contains(fmt.Sprint(r["evalue"]), "out of memory") {
+			t.Errorf("label %q: %v", label, r)
+		}
+	}
+}
