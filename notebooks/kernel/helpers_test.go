@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"linger/notebooks/kernel/wire"
 	"linger/notebooks/msg"
 	"linger/timeline/event"
 )
@@ -18,10 +19,10 @@ type client struct {
 	w       *io.PipeWriter
 	mu      sync.Mutex
 	msgs    chan *msg.Message
-	ctrl    chan Control
+	ctrl    chan wire.Control
 	done    chan error
 	session string
-	log     eventLog // the kernel's events, decoded from its FrameEvents
+	log     eventLog // the kernel's events, decoded from its wire.FrameEvents
 }
 
 // eventLog is an event.Sink that keeps what a kernel sent.
@@ -70,29 +71,29 @@ func startKernel(t *testing.T) *client {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	c := &client{t: t, w: inW, msgs: make(chan *msg.Message, 4096), ctrl: make(chan Control, 16), done: make(chan error, 1), session: msg.NewID()}
+	c := &client{t: t, w: inW, msgs: make(chan *msg.Message, 4096), ctrl: make(chan wire.Control, 16), done: make(chan error, 1), session: msg.NewID()}
 	go func() { c.done <- Serve(context.Background(), inR, outW); outW.Close() }()
 	go func() {
 		for {
-			typ, p, err := ReadFrame(outR)
+			typ, p, err := wire.ReadFrame(outR)
 			if err != nil {
 				close(c.msgs)
 				return
 			}
 			switch typ {
-			case FrameMessage:
-				m, err := DecodeMessage(p)
+			case wire.FrameMessage:
+				m, err := wire.DecodeMessage(p)
 				if err != nil {
 					t.Errorf("kernel sent a bad message: %v", err)
 					continue
 				}
 				c.msgs <- m
-			case FrameEvents:
-				if err := DecodeEvents(p, &c.log); err != nil {
+			case wire.FrameEvents:
+				if err := wire.DecodeEvents(p, &c.log); err != nil {
 					t.Errorf("kernel sent bad events: %v", err)
 				}
-			case FrameControl:
-				var ctl Control
+			case wire.FrameControl:
+				var ctl wire.Control
 				_ = json.Unmarshal(p, &ctl)
 				c.ctrl <- ctl
 			}
@@ -117,7 +118,7 @@ func (c *client) request(channel, typ string, content any, meta map[string]any) 
 	b, _ := json.Marshal(m)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := WriteFrame(c.w, FrameMessage, b); err != nil {
+	if err := wire.WriteFrame(c.w, wire.FrameMessage, b); err != nil {
 		c.t.Fatalf("write: %v", err)
 	}
 	return m

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"linger/notebooks/kernel/wire"
 	"linger/notebooks/msg"
 	"linger/timeline"
 )
@@ -44,19 +45,8 @@ type StartOptions struct {
 }
 
 // Holder is one lingering object and the reference path that keeps it
-// alive in the kernel.
-type Holder struct {
-	Addr     uint64 `json:"addr"`
-	Size     uint64 `json:"size"`
-	Category string `json:"category"`
-	Label    string `json:"label"`
-	Site     string `json:"site"`
-	// Path is the chain of references from a root (a global, a closure, an
-	// engine registry) to the object, e.g.
-	// "global last_cache → KVCache#3 → layer[5].k"; empty when no path was
-	// found.
-	Path string `json:"path"`
-}
+// alive in the kernel, as the kernel's lingering reply carries it.
+type Holder = wire.Holder
 
 // Manager starts and tracks kernel processes. It is safe for concurrent
 // use.
@@ -285,7 +275,7 @@ func (k *Kernel) startProcess(ctx context.Context) error {
 func (k *Kernel) readLoop(p *process, stdout io.Reader) {
 	var readErr error
 	for {
-		typ, payload, err := ReadFrame(stdout)
+		typ, payload, err := wire.ReadFrame(stdout)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				readErr = err
@@ -293,8 +283,8 @@ func (k *Kernel) readLoop(p *process, stdout io.Reader) {
 			break
 		}
 		switch typ {
-		case FrameHello:
-			var h Hello
+		case wire.FrameHello:
+			var h wire.Hello
 			if json.Unmarshal(payload, &h) == nil && h.Session != "" {
 				k.mu.Lock()
 				k.session = h.Session
@@ -305,23 +295,23 @@ func (k *Kernel) readLoop(p *process, stdout io.Reader) {
 			default:
 				close(p.ready)
 			}
-		case FrameMessage:
-			m, err := DecodeMessage(payload)
+		case wire.FrameMessage:
+			m, err := wire.DecodeMessage(payload)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "kernel %s: bad message from the kernel: %v\n", k.id, err)
 				continue
 			}
 			k.fromKernel(p, m)
-		case FrameEvents:
-			if err := DecodeEvents(payload, p.rec); err != nil {
+		case wire.FrameEvents:
+			if err := wire.DecodeEvents(payload, p.rec); err != nil {
 				fmt.Fprintf(os.Stderr, "kernel %s: bad event batch: %v\n", k.id, err)
 			}
-		case FrameControl:
-			var c Control
+		case wire.FrameControl:
+			var c wire.Control
 			if err := json.Unmarshal(payload, &c); err != nil {
 				continue
 			}
-			if c.Op == "lingering_reply" {
+			if c.Op == wire.OpLingeringReply {
 				p.mu.Lock()
 				ch := p.queries[c.ID]
 				delete(p.queries, c.ID)
@@ -484,7 +474,7 @@ func (k *Kernel) current() (*process, error) {
 func (p *process) write(typ byte, payload []byte) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	return WriteFrame(p.stdin, typ, payload)
+	return wire.WriteFrame(p.stdin, typ, payload)
 }
 
 // Send delivers a client's shell, control or stdin message to the kernel.
@@ -514,8 +504,8 @@ func (k *Kernel) Send(m *msg.Message) error {
 	if err != nil {
 		return fmt.Errorf("send %s: %w", m.Header.MsgType, err)
 	}
-	if len(b)+1 > MaxFrame {
-		e := fmt.Sprintf("message of %d bytes is over the %d-byte limit", len(b), MaxFrame)
+	if len(b)+1 > wire.MaxFrame {
+		e := fmt.Sprintf("message of %d bytes is over the %d-byte limit", len(b), wire.MaxFrame)
 		k.announce(m.Reply(m.Channel, replyType(m.Header.MsgType), map[string]any{
 			"status": "error", "ename": "MessageTooLarge", "evalue": e, "traceback": []string{e}}))
 		return nil
@@ -536,7 +526,7 @@ func (k *Kernel) Send(m *msg.Message) error {
 	k.mu.Lock()
 	k.last = time.Now()
 	k.mu.Unlock()
-	if err := p.write(FrameMessage, b); err != nil {
+	if err := p.write(wire.FrameMessage, b); err != nil {
 		return fmt.Errorf("send %s: %w", m.Header.MsgType, err)
 	}
 	return nil
@@ -568,18 +558,18 @@ func (k *Kernel) Subscribe() (<-chan *msg.Message, func()) {
 	}
 }
 
-func (k *Kernel) control(c Control) error {
+func (k *Kernel) control(c wire.Control) error {
 	p, err := k.current()
 	if err != nil {
 		return err
 	}
 	b, _ := json.Marshal(c)
-	return p.write(FrameControl, b)
+	return p.write(wire.FrameControl, b)
 }
 
 // Interrupt stops the running cell; its reply is an error with ename
 // "KeyboardInterrupt".
-func (k *Kernel) Interrupt() error { return k.control(Control{Op: "interrupt"}) }
+func (k *Kernel) Interrupt() error { return k.control(wire.Control{Op: wire.OpInterrupt}) }
 
 // Restart replaces the process with a fresh one (globals and memory gone,
 // a new trace file). The kernel keeps its ID and subscribers.
@@ -612,8 +602,8 @@ func (k *Kernel) Restart(ctx context.Context) error {
 // ctx ends.
 func stopProcess(ctx context.Context, p *process) {
 	p.stopping.Store(true)
-	b, _ := json.Marshal(Control{Op: "shutdown"})
-	_ = p.write(FrameControl, b)
+	b, _ := json.Marshal(wire.Control{Op: wire.OpShutdown})
+	_ = p.write(wire.FrameControl, b)
 	_ = p.stdin.Close()
 	t := time.NewTimer(stopGrace)
 	defer t.Stop()
@@ -685,8 +675,8 @@ func (k *Kernel) Lingering(ctx context.Context) ([]Holder, error) {
 	p.mu.Lock()
 	p.queries[id] = ch
 	p.mu.Unlock()
-	b, _ := json.Marshal(Control{Op: "lingering", ID: id})
-	if err := p.write(FrameControl, b); err != nil {
+	b, _ := json.Marshal(wire.Control{Op: wire.OpLingering, ID: id})
+	if err := p.write(wire.FrameControl, b); err != nil {
 		return nil, fmt.Errorf("lingering: %w", err)
 	}
 	select {

@@ -11,6 +11,7 @@ import (
 
 	"linger/engine"
 	"linger/engine/alloc"
+	"linger/notebooks/kernel/wire"
 )
 
 // The retention walk: breadth first from the roots (the globals in name
@@ -169,15 +170,15 @@ func labelStep(label string) string {
 // lingering returns the live lingering objects, largest first, each with
 // the path that holds it ("" when nothing the walk knows refers to it).
 // It must run on the executor goroutine (between cells or in one).
-func (k *kernelProc) lingering() []Holder {
+func (k *kernelProc) lingering() []wire.Holder {
 	rep := k.sink.report()
 	paths := k.holderPaths()
-	var out []Holder
+	var out []wire.Holder
 	for _, o := range rep.Lingering.Objects {
 		if o.FreeSeq != 0 {
 			continue
 		}
-		out = append(out, Holder{Addr: o.Addr, Size: o.Size, Category: o.Category, Label: o.Label, Site: o.Site, Path: paths[o.Addr]})
+		out = append(out, wire.Holder{Addr: o.Addr, Size: o.Size, Category: o.Category, Label: o.Label, Site: o.Site, Path: paths[o.Addr]})
 	}
 	return out
 }

@@ -16,6 +16,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"linger/engine/alloc"
+	"linger/notebooks/kernel/wire"
 	"linger/notebooks/msg"
 	"linger/timeline"
 	"linger/timeline/analyze"
@@ -35,12 +36,12 @@ const flushInterval = 20 * time.Millisecond
 // resultVar receives a cell's trailing expression.
 const resultVar = "__linger_result__"
 
-// pipeSink is the kernel Emitter's sink: it batches events into FrameEvents
+// pipeSink is the kernel Emitter's sink: it batches events into wire.FrameEvents
 // payloads for the server and feeds the kernel's own Analyzer, which
 // timeline.lingering() and the server's lingering query read.
 type pipeSink struct {
 	mu    sync.Mutex
-	buf   eventBuffer
+	buf   wire.EventBuffer
 	dict  timeline.Dict
 	an    *analyze.Analyzer
 	write func(typ byte, p []byte) error
@@ -51,7 +52,7 @@ type pipeSink struct {
 
 func (s *pipeSink) DefineString(id event.StringID, str string) {
 	s.mu.Lock()
-	s.buf.defineString(id, str)
+	s.buf.DefineString(id, str)
 	s.dict.DefineString(id, str)
 	s.an.DefineString(id, str)
 	for _, w := range s.watchers {
@@ -62,19 +63,19 @@ func (s *pipeSink) DefineString(id event.StringID, str string) {
 
 func (s *pipeSink) DefineSite(id event.SiteID, site event.Site) {
 	s.mu.Lock()
-	s.buf.defineSite(id, site)
+	s.buf.DefineSite(id, site)
 	s.dict.DefineSite(id, site)
 	s.mu.Unlock()
 }
 
 func (s *pipeSink) Emit(e event.Event) {
 	s.mu.Lock()
-	s.buf.emit(&e)
+	s.buf.Emit(e)
 	s.an.Add(e)
 	for _, w := range s.watchers {
 		w.Add(e)
 	}
-	if s.buf.size() > 1<<20 {
+	if s.buf.Len() > 1<<20 {
 		s.flushLocked()
 	}
 	s.mu.Unlock()
@@ -89,8 +90,8 @@ func (s *pipeSink) flush() {
 // flushLocked writes under the sink's lock so that batches keep their
 // order.
 func (s *pipeSink) flushLocked() {
-	if p := s.buf.take(); p != nil {
-		_ = s.write(FrameEvents, p)
+	if p := s.buf.Take(); p != nil {
+		_ = s.write(wire.FrameEvents, p)
 	}
 }
 
@@ -146,8 +147,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			starlark.Universe[name] = v
 		}
 	})
-	hello, _ := json.Marshal(Hello{Protocol: 1, Implementation: "linger", PID: os.Getpid(), Session: k.session})
-	if err := k.writeFrame(FrameHello, hello); err != nil {
+	hello, _ := json.Marshal(wire.Hello{Protocol: wire.Protocol, Implementation: "linger", PID: os.Getpid(), Session: k.session})
+	if err := k.writeFrame(wire.FrameHello, hello); err != nil {
 		return fmt.Errorf("kernel: hello: %w", err)
 	}
 	sess := k.em.Begin(event.ScopeSession, "session")
@@ -211,7 +212,7 @@ func (k *kernelProc) shutdown() {
 func (k *kernelProc) writeFrame(typ byte, p []byte) error {
 	k.wmu.Lock()
 	defer k.wmu.Unlock()
-	return WriteFrame(k.out, typ, p)
+	return wire.WriteFrame(k.out, typ, p)
 }
 
 func (k *kernelProc) send(m *msg.Message) {
@@ -224,7 +225,7 @@ func (k *kernelProc) send(m *msg.Message) {
 		fmt.Fprintf(k.log, "kernel: encode %s: %v\n", m.Header.MsgType, err)
 		return
 	}
-	if err := k.writeFrame(FrameMessage, b); err != nil {
+	if err := k.writeFrame(wire.FrameMessage, b); err != nil {
 		fmt.Fprintf(k.log, "kernel: send %s: %v\n", m.Header.MsgType, err)
 	}
 }
@@ -242,7 +243,7 @@ func (k *kernelProc) publish(parent *msg.Message, typ string, content any) {
 
 func (k *kernelProc) readLoop(in io.Reader) error {
 	for {
-		typ, p, err := ReadFrame(in)
+		typ, p, err := wire.ReadFrame(in)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				fmt.Fprintf(k.log, "kernel: read: %v\n", err)
@@ -250,8 +251,8 @@ func (k *kernelProc) readLoop(in io.Reader) error {
 			return err
 		}
 		switch typ {
-		case FrameMessage:
-			m, err := DecodeMessage(p)
+		case wire.FrameMessage:
+			m, err := wire.DecodeMessage(p)
 			if err != nil {
 				if m != nil && m.Header.MsgID != "" && m.Header.MsgType != "" {
 					if m.Channel == "" {
@@ -273,22 +274,22 @@ func (k *kernelProc) readLoop(in io.Reader) error {
 				continue
 			}
 			k.enqueue(func() { k.shell(m) })
-		case FrameControl:
-			var c Control
+		case wire.FrameControl:
+			var c wire.Control
 			if err := json.Unmarshal(p, &c); err != nil {
 				fmt.Fprintf(k.log, "kernel: bad control frame: %v\n", err)
 				continue
 			}
 			switch c.Op {
-			case "interrupt":
+			case wire.OpInterrupt:
 				k.interrupt()
-			case "shutdown":
+			case wire.OpShutdown:
 				k.shutdown()
 				return nil
-			case "lingering":
+			case wire.OpLingering:
 				k.enqueue(func() {
-					b, _ := json.Marshal(Control{Op: "lingering_reply", ID: c.ID, Holders: k.lingering()})
-					_ = k.writeFrame(FrameControl, b)
+					b, _ := json.Marshal(wire.Control{Op: wire.OpLingeringReply, ID: c.ID, Holders: k.lingering()})
+					_ = k.writeFrame(wire.FrameControl, b)
 				})
 			default:
 				fmt.Fprintf(k.log, "kernel: unknown control op %q\n", c.Op)
@@ -357,7 +358,7 @@ func (k *kernelProc) errorReply(m *msg.Message, ename, evalue string) {
 // control handles a control-channel message at once, even while a cell
 // runs.
 func (k *kernelProc) control(m *msg.Message) {
-	// Control requests are bracketed by busy and idle like shell ones, as
+	// wire.Control requests are bracketed by busy and idle like shell ones, as
 	// ipykernel does: clients complete a control request on its idle.
 	k.publish(m, "status", map[string]any{"execution_state": "busy"})
 	defer k.publish(m, "status", map[string]any{"execution_state": "idle"})

@@ -1,4 +1,4 @@
-package kernel
+package wire
 
 import (
 	"encoding/binary"
@@ -36,27 +36,6 @@ var (
 	ErrFrameTooLarge = errors.New("frame too large")
 	ErrBadFrame      = errors.New("malformed frame")
 )
-
-// Hello is the kernel's first frame.
-type Hello struct {
-	Protocol       int    `json:"protocol"`
-	Implementation string `json:"implementation"`
-	PID            int    `json:"pid"`
-	// Session is the process's kernel session id: every message the
-	// kernel sends carries it in header.session, and a restart (a new
-	// process) has a new one, as the messaging spec asks.
-	Session string `json:"session"`
-}
-
-// Control is a control frame's payload.
-type Control struct {
-	// Op is "interrupt", "shutdown", "lingering" (a query, server →
-	// kernel) or "lingering_reply" (its answer).
-	Op      string   `json:"op"`
-	ID      string   `json:"id,omitempty"`
-	Holders []Holder `json:"holders,omitempty"`
-	Error   string   `json:"error,omitempty"`
-}
 
 // WriteFrame writes one frame. It is not safe for concurrent use on the
 // same writer; callers serialize.
@@ -184,9 +163,10 @@ func DecodeEvents(payload []byte, sink event.Sink) error {
 	return nil
 }
 
-// eventBuffer builds FrameEvents payloads. It is not safe for concurrent
-// use.
-type eventBuffer struct {
+// EventBuffer builds FrameEvents payloads from an Emitter's output: it is
+// an event.Sink whose Take returns what it was given as one payload,
+// consecutive events encoded together. It is not safe for concurrent use.
+type EventBuffer struct {
 	out   []byte // finished records
 	run   []byte // encoded events of the open tagEvents record
 	first uint64
@@ -194,19 +174,23 @@ type eventBuffer struct {
 	enc   event.Encoder
 }
 
-func (b *eventBuffer) defineString(id event.StringID, s string) {
+// DefineString adds a string definition.
+func (b *EventBuffer) DefineString(id event.StringID, s string) {
 	b.closeRun()
 	b.out = append(b.out, tagString)
 	b.out = event.AppendStringDef(b.out, id, s)
 }
 
-func (b *eventBuffer) defineSite(id event.SiteID, s event.Site) {
+// DefineSite adds a site definition.
+func (b *EventBuffer) DefineSite(id event.SiteID, s event.Site) {
 	b.closeRun()
 	b.out = append(b.out, tagSite)
 	b.out = event.AppendSiteDef(b.out, id, s)
 }
 
-func (b *eventBuffer) emit(e *event.Event) {
+// Emit adds an event; one whose Seq does not follow the last starts a new
+// record.
+func (b *EventBuffer) Emit(e event.Event) {
 	if b.count > 0 && e.Seq != b.first+b.count {
 		b.closeRun()
 	}
@@ -214,11 +198,11 @@ func (b *eventBuffer) emit(e *event.Event) {
 		b.first = e.Seq
 		b.enc.Reset()
 	}
-	b.run = b.enc.Append(b.run, e)
+	b.run = b.enc.Append(b.run, &e)
 	b.count++
 }
 
-func (b *eventBuffer) closeRun() {
+func (b *EventBuffer) closeRun() {
 	if b.count == 0 {
 		return
 	}
@@ -231,11 +215,11 @@ func (b *eventBuffer) closeRun() {
 	b.count = 0
 }
 
-// size is about the bytes the payload would take now.
-func (b *eventBuffer) size() int { return len(b.out) + len(b.run) }
+// Len is about the bytes the payload would take now.
+func (b *EventBuffer) Len() int { return len(b.out) + len(b.run) }
 
-// take returns the payload and empties the buffer; nil when empty.
-func (b *eventBuffer) take() []byte {
+// Take returns the payload and empties the buffer; nil when empty.
+func (b *EventBuffer) Take() []byte {
 	b.closeRun()
 	if len(b.out) == 0 {
 		return nil

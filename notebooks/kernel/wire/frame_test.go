@@ -1,4 +1,4 @@
-package kernel
+package wire
 
 import (
 	"bytes"
@@ -57,16 +57,16 @@ func TestFrameErrors(t *testing.T) {
 	}
 }
 
-// TestEventsRoundTrip sends an Emitter's output through eventBuffer and
+// TestEventsRoundTrip sends an Emitter's output through an EventBuffer and
 // DecodeEvents and compares it with a direct recording.
 func TestEventsRoundTrip(t *testing.T) {
 	var direct, piped timeline.Dict
 	var dEvents, pEvents []event.Event
-	var eb eventBuffer
+	var eb EventBuffer
 	tee := sinkFunc{
-		str:  func(id event.StringID, s string) { direct.DefineString(id, s); eb.defineString(id, s) },
-		site: func(id event.SiteID, s event.Site) { direct.DefineSite(id, s); eb.defineSite(id, s) },
-		emit: func(e event.Event) { dEvents = append(dEvents, e); eb.emit(&e) },
+		str:  func(id event.StringID, s string) { direct.DefineString(id, s); eb.DefineString(id, s) },
+		site: func(id event.SiteID, s event.Site) { direct.DefineSite(id, s); eb.DefineSite(id, s) },
+		emit: func(e event.Event) { dEvents = append(dEvents, e); eb.Emit(e) },
 	}
 	em := event.NewEmitter(tee, event.EmitterOptions{SiteHook: func() (string, int) { return "cell-1", 3 }})
 	scope := em.Begin(event.ScopeCell, "cell-1")
@@ -80,7 +80,7 @@ func TestEventsRoundTrip(t *testing.T) {
 		site: piped.DefineSite,
 		emit: func(e event.Event) { pEvents = append(pEvents, e) },
 	}
-	if err := DecodeEvents(eb.take(), sink); err != nil {
+	if err := DecodeEvents(eb.Take(), sink); err != nil {
 		t.Fatal(err)
 	}
 	if len(pEvents) != len(dEvents) {
@@ -114,12 +114,12 @@ func FuzzDecodeFrame(f *testing.F) {
 	_ = WriteFrame(&buf, FrameMessage, b)
 	f.Add(buf.Bytes())
 	buf.Reset()
-	var eb eventBuffer
-	eb.defineString(1, "layer.0.k")
-	eb.defineSite(1, event.Site{Cell: "c", Line: 2})
-	eb.emit(&event.Event{Seq: 1, Kind: event.KindAlloc, Addr: 4096, Size: 512, Label: 1, Site: 1})
-	eb.emit(&event.Event{Seq: 2, Kind: event.KindFree, Addr: 4096, Size: 512, Label: 1, Site: 1})
-	_ = WriteFrame(&buf, FrameEvents, eb.take())
+	var eb EventBuffer
+	eb.DefineString(1, "layer.0.k")
+	eb.DefineSite(1, event.Site{Cell: "c", Line: 2})
+	eb.Emit(event.Event{Seq: 1, Kind: event.KindAlloc, Addr: 4096, Size: 512, Label: 1, Site: 1})
+	eb.Emit(event.Event{Seq: 2, Kind: event.KindFree, Addr: 4096, Size: 512, Label: 1, Site: 1})
+	_ = WriteFrame(&buf, FrameEvents, eb.Take())
 	f.Add(buf.Bytes())
 	buf.Reset()
 	_ = WriteFrame(&buf, FrameControl, []byte(`{"op":"lingering","id":"x"}`))

@@ -1,0 +1,47 @@
+package wire
+
+// Protocol is the version of the pipe protocol a kernel speaks, in its
+// Hello.
+const Protocol = 1
+
+// Hello is the kernel's first frame.
+type Hello struct {
+	Protocol       int    `json:"protocol"`
+	Implementation string `json:"implementation"`
+	PID            int    `json:"pid"`
+	// Session is the process's kernel session id: every message the
+	// kernel sends carries it in header.session, and a restart (a new
+	// process) has a new one, as the messaging spec asks.
+	Session string `json:"session"`
+}
+
+// Control operations.
+const (
+	OpInterrupt      = "interrupt"       // server → kernel: stop the running cell
+	OpShutdown       = "shutdown"        // server → kernel: end the process
+	OpLingering      = "lingering"       // server → kernel: who holds each lingering object?
+	OpLingeringReply = "lingering_reply" // kernel → server: the answer, Holders, same ID
+)
+
+// Control is a control frame's payload.
+type Control struct {
+	Op      string   `json:"op"` // one of the Op constants
+	ID      string   `json:"id,omitempty"`
+	Holders []Holder `json:"holders,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// Holder is one lingering object and the reference path that keeps it
+// alive in the kernel.
+type Holder struct {
+	Addr     uint64 `json:"addr"`
+	Size     uint64 `json:"size"`
+	Category string `json:"category"`
+	Label    string `json:"label"`
+	Site     string `json:"site"`
+	// Path is the chain of references from a root (a global, a closure, an
+	// engine registry) to the object, e.g.
+	// "global last_cache → KVCache#3 → layer[5].k"; empty when no path was
+	// found.
+	Path string `json:"path"`
+}
