@@ -26,29 +26,45 @@ const module = "linger"
 // policy maps a package (relative to the module) to the project packages it
 // may import. "x/..." means x and everything below it. "*" means anything.
 var policy = map[string][]string{
-	"cmd/linger":       {"*"},
-	"test":             {"*"}, // end-to-end tests driving the built binary and a browser
-	"server":           {"notebooks/...", "timeline/...", "web/...", "server/..."},
-	"server/live":      {"timeline", "timeline/event", "timeline/lod", "server/httperr"},
-	"server/httperr":   {}, // the one error vocabulary of the server's routes and live's
-	"web":              {"internal/units"},
-	"notebooks":        {"engine/...", "timeline/...", "notebooks/...", "internal/units"},
-	"engine":           {"engine/...", "timeline/event"},
-	"engine/alloc":     {"engine/device", "timeline/event", "internal/units"},
-	"engine/device":    {},
-	"engine/tokenizer": {"timeline/event", "engine/tokenizer/..."},
-	"timeline":         {"timeline/event"},
-	"timeline/analyze": {"timeline/event", "internal/units"},
-	"timeline/lod":     {"timeline", "timeline/event"}, // level-of-detail queries over a trace log
-	"timeline/export":  {"timeline/event", "timeline/analyze"},
-	"timeline/event":   {},
-	"internal/units":   {}, // byte sizes read and printed, for every layer
+	"cmd/linger": {"*"},
+	"test":       {"*"}, // end-to-end tests driving the built binary and a browser
+	"server": {"notebooks/kernel", "notebooks/kernel/wire", "notebooks/contents", "notebooks/nbformat", "notebooks/msg",
+		"timeline/...", "web/...", "server/..."},
+	"server/live":    {"timeline", "timeline/event", "timeline/lod", "server/httperr"},
+	"server/httperr": {}, // the one error vocabulary of the server's routes and live's
+	"web":            {"internal/units"},
+	"notebooks":      {"engine/...", "timeline/...", "notebooks/...", "internal/units"},
+	// The kernel's server side (the Manager) and the pipe protocol run in
+	// the server; only the kernel process (proc) runs the engine and
+	// Starlark. See also serverSide.
+	"notebooks/kernel":      {"notebooks/kernel/wire", "notebooks/msg", "timeline/..."},
+	"notebooks/kernel/wire": {"notebooks/msg", "timeline/event"},
+	"notebooks/kernel/proc": {"engine/...", "notebooks/kernel/wire", "notebooks/msg", "timeline/...", "internal/units"},
+	"notebooks/msg":         {},
+	"engine":                {"engine/...", "timeline/event"},
+	"engine/alloc":          {"engine/device", "timeline/event", "internal/units"},
+	"engine/device":         {},
+	"engine/tokenizer":      {"timeline/event", "engine/tokenizer/..."},
+	"timeline":              {"timeline/event"},
+	"timeline/analyze":      {"timeline/event", "internal/units"},
+	"timeline/lod":          {"timeline", "timeline/event"}, // level-of-detail queries over a trace log
+	"timeline/export":       {"timeline/event", "timeline/analyze"},
+	"timeline/event":        {},
+	"internal/units":        {}, // byte sizes read and printed, for every layer
 
 	// Helpers for tests, imported only by _test.go files (testOnly).
 	"timeline/event/eventtest": {"timeline/event"}, // an in-memory Sink
 	"internal/testbin":         {},                 // the linger binary, built once per test binary
 	"internal/browsertest":     {},                 // Chromium, axe-core and the UI's bundles
 }
+
+// serverSide lists the packages that run in the server process, and
+// kernelOnly what they must not depend on, not even through other project
+// packages: the engine and Starlark run in kernel processes only.
+var (
+	serverSide = []string{"server/...", "notebooks/kernel", "notebooks/kernel/wire"}
+	kernelOnly = []string{module + "/engine/...", "go.starlark.net/..."}
+)
 
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, but nothing of Linger.)
@@ -124,6 +140,22 @@ func TestPolicyRejects(t *testing.T) {
 		{"server/live", "server/httperr", true},
 		{"server/httperr", "notebooks/kernel", false},
 		{"nosuch", "engine", false},
+		{"server", "engine", false},
+		{"server", "engine/alloc", false},
+		{"server", "notebooks/kernel", true},
+		{"server", "notebooks/kernel/wire", true},
+		{"server", "notebooks/kernel/proc", false},
+		{"server/live", "notebooks/kernel/proc", false},
+		{"notebooks/kernel", "notebooks/kernel/wire", true},
+		{"notebooks/kernel", "timeline", true},
+		{"notebooks/kernel", "notebooks/kernel/proc", false},
+		{"notebooks/kernel", "engine", false},
+		{"notebooks/kernel", "engine/alloc", false},
+		{"notebooks/kernel/wire", "engine/alloc", false},
+		{"notebooks/kernel/wire", "notebooks/kernel", false},
+		{"notebooks/kernel/proc", "engine/alloc", true},
+		{"notebooks/kernel/proc", "notebooks/kernel", false},
+		{"notebooks/kernel/proc", "server", false},
 	} {
 		if got := allowed(c.pkg, c.dep); got != c.ok {
 			t.Errorf("allowed(%q, %q) = %v, want %v", c.pkg, c.dep, got, c.ok)
@@ -134,6 +166,101 @@ func TestPolicyRejects(t *testing.T) {
 // TestDependencyPolicy reads the imports of every non-test Go file in the
 // module, whatever its build tags, and checks them against policy.
 func TestDependencyPolicy(t *testing.T) {
+	imports := moduleImports(t)
+	for _, pkg := range slices.Sorted(maps.Keys(imports)) {
+		if _, ok := rule(pkg); !ok {
+			t.Errorf("package %s is not in the dependency policy; add it to deps_test.go with its allowed imports", pkg)
+			continue
+		}
+		stdOnly := slices.ContainsFunc(stdlibOnly, func(p string) bool { return matches(p, pkg) })
+		for _, dep := range slices.Sorted(maps.Keys(imports[pkg])) {
+			switch {
+			case isStdlib(dep):
+			case dep == module || strings.HasPrefix(dep, module+"/"):
+				rel := strings.TrimPrefix(dep, module+"/")
+				if !allowed(pkg, rel) {
+					t.Errorf("%s imports %s, which the policy forbids", pkg, dep)
+				}
+				if slices.Contains(testOnly, rel) {
+					t.Errorf("%s imports %s, a helper for tests, outside its _test.go files", pkg, dep)
+				}
+			case stdOnly:
+				t.Errorf("%s imports %s, but may use only the standard library", pkg, dep)
+			}
+		}
+	}
+}
+
+// TestServerSide checks that no server-side package reaches the engine or
+// Starlark, directly or through any chain of project packages.
+func TestServerSide(t *testing.T) {
+	imports := moduleImports(t)
+	for _, pkg := range slices.Sorted(maps.Keys(imports)) {
+		if !slices.ContainsFunc(serverSide, func(p string) bool { return matches(p, pkg) }) {
+			continue
+		}
+		if chain := kernelOnlyChain(imports, pkg); chain != nil {
+			t.Errorf("%s reaches %s, which runs only in kernel processes", pkg, strings.Join(chain, " → "))
+		}
+	}
+}
+
+func TestServerSideRejects(t *testing.T) {
+	imports := map[string]map[string]bool{
+		"server":                {"linger/notebooks/kernel": true, "linger/timeline": true},
+		"notebooks/kernel":      {"linger/notebooks/kernel/wire": true, "linger/notebooks/kernel/proc": true},
+		"notebooks/kernel/wire": {"encoding/json": true},
+		"notebooks/kernel/proc": {"go.starlark.net/starlark": true},
+		"timeline":              {"linger/timeline/event": true},
+	}
+	want := "notebooks/kernel → notebooks/kernel/proc → go.starlark.net/starlark"
+	if got := strings.Join(kernelOnlyChain(imports, "server"), " → "); got != want {
+		t.Errorf("server: chain %q, want %q", got, want)
+	}
+	imports["notebooks/kernel"]["linger/engine/alloc"] = true
+	delete(imports["notebooks/kernel"], "linger/notebooks/kernel/proc")
+	if got := strings.Join(kernelOnlyChain(imports, "server"), " → "); got != "notebooks/kernel → linger/engine/alloc" {
+		t.Errorf("server: chain %q, want one to the engine", got)
+	}
+	if chain := kernelOnlyChain(imports, "timeline"); chain != nil {
+		t.Errorf("timeline: chain %q, want none", chain)
+	}
+}
+
+// kernelOnlyChain returns the shortest chain of imports from pkg to a
+// kernelOnly package (project packages relative to the module, the last
+// as imported), or nil when there is none.
+func kernelOnlyChain(imports map[string]map[string]bool, pkg string) []string {
+	from := map[string]string{pkg: ""}
+	chain := func(p, last string) []string {
+		out := []string{last}
+		for ; p != pkg; p = from[p] {
+			out = append(out, p)
+		}
+		slices.Reverse(out)
+		return out
+	}
+	for queue := []string{pkg}; len(queue) > 0; queue = queue[1:] {
+		p := queue[0]
+		for _, dep := range slices.Sorted(maps.Keys(imports[p])) {
+			if slices.ContainsFunc(kernelOnly, func(k string) bool { return matches(k, dep) }) {
+				return chain(p, dep)
+			}
+			rel, ok := strings.CutPrefix(dep, module+"/")
+			if _, seen := from[rel]; ok && !seen {
+				from[rel] = p
+				queue = append(queue, rel)
+			}
+		}
+	}
+	return nil
+}
+
+// moduleImports returns the imports of every package in the module,
+// relative to the module root, from its non-test Go files whatever their
+// build tags.
+func moduleImports(t *testing.T) map[string]map[string]bool {
+	t.Helper()
 	imports := map[string]map[string]bool{} // package → imports
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
@@ -172,28 +299,7 @@ func TestDependencyPolicy(t *testing.T) {
 			t.Fatalf("package %s not found; is the test running at the module root?", must)
 		}
 	}
-	for _, pkg := range slices.Sorted(maps.Keys(imports)) {
-		if _, ok := rule(pkg); !ok {
-			t.Errorf("package %s is not in the dependency policy; add it to deps_test.go with its allowed imports", pkg)
-			continue
-		}
-		stdOnly := slices.ContainsFunc(stdlibOnly, func(p string) bool { return matches(p, pkg) })
-		for _, dep := range slices.Sorted(maps.Keys(imports[pkg])) {
-			switch {
-			case isStdlib(dep):
-			case dep == module || strings.HasPrefix(dep, module+"/"):
-				rel := strings.TrimPrefix(dep, module+"/")
-				if !allowed(pkg, rel) {
-					t.Errorf("%s imports %s, which the policy forbids", pkg, dep)
-				}
-				if slices.Contains(testOnly, rel) {
-					t.Errorf("%s imports %s, a helper for tests, outside its _test.go files", pkg, dep)
-				}
-			case stdOnly:
-				t.Errorf("%s imports %s, but may use only the standard library", pkg, dep)
-			}
-		}
-	}
+	return imports
 }
 
 func TestMain(m *testing.M) {

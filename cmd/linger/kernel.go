@@ -6,12 +6,12 @@ import (
 	"io"
 	"os"
 
-	"linger/notebooks/kernel"
+	"linger/notebooks/kernel/proc"
 )
 
 // runKernel is a kernel process, started by the server: it speaks the
-// framed pipe protocol of package kernel on stdin and stdout; stderr is for
-// panics and logs.
+// framed pipe protocol of package wire on stdin and stdout, with the meta
+// and cpu devices; stderr is for panics and logs.
 func runKernel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("kernel", stderr)
 	fs.Usage = func() {
@@ -20,5 +20,5 @@ func runKernel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return kernel.Serve(ctx, os.Stdin, stdout)
+	return proc.Serve(ctx, os.Stdin, stdout, proc.Options{Devices: proc.DefaultDevices})
 }

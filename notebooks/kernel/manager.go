@@ -407,7 +407,7 @@ func (k *Kernel) exited(p *process, waitErr, readErr error) {
 		if req.Header.MsgType == "shutdown_request" {
 			continue
 		}
-		k.announce(req.Reply(req.Channel, replyType(req.Header.MsgType), map[string]any{
+		k.announce(req.Reply(req.Channel, msg.ReplyType(req.Header.MsgType), map[string]any{
 			"status": "error", "ename": "KernelDied", "evalue": reason, "traceback": []string{reason}}))
 	}
 	k.mu.Lock()
@@ -489,14 +489,14 @@ func (k *Kernel) Send(m *msg.Message) error {
 			if ch == "" || ch == msg.IOPub {
 				ch = msg.Shell
 			}
-			k.announce(m.Reply(ch, replyType(m.Header.MsgType), map[string]any{
+			k.announce(m.Reply(ch, msg.ReplyType(m.Header.MsgType), map[string]any{
 				"status": "error", "ename": "InvalidMessage", "evalue": err.Error(), "traceback": []string{err.Error()}}))
 		}
 		return nil
 	}
 	p, err := k.current()
 	if err != nil {
-		k.announce(m.Reply(m.Channel, replyType(m.Header.MsgType), map[string]any{
+		k.announce(m.Reply(m.Channel, msg.ReplyType(m.Header.MsgType), map[string]any{
 			"status": "error", "ename": "KernelDied", "evalue": err.Error(), "traceback": []string{err.Error()}}))
 		return err
 	}
@@ -506,7 +506,7 @@ func (k *Kernel) Send(m *msg.Message) error {
 	}
 	if len(b)+1 > wire.MaxFrame {
 		e := fmt.Sprintf("message of %d bytes is over the %d-byte limit", len(b), wire.MaxFrame)
-		k.announce(m.Reply(m.Channel, replyType(m.Header.MsgType), map[string]any{
+		k.announce(m.Reply(m.Channel, msg.ReplyType(m.Header.MsgType), map[string]any{
 			"status": "error", "ename": "MessageTooLarge", "evalue": e, "traceback": []string{e}}))
 		return nil
 	}

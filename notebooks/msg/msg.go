@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -210,4 +211,13 @@ func (m *Message) DecodeContent(v any) error {
 		return fmt.Errorf("%w: content of %s: %v", ErrInvalid, m.Header.MsgType, err)
 	}
 	return nil
+}
+
+// ReplyType is the type of the reply to a message of type t: "x_request"
+// is answered by "x_reply", anything else by "error_reply".
+func ReplyType(t string) string {
+	if base, ok := strings.CutSuffix(t, "_request"); ok {
+		return base + "_reply"
+	}
+	return "error_reply"
 }

@@ -1,4 +1,4 @@
-package kernel
+package proc
 
 import (
 	"regexp"

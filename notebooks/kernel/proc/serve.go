@@ -1,4 +1,4 @@
-package kernel
+package proc
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"linger/engine/alloc"
+	"linger/engine/device"
 	"linger/notebooks/kernel/wire"
 	"linger/notebooks/msg"
 	"linger/timeline"
@@ -132,15 +133,40 @@ type cellRun struct {
 	cell        string
 }
 
+// Options configures a kernel process.
+type Options struct {
+	// Devices are the devices cells may name in engine(device=...); the
+	// first is the default, for engine() without one and for mem.* and
+	// tensor() before any engine. Nil: DefaultDevices.
+	Devices []Device
+}
+
+// A Device is a device a kernel offers its cells: New makes it, once per
+// kernel, when a cell first names it.
+type Device struct {
+	Name string
+	New  func() device.Device
+}
+
+// DefaultDevices are the meta device (sizes and addresses, no data) and
+// the cpu device (real data in host memory).
+var DefaultDevices = []Device{
+	{Name: "meta", New: func() device.Device { return device.NewMeta(0) }},
+	{Name: "cpu", New: func() device.Device { return device.NewCPU(0) }},
+}
+
 // Serve runs a kernel over a framed pipe: it reads frames from in and
 // writes frames to out until the input ends, a shutdown arrives or ctx is
 // done. It returns nil after a shutdown or a clean end of input.
-func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
+func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error {
+	if opts.Devices == nil {
+		opts.Devices = DefaultDevices
+	}
 	k := &kernelProc{out: out, session: msg.NewID(), log: os.Stderr, globals: starlark.StringDict{},
 		jobs: make(chan func(), 64), stop: make(chan struct{})}
 	k.sink = &pipeSink{an: analyze.New(analyze.Options{MaxObjects: 1 << 16}), write: k.writeFrame}
 	k.em = event.NewEmitter(k.sink, event.EmitterOptions{SiteHook: k.siteHook})
-	k.rt = newRuntime(k.em, k.sink)
+	k.rt = newRuntime(k.em, k.sink, opts.Devices)
 	k.rt.samp = newSampler(k.em)
 	installUniverse.Do(func() {
 		for name, v := range universe() {
@@ -342,15 +368,8 @@ func (k *kernelProc) siteHook() (string, int) {
 	return cur.cell, 0
 }
 
-func replyType(t string) string {
-	if strings.HasSuffix(t, "_request") {
-		return strings.TrimSuffix(t, "_request") + "_reply"
-	}
-	return "error_reply"
-}
-
 func (k *kernelProc) errorReply(m *msg.Message, ename, evalue string) {
-	k.send(m.Reply(m.Channel, replyType(m.Header.MsgType), map[string]any{
+	k.send(m.Reply(m.Channel, msg.ReplyType(m.Header.MsgType), map[string]any{
 		"status": "error", "ename": ename, "evalue": evalue, "traceback": []string{ename + ": " + evalue},
 	}))
 }
@@ -395,7 +414,7 @@ func kernelInfo() map[string]any {
 func (k *kernelProc) shell(m *msg.Message) {
 	k.publish(m, "status", map[string]any{"execution_state": "busy"})
 	defer k.publish(m, "status", map[string]any{"execution_state": "idle"})
-	reply := func(content any) { k.send(m.Reply(m.Channel, replyType(m.Header.MsgType), content)) }
+	reply := func(content any) { k.send(m.Reply(m.Channel, msg.ReplyType(m.Header.MsgType), content)) }
 	switch m.Header.MsgType {
 	case "kernel_info_request":
 		reply(kernelInfo())

@@ -1,13 +1,14 @@
-package kernel
+package proc
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"linger/internal/units"
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 
 	"go.starlark.net/starlark"
@@ -15,8 +16,8 @@ import (
 
 	"linger/engine"
 	"linger/engine/alloc"
-	"linger/engine/device"
 	"linger/engine/tokenizer"
+	"linger/internal/units"
 	"linger/timeline/event"
 )
 
@@ -30,9 +31,10 @@ import (
 // another device gets an allocator of its own; mem.* and tensor() use the
 // first one.
 type runtime struct {
-	em   *event.Emitter
-	sink *pipeSink
-	samp *sampler // device_used and go_heap_inuse counters; nil in tests that make a runtime alone
+	em      *event.Emitter
+	sink    *pipeSink
+	devices []Device
+	samp    *sampler // device_used and go_heap_inuse counters; nil in tests that make a runtime alone
 
 	mu      sync.Mutex // guards the registries against the retention walk
 	allocs  map[string]*alloc.Allocator
@@ -48,8 +50,8 @@ type runtime struct {
 	progress func(done, total int)
 }
 
-func newRuntime(em *event.Emitter, sink *pipeSink) *runtime {
-	return &runtime{em: em, sink: sink, allocs: map[string]*alloc.Allocator{}, caches: map[uint64]*object{}, nextID: map[string]int{}}
+func newRuntime(em *event.Emitter, sink *pipeSink, devices []Device) *runtime {
+	return &runtime{em: em, sink: sink, devices: devices, allocs: map[string]*alloc.Allocator{}, caches: map[uint64]*object{}, nextID: map[string]int{}}
 }
 
 func (rt *runtime) id(kind string) int {
@@ -72,15 +74,11 @@ func (rt *runtime) allocator(dev string, limit uint64) (*alloc.Allocator, error)
 		}
 		return a, nil
 	}
-	var d device.Device
-	switch dev {
-	case "meta":
-		d = device.NewMeta(0)
-	case "cpu":
-		d = device.NewCPU(0)
-	default:
-		return nil, fmt.Errorf("unknown device %q (want \"meta\" or \"cpu\")", dev)
+	i := slices.IndexFunc(rt.devices, func(d Device) bool { return d.Name == dev })
+	if i < 0 {
+		return nil, fmt.Errorf("unknown device %q (want %s)", dev, rt.deviceNames())
 	}
+	d := rt.devices[i].New()
 	opts := alloc.Options{Emitter: rt.em, Limit: limit}
 	if rt.samp != nil {
 		rt.samp.addDevice(d)
@@ -94,9 +92,25 @@ func (rt *runtime) allocator(dev string, limit uint64) (*alloc.Allocator, error)
 	return a, nil
 }
 
+// deviceNames lists the devices' names for an error: "meta" or "cpu".
+func (rt *runtime) deviceNames() string {
+	var b strings.Builder
+	for i, d := range rt.devices {
+		switch {
+		case i == 0:
+		case i == len(rt.devices)-1:
+			b.WriteString(" or ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(d.Name))
+	}
+	return b.String()
+}
+
 func (rt *runtime) mainAllocator() *alloc.Allocator {
 	if rt.main == nil {
-		_, _ = rt.allocator("meta", 0)
+		_, _ = rt.allocator(rt.devices[0].Name, 0)
 	}
 	return rt.main
 }
@@ -177,7 +191,7 @@ type engineBinding struct {
 
 func builtinEngine(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	rt, _ := runtimeOf(thread)
-	model, dev, dtype, layout := "qwen2-1.5b", "meta", "", ""
+	model, dev, dtype, layout := "qwen2-1.5b", rt.devices[0].Name, "", ""
 	var limit starlark.Value = starlark.None
 	var seed int64
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "model?", &model, "device?", &dev, "dtype?", &dtype,

@@ -1,0 +1,105 @@
+// Package proc is the kernel process as a library: Serve runs Starlark
+// cells driving the engine over the pipe protocol of package wire, with
+// the devices its Options give (DefaultDevices: meta and cpu), so that
+// another binary can serve a kernel on another device. The server side,
+// which starts and watches these processes, is package kernel.
+//
+// One Serve call owns one kernel: its globals, its allocators (one per
+// device), its Emitter and the analyzer it feeds, and the engines, caches,
+// tensors and tokenizers its cells made, all freed when Serve returns.
+// Cells and lingering queries run one at a time on one goroutine; an
+// interrupt and the 20 ms event flush run beside them.
+//
+// # Cells
+//
+// Cells are Starlark (go.starlark.net) with while loops, recursion,
+// top-level control flow, sets and global reassignment; globals persist
+// between cells; print becomes a stream output and a trailing expression
+// the execute_result. One Thread runs each cell, with a step limit of
+// MaxSteps; load is refused and there is no file or network access. An
+// interrupt cancels the thread between steps and the engine's context
+// between prefill chunks and decode steps, and the cell fails with
+// KeyboardInterrupt; its ename comes from the Go error under it first (an
+// interrupt, an out-of-memory error, an undefined name), from Starlark's
+// message only for Starlark's own errors. Each cell is a cell scope inside the kernel's session
+// scope, and every allocation made while it runs has the cell id (the
+// execute_request's metadata cellId, else "exec-N") and the Starlark line
+// in its site.
+//
+// # Bindings
+//
+//	engine(model="qwen2-1.5b", device="meta"|"cpu", dtype=, memory_limit="16GiB", kv_layout="contiguous"|"paged", seed=0) → Engine
+//	  .generate(prompt_tokens=N | prompt="text", max_new_tokens=0, chunk_size=2048, keep_cache=False, mask=None, cache=None, top_k=, temperature=, seed=, on_error="raise"|"return") → Result
+//	      with on_error="return" a failed call returns struct(error=text, oom=OOM or None) instead of ending the cell;
+//	      OOM: struct(requested, size, category, label, limit, reserved, allocated, device_free,
+//	      live=[struct(category, bytes, blocks)], top_labels=[struct(label, category, bytes, blocks)])
+//	      Result: .tokens .text .cache .peak .prompt_tokens .chunks .stopped_at_eos .prefill_seconds .decode_seconds .tokens_per_second .allocated
+//	  .tokenize(text) → [ids]
+//	  .kv_cache(max_tokens) → KVCache (.id .len .cap .bytes .layout .reset() .free())
+//	  .workspace (.bytes .outstanding .acquire(rows) → WorkspaceGuard (.release() .released .per_call))
+//	  .batch() → BatchContext (.alloc(shape, label=) .close() .bytes)
+//	  .scheduler(max_batch=8, static=False) → Scheduler (.submit(prompt_tokens=, max_new_tokens=, chunk_size=) .step() .run() → [struct(id, result, error, oom)] .pending .close())
+//	  .close(), .config, .model, .device, .weight_bytes
+//	tensor(shape, category="activation", expect="cell", label="tensor", dtype="f32") → Tensor (.free() .view(*sizes) .slice(dim, start, end) .shape .bytes .live .label)
+//	causal_mask(rows, cols, offset=0, label="mask", expect="cell") → Tensor
+//	tokenizer(cache_size=0) → Tokenizer (.encode(text, key=None) .stats() .clear()); each cache entry is a tokenizer_cache block
+//	mem.stats() (.allocated .reserved .outside ...), mem.empty_cache(), mem.snapshot() (.limit .device_free .device_total .stats
+//	  .segments=[struct(addr, size, pool, allocated, requested, blocks=[struct(addr, size, requested, allocated, category, label, site "cell:line")])]), mem.device() (.name .free .total .used)
+//	mem.take_outside(bytes, label="outside") → OutsideMemory (.bytes .label .live .release()): device memory taken
+//	  beside the caching allocator, as a library calling cudaMalloc directly; counted under the limit, on the
+//	  device-used track and not on reserved
+//	host.read_document(bytes, seed=0) → str: a synthetic text of that many bytes (4 KiB records
+//	  "record NNNNNN title=... | body ...") built as one string on the Go heap; a slice s[i:j] of it shares
+//	  its memory, so keeping any slice keeps the whole document
+//	host.clone(s) → a copy of s in fresh memory (strings.Clone): keeps only its own bytes
+//	host.gc() → Go heap in use after a full collection (and a go_heap_inuse sample); host.heap() → it now
+//	timeline.mark(label), timeline.lingering() → [struct(addr, size, category, label, site, holder)]
+//	timeline.scope(kind, label, fn, *args, **kwargs) → fn(*args, **kwargs) run inside a scope of kind
+//	  "layer"|"step"|"request"|"batch", ended on every path (a user's own batch loop gets batch scopes)
+//	timeline.tracks(fn, *args, **kwargs) → struct(verdict, allocated_per_step, reserved_per_step,
+//	  device_used_per_step, go_heap_per_step, go_heap_grows, allocated, reserved, device_used, go_heap, result):
+//	  the analyzer's tracks verdict over fn's run alone (a fresh analyzer watches its events; the four
+//	  values are the tracks' change over the run), e.g. one verdict per phase of a notebook
+//	struct(**kwargs)
+//
+// A long prefill shows a progress bar: a display_data output with a
+// transient display_id, updated in place with update_display_data.
+//
+// There is one allocator per device per kernel process: the first engine
+// (or tensor) picks the device and every later engine on it shares the
+// allocator, so mem.stats() covers them all; an engine on another device
+// gets an allocator of its own. mem.* and tensor() use the first.
+//
+// # Counters
+//
+// The kernel samples two counters through its Emitter, each emitted only
+// when its value changed: "device_used", the devices' own view (MemInfo
+// total minus free, summed over the kernel's devices: the allocators'
+// segments plus memory taken outside them), after every allocator call
+// that took or returned a segment (alloc.Options.OnSegments; nothing on
+// other allocations); and "go_heap_inuse", the Go heap in use read from
+// runtime/metrics as /memory/classes/heap/objects:bytes plus
+// /memory/classes/heap/unused:bytes, which is exactly runtime.MemStats'
+// HeapInuse (Prometheus' go_memstats_heap_inuse_bytes, the figure the
+// field report watched) without ReadMemStats' stop-the-world. It is
+// sampled inside each cell scope at its start and end, after host.gc(),
+// and at every event flush (20 ms) when it moved by 64 KiB or more, so an
+// idle kernel stays quiet. The analyzer and the timeline follow both.
+//
+// # Who holds it
+//
+// For each live lingering object (judged by an analyze.Analyzer fed by the
+// kernel's own event stream) the kernel walks, breadth first, from the
+// globals in name order, then from the registries (engines, KV caches the
+// engine adopted, tokenizer caches, tensors no value refers to) through
+// list, tuple, dict and set elements, struct fields, closures' captured
+// variables and default values, and the binding values, to the block, and
+// names the first path found, e.g.
+//
+//	global last_cache → KVCache#3 → layer[5].k
+//	global d["runs"][1] → KVCache#3 → layer[0].k
+//	global h → closure hook captures c → KVCache#3 → layer[0].k
+//
+// timeline.lingering() returns these paths in a cell; Kernel.Lingering
+// asks a live kernel from the server.
+package proc

@@ -1,0 +1,187 @@
+package proc
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"linger/notebooks/kernel/wire"
+	"linger/notebooks/msg"
+	"linger/timeline/event"
+)
+
+// client drives an in-process kernel over pipes.
+type client struct {
+	t       *testing.T
+	w       *io.PipeWriter
+	mu      sync.Mutex
+	msgs    chan *msg.Message
+	ctrl    chan wire.Control
+	done    chan error
+	session string
+	log     eventLog // the kernel's events, decoded from its wire.FrameEvents
+}
+
+// eventLog is an event.Sink that keeps what a kernel sent.
+type eventLog struct {
+	mu     sync.Mutex
+	strs   map[event.StringID]string
+	events []event.Event
+}
+
+func (l *eventLog) DefineString(id event.StringID, s string) {
+	l.mu.Lock()
+	if l.strs == nil {
+		l.strs = map[event.StringID]string{}
+	}
+	l.strs[id] = s
+	l.mu.Unlock()
+}
+func (l *eventLog) DefineSite(event.SiteID, event.Site) {}
+func (l *eventLog) Emit(e event.Event) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+}
+
+// counters returns the kernel's counter events named name so far, in order.
+func (l *eventLog) counters(name string) []event.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []event.Event
+	for _, e := range l.events {
+		if e.Kind == event.KindCounter && l.strs[e.Label] == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// snapshot returns a copy of the events so far.
+func (l *eventLog) snapshot() []event.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]event.Event(nil), l.events...)
+}
+
+func startKernel(t *testing.T) *client {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	c := &client{t: t, w: inW, msgs: make(chan *msg.Message, 4096), ctrl: make(chan wire.Control, 16), done: make(chan error, 1), session: msg.NewID()}
+	go func() { c.done <- Serve(context.Background(), inR, outW, Options{}); outW.Close() }()
+	go func() {
+		for {
+			typ, p, err := wire.ReadFrame(outR)
+			if err != nil {
+				close(c.msgs)
+				return
+			}
+			switch typ {
+			case wire.FrameMessage:
+				m, err := wire.DecodeMessage(p)
+				if err != nil {
+					t.Errorf("kernel sent a bad message: %v", err)
+					continue
+				}
+				c.msgs <- m
+			case wire.FrameEvents:
+				if err := wire.DecodeEvents(p, &c.log); err != nil {
+					t.Errorf("kernel sent bad events: %v", err)
+				}
+			case wire.FrameControl:
+				var ctl wire.Control
+				_ = json.Unmarshal(p, &ctl)
+				c.ctrl <- ctl
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		select {
+		case <-c.done:
+		case <-time.After(5 * time.Second):
+			t.Error("kernel did not stop")
+		}
+	})
+	return c
+}
+
+func (c *client) request(channel, typ string, content any, meta map[string]any) *msg.Message {
+	m := msg.New(channel, typ, c.session, content)
+	if meta != nil {
+		m.Metadata, _ = json.Marshal(meta)
+	}
+	b, _ := json.Marshal(m)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := wire.WriteFrame(c.w, wire.FrameMessage, b); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+	return m
+}
+
+// collect returns the messages answering req up to its idle status (and
+// its reply).
+func (c *client) collect(req *msg.Message, timeout time.Duration) []*msg.Message {
+	c.t.Helper()
+	var out []*msg.Message
+	gotReply, gotIdle := false, false
+	deadline := time.After(timeout)
+	for !(gotReply && gotIdle) {
+		select {
+		case m, ok := <-c.msgs:
+			if !ok {
+				c.t.Fatalf("kernel closed; got %d messages", len(out))
+			}
+			if m.ParentHeader.MsgID != req.Header.MsgID {
+				continue
+			}
+			out = append(out, m)
+			if m.Channel != msg.IOPub {
+				gotReply = true
+			}
+			if m.Header.MsgType == "status" && string(statusOf(m)) == "idle" {
+				gotIdle = true
+			}
+		case <-deadline:
+			c.t.Fatalf("timeout waiting for %s; got %s", req.Header.MsgType, types(out))
+		}
+	}
+	return out
+}
+
+func (c *client) exec(code string) []*msg.Message {
+	c.t.Helper()
+	return c.collect(c.request(msg.Shell, "execute_request", map[string]any{"code": code, "silent": false}, nil), 20*time.Second)
+}
+
+func statusOf(m *msg.Message) string {
+	var s struct {
+		State string `json:"execution_state"`
+	}
+	_ = json.Unmarshal(m.Content, &s)
+	return s.State
+}
+
+func types(ms []*msg.Message) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Header.MsgType)
+	}
+	return out
+}
+
+func find(ms []*msg.Message, typ string) map[string]any {
+	for _, m := range ms {
+		if m.Header.MsgType == typ {
+			var v map[string]any
+			_ = json.Unmarshal(m.Content, &v)
+			return v
+		}
+	}
+	return nil
+}
