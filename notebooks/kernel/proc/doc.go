@@ -19,14 +19,23 @@
 // MaxSteps; load is refused and there is no file or network access. An
 // interrupt cancels the thread between steps and the engine's context
 // between prefill chunks and decode steps, and the cell fails with
-// KeyboardInterrupt; its ename comes from the Go error under it first (an
-// interrupt, an out-of-memory error, an undefined name), from Starlark's
-// message only for Starlark's own errors. Each cell is a cell scope inside the kernel's session
-// scope, and every allocation made while it runs has the cell id (the
+// KeyboardInterrupt. A failed cell's ename comes from the Go error under
+// it first (an interrupt, an out-of-memory error, an undefined name), and
+// from the message only for Starlark's own runtime errors, which have no
+// type. Each cell is a cell scope inside the kernel's session scope, and
+// every allocation made while it runs has the cell id (the
 // execute_request's metadata cellId, else "exec-N") and the Starlark line
 // in its site.
 //
 // # Bindings
+//
+// Each cell gets the names below with its globals (not through
+// starlark.Universe): the constructors engine, tensor, causal_mask and
+// tokenizer, the modules mem, timeline and host (starlarkstruct.Module
+// values, one file each), and struct. The values they return are Go
+// types (Engine, KVCache, Tensor, Result, Scheduler, ...) with a static
+// method table each; the device names are those of Options.Devices, the
+// first the default (meta and cpu in `linger kernel`).
 //
 //	engine(model="qwen2-1.5b", device="meta"|"cpu", dtype=, memory_limit="16GiB", kv_layout="contiguous"|"paged", seed=0) → Engine
 //	  .generate(prompt_tokens=N | prompt="text", max_new_tokens=0, chunk_size=2048, keep_cache=False, mask=None, cache=None, top_k=, temperature=, seed=, on_error="raise"|"return") → Result

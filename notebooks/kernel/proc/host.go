@@ -2,13 +2,11 @@ package proc
 
 import (
 	"fmt"
-	goruntime "runtime"
+	"runtime"
 	"strings"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
-
-	"linger/engine/alloc"
 )
 
 // Host-side bindings: memory on the kernel's own Go heap rather than on
@@ -21,14 +19,20 @@ const MaxDocument = 1 << 30
 // documentRecord is the size of one record of a synthetic document.
 const documentRecord = 4096
 
-// hostModule is the "host" name cells see.
-func hostModule() starlark.Value {
-	return starlarkstruct.FromStringDict(starlark.String("host"), starlark.StringDict{
+// hostModule is the "host" module.
+//
+//	host.read_document(bytes, seed=0) → str
+//	host.clone(s) → a copy of s in fresh memory
+//	host.gc() → the Go heap in use after a full collection
+//	host.heap() → the Go heap in use now
+var hostModule = &starlarkstruct.Module{
+	Name: "host",
+	Members: starlark.StringDict{
 		"read_document": starlark.NewBuiltin("host.read_document", hostReadDocument),
 		"clone":         starlark.NewBuiltin("host.clone", hostClone),
 		"gc":            starlark.NewBuiltin("host.gc", hostGC),
 		"heap":          starlark.NewBuiltin("host.heap", hostHeap),
-	})
+	},
 }
 
 // makeDocument returns a synthetic text of exactly n bytes, as one Go
@@ -83,65 +87,18 @@ func hostClone(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 // hostGC runs a full garbage collection, samples the Go heap at once and
 // returns it (bytes in use, as the go_heap_inuse counter).
 func hostGC(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	rt, _ := runtimeOf(thread)
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
 		return nil, err
 	}
-	goruntime.GC()
-	return starlark.MakeUint64(rt.samp.goHeap(1)), nil
+	runtime.GC()
+	return starlark.MakeUint64(sessionOf(thread).samp.goHeap(1)), nil
 }
 
 // hostHeap returns the Go heap in use now (the go_heap_inuse counter's
 // measure), emitting the counter if it changed.
 func hostHeap(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	rt, _ := runtimeOf(thread)
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
 		return nil, err
 	}
-	return starlark.MakeUint64(rt.samp.goHeap(1)), nil
-}
-
-// memTakeOutside takes device memory beside the caching allocator, as a
-// library calling cudaMalloc directly would: mem.take_outside(bytes,
-// label="outside") → OutsideMemory (.bytes .label .live .release()).
-func memTakeOutside(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	rt, _ := runtimeOf(thread)
-	var size starlark.Value
-	label := "outside"
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "bytes", &size, "label?", &label); err != nil {
-		return nil, err
-	}
-	n, err := sizeArg(size)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", b.Name(), err)
-	}
-	rt.mu.Lock()
-	a := rt.mainAllocator()
-	id := rt.id("outside")
-	rt.mu.Unlock()
-	o, err := a.TakeOutside(n, label)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", b.Name(), err)
-	}
-	return outsideObject(o, id), nil
-}
-
-func outsideObject(o *alloc.Outside, id int) *object {
-	v := newObject("OutsideMemory", func() string {
-		return fmt.Sprintf("OutsideMemory#%d(%q, %d bytes, live=%t)", id, o.Label(), o.Size(), o.Live())
-	})
-	v.name = fmt.Sprintf("OutsideMemory#%d", id)
-	v.field("bytes", func() starlark.Value { return starlark.MakeUint64(o.Size()) })
-	v.field("label", func() starlark.Value { return starlark.String(o.Label()) })
-	v.field("live", func() starlark.Value { return starlark.Bool(o.Live()) })
-	v.method("release", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-		if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
-			return nil, err
-		}
-		if err := o.Release(); err != nil {
-			return nil, fmt.Errorf("release: %w", err)
-		}
-		return starlark.None, nil
-	})
-	return v
+	return starlark.MakeUint64(sessionOf(thread).samp.goHeap(1)), nil
 }

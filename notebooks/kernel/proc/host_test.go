@@ -28,7 +28,7 @@ func TestSliceRetains(t *testing.T) {
 		t.Helper()
 		th := &starlark.Thread{}
 		g, err := starlark.ExecFileOptions(fileOptions, th, "cell", code,
-			starlark.StringDict{"host": hostModule(), "size": starlark.MakeInt(size)})
+			starlark.StringDict{"host": hostModule, "size": starlark.MakeInt(size)})
 		if err != nil {
 			t.Fatal(err)
 		}

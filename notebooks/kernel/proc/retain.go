@@ -2,9 +2,10 @@ package proc
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -25,45 +26,38 @@ type walkItem struct {
 
 // holderPaths maps the address of every block reachable from the kernel's
 // roots to its reference path.
-func (k *kernelProc) holderPaths() map[uint64]string {
+func (s *session) holderPaths() map[uint64]string {
 	paths := map[uint64]string{}
 	seen := map[uintptr]bool{}
 	var queue []walkItem
-	names := k.globals.Keys() // sorted
-	for _, n := range names {
-		queue = append(queue, walkItem{k.globals[n], "global " + n})
+	for _, n := range s.globals.Keys() { // sorted
+		queue = append(queue, walkItem{s.globals[n], "global " + n})
 	}
 	// The globals' walk finishes before the registries' starts: a
 	// reference from a global, however deep, is the one to report.
-	k.walk(queue, paths, seen)
+	walk(queue, paths, seen)
 	queue = nil
-	rt := k.rt
-	rt.mu.Lock()
-	for _, e := range rt.engines {
-		queue = append(queue, walkItem{e.obj, fmt.Sprintf("Engine#%d registry", e.n)})
+	s.mu.Lock()
+	for _, e := range s.engines {
+		queue = append(queue, walkItem{e, fmt.Sprintf("Engine#%d registry", e.n)})
 	}
-	ids := make([]uint64, 0, len(rt.caches))
-	for id := range rt.caches {
-		ids = append(ids, id)
+	for _, id := range slices.Sorted(maps.Keys(s.caches)) {
+		queue = append(queue, walkItem{s.caches[id], "engine registry"})
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		queue = append(queue, walkItem{rt.caches[id], "engine registry"})
+	for _, t := range s.toks {
+		queue = append(queue, walkItem{t, fmt.Sprintf("Tokenizer#%d registry", t.n)})
 	}
-	for _, t := range rt.toks {
-		queue = append(queue, walkItem{t.obj, fmt.Sprintf("Tokenizer#%d registry", t.n)})
+	for _, t := range s.tensors {
+		queue = append(queue, walkItem{t, "kernel registry (no reference left; call .free())"})
 	}
-	for _, t := range rt.tensors {
-		queue = append(queue, walkItem{t.obj, "kernel registry (no reference left; call .free())"})
-	}
-	rt.mu.Unlock()
-	k.walk(queue, paths, seen)
+	s.mu.Unlock()
+	walk(queue, paths, seen)
 	return paths
 }
 
 // walk visits queue breadth first, recording the first path to each live
 // block in paths.
-func (k *kernelProc) walk(queue []walkItem, paths map[uint64]string, seen map[uintptr]bool) {
+func walk(queue []walkItem, paths map[uint64]string, seen map[uintptr]bool) {
 	for len(queue) > 0 {
 		it := queue[0]
 		queue = queue[1:]
@@ -87,23 +81,21 @@ func (k *kernelProc) walk(queue []walkItem, paths map[uint64]string, seen map[ui
 					paths[b.Addr()] = it.path + " → " + labelStep(b.Label())
 				}
 			}
-		case *object:
+		case referrer:
 			p := it.path
-			if v.name != "" {
-				p += " → " + v.name
+			if name := v.pathName(); name != "" {
+				p += " → " + name
 			}
-			if v.refs != nil {
-				v.refs(func(step string, child any) {
-					switch {
-					case step == "":
-						push(child, p)
-					case step[0] == '.' || step[0] == '[':
-						push(child, p+step)
-					default:
-						push(child, p+"."+step)
-					}
-				})
-			}
+			v.refs(func(step string, child any) {
+				switch {
+				case step == "":
+					push(child, p)
+				case step[0] == '.' || step[0] == '[':
+					push(child, p+step)
+				default:
+					push(child, p+"."+step)
+				}
+			})
 		case *starlark.List:
 			for i := 0; i < v.Len(); i++ {
 				push(v.Index(i), fmt.Sprintf("%s[%d]", it.path, i))
@@ -170,9 +162,9 @@ func labelStep(label string) string {
 // lingering returns the live lingering objects, largest first, each with
 // the path that holds it ("" when nothing the walk knows refers to it).
 // It must run on the executor goroutine (between cells or in one).
-func (k *kernelProc) lingering() []wire.Holder {
-	rep := k.sink.report()
-	paths := k.holderPaths()
+func (s *session) lingering() []wire.Holder {
+	rep := s.sink.report()
+	paths := s.holderPaths()
 	var out []wire.Holder
 	for _, o := range rep.Lingering.Objects {
 		if o.FreeSeq != 0 {

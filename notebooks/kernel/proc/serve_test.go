@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.starlark.net/starlark"
+
 	"linger/notebooks/msg"
 )
 
@@ -209,5 +211,40 @@ func TestOOMErrorName(t *testing.T) {
 		if r["ename"] != "Error" || !strings.Contains(fmt.Sprint(r["evalue"]), "out of memory") {
 			t.Errorf("label %q: %v", label, r)
 		}
+	}
+}
+
+// TestPredeclared: the names cells see come with each cell, not from
+// starlark.Universe; a cell may shadow one and give it back.
+func TestPredeclared(t *testing.T) {
+	c := startKernel(t)
+	result := func(code string) string {
+		t.Helper()
+		ms := c.exec(code)
+		r := find(ms, "execute_result")
+		if r == nil {
+			t.Fatalf("%q: %v", code, find(ms, "execute_reply"))
+		}
+		return r["data"].(map[string]any)["text/plain"].(string)
+	}
+	if got := result(`type(engine(model="tiny"))`); got != `"Engine"` {
+		t.Errorf("type(engine(...)) = %s", got)
+	}
+	for _, name := range []string{"engine", "tensor", "mem", "host", "timeline", "struct"} {
+		if starlark.Universe.Has(name) {
+			t.Errorf("starlark.Universe has %q", name)
+		}
+	}
+	if got := result("e0 = engine\nengine = 1\nengine"); got != "1" {
+		t.Errorf("shadowed engine = %s", got)
+	}
+	if got := result("engine + 1"); got != "2" {
+		t.Errorf("shadowed engine in a later cell: %s", got)
+	}
+	if got := result("engine = e0\ntype(engine(model=\"tiny\"))"); got != `"Engine"` {
+		t.Errorf("engine given back: %s", got)
+	}
+	if got := result(`[type(m) for m in (mem, timeline, host)]`); got != `["module", "module", "module"]` {
+		t.Errorf("module types %s", got)
 	}
 }

@@ -6,9 +6,51 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 
-	"linger/timeline/analyze"
 	"linger/timeline/event"
 )
+
+// timelineModule is the "timeline" module: marks, scopes and verdicts on
+// the kernel's own event stream.
+//
+//	timeline.mark(label) → seq
+//	timeline.lingering() → [struct(addr, size, category, label, site, holder)]
+//	timeline.scope(kind, label, fn, *args, **kwargs) → fn(*args, **kwargs)
+//	timeline.tracks(fn, *args, **kwargs) → struct(verdict, ..., result)
+var timelineModule = &starlarkstruct.Module{
+	Name: "timeline",
+	Members: starlark.StringDict{
+		"mark":      starlark.NewBuiltin("timeline.mark", timelineMark),
+		"lingering": starlark.NewBuiltin("timeline.lingering", timelineLingering),
+		"scope":     starlark.NewBuiltin("timeline.scope", timelineScope),
+		"tracks":    starlark.NewBuiltin("timeline.tracks", timelineTracks),
+	},
+}
+
+func timelineMark(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var label string
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "label", &label); err != nil {
+		return nil, err
+	}
+	return starlark.MakeUint64(sessionOf(thread).em.Mark(label)), nil
+}
+
+// timelineLingering lists the live lingering objects, each with the path
+// that holds it (see retain.go).
+func timelineLingering(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	hs := sessionOf(thread).lingering()
+	out := make([]starlark.Value, len(hs))
+	for i, h := range hs {
+		out[i] = starlarkstruct.FromStringDict(starlark.String("lingering"), starlark.StringDict{
+			"addr": starlark.MakeUint64(h.Addr), "size": starlark.MakeUint64(h.Size),
+			"category": starlark.String(h.Category), "label": starlark.String(h.Label),
+			"site": starlark.String(h.Site), "holder": starlark.String(h.Path),
+		})
+	}
+	return starlark.NewList(out), nil
+}
 
 // timelineScope runs fn(*args, **kwargs) inside a scope of the given kind:
 // timeline.scope(kind, label, fn, *args, **kwargs) → fn's result. The
@@ -16,7 +58,7 @@ import (
 // one open (Starlark has no with statement). Only the kinds a user's own
 // loop has are allowed: cells, the session and engines are the kernel's.
 func timelineScope(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	rt, _ := runtimeOf(thread)
+	s := sessionOf(thread)
 	if len(args) < 3 {
 		return nil, fmt.Errorf("%s: want (kind, label, fn, *args, **kwargs), got %d positional arguments", b.Name(), len(args))
 	}
@@ -36,8 +78,8 @@ func timelineScope(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if err != nil || (kind != event.ScopeLayer && kind != event.ScopeStep && kind != event.ScopeRequest && kind != event.ScopeBatch) {
 		return nil, fmt.Errorf("%s: kind %q: want \"layer\", \"step\", \"request\" or \"batch\" (cells, the session and engines have their own scopes)", b.Name(), kindName)
 	}
-	id := rt.em.Begin(kind, label)
-	defer rt.em.End(id)
+	id := s.em.Begin(kind, label)
+	defer s.em.End(id)
 	return starlark.Call(thread, fn, args[3:], kwargs)
 }
 
@@ -51,7 +93,7 @@ func timelineScope(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 // alone; the four values are the tracks' changes over it (end minus
 // start).
 func timelineTracks(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	rt, _ := runtimeOf(thread)
+	s := sessionOf(thread)
 	if len(args) < 1 {
 		return nil, fmt.Errorf("%s: want (fn, *args, **kwargs)", b.Name())
 	}
@@ -59,24 +101,11 @@ func timelineTracks(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 	if !ok {
 		return nil, fmt.Errorf("%s: fn must be callable, not %s", b.Name(), args[0].Type())
 	}
-	s := rt.sink
-	// Names: the counters' names were defined before it began.
-	w := analyze.New(analyze.Options{MaxObjects: 1, MaxPoints: 64, Names: &s.dict})
-	s.mu.Lock()
-	s.watchers = append(s.watchers, w)
-	s.mu.Unlock()
-	start := trackValues(rt)
+	w := s.sink.watch()
+	start := s.trackValues()
 	res, err := starlark.Call(thread, fn, args[1:], kwargs)
-	end := trackValues(rt)
-	s.mu.Lock()
-	for i, x := range s.watchers {
-		if x == w {
-			s.watchers = append(s.watchers[:i], s.watchers[i+1:]...)
-			break
-		}
-	}
-	tk := w.Report(&s.dict).Tracks
-	s.mu.Unlock()
+	end := s.trackValues()
+	tk := s.sink.unwatch(w).Tracks
 	if err != nil {
 		return nil, err
 	}
@@ -98,15 +127,15 @@ func timelineTracks(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 
 // trackValues are the tracks now, as the kernel's allocators, devices and
 // Go heap report them: allocated, reserved, device used, Go heap.
-func trackValues(rt *runtime) [4]uint64 {
+func (s *session) trackValues() [4]uint64 {
 	var v [4]uint64
-	for _, a := range rt.allocators() {
+	for _, a := range s.allocators() {
 		st := a.Stats()
 		v[0] += st.Allocated
 		v[1] += st.Reserved
 		free, total := a.Device().MemInfo()
 		v[2] += total - free
 	}
-	v[3] = rt.samp.read()
+	v[3] = s.samp.read()
 	return v
 }

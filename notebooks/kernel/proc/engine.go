@@ -1,0 +1,398 @@
+package proc
+
+import (
+	"fmt"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+
+	"linger/engine"
+	"linger/engine/tokenizer"
+)
+
+// The engine binding:
+//
+//	engine(model="qwen2-1.5b", device=, dtype=, memory_limit=, kv_layout=, seed=0) → Engine
+//
+// and the values an Engine makes: its Workspace and WorkspaceGuards, its
+// BatchContexts (this file), KVCaches (kvcache.go), Results and
+// Schedulers (generate.go).
+
+// newEngine is the engine builtin.
+func newEngine(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	s := sessionOf(thread)
+	model, dev, dtype, layout := "qwen2-1.5b", s.devices[0].Name, "", ""
+	var limit starlark.Value = starlark.None
+	var seed int64
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "model?", &model, "device?", &dev, "dtype?", &dtype,
+		"memory_limit?", &limit, "kv_layout?", &layout, "seed?", &seed); err != nil {
+		return nil, err
+	}
+	lim, err := sizeArg(limit)
+	if err != nil {
+		return nil, fmt.Errorf("engine: memory_limit: %w", err)
+	}
+	opts := engine.Options{Model: model, Seed: seed}
+	if dtype != "" {
+		if opts.DType, err = engine.ParseDType(dtype); err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+	}
+	if opts.KVLayout, err = engine.ParseKVLayout(layout); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	s.mu.Lock()
+	opts.Allocator, err = s.allocator(dev, lim)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	cfg, err := engine.LookupPreset(model)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if tok := tokenizer.Default(); tok.VocabSize() <= cfg.Vocab {
+		opts.Tokenizer = tok
+	}
+	eng, err := engine.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e := &Engine{s: s, eng: eng, dev: dev}
+	e.ws = &Workspace{e: e}
+	s.mu.Lock()
+	e.n = s.id("engine")
+	s.engines = append(s.engines, e)
+	s.mu.Unlock()
+	return e, nil
+}
+
+// An Engine is a model on a device with its weights allocated.
+type Engine struct {
+	s   *session
+	eng *engine.Engine
+	n   int
+	dev string
+	ws  *Workspace
+
+	batches []*BatchContext // open ones; guarded by s.mu
+}
+
+var (
+	_ starlark.HasAttrs = (*Engine)(nil)
+	_ referrer          = (*Engine)(nil)
+)
+
+var engineMethods = methods{
+	"generate":  starlark.NewBuiltin("generate", engineGenerate),
+	"tokenize":  starlark.NewBuiltin("tokenize", engineTokenize),
+	"kv_cache":  starlark.NewBuiltin("kv_cache", engineKVCache),
+	"batch":     starlark.NewBuiltin("batch", engineBatch),
+	"scheduler": starlark.NewBuiltin("scheduler", engineScheduler),
+	"close":     starlark.NewBuiltin("close", engineClose),
+}
+
+var engineAttrs = engineMethods.attrNames("config", "device", "model", "weight_bytes", "workspace")
+
+func (e *Engine) String() string {
+	return fmt.Sprintf("Engine#%d(%s, %s, %s)", e.n, e.eng.Config().Name, e.dev, e.eng.DType())
+}
+func (e *Engine) Type() string          { return "Engine" }
+func (e *Engine) Freeze()               {}
+func (e *Engine) Truth() starlark.Bool  { return true }
+func (e *Engine) Hash() (uint32, error) { return unhashable(e) }
+func (e *Engine) AttrNames() []string   { return engineAttrs }
+
+func (e *Engine) Attr(name string) (starlark.Value, error) {
+	cfg := e.eng.Config()
+	switch name {
+	case "model":
+		return starlark.String(cfg.Name), nil
+	case "device":
+		return starlark.String(e.dev), nil
+	case "weight_bytes":
+		return starlark.MakeUint64(e.eng.WeightBytes()), nil
+	case "workspace":
+		return e.ws, nil
+	case "config":
+		return starlarkstruct.FromStringDict(starlark.String("config"), starlark.StringDict{
+			"layers": starlark.MakeInt(cfg.Layers), "hidden": starlark.MakeInt(cfg.Hidden),
+			"heads": starlark.MakeInt(cfg.Heads), "kv_heads": starlark.MakeInt(cfg.KVHeads),
+			"vocab": starlark.MakeInt(cfg.Vocab), "max_context": starlark.MakeInt(cfg.MaxContext),
+		}), nil
+	}
+	return engineMethods.bound(e, name), nil
+}
+
+func (e *Engine) pathName() string { return fmt.Sprintf("Engine#%d", e.n) }
+
+func (e *Engine) refs(yield func(string, any)) {
+	yield("workspace", e.ws)
+	// Open batch contexts own their scratch until closed, whether or not a
+	// value still refers to them.
+	for _, bc := range e.batches {
+		yield("", bc)
+	}
+}
+
+// tokenizer is the engine's tokenizer, else the default one.
+func (e *Engine) tokenizer() engine.Tokenizer {
+	if tok := e.eng.Tokenizer(); tok != nil {
+		return tok
+	}
+	return tokenizer.Default()
+}
+
+func engineTokenize(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var text string
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "text", &text); err != nil {
+		return nil, err
+	}
+	return intList(b.Receiver().(*Engine).tokenizer().Encode(text)), nil
+}
+
+func engineKVCache(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	e := b.Receiver().(*Engine)
+	var n int
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "max_tokens", &n); err != nil {
+		return nil, err
+	}
+	c, err := e.eng.NewKVCache(n)
+	if err != nil {
+		return nil, fmt.Errorf("kv_cache: %w", err)
+	}
+	return e.s.kvCache(c), nil
+}
+
+func engineBatch(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	e := b.Receiver().(*Engine)
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	bc := &BatchContext{e: e, bc: e.eng.NewBatchContext()}
+	e.s.mu.Lock()
+	bc.n = e.s.id("batch")
+	e.batches = append(e.batches, bc)
+	e.s.mu.Unlock()
+	return bc, nil
+}
+
+func engineScheduler(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	e := b.Receiver().(*Engine)
+	maxBatch, static := 0, false
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "max_batch?", &maxBatch, "static?", &static); err != nil {
+		return nil, err
+	}
+	sc, err := engine.NewScheduler(e.eng, engine.SchedulerOptions{MaxBatch: maxBatch, Static: static})
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	return &Scheduler{e: e, sc: sc, n: e.s.nextNumber("scheduler")}, nil
+}
+
+func engineClose(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	e := b.Receiver().(*Engine)
+	if err := e.eng.Close(); err != nil {
+		return nil, fmt.Errorf("close: %w", err)
+	}
+	e.s.mu.Lock()
+	e.ws.guards, e.batches = nil, nil
+	e.s.mu.Unlock()
+	return starlark.None, nil
+}
+
+// A Workspace is an engine's persistent attention workspace, e.workspace.
+type Workspace struct {
+	e      *Engine
+	guards []*WorkspaceGuard // not released; guarded by e.s.mu
+}
+
+var (
+	_ starlark.HasAttrs = (*Workspace)(nil)
+	_ referrer          = (*Workspace)(nil)
+)
+
+var workspaceMethods = methods{
+	"acquire": starlark.NewBuiltin("acquire", workspaceAcquire),
+}
+
+var workspaceAttrs = workspaceMethods.attrNames("bytes", "outstanding")
+
+func (w *Workspace) String() string {
+	ws := w.e.eng.Workspace()
+	return fmt.Sprintf("Workspace(%d bytes, %d outstanding)", ws.Bytes(), ws.Outstanding())
+}
+func (w *Workspace) Type() string          { return "Workspace" }
+func (w *Workspace) Freeze()               {}
+func (w *Workspace) Truth() starlark.Bool  { return true }
+func (w *Workspace) Hash() (uint32, error) { return unhashable(w) }
+func (w *Workspace) AttrNames() []string   { return workspaceAttrs }
+
+func (w *Workspace) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "bytes":
+		return starlark.MakeUint64(w.e.eng.Workspace().Bytes()), nil
+	case "outstanding":
+		return starlark.MakeInt(w.e.eng.Workspace().Outstanding()), nil
+	}
+	return workspaceMethods.bound(w, name), nil
+}
+
+func (w *Workspace) pathName() string { return "" }
+
+func (w *Workspace) refs(yield func(string, any)) {
+	for _, g := range w.guards {
+		yield("", g)
+	}
+}
+
+func workspaceAcquire(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	w := b.Receiver().(*Workspace)
+	var rows int
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rows", &rows); err != nil {
+		return nil, err
+	}
+	g, err := w.e.eng.Workspace().Acquire(rows)
+	if err != nil {
+		return nil, fmt.Errorf("acquire: %w", err)
+	}
+	s := w.e.s
+	wg := &WorkspaceGuard{w: w, g: g, rows: rows}
+	s.mu.Lock()
+	wg.n = s.id("guard")
+	w.guards = append(w.guards, wg)
+	s.mu.Unlock()
+	return wg, nil
+}
+
+// A WorkspaceGuard holds a workspace's per-call part until released.
+type WorkspaceGuard struct {
+	w        *Workspace
+	g        *engine.WorkspaceGuard
+	n, rows  int
+	released bool
+}
+
+var (
+	_ starlark.HasAttrs = (*WorkspaceGuard)(nil)
+	_ referrer          = (*WorkspaceGuard)(nil)
+)
+
+var guardMethods = methods{
+	"release": starlark.NewBuiltin("release", guardRelease),
+}
+
+var guardAttrs = guardMethods.attrNames("per_call", "released")
+
+func (g *WorkspaceGuard) String() string {
+	return fmt.Sprintf("WorkspaceGuard#%d(rows=%d, released=%t)", g.n, g.rows, g.released)
+}
+func (g *WorkspaceGuard) Type() string          { return "WorkspaceGuard" }
+func (g *WorkspaceGuard) Freeze()               {}
+func (g *WorkspaceGuard) Truth() starlark.Bool  { return true }
+func (g *WorkspaceGuard) Hash() (uint32, error) { return unhashable(g) }
+func (g *WorkspaceGuard) AttrNames() []string   { return guardAttrs }
+
+func (g *WorkspaceGuard) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "released":
+		return starlark.Bool(g.released), nil
+	case "per_call":
+		return g.w.e.s.tensor(g.g.PerCall(), false), nil
+	}
+	return guardMethods.bound(g, name), nil
+}
+
+func (g *WorkspaceGuard) pathName() string { return fmt.Sprintf("WorkspaceGuard#%d", g.n) }
+
+func (g *WorkspaceGuard) refs(yield func(string, any)) {
+	if !g.released {
+		yield("per_call", g.g.PerCall())
+	}
+}
+
+func guardRelease(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	g := b.Receiver().(*WorkspaceGuard)
+	g.g.Release()
+	g.released = true
+	s := g.w.e.s
+	s.mu.Lock()
+	g.w.guards = without(g.w.guards, g)
+	s.mu.Unlock()
+	return starlark.None, nil
+}
+
+// A BatchContext owns the scratch tensors of one batch until closed.
+type BatchContext struct {
+	e      *Engine
+	bc     *engine.BatchContext
+	n      int
+	owned  []*engine.Tensor
+	closed bool
+}
+
+var (
+	_ starlark.HasAttrs = (*BatchContext)(nil)
+	_ referrer          = (*BatchContext)(nil)
+)
+
+var batchMethods = methods{
+	"alloc": starlark.NewBuiltin("alloc", batchAlloc),
+	"close": starlark.NewBuiltin("close", batchClose),
+}
+
+var batchAttrs = batchMethods.attrNames("bytes")
+
+func (bc *BatchContext) String() string {
+	return fmt.Sprintf("BatchContext#%d(%d bytes, closed=%t)", bc.n, bc.bc.Bytes(), bc.closed)
+}
+func (bc *BatchContext) Type() string          { return "BatchContext" }
+func (bc *BatchContext) Freeze()               {}
+func (bc *BatchContext) Truth() starlark.Bool  { return true }
+func (bc *BatchContext) Hash() (uint32, error) { return unhashable(bc) }
+func (bc *BatchContext) AttrNames() []string   { return batchAttrs }
+
+func (bc *BatchContext) Attr(name string) (starlark.Value, error) {
+	if name == "bytes" {
+		return starlark.MakeUint64(bc.bc.Bytes()), nil
+	}
+	return batchMethods.bound(bc, name), nil
+}
+
+func (bc *BatchContext) pathName() string { return fmt.Sprintf("BatchContext#%d", bc.n) }
+
+func (bc *BatchContext) refs(yield func(string, any)) {
+	for _, t := range bc.owned {
+		yield("", t)
+	}
+}
+
+func batchAlloc(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	bc := b.Receiver().(*BatchContext)
+	var shape *starlark.List
+	label := "batch_scratch"
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "shape", &shape, "label?", &label); err != nil {
+		return nil, err
+	}
+	dims, err := intsOf(shape)
+	if err != nil {
+		return nil, fmt.Errorf("alloc: shape: %w", err)
+	}
+	t, err := bc.bc.Alloc(dims, label)
+	if err != nil {
+		return nil, fmt.Errorf("alloc: %w", err)
+	}
+	bc.owned = append(bc.owned, t)
+	return bc.e.s.tensor(t, false), nil
+}
+
+func batchClose(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	bc := b.Receiver().(*BatchContext)
+	err := bc.bc.Close()
+	bc.closed, bc.owned = true, nil
+	s := bc.e.s
+	s.mu.Lock()
+	bc.e.batches = without(bc.e.batches, bc)
+	s.mu.Unlock()
+	return starlark.None, err
+}
