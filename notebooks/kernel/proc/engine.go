@@ -104,10 +104,9 @@ func (e *Engine) Hash() (uint32, error) { return unhashable(e) }
 func (e *Engine) AttrNames() []string   { return engineAttrs }
 
 func (e *Engine) Attr(name string) (starlark.Value, error) {
-	cfg := e.eng.Config()
 	switch name {
 	case "model":
-		return starlark.String(cfg.Name), nil
+		return starlark.String(e.eng.Config().Name), nil
 	case "device":
 		return starlark.String(e.dev), nil
 	case "weight_bytes":
@@ -115,6 +114,7 @@ func (e *Engine) Attr(name string) (starlark.Value, error) {
 	case "workspace":
 		return e.ws, nil
 	case "config":
+		cfg := e.eng.Config()
 		return starlarkstruct.FromStringDict(starlark.String("config"), starlark.StringDict{
 			"layers": starlark.MakeInt(cfg.Layers), "hidden": starlark.MakeInt(cfg.Hidden),
 			"heads": starlark.MakeInt(cfg.Heads), "kv_heads": starlark.MakeInt(cfg.KVHeads),

@@ -22,7 +22,7 @@ type client struct {
 	ctrl    chan wire.Control
 	done    chan error
 	session string
-	log     eventLog // the kernel's events, decoded from its wire.FrameEvents
+	log     eventLog // the kernel's events, decoded from its FrameEvents
 }
 
 // eventLog is an event.Sink that keeps what a kernel sent.

@@ -287,7 +287,7 @@ func (k *kernelProc) errorReply(m *msg.Message, ename, evalue string) {
 // control handles a control-channel message at once, even while a cell
 // runs.
 func (k *kernelProc) control(m *msg.Message) {
-	// wire.Control requests are bracketed by busy and idle like shell ones, as
+	// Control requests are bracketed by busy and idle like shell ones, as
 	// ipykernel does: clients complete a control request on its idle.
 	k.publish(m, "status", map[string]any{"execution_state": "busy"})
 	defer k.publish(m, "status", map[string]any{"execution_state": "idle"})

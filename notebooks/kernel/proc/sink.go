@@ -17,9 +17,10 @@ const (
 	flushSize     = 1 << 20
 )
 
-// pipeSink is the kernel Emitter's sink: it batches events into wire.FrameEvents
-// payloads for the server and feeds the kernel's own Analyzer, which
-// timeline.lingering() and the server's lingering query read.
+// pipeSink is the kernel Emitter's sink: it batches events into
+// FrameEvents payloads for the server and feeds the kernel's own
+// Analyzer, which timeline.lingering() and the server's lingering query
+// read, and the analyzers of timeline.tracks calls in progress.
 type pipeSink struct {
 	mu    sync.Mutex
 	buf   wire.EventBuffer
