@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"linger/internal/testbin"
 	"linger/notebooks/msg"
 )
 
@@ -12,7 +13,7 @@ import (
 // execute_request to its idle status, through a real kernel process and
 // the Manager.
 func BenchmarkCellRoundTrip(b *testing.B) {
-	m := NewManager(ManagerOptions{Command: []string{lingerBin, "kernel"}, TraceDir: b.TempDir()})
+	m := NewManager(ManagerOptions{Command: []string{testbin.Linger(b), "kernel"}, TraceDir: b.TempDir()})
 	defer m.Close()
 	k, err := m.Start(context.Background(), StartOptions{})
 	if err != nil {
@@ -39,7 +40,7 @@ func BenchmarkCellRoundTrip(b *testing.B) {
 // a kernel process and reports the events per second that reach the
 // server's Recorder.
 func BenchmarkGenerate128K(b *testing.B) {
-	m := NewManager(ManagerOptions{Command: []string{lingerBin, "kernel"}, TraceDir: b.TempDir()})
+	m := NewManager(ManagerOptions{Command: []string{testbin.Linger(b), "kernel"}, TraceDir: b.TempDir()})
 	defer m.Close()
 	k, err := m.Start(context.Background(), StartOptions{})
 	if err != nil {

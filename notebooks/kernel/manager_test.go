@@ -5,36 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"linger/internal/testbin"
 	"linger/notebooks/msg"
 	"linger/timeline"
 )
 
-// lingerBin is the linger binary the end-to-end tests start kernels from,
-// built once by TestMain.
-var lingerBin string
-
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "linger-kernel-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	lingerBin = filepath.Join(dir, "linger")
-	out, err := exec.Command("go", "build", "-o", lingerBin, "linger/cmd/linger").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build linger: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	testbin.Remove()
 	os.Exit(code)
 }
 
@@ -43,7 +26,7 @@ func newManager(t *testing.T) *Manager {
 	if testing.Short() {
 		t.Skip("starts kernel processes")
 	}
-	m := NewManager(ManagerOptions{Command: []string{lingerBin, "kernel"}, TraceDir: t.TempDir(), Dir: t.TempDir()})
+	m := NewManager(ManagerOptions{Command: []string{testbin.Linger(t), "kernel"}, TraceDir: t.TempDir(), Dir: t.TempDir()})
 	t.Cleanup(func() { _ = m.Close() })
 	return m
 }
