@@ -110,5 +110,6 @@
 //	global h → closure hook captures c → KVCache#3 → layer[0].k
 //
 // timeline.lingering() returns these paths in a cell; Kernel.Lingering
-// asks a live kernel from the server.
+// asks a live kernel from the server. The walk costs time in the number of
+// values reachable from the roots, and runs only when asked.
 package proc
