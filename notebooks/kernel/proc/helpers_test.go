@@ -10,7 +10,7 @@ import (
 
 	"linger/notebooks/kernel/wire"
 	"linger/notebooks/msg"
-	"linger/timeline/event"
+	"linger/timeline/event/eventtest"
 )
 
 // client drives an in-process kernel over pipes.
@@ -22,49 +22,7 @@ type client struct {
 	ctrl    chan wire.Control
 	done    chan error
 	session string
-	log     eventLog // the kernel's events, decoded from its FrameEvents
-}
-
-// eventLog is an event.Sink that keeps what a kernel sent.
-type eventLog struct {
-	mu     sync.Mutex
-	strs   map[event.StringID]string
-	events []event.Event
-}
-
-func (l *eventLog) DefineString(id event.StringID, s string) {
-	l.mu.Lock()
-	if l.strs == nil {
-		l.strs = map[event.StringID]string{}
-	}
-	l.strs[id] = s
-	l.mu.Unlock()
-}
-func (l *eventLog) DefineSite(event.SiteID, event.Site) {}
-func (l *eventLog) Emit(e event.Event) {
-	l.mu.Lock()
-	l.events = append(l.events, e)
-	l.mu.Unlock()
-}
-
-// counters returns the kernel's counter events named name so far, in order.
-func (l *eventLog) counters(name string) []event.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []event.Event
-	for _, e := range l.events {
-		if e.Kind == event.KindCounter && l.strs[e.Label] == name {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// snapshot returns a copy of the events so far.
-func (l *eventLog) snapshot() []event.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]event.Event(nil), l.events...)
+	log     eventtest.Sink // the kernel's events, decoded from its FrameEvents
 }
 
 func startKernel(t *testing.T) *client {
@@ -73,6 +31,11 @@ func startKernel(t *testing.T) *client {
 	outR, outW := io.Pipe()
 	c := &client{t: t, w: inW, msgs: make(chan *msg.Message, 4096), ctrl: make(chan wire.Control, 16), done: make(chan error, 1), session: msg.NewID()}
 	go func() { c.done <- Serve(context.Background(), inR, outW, Options{}); outW.Close() }()
+	t.Cleanup(func() {
+		if err := c.log.Err(); err != nil {
+			t.Errorf("the kernel's event stream broke a Sink rule: %v", err)
+		}
+	})
 	go func() {
 		for {
 			typ, p, err := wire.ReadFrame(outR)

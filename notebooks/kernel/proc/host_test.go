@@ -96,7 +96,7 @@ func TestCounters(t *testing.T) {
 	near := func(a, b uint64) bool { return max(a, b)-min(a, b) < 1<<20 }
 	last := func(name string) uint64 {
 		t.Helper()
-		cs := c.log.counters(name)
+		cs := c.log.Counters(name)
 		if len(cs) == 0 {
 			t.Fatalf("no %s counter", name)
 		}
@@ -115,7 +115,7 @@ print(mem.device().used, mem.stats().reserved, mem.stats().outside, o.bytes)`)
 		t.Fatalf("after take_outside: device_used %d, printed %v", last("device_used"), v)
 	}
 	var seg event.Event
-	for _, e := range c.log.snapshot() {
+	for _, e := range c.log.Events() {
 		if e.Kind == event.KindSegmentAlloc && e.Extra == event.PoolOutside {
 			seg = e
 		}
@@ -149,20 +149,20 @@ print(mem.device().used, mem.stats().reserved, mem.stats().outside, int(o.live))
 		t.Fatalf("heap %d after cloning the slice (base %d, counter %d)", back, base, last("go_heap_inuse"))
 	}
 	// The cell scopes carry a heap sample at both ends.
-	evs := c.log.snapshot()
+	evs := c.log.Events()
 	cellEnds, sampled := 0, 0
 	for i, e := range evs {
 		if e.Kind == event.KindScopeEnd && e.Expect == event.ScopeCell {
 			cellEnds++
 			for j := i - 1; j >= 0 && evs[j].Kind != event.KindScopeBegin; j-- {
-				if evs[j].Kind == event.KindCounter && c.log.strs[evs[j].Label] == "go_heap_inuse" {
+				if evs[j].Kind == event.KindCounter && c.log.String(evs[j].Label) == "go_heap_inuse" {
 					sampled++
 					break
 				}
 			}
 		}
 	}
-	t.Logf("%d cells, %d ended with a heap sample; %d go_heap_inuse counters in %d events", cellEnds, sampled, len(c.log.counters("go_heap_inuse")), len(evs))
+	t.Logf("%d cells, %d ended with a heap sample; %d go_heap_inuse counters in %d events", cellEnds, sampled, len(c.log.Counters("go_heap_inuse")), len(evs))
 	if sampled == 0 {
 		t.Error("no cell ends with a go_heap_inuse sample")
 	}
@@ -204,7 +204,7 @@ print(r, inside)`)
 		t.Errorf("kind cell accepted: %v", rep)
 	}
 	begins, ends := 0, 0
-	for _, e := range c.log.snapshot() {
+	for _, e := range c.log.Events() {
 		if e.Expect == event.ScopeBatch && e.Kind == event.KindScopeBegin {
 			begins++
 		}
