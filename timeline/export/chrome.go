@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"linger/timeline/event"
+	"linger/timeline/memstate"
 )
 
 // DefaultMaxObjects is the number of objects past which Chrome aggregates
@@ -380,25 +381,25 @@ func (c *chromeWriter) event(e event.Event) error {
 	case event.KindAlloc:
 		c.st.apply(e)
 		o := c.st.objs[e.Addr]
-		c.setCounter("allocated", e.Time, c.st.allocated)
-		c.setCounter(c.live[o.cat], e.Time, c.st.byCat[o.cat])
+		c.setCounter("allocated", e.Time, c.st.track(memstate.Allocated))
+		c.setCounter(c.live[o.cat], e.Time, c.st.mem.Category[o.cat])
 		if !c.aggregated(o) {
 			c.objectBegin(o)
 		}
 	case event.KindFree:
 		o := c.st.apply(e)
-		c.setCounter("allocated", e.Time, c.st.allocated)
+		c.setCounter("allocated", e.Time, c.st.track(memstate.Allocated))
 		if o == nil {
 			break
 		}
-		c.setCounter(c.live[o.cat], e.Time, c.st.byCat[o.cat])
+		c.setCounter(c.live[o.cat], e.Time, c.st.mem.Category[o.cat])
 		if !c.aggregated(o) {
 			c.objectEnd(o, e.Time, false)
 		}
 	case event.KindSegmentAlloc, event.KindSegmentFree:
 		c.st.apply(e)
-		c.setCounter("reserved", e.Time, c.st.reserved)
-		c.setCounter("device_used", e.Time, c.st.deviceUsed())
+		c.setCounter("reserved", e.Time, c.st.track(memstate.Reserved))
+		c.setCounter(event.CounterDeviceUsed, e.Time, c.st.track(memstate.DeviceUsed))
 	case event.KindScopeBegin:
 		c.scope(e)
 	case event.KindScopeEnd:
@@ -439,7 +440,7 @@ func (c *chromeWriter) event(e event.Event) error {
 		c.j.uint(e.Seq)
 		c.j.raw(`}}`)
 	case event.KindCounter:
-		c.rawCounter(c.label(e.Label), e.Time, e.Size)
+		c.counter(e)
 	}
 	return nil
 }
@@ -640,6 +641,22 @@ func (c *chromeWriter) scope(e event.Event) {
 		c.j.raw(`,"unfinished":true`)
 	}
 	c.j.raw(`}}`)
+}
+
+// counter writes a counter event under its own name, except the
+// device_used counter: it is the source of the device_used track from
+// then on (memstate), so that the track is never written from two.
+func (c *chromeWriter) counter(e event.Event) {
+	name := c.label(e.Label)
+	if !c.st.mem.Follows(e.Label) {
+		c.st.mem.Define(e.Label, name)
+	}
+	c.st.apply(e)
+	if name == event.CounterDeviceUsed {
+		c.setCounter(name, e.Time, c.st.track(memstate.DeviceUsed))
+		return
+	}
+	c.rawCounter(name, e.Time, e.Size)
 }
 
 func (c *chromeWriter) rawCounter(name string, ts int64, v uint64) {
