@@ -42,6 +42,9 @@ var policy = map[string][]string{
 	"timeline/memstate": {"timeline/event"}, // the rules that make memory figures of events
 	"timeline/event":    {},
 	"internal/units":    {}, // byte sizes read and printed, for every layer
+
+	// Generators, which go generate runs.
+	"timeline/event/internal/genwire": {"timeline/event"}, // writes the browser's copy of the wire constants (web/ui/src/timeline/wire.gen.js)
 }
 
 // stdlibOnly lists packages that may import nothing outside the standard
