@@ -5,8 +5,8 @@ allocator, the Go heap, and live bytes by category. Package analyze, the
 level-of-detail index (package lod) and the exporters all keep a State and
 feed it every event, so that a figure means the same in a report, on the
 timeline and in Perfetto. The browser's pyramid (web/ui/src/timeline)
-mirrors these rules in JavaScript; a shared golden trace keeps the two in
-step.
+mirrors these rules in JavaScript; a golden trace written by this
+package's tests (memstate.golden.json there) keeps the two in step.
 
 # Rules
 
@@ -26,9 +26,9 @@ step.
     leaves the figure at 0 rather than wrapping around.
 
 Apply takes sizes, categories and pools from the events themselves. A
-caller that keeps the live blocks and segments (analyze, export) corrects
-for a lost or repeated event by calling Alloc, Free, SegmentAlloc and
-SegmentFree with the sizes it recorded instead.
+caller that keeps the live blocks (analyze, export) or segments (export)
+corrects for a lost or repeated event by calling Alloc and Free, or
+SegmentAlloc and SegmentFree, with what it recorded instead.
 
 # Counters
 
@@ -40,10 +40,11 @@ counters are ignored.
 
 # Cost
 
-A State is a fixed-size value of about 20 words plus a map of the counter
-ids it follows (two entries in a well-formed trace). Apply, Alloc, Free,
-SegmentAlloc and SegmentFree do a constant amount of work, allocate
-nothing and call no interface: they run once per event in every reader
-of a trace. A State is not safe for concurrent use; its owner guards it.
+A State is a fixed-size value of 136 bytes plus a map of the counter
+ids it follows (two entries in a well-formed trace), made by the first
+Define that needs it. Apply and the methods it calls do a constant amount
+of work, allocate nothing and call no interface: they run once per event
+in every reader of a trace. A State is not safe for concurrent use; its
+owner guards it.
 */
 package memstate
