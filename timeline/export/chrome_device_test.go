@@ -14,11 +14,12 @@ import (
 // Writing both made the track jump 2 → 5 → 4 → 7 MiB.
 func TestChromeDeviceUsedCounter(t *testing.T) {
 	const MiB = 1 << 20
-	tr := &memTrace{strs: map[event.StringID]string{1: event.CounterDeviceUsed}}
-	tr.add(event.Event{Time: 1000, Kind: event.KindSegmentAlloc, Addr: smallSeg, Size: 2 * MiB, Extra: event.PoolSmall})
-	tr.add(event.Event{Time: 2000, Kind: event.KindCounter, Label: 1, Size: 5 * MiB})
-	tr.add(event.Event{Time: 3000, Kind: event.KindSegmentAlloc, Addr: 0x10_0000_0000, Size: 2 * MiB, Extra: event.PoolOutside})
-	tr.add(event.Event{Time: 4000, Kind: event.KindCounter, Label: 1, Size: 7 * MiB})
+	tr := deviceTrace{
+		{Seq: 1, Time: 1000, Kind: event.KindSegmentAlloc, Addr: 0x7f00_0000_0000, Size: 2 * MiB, Extra: event.PoolSmall},
+		{Seq: 2, Time: 2000, Kind: event.KindCounter, Label: 1, Size: 5 * MiB},
+		{Seq: 3, Time: 3000, Kind: event.KindSegmentAlloc, Addr: 0x10_0000_0000, Size: 2 * MiB, Extra: event.PoolOutside},
+		{Seq: 4, Time: 4000, Kind: event.KindCounter, Label: 1, Size: 7 * MiB},
+	}
 	data := exportChrome(t, tr, ChromeOptions{})
 	checkChrome(t, data)
 	var f chromeFile
@@ -34,4 +35,26 @@ func TestChromeDeviceUsedCounter(t *testing.T) {
 	if want := []float64{2, 5, 7}; !slices.Equal(got, want) {
 		t.Errorf("device_used track %v MiB, want %v", got, want)
 	}
+}
+
+// deviceTrace is a trace of segment events and device_used counters (string
+// 1), with no sites.
+type deviceTrace []event.Event
+
+func (deviceTrace) String(id event.StringID) string {
+	if id == 1 {
+		return event.CounterDeviceUsed
+	}
+	return ""
+}
+
+func (deviceTrace) Site(event.SiteID) (event.Site, bool) { return event.Site{}, false }
+
+func (tr deviceTrace) Replay(fn func(event.Event) error) error {
+	for _, e := range tr {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
