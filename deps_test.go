@@ -25,26 +25,28 @@ const module = "linger"
 // policy maps a package (relative to the module) to the project packages it
 // may import. "x/..." means x and everything below it. "*" means anything.
 var policy = map[string][]string{
-	"cmd/linger":        {"*"},
-	"test":              {"*"}, // end-to-end tests driving the built binary and a browser
-	"server":            {"notebooks/...", "timeline/...", "web/...", "server/..."},
-	"server/live":       {"timeline", "timeline/event", "timeline/lod"},
-	"web":               {"internal/units"},
-	"notebooks":         {"engine/...", "timeline/...", "notebooks/...", "internal/units"},
-	"engine":            {"engine/...", "timeline/event"},
-	"engine/alloc":      {"engine/device", "timeline/event", "internal/units"},
-	"engine/device":     {},
-	"engine/tokenizer":  {"timeline/event", "engine/tokenizer/..."},
-	"timeline":          {"timeline/event"},
-	"timeline/analyze":  {"timeline/event", "timeline/memstate", "internal/units"},
-	"timeline/lod":      {"timeline", "timeline/event", "timeline/memstate"}, // level-of-detail queries over a trace log
-	"timeline/export":   {"timeline/event", "timeline/memstate", "timeline/analyze"},
-	"timeline/memstate": {"timeline/event"}, // the rules that make memory figures of events
-	"timeline/event":    {},
-	"internal/units":    {}, // byte sizes read and printed, for every layer
-
-	// Generators, which go generate runs.
-	"timeline/event/internal/genwire": {"timeline/event"}, // writes the browser's copy of the wire constants (web/ui/src/timeline/wire.gen.js)
+	"cmd/linger":       {"*"},
+	"test":             {"*"}, // end-to-end tests driving the built binary and a browser
+	"server":           {"notebooks/...", "timeline/...", "web/...", "server/..."},
+	"server/live":      {"timeline", "timeline/event", "timeline/lod"},
+	"web":              {"internal/units"},
+	"notebooks":        {"engine/...", "timeline/...", "notebooks/...", "internal/units"},
+	"engine":           {"engine/...", "timeline/event"},
+	"engine/alloc":     {"engine/device", "timeline/event", "internal/units"},
+	"engine/device":    {},
+	"engine/tokenizer": {"timeline/event", "engine/tokenizer/..."},
+	// The rules that turn events into memory figures, which analyze, lod
+	// and export share; and go generate's writer of the browser's copy of
+	// the wire constants (web/ui/src/timeline/wire.gen.js).
+	"timeline/memstate":               {"timeline/event"},
+	"timeline/event/internal/genwire": {"timeline/event"},
+	// The trace log, what reads it, and the event model.
+	"timeline":         {"timeline/event"},
+	"timeline/analyze": {"timeline/event", "timeline/memstate", "internal/units"},
+	"timeline/lod":     {"timeline", "timeline/event", "timeline/memstate"}, // level-of-detail queries over a trace log
+	"timeline/export":  {"timeline/event", "timeline/memstate", "timeline/analyze"},
+	"timeline/event":   {},
+	"internal/units":   {}, // byte sizes read and printed, for every layer
 }
 
 // stdlibOnly lists packages that may import nothing outside the standard
