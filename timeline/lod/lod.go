@@ -285,12 +285,12 @@ func (ix *Index) add(e *event.Event) {
 	switch e.Kind {
 	case event.KindAlloc:
 		ix.count(func(b *bucket) { b.allocs++ })
-		ix.mem.Apply(e)
+		ix.mem.Alloc(e.Category, e.Size) // Apply's, inlined: the hot path
 		ix.setBlocks(e.Category)
 		ix.keep(e, t)
 	case event.KindFree:
 		ix.count(func(b *bucket) { b.frees++ })
-		ix.mem.Apply(e)
+		ix.mem.Free(e.Category, e.Size)
 		ix.setBlocks(e.Category)
 		if i, ok := ix.live[e.Addr]; ok {
 			ix.objs[i].FreeTime, ix.objs[i].FreeSeq = t, e.Seq
