@@ -57,10 +57,10 @@ export class Pyramid {
     this.lastTime = t; this.lastSeq = seq; this.events++;
     this.extend(t);
     this.count(B_EVENTS);
-    if (kind === KIND.alloc) this.count(B_ALLOCS);
-    else if (kind === KIND.free) this.count(B_FREES);
-    const l = this.levels[0];
-    applyMem(this.mem, this.counters, l[l.length - 1], true, kind, cat, size, label, extra);
+    const l = this.levels[0], b = l[l.length - 1];
+    if (kind === KIND.alloc) { b[B_ALLOCS]++; memBlock(this.cur, b, true, kind, cat, size); }
+    else if (kind === KIND.free) { b[B_FREES]++; memBlock(this.cur, b, true, kind, cat, size); }
+    else memDevice(this.mem, this.counters, b, true, kind, size, label, extra);
   }
 
   /**
@@ -69,7 +69,7 @@ export class Pyramid {
    */
   addColumns(c, from = 0, to = c.n) {
     const { time, kind, category, size, label, extra } = c;
-    const L = this.levels, mem = this.mem, counters = this.counters;
+    const L = this.levels, mem = this.mem, cur = mem.cur, counters = this.counters;
     let lastTime = this.lastTime, end = L[0].length * this.width;
     let b = L[0][L[0].length - 1];
     for (let i = from; i < to; i++) {
@@ -84,9 +84,9 @@ export class Pyramid {
       }
       b[B_EVENTS]++;
       const k = kind[i];
-      if (k === KIND.alloc) b[B_ALLOCS]++;
-      else if (k === KIND.free) b[B_FREES]++;
-      applyMem(mem, counters, b, true, k, category[i], size[i], label[i], extra[i]);
+      if (k === KIND.alloc) { b[B_ALLOCS]++; memBlock(cur, b, true, k, category[i], size[i]); }
+      else if (k === KIND.free) { b[B_FREES]++; memBlock(cur, b, true, k, category[i], size[i]); }
+      else memDevice(mem, counters, b, true, k, size[i], label[i], extra[i]);
     }
     this.lastTime = lastTime;
     if (to > from) { this.lastSeq = c.first + to - 1; this.events += to - from; }
@@ -171,9 +171,9 @@ export class Pyramid {
       }
       b[B_EVENTS]++;
       const kd = kind[i];
-      if (kd === KIND.alloc) b[B_ALLOCS]++;
-      else if (kd === KIND.free) b[B_FREES]++;
-      applyMem(g.mem, this.counters, b, lastOK, kd, category[i], size[i], label[i], extra[i]);
+      if (kd === KIND.alloc) { b[B_ALLOCS]++; memBlock(g.mem.cur, b, lastOK, kd, category[i], size[i]); }
+      else if (kd === KIND.free) { b[B_FREES]++; memBlock(g.mem.cur, b, lastOK, kd, category[i], size[i]); }
+      else memDevice(g.mem, this.counters, b, lastOK, kd, size[i], label[i], extra[i]);
     }
     if (k >= 0) this.dirty(g.k < 0 ? k : g.k, k);
     g.k = k;
@@ -345,21 +345,27 @@ function summarised(m) {
   if (!m.deviceCounted) m.outside = Math.max(0, m.cur[V_DEVICE] - m.cur[V_RESERVED]);
 }
 
-// applyMem applies one event to m, as memstate.State.Apply does, and
-// records each value it changes in bucket b: its maximum, and its last
-// value when lastOK. counters maps counter string ids to V_DEVICE or
-// V_GOHEAP.
-function applyMem(m, counters, b, lastOK, kind, cat, size, label, extra) {
-  const cur = m.cur;
+// memBlock applies an alloc or free to the values cur, as memstate's
+// Alloc and Free do, and records each value it changes in bucket b: its
+// maximum, and its last value when lastOK. (Split from memDevice so that
+// the hot path stays small.)
+function memBlock(cur, b, lastOK, kind, cat, size) {
+  const c = cat < NUM_CATEGORIES ? cat : CATEGORY.other;
   if (kind === KIND.alloc) {
-    const c = cat < NUM_CATEGORIES ? cat : CATEGORY.other;
     put(cur, b, lastOK, c, cur[c] + size);
     put(cur, b, lastOK, V_ALLOCATED, cur[V_ALLOCATED] + size);
-  } else if (kind === KIND.free) {
-    const c = cat < NUM_CATEGORIES ? cat : CATEGORY.other;
+  } else {
     put(cur, b, lastOK, c, Math.max(0, cur[c] - size));
     put(cur, b, lastOK, V_ALLOCATED, Math.max(0, cur[V_ALLOCATED] - size));
-  } else if (kind === KIND.segmentAlloc || kind === KIND.segmentFree) {
+  }
+}
+
+// memDevice applies a segment or counter event to m, as memstate's Apply
+// does, recording in b as memBlock does. counters maps counter string ids
+// to V_DEVICE or V_GOHEAP. Other events change nothing.
+function memDevice(m, counters, b, lastOK, kind, size, label, extra) {
+  const cur = m.cur;
+  if (kind === KIND.segmentAlloc || kind === KIND.segmentFree) {
     const sign = kind === KIND.segmentAlloc ? 1 : -1;
     if (extra === POOL.outside) m.outside = Math.max(0, m.outside + sign * size);
     else put(cur, b, lastOK, V_RESERVED, Math.max(0, cur[V_RESERVED] + sign * size));
