@@ -94,8 +94,8 @@ func resolve(tr Trace, a At) (instant, error) {
 		in.lastSeq, in.lastTime = e.Seq, e.Time
 		if a.peak {
 			alloc.apply(e)
-			if a := alloc.mem.Tracks[memstate.Allocated]; a > peakSize || !found {
-				peakSize, in.seq, in.time, found = a, e.Seq, e.Time, true
+			if allocated := alloc.mem.Tracks[memstate.Allocated]; allocated > peakSize || !found {
+				peakSize, in.seq, in.time, found = allocated, e.Seq, e.Time, true
 			}
 		} else if a.seq != 0 && e.Seq == a.seq {
 			in.seq, in.time, found = e.Seq, e.Time, true

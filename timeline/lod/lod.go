@@ -285,7 +285,7 @@ func (ix *Index) add(e *event.Event) {
 	switch e.Kind {
 	case event.KindAlloc:
 		ix.count(func(b *bucket) { b.allocs++ })
-		ix.mem.Alloc(e.Category, e.Size) // Apply's, inlined: the hot path
+		ix.mem.Alloc(e.Category, e.Size) // not Apply: Alloc and Free inline, on the hot path
 		ix.setBlocks(e.Category)
 		ix.keep(e, t)
 	case event.KindFree:
