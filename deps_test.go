@@ -46,11 +46,16 @@ var policy = map[string][]string{
 	"engine/device":         {},
 	"engine/tokenizer":      {"timeline/event", "engine/tokenizer/..."},
 	"timeline":              {"timeline/event"},
-	"timeline/analyze":      {"timeline/event", "internal/units"},
-	"timeline/lod":          {"timeline", "timeline/event"}, // level-of-detail queries over a trace log
-	"timeline/export":       {"timeline/event", "timeline/analyze"},
+	"timeline/analyze":      {"timeline/event", "timeline/memstate", "internal/units"},
+	"timeline/lod":          {"timeline", "timeline/event", "timeline/memstate"}, // level-of-detail queries over a trace log
+	"timeline/export":       {"timeline/event", "timeline/memstate", "timeline/analyze"},
 	"timeline/event":        {},
 	"internal/units":        {}, // byte sizes read and printed, for every layer
+	// The rules that turn events into memory figures, which analyze, lod
+	// and export share; and go generate's writer of the browser's copy of
+	// the wire constants (web/ui/src/timeline/wire.gen.js).
+	"timeline/memstate":               {"timeline/event"},
+	"timeline/event/internal/genwire": {"timeline/event"},
 
 	// Helpers for tests, imported only by _test.go files (testOnly).
 	"timeline/event/eventtest": {"timeline/event"}, // an in-memory Sink

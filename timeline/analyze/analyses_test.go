@@ -205,8 +205,8 @@ func TestTracks(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
-			s.tr.DefineString(1, CounterDeviceUsed)
-			s.tr.DefineString(2, CounterGoHeap)
+			s.tr.DefineString(1, event.CounterDeviceUsed)
+			s.tr.DefineString(2, event.CounterGoHeap)
 			var addr uint64
 			s.begin(event.ScopeRequest)
 			for i := 0; i < 30; i++ {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"linger/timeline/event"
+	"linger/timeline/memstate"
 )
 
 // Names resolves a trace's interned strings and sites. *timeline.Dict and
@@ -157,14 +158,9 @@ type agg struct {
 	firstAllocSeq uint64
 }
 
-// Track indexes.
-const (
-	trAllocated = iota
-	trReserved
-	trDevice
-	trGoHeap
-	numTracks
-)
+// numTracks is the number of tracks, memstate's: allocated, reserved,
+// device used and the Go heap.
+const numTracks = memstate.NumTracks
 
 // Analyzer consumes a trace's events in order and reports on them at any
 // time. Create it with New. It is not safe for concurrent use.
@@ -188,7 +184,6 @@ type Analyzer struct {
 	labels []*agg          // by label id
 
 	epoch       uint64
-	allocated   uint64
 	peak        uint64
 	peakSeq     uint64
 	peakTime    int64
@@ -209,16 +204,11 @@ type Analyzer struct {
 	samples    uint64
 
 	// tracks
-	track      [numTracks]uint64
-	hasCounter [numTracks]bool
-	segDevice  uint64 // device bytes by segments
+	mem        memstate.State // allocated and the tracks
 	trackFit   [numTracks]fit
 	trackStart [numTracks]uint64
 	started    bool
 	series     series
-	devName    event.StringID // interned ids of the counter names, once seen
-	heapName   event.StringID
-	counterIDs map[event.StringID]int
 }
 
 type lingTotals struct {
@@ -231,12 +221,11 @@ type lingTotals struct {
 func New(opts Options) *Analyzer {
 	opts.fill()
 	a := &Analyzer{
-		opts:       opts,
-		scopes:     make(map[event.ScopeID]*scope),
-		live:       make(map[uint64]*obj),
-		keys:       make(map[uint64]*agg),
-		epoch:      1,
-		counterIDs: make(map[event.StringID]int),
+		opts:   opts,
+		scopes: make(map[event.ScopeID]*scope),
+		live:   make(map[uint64]*obj),
+		keys:   make(map[uint64]*agg),
+		epoch:  1,
 	}
 	for i := range a.cats {
 		a.cats[i].cat = event.Category(i)
@@ -290,10 +279,8 @@ func (a *Analyzer) Add(e event.Event) {
 		a.alloc(&e)
 	case event.KindFree:
 		a.free(&e)
-	case event.KindSegmentAlloc:
-		a.segment(&e, true)
-	case event.KindSegmentFree:
-		a.segment(&e, false)
+	case event.KindSegmentAlloc, event.KindSegmentFree:
+		a.mem.Apply(&e)
 	case event.KindScopeBegin:
 		a.begin(&e)
 	case event.KindScopeEnd:
@@ -303,7 +290,7 @@ func (a *Analyzer) Add(e event.Event) {
 	case event.KindOOM:
 		a.anom.OOMs++
 	}
-	a.series.add(e.Seq, e.Time, &a.track)
+	a.series.add(e.Seq, e.Time, &a.mem.Tracks)
 }
 
 func siteCatKey(s event.SiteID, c event.Category) uint64 { return uint64(s)<<8 | uint64(c) }
@@ -403,10 +390,9 @@ func (a *Analyzer) alloc(e *event.Event) {
 		x.allocs++
 		x.allocBytes += o.size
 	}
-	a.allocated += o.size
-	a.track[trAllocated] = a.allocated
-	if a.allocated > a.peak {
-		a.peak, a.peakSeq, a.peakTime = a.allocated, e.Seq, e.Time
+	a.mem.Alloc(o.cat, o.size)
+	if allocated := a.mem.Tracks[memstate.Allocated]; allocated > a.peak {
+		a.peak, a.peakSeq, a.peakTime = allocated, e.Seq, e.Time
 		a.peakObjects = uint64(len(a.live))
 		a.epoch++
 	}
@@ -479,8 +465,7 @@ func (a *Analyzer) release(o *obj, e *event.Event, freed bool) {
 		x.liveN--
 		x.frees++
 	}
-	a.allocated -= o.size
-	a.track[trAllocated] = a.allocated
+	a.mem.Free(o.cat, o.size)
 	if o.lingering {
 		delay := e.Time - o.lingerTime
 		for _, x := range [...]*agg{&a.cats[o.cat], o.key} {
@@ -617,49 +602,13 @@ func (a *Analyzer) object(o *obj) Object {
 	return ob
 }
 
-func (a *Analyzer) segment(e *event.Event, alloc bool) {
-	if alloc {
-		if e.Extra != event.PoolOutside {
-			a.track[trReserved] += e.Size
-		}
-		a.segDevice += e.Size
-	} else {
-		if e.Extra != event.PoolOutside {
-			a.track[trReserved] -= min(e.Size, a.track[trReserved])
-		}
-		a.segDevice -= min(e.Size, a.segDevice)
-	}
-	if !a.hasCounter[trDevice] {
-		a.track[trDevice] = a.segDevice
-	}
-}
-
+// counter applies a counter event, asking Options.Names for its name when
+// DefineString did not tell it.
 func (a *Analyzer) counter(e *event.Event) {
-	tr, ok := a.counterIDs[e.Label]
-	if !ok {
-		tr = -1
-		if a.opts.Names != nil {
-			tr = counterTrack(a.opts.Names.String(e.Label))
-		}
-		if tr >= 0 {
-			a.counterIDs[e.Label] = tr
-		}
+	if !a.mem.Follows(e.Label) && a.opts.Names != nil {
+		a.mem.Define(e.Label, a.opts.Names.String(e.Label))
 	}
-	if tr < 0 {
-		return
-	}
-	a.hasCounter[tr] = true
-	a.track[tr] = e.Size
-}
-
-func counterTrack(name string) int {
-	switch name {
-	case CounterDeviceUsed:
-		return trDevice
-	case CounterGoHeap:
-		return trGoHeap
-	}
-	return -1
+	a.mem.Apply(e)
 }
 
 // DefineString tells the analyzer an interned string, so that it knows
@@ -667,9 +616,7 @@ func counterTrack(name string) int {
 // it makes the Analyzer an event.Sink, which an Emitter can feed directly
 // (tests do; a server feeds Add from its own goroutine instead).
 func (a *Analyzer) DefineString(id event.StringID, s string) {
-	if tr := counterTrack(s); tr >= 0 {
-		a.counterIDs[id] = tr
-	}
+	a.mem.Define(id, s)
 }
 
 // DefineSite does nothing: sites are resolved by Report.
@@ -677,12 +624,6 @@ func (a *Analyzer) DefineSite(event.SiteID, event.Site) {}
 
 // Emit is Add.
 func (a *Analyzer) Emit(e event.Event) { a.Add(e) }
-
-// Counter names the tracks follow.
-const (
-	CounterDeviceUsed = "device_used"
-	CounterGoHeap     = "go_heap_inuse"
-)
 
 // sample records the growth samples at the end of a scope of kind k.
 func (a *Analyzer) sample(k event.ScopeKind, t int64) {
@@ -710,10 +651,10 @@ func (a *Analyzer) sample(k event.ScopeKind, t int64) {
 	}
 	if !a.started {
 		a.started = true
-		a.trackStart = a.track
+		a.trackStart = a.mem.Tracks
 	}
 	for i := range a.trackFit {
-		a.trackFit[i].add(x, ts, float64(a.track[i]))
+		a.trackFit[i].add(x, ts, float64(a.mem.Tracks[i]))
 	}
 }
 

@@ -66,15 +66,15 @@
 // Allocated (alloc minus free), reserved (segments of the small and large
 // pools), device used (every segment, the outside pool included, or the
 // latest "device_used" counter once one appears) and, when present, the
-// "go_heap_inuse" counter are kept as a downsampled series of at most
-// Options.MaxPoints points (min and max per bucket of events). Their
-// samples at step ends are fitted as for growth, and the verdict names
-// which track grows: allocated (live objects accumulate: a true leak when
-// they linger), reserved while allocated does not (the cache retains
-// freed memory), device used while reserved does not (memory taken
-// outside the allocator), or, when all three are flat, the Go heap
-// (go_heap_grows: host memory, e.g. a substring keeping its whole input
-// buffer alive).
+// "go_heap_inuse" counter, as package memstate defines them, are kept as
+// a downsampled series of at most Options.MaxPoints points (min and max
+// per bucket of events). Their samples at step ends are fitted as for
+// growth, and the verdict names which track grows: allocated (live
+// objects accumulate: a true leak when they linger), reserved while
+// allocated does not (the cache retains freed memory), device used while
+// reserved does not (memory taken outside the allocator), or, when all
+// three are flat, the Go heap (go_heap_grows: host memory, e.g. a
+// substring keeping its whole input buffer alive).
 //
 // # Concurrency
 //

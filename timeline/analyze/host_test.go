@@ -27,8 +27,8 @@ func TestGoHeapVerdict(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
-			s.tr.DefineString(1, CounterDeviceUsed)
-			s.tr.DefineString(2, CounterGoHeap)
+			s.tr.DefineString(1, event.CounterDeviceUsed)
+			s.tr.DefineString(2, event.CounterGoHeap)
 			s.begin(event.ScopeRequest)
 			s.emit(event.Event{Kind: event.KindSegmentAlloc, Addr: 1 << 40, Size: 1 << 30, Extra: event.PoolLarge})
 			s.emit(event.Event{Kind: event.KindCounter, Label: 1, Size: 1 << 30})

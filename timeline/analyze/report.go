@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"linger/timeline/event"
+	"linger/timeline/memstate"
 )
 
 // Report is what an Analyzer found up to the last event it was given. It
@@ -426,8 +427,8 @@ func (a *Analyzer) reportPeak(rep *Report, r *resolver) {
 }
 
 func values(v [numTracks]uint64) TrackValues {
-	return TrackValues{Allocated: v[trAllocated], Reserved: v[trReserved], DeviceUsed: v[trDevice], GoHeap: v[trGoHeap],
-		CachedGap: int64(v[trReserved]) - int64(v[trAllocated]), OutsideGap: int64(v[trDevice]) - int64(v[trReserved])}
+	return TrackValues{Allocated: v[memstate.Allocated], Reserved: v[memstate.Reserved], DeviceUsed: v[memstate.DeviceUsed], GoHeap: v[memstate.GoHeap],
+		CachedGap: int64(v[memstate.Reserved]) - int64(v[memstate.Allocated]), OutsideGap: int64(v[memstate.DeviceUsed]) - int64(v[memstate.Reserved])}
 }
 
 func (a *Analyzer) reportTracks(rep *Report) {
@@ -435,30 +436,30 @@ func (a *Analyzer) reportTracks(rep *Report) {
 	t.Points = make([]Point, len(a.series.pts))
 	for i, p := range a.series.pts {
 		t.Points[i] = Point{Seq: p.seq, TimeNS: p.time, Events: p.n,
-			AllocatedMin: p.min[trAllocated], AllocatedMax: p.max[trAllocated],
-			ReservedMin: p.min[trReserved], ReservedMax: p.max[trReserved],
-			DeviceMin: p.min[trDevice], DeviceMax: p.max[trDevice],
-			GoHeapMin: p.min[trGoHeap], GoHeapMax: p.max[trGoHeap]}
+			AllocatedMin: p.min[memstate.Allocated], AllocatedMax: p.max[memstate.Allocated],
+			ReservedMin: p.min[memstate.Reserved], ReservedMax: p.max[memstate.Reserved],
+			DeviceMin: p.min[memstate.DeviceUsed], DeviceMax: p.max[memstate.DeviceUsed],
+			GoHeapMin: p.min[memstate.GoHeap], GoHeapMax: p.max[memstate.GoHeap]}
 	}
-	t.Start, t.End = values(a.trackStart), values(a.track)
-	t.AllocatedPerStep, _, _ = a.trackFit[trAllocated].slope()
-	t.ReservedPerStep, _, _ = a.trackFit[trReserved].slope()
-	t.DevicePerStep, _, _ = a.trackFit[trDevice].slope()
-	t.GoHeapPerStep, _, _ = a.trackFit[trGoHeap].slope()
-	t.HasGoHeap = a.hasCounter[trGoHeap]
-	t.DeviceFromCounter = a.hasCounter[trDevice]
+	t.Start, t.End = values(a.trackStart), values(a.mem.Tracks)
+	t.AllocatedPerStep, _, _ = a.trackFit[memstate.Allocated].slope()
+	t.ReservedPerStep, _, _ = a.trackFit[memstate.Reserved].slope()
+	t.DevicePerStep, _, _ = a.trackFit[memstate.DeviceUsed].slope()
+	t.GoHeapPerStep, _, _ = a.trackFit[memstate.GoHeap].slope()
+	t.HasGoHeap = a.mem.Counted(memstate.GoHeap)
+	t.DeviceFromCounter = a.mem.Counted(memstate.DeviceUsed)
 	rule := a.opts.Growth
 	switch {
-	case a.trackFit[trAllocated].growing(rule):
+	case a.trackFit[memstate.Allocated].growing(rule):
 		t.Verdict = VerdictAllocated
-	case a.trackFit[trReserved].growing(rule):
+	case a.trackFit[memstate.Reserved].growing(rule):
 		t.Verdict = VerdictReserved
-	case a.trackFit[trDevice].growing(rule):
+	case a.trackFit[memstate.DeviceUsed].growing(rule):
 		t.Verdict = VerdictDevice
 	default:
 		t.Verdict = VerdictFlat
 	}
-	t.GoHeapGrows = t.HasGoHeap && a.trackFit[trGoHeap].growing(rule)
+	t.GoHeapGrows = t.HasGoHeap && a.trackFit[memstate.GoHeap].growing(rule)
 	hostVerdict(t)
 }
 

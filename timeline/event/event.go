@@ -174,6 +174,13 @@ type Event struct {
 	Extra     uint64
 }
 
+// Counter names the memory tracks follow (see package timeline/memstate):
+// the device's own view of its memory in use, and the Go heap in use.
+const (
+	CounterDeviceUsed = "device_used"
+	CounterGoHeap     = "go_heap_inuse"
+)
+
 // Segment pools, the values of Event.Extra on segment events.
 const (
 	PoolSmall   = 0

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"linger/timeline/event"
+	"linger/timeline/memstate"
 )
 
 // DefaultMaxObjects is the number of objects past which Chrome aggregates
@@ -34,10 +35,12 @@ type ChromeOptions struct {
 	MaxCounterSamples int
 }
 
-// Process and thread ids of the Chrome export.
+// Process and thread ids of the Chrome export, as the JSON fields of a
+// trace event: one process, whose thread 1 holds the counters, objects
+// and instants.
 const (
-	chromePID    = 1
-	chromeTIDMem = 1 // counters, objects and instants
+	chromePID       = `"pid":1`
+	chromeMemThread = chromePID + `,"tid":1`
 	// Scope lanes are thread ids scopeTIDBase*kind+lane: overlapping scopes
 	// of one kind (requests of a dynamic batch) get lanes of their own,
 	// because complete events on one thread must nest.
@@ -48,9 +51,11 @@ const (
 // Perfetto UI and chrome://tracing open:
 //
 //   - counter tracks (ph "C"): "allocated", "reserved", "device_used",
-//     "live <category>" for each category, and every counter event of the
-//     trace (such as "go_heap_inuse") under its own name; values in bytes
-//     (or the counter's unit) under the arg "value";
+//     "live <category>" for each category (as package memstate counts
+//     them: device_used follows the segments until the trace's own
+//     device_used counter appears, then that counter), and every other
+//     counter event of the trace (such as "go_heap_inuse") under its own
+//     name; values in bytes (or the counter's unit) under the arg "value";
 //   - one async slice (ph "b"/"e", id "<hex addr>-<alloc seq>") per
 //     object's lifetime, cat its category, name its label. A lingering
 //     object has cat "lingering,<category>", a name starting "lingering: ",
@@ -134,23 +139,81 @@ func scanChrome(tr Trace, opts ChromeOptions) (*chromeScan, error) {
 	if sc.maxCounters <= 0 {
 		sc.maxCounters = DefaultMaxCounterSamples
 	}
-	var hist [65]uint64
-	groups := make(map[groupKey]*group)
-	live := make(map[uint64]groupKey) // addr → group of a live object not (yet) lingering
-	sizes := make(map[uint64]uint64)
+	sizes, err := sc.read(tr)
+	if err != nil {
+		return nil, err
+	}
+	if sc.maxObjects < 0 {
+		return sc, nil
+	}
+	sc.omitInnerScopes()
+	if sc.objects > uint64(sc.maxObjects) {
+		sc.aggregate(sizes)
+	}
+	return sc, nil
+}
+
+// sizeGroups groups the objects of a trace by site, category and size
+// bucket (bits.Len64 of the size) while the first pass reads it, leaving
+// out the lingering ones, which always keep a slice of their own.
+type sizeGroups struct {
+	hist   [65]uint64 // objects by size bucket
+	groups map[groupKey]*group
+	live   map[uint64]groupKey // addr → group of a live object not (yet) lingering
+	sizes  map[uint64]uint64   // addr → size of a live object
+}
+
+func (p *sizeGroups) alloc(e *event.Event) {
+	b := uint8(bits.Len64(e.Size))
+	p.hist[b]++
+	k := groupKey{e.Site, e.Category, b}
+	g := p.groups[k]
+	if g == nil {
+		g = &group{first: e.Seq}
+		p.groups[k] = g
+	}
+	g.last = e.Seq
+	g.objects++
+	g.bytes += e.Size
+	g.open++
+	p.live[e.Addr] = k
+	p.sizes[e.Addr] = e.Size
+}
+
+func (p *sizeGroups) free(e *event.Event) {
+	if k, ok := p.live[e.Addr]; ok {
+		g := p.groups[k]
+		g.last = e.Seq
+		g.open--
+		delete(p.live, e.Addr)
+	}
+	delete(p.sizes, e.Addr)
+}
+
+// linger takes the object at addr out of its group: it is not aggregated
+// after all. Its group's span may stay a little wider than its objects',
+// which is harmless.
+func (p *sizeGroups) linger(addr uint64) {
+	k, ok := p.live[addr]
+	if !ok {
+		return
+	}
+	g := p.groups[k]
+	g.objects--
+	g.bytes -= p.sizes[addr]
+	g.open--
+	p.hist[k.bucket]--
+	delete(p.live, addr)
+}
+
+// read replays tr once, counting its events, objects and scopes, finding
+// the lingering objects and grouping the others by size.
+func (sc *chromeScan) read(tr Trace) (*sizeGroups, error) {
+	p := &sizeGroups{groups: make(map[groupKey]*group), live: make(map[uint64]groupKey), sizes: make(map[uint64]uint64)}
 	finder := newLingerFinder(tr, func(allocSeq, addr uint64, l lingering) {
 		sc.ling[allocSeq] = l
 		sc.lingering++
-		// Not aggregated after all: its group's span may stay a little
-		// wider than its objects', which is harmless.
-		if k, ok := live[addr]; ok {
-			g := groups[k]
-			g.objects--
-			g.bytes -= sizes[addr]
-			g.open--
-			hist[k.bucket]--
-			delete(live, addr)
-		}
+		p.linger(addr)
 	})
 	err := tr.Replay(func(e event.Event) error {
 		if sc.events == 0 {
@@ -167,41 +230,21 @@ func scanChrome(tr Trace, opts ChromeOptions) (*chromeScan, error) {
 			sc.scopeEnds[event.ScopeID(e.Addr)] = e.Time
 		case event.KindAlloc:
 			sc.objects++
-			b := uint8(bits.Len64(e.Size))
-			hist[b]++
-			k := groupKey{e.Site, e.Category, b}
-			g := groups[k]
-			if g == nil {
-				g = &group{first: e.Seq}
-				groups[k] = g
-			}
-			g.last = e.Seq
-			g.objects++
-			g.bytes += e.Size
-			g.open++
-			live[e.Addr] = k
-			sizes[e.Addr] = e.Size
+			p.alloc(&e)
 		case event.KindFree:
-			if k, ok := live[e.Addr]; ok {
-				g := groups[k]
-				g.last = e.Seq
-				g.open--
-				delete(live, e.Addr)
-			}
-			delete(sizes, e.Addr)
+			p.free(&e)
 		}
 		finder.add(e)
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if sc.maxObjects < 0 {
-		return sc, nil
-	}
-	// Past the threshold, the innermost scope kinds are left out (layers
-	// first): hundreds of thousands of layer slices make a trace that
-	// Perfetto loads slowly and nobody reads one by one.
+	return p, err
+}
+
+// omitInnerScopes leaves out the innermost scope kinds (layers first)
+// while there are more scopes than maxObjects: hundreds of thousands of
+// layer slices make a trace that Perfetto loads slowly and nobody reads
+// one by one.
+func (sc *chromeScan) omitInnerScopes() {
 	var nscopes uint64
 	for _, n := range sc.scopes {
 		nscopes += n
@@ -211,22 +254,15 @@ func scanChrome(tr Trace, opts ChromeOptions) (*chromeScan, error) {
 		sc.dropped += sc.scopes[k]
 		sc.dropScopes = k
 	}
-	if sc.objects <= uint64(sc.maxObjects) {
-		return sc, nil
-	}
-	// The smallest cutoff that leaves at most maxObjects slices of their own.
-	kept := sc.lingering
-	for b := 0; b < len(hist); b++ {
-		kept += hist[b]
-	}
-	cut := 0
-	for cut < len(hist) && kept > uint64(sc.maxObjects) {
-		kept -= hist[cut]
-		cut++
-	}
-	sc.cutoff = uint8(cut)
+}
+
+// aggregate chooses the size cutoff, merges the size buckets below it
+// into one group per site and category, schedules each group's slice,
+// and sets the counters' sampling interval.
+func (sc *chromeScan) aggregate(p *sizeGroups) {
+	sc.cutoff = cutoff(&p.hist, sc.lingering, uint64(sc.maxObjects))
 	sc.groups = make(map[groupKey]*group)
-	for k, g := range groups {
+	for k, g := range p.groups {
 		if k.bucket >= sc.cutoff {
 			continue
 		}
@@ -259,7 +295,21 @@ func scanChrome(tr Trace, opts ChromeOptions) (*chromeScan, error) {
 	if d := sc.lastTime - sc.firstTime; d > 0 {
 		sc.interval = max(1, d/int64(sc.maxCounters))
 	}
-	return sc, nil
+}
+
+// cutoff is the smallest size bucket below which aggregating leaves at
+// most maxObjects slices of their own, the lingering objects included.
+func cutoff(hist *[65]uint64, lingering, maxObjects uint64) uint8 {
+	kept := lingering
+	for _, n := range hist {
+		kept += n
+	}
+	cut := 0
+	for cut < len(hist) && kept > maxObjects {
+		kept -= hist[cut]
+		cut++
+	}
+	return uint8(cut)
 }
 
 // sortedGroups returns the keys of groups in a fixed order, so that
@@ -324,8 +374,8 @@ func (c *chromeWriter) start() {
 		c.live[i] = "live " + c.catNames[i]
 	}
 	c.j.raw(`{"displayTimeUnit":"ns","traceEvents":[`)
-	c.begin(`{"ph":"M","pid":1,"tid":1,"name":"process_name","args":{"name":"linger memory"}}`)
-	c.begin(`{"ph":"M","pid":1,"tid":1,"name":"thread_name","args":{"name":"memory"}}`)
+	c.begin(`{"ph":"M",` + chromeMemThread + `,"name":"process_name","args":{"name":"linger memory"}}`)
+	c.begin(`{"ph":"M",` + chromeMemThread + `,"name":"thread_name","args":{"name":"memory"}}`)
 }
 
 // begin starts a trace event, writing s (which may be the whole event).
@@ -380,25 +430,25 @@ func (c *chromeWriter) event(e event.Event) error {
 	case event.KindAlloc:
 		c.st.apply(e)
 		o := c.st.objs[e.Addr]
-		c.setCounter("allocated", e.Time, c.st.allocated)
-		c.setCounter(c.live[o.cat], e.Time, c.st.byCat[o.cat])
+		c.setCounter("allocated", e.Time, c.st.track(memstate.Allocated))
+		c.setCounter(c.live[o.cat], e.Time, c.st.mem.Category[o.cat])
 		if !c.aggregated(o) {
 			c.objectBegin(o)
 		}
 	case event.KindFree:
 		o := c.st.apply(e)
-		c.setCounter("allocated", e.Time, c.st.allocated)
+		c.setCounter("allocated", e.Time, c.st.track(memstate.Allocated))
 		if o == nil {
 			break
 		}
-		c.setCounter(c.live[o.cat], e.Time, c.st.byCat[o.cat])
+		c.setCounter(c.live[o.cat], e.Time, c.st.mem.Category[o.cat])
 		if !c.aggregated(o) {
 			c.objectEnd(o, e.Time, false)
 		}
 	case event.KindSegmentAlloc, event.KindSegmentFree:
 		c.st.apply(e)
-		c.setCounter("reserved", e.Time, c.st.reserved)
-		c.setCounter("device_used", e.Time, c.st.deviceUsed())
+		c.setCounter("reserved", e.Time, c.st.track(memstate.Reserved))
+		c.setCounter(event.CounterDeviceUsed, e.Time, c.st.track(memstate.DeviceUsed))
 	case event.KindScopeBegin:
 		c.scope(e)
 	case event.KindScopeEnd:
@@ -408,40 +458,50 @@ func (c *chromeWriter) event(e event.Event) error {
 			}
 		}
 	case event.KindOOM:
-		c.begin(`{"ph":"i","s":"g","pid":1,"tid":1,"cat":"oom","name":`)
-		what := c.label(e.Label)
-		if what == "" {
-			what = c.catNames[min(e.Category, event.NumCategories-1)]
-		}
-		name := fmt.Sprintf("OOM: %s, %d bytes", what, e.Size)
-		c.j.str(name)
-		c.j.raw(`,"ts":`)
-		c.j.micros(e.Time)
-		c.j.raw(`,"args":{"size":`)
-		c.j.uint(e.Size)
-		c.j.raw(`,"requested":`)
-		c.j.uint(e.Requested)
-		c.j.raw(`,"device_free":`)
-		c.j.uint(e.Extra)
-		c.j.raw(`,"category":`)
-		c.j.str(c.catNames[min(e.Category, event.NumCategories-1)])
-		c.j.raw(`,"site":`)
-		c.j.str(c.site(e.Site))
-		c.j.raw(`,"seq":`)
-		c.j.uint(e.Seq)
-		c.j.raw(`}}`)
+		c.oom(e)
 	case event.KindMark:
-		c.begin(`{"ph":"i","s":"g","pid":1,"tid":1,"cat":"mark","name":`)
-		c.j.str(c.label(e.Label))
-		c.j.raw(`,"ts":`)
-		c.j.micros(e.Time)
-		c.j.raw(`,"args":{"seq":`)
-		c.j.uint(e.Seq)
-		c.j.raw(`}}`)
+		c.mark(e)
 	case event.KindCounter:
-		c.rawCounter(c.label(e.Label), e.Time, e.Size)
+		c.counter(e)
 	}
 	return nil
+}
+
+// oom writes an OOM as a global instant.
+func (c *chromeWriter) oom(e event.Event) {
+	c.begin(`{"ph":"i","s":"g",` + chromeMemThread + `,"cat":"oom","name":`)
+	what := c.label(e.Label)
+	if what == "" {
+		what = c.catNames[min(e.Category, event.NumCategories-1)]
+	}
+	name := fmt.Sprintf("OOM: %s, %d bytes", what, e.Size)
+	c.j.str(name)
+	c.j.raw(`,"ts":`)
+	c.j.micros(e.Time)
+	c.j.raw(`,"args":{"size":`)
+	c.j.uint(e.Size)
+	c.j.raw(`,"requested":`)
+	c.j.uint(e.Requested)
+	c.j.raw(`,"device_free":`)
+	c.j.uint(e.Extra)
+	c.j.raw(`,"category":`)
+	c.j.str(c.catNames[min(e.Category, event.NumCategories-1)])
+	c.j.raw(`,"site":`)
+	c.j.str(c.site(e.Site))
+	c.j.raw(`,"seq":`)
+	c.j.uint(e.Seq)
+	c.j.raw(`}}`)
+}
+
+// mark writes a mark as a global instant.
+func (c *chromeWriter) mark(e event.Event) {
+	c.begin(`{"ph":"i","s":"g",` + chromeMemThread + `,"cat":"mark","name":`)
+	c.j.str(c.label(e.Label))
+	c.j.raw(`,"ts":`)
+	c.j.micros(e.Time)
+	c.j.raw(`,"args":{"seq":`)
+	c.j.uint(e.Seq)
+	c.j.raw(`}}`)
 }
 
 func (c *chromeWriter) objectName(o *object) string {
@@ -466,7 +526,7 @@ func (c *chromeWriter) objectCat(o *object) string {
 func (c *chromeWriter) asyncHead(ph string, o *object, name string, ts int64) {
 	c.begin(`{"ph":"`)
 	c.j.raw(ph)
-	c.j.raw(`","pid":1,"tid":1,"cat":`)
+	c.j.raw(`",` + chromeMemThread + `,"cat":`)
 	c.j.str(c.objectCat(o))
 	c.j.raw(`,"id":"`)
 	c.j.buf = strconv.AppendUint(c.j.buf, o.addr, 16)
@@ -545,7 +605,7 @@ func (c *chromeWriter) objectEnd(o *object, ts int64, atEnd bool) {
 func (c *chromeWriter) groupHead(ph string, k groupKey, g *group, ts int64) {
 	c.begin(`{"ph":"`)
 	c.j.raw(ph)
-	c.j.raw(`","pid":1,"tid":1,"cat":`)
+	c.j.raw(`",` + chromeMemThread + `,"cat":`)
 	c.j.str("aggregated," + c.catNames[k.cat])
 	c.j.raw(`,"id":"site`)
 	c.j.uint(uint64(k.site))
@@ -605,12 +665,12 @@ func (c *chromeWriter) scope(e event.Event) {
 		if lane > 0 {
 			name = fmt.Sprintf("%s #%d", name, lane+1)
 		}
-		c.begin(`{"ph":"M","pid":1,"tid":`)
+		c.begin(`{"ph":"M",` + chromePID + `,"tid":`)
 		c.j.int(int64(tid))
 		c.j.raw(`,"name":"thread_name","args":{"name":`)
 		c.j.str(name)
 		c.j.raw(`}}`)
-		c.begin(`{"ph":"M","pid":1,"tid":`)
+		c.begin(`{"ph":"M",` + chromePID + `,"tid":`)
 		c.j.int(int64(tid))
 		c.j.raw(`,"name":"thread_sort_index","args":{"sort_index":`)
 		c.j.int(int64(scopeTIDBase*(int(event.ScopeEngine)+1-int(kind)) + lane))
@@ -622,7 +682,7 @@ func (c *chromeWriter) scope(e event.Event) {
 	if name == "" {
 		name = kind.String()
 	}
-	c.begin(`{"ph":"X","pid":1,"tid":`)
+	c.begin(`{"ph":"X",` + chromePID + `,"tid":`)
 	c.j.int(int64(scopeTIDBase*int(kind) + lane))
 	c.j.raw(`,"cat":"scope","name":`)
 	c.j.str(name)
@@ -642,8 +702,24 @@ func (c *chromeWriter) scope(e event.Event) {
 	c.j.raw(`}}`)
 }
 
+// counter writes a counter event under its own name, except the
+// device_used counter: it is the source of the device_used track from
+// then on (memstate), so that the track is never written from two.
+func (c *chromeWriter) counter(e event.Event) {
+	name := c.label(e.Label)
+	if !c.st.mem.Follows(e.Label) {
+		c.st.mem.Define(e.Label, name)
+	}
+	c.st.apply(e)
+	if name == event.CounterDeviceUsed {
+		c.setCounter(name, e.Time, c.st.track(memstate.DeviceUsed))
+		return
+	}
+	c.rawCounter(name, e.Time, e.Size)
+}
+
 func (c *chromeWriter) rawCounter(name string, ts int64, v uint64) {
-	c.begin(`{"ph":"C","pid":1,"tid":1,"name":`)
+	c.begin(`{"ph":"C",` + chromeMemThread + `,"name":`)
 	c.j.str(name)
 	c.j.raw(`,"ts":`)
 	c.j.micros(ts)

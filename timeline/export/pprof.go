@@ -46,12 +46,52 @@ func heapProfile(tr Trace, at At) (*profile.Profile, error) {
 	if err != nil {
 		return nil, err
 	}
+	vals, first, err := heapValues(tr, in)
+	if err != nil {
+		return nil, err
+	}
+	p := newHeapProfile(at, in, first)
+	stacks := newStackBuilder(p, tr)
+	keys := make([]heapKey, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b heapKey) int {
+		return cmp.Or(cmp.Compare(a.site, b.site), cmp.Compare(a.label, b.label), cmp.Compare(a.cat, b.cat))
+	})
+	for _, k := range keys {
+		v := vals[k]
+		labels := map[string][]string{"category": {categoryName(k.cat)}}
+		if l := tr.String(k.label); l != "" {
+			labels["label"] = []string{l}
+		}
+		p.Sample = append(p.Sample, &profile.Sample{
+			Location: stacks.stack(k.site),
+			Value:    []int64{v.allocObjects, v.allocBytes, v.inuseObjects, v.inuseBytes},
+			Label:    labels,
+		})
+	}
+	if err := p.CheckValid(); err != nil {
+		return nil, fmt.Errorf("build profile: %w", err)
+	}
+	return p, nil
+}
+
+// heapValues replays tr up to the instant in and sums, per site, label and
+// category, what was allocated until then and what is alive at it. first
+// is the time of the trace's first event.
+func heapValues(tr Trace, in instant) (vals map[heapKey]*heapValue, first int64, err error) {
 	st := newState()
-	vals := make(map[heapKey]*heapValue)
-	var (
-		first   int64
-		started bool
-	)
+	vals = make(map[heapKey]*heapValue)
+	value := func(k heapKey) *heapValue {
+		v := vals[k]
+		if v == nil {
+			v = &heapValue{}
+			vals[k] = v
+		}
+		return v
+	}
+	started := false
 	err = tr.Replay(func(e event.Event) error {
 		if e.Seq > in.seq {
 			return errStop
@@ -61,30 +101,28 @@ func heapProfile(tr Trace, at At) (*profile.Profile, error) {
 		}
 		st.apply(e)
 		if e.Kind == event.KindAlloc {
-			k := heapKey{e.Site, e.Label, e.Category}
-			v := vals[k]
-			if v == nil {
-				v = &heapValue{}
-				vals[k] = v
-			}
+			v := value(heapKey{e.Site, e.Label, e.Category})
 			v.allocObjects++
 			v.allocBytes += int64(e.Size)
 		}
 		return nil
 	})
 	if err != nil && err != errStop {
-		return nil, err
+		return nil, 0, err
 	}
 	for _, o := range st.objs {
-		v := vals[heapKey{o.site, o.label, o.cat}]
-		if v == nil { // allocated before a gap in the trace; cannot happen in a replay from the start
-			v = &heapValue{}
-			vals[heapKey{o.site, o.label, o.cat}] = v
-		}
+		// A key of its own only for an object whose category this reader
+		// does not know: state files it under CategoryNone.
+		v := value(heapKey{o.site, o.label, o.cat})
 		v.inuseObjects++
 		v.inuseBytes += int64(o.size)
 	}
+	return vals, first, nil
+}
 
+// newHeapProfile returns a profile with the sample types and the one
+// mapping of a Linger heap profile, and no samples yet.
+func newHeapProfile(at At, in instant, first int64) *profile.Profile {
 	p := &profile.Profile{
 		SampleType: []*profile.ValueType{
 			{Type: "alloc_objects", Unit: "count"},
@@ -100,75 +138,68 @@ func heapProfile(tr Trace, at At) (*profile.Profile, error) {
 	}
 	// One mapping that says symbols are already there, so pprof does not
 	// try to symbolize addresses that are not.
-	m := &profile.Mapping{ID: 1, File: "linger", HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
-	p.Mapping = []*profile.Mapping{m}
+	p.Mapping = []*profile.Mapping{{ID: 1, File: "linger", HasFunctions: true, HasFilenames: true, HasLineNumbers: true}}
+	return p
+}
 
-	type fnKey struct{ name, file string }
-	type locKey struct {
-		fn   fnKey
-		line int
-	}
-	fns := make(map[fnKey]*profile.Function)
-	locs := make(map[locKey]*profile.Location)
-	location := func(name, file string, line int) *profile.Location {
-		fk := fnKey{name, file}
-		fn := fns[fk]
-		if fn == nil {
-			fn = &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name, Filename: file}
-			fns[fk] = fn
-			p.Function = append(p.Function, fn)
-		}
-		lk := locKey{fk, line}
-		loc := locs[lk]
-		if loc == nil {
-			loc = &profile.Location{ID: uint64(len(p.Location) + 1), Mapping: m, Line: []profile.Line{{Function: fn, Line: int64(line)}}}
-			locs[lk] = loc
-			p.Location = append(p.Location, loc)
-		}
-		return loc
-	}
-	stacks := make(map[event.SiteID][]*profile.Location)
-	stack := func(id event.SiteID) []*profile.Location {
-		if s, ok := stacks[id]; ok {
-			return s
-		}
-		var out []*profile.Location
-		if s, ok := tr.Site(id); ok && id != 0 {
-			if s.Cell != "" {
-				out = append(out, location("cell "+s.Cell, "cell:"+s.Cell, s.Line))
-			}
-			for _, f := range s.Frames {
-				out = append(out, location(f.Func, f.File, f.Line))
-			}
-		}
-		if len(out) == 0 {
-			out = append(out, location("unknown", "", 0))
-		}
-		stacks[id] = out
-		return out
-	}
+// stackBuilder turns sites into pprof stacks, adding each function and
+// location to the profile once.
+type stackBuilder struct {
+	p      *profile.Profile
+	names  Names
+	fns    map[fnKey]*profile.Function
+	locs   map[locKey]*profile.Location
+	stacks map[event.SiteID][]*profile.Location
+}
 
-	keys := make([]heapKey, 0, len(vals))
-	for k := range vals {
-		keys = append(keys, k)
+type fnKey struct{ name, file string }
+
+type locKey struct {
+	fn   fnKey
+	line int
+}
+
+func newStackBuilder(p *profile.Profile, n Names) *stackBuilder {
+	return &stackBuilder{p: p, names: n, fns: make(map[fnKey]*profile.Function),
+		locs: make(map[locKey]*profile.Location), stacks: make(map[event.SiteID][]*profile.Location)}
+}
+
+// stack is the site's stack: the notebook cell line first, then the Go
+// frames, innermost first; "unknown" when the site is.
+func (b *stackBuilder) stack(id event.SiteID) []*profile.Location {
+	if s, ok := b.stacks[id]; ok {
+		return s
 	}
-	slices.SortFunc(keys, func(a, b heapKey) int {
-		return cmp.Or(cmp.Compare(a.site, b.site), cmp.Compare(a.label, b.label), cmp.Compare(a.cat, b.cat))
-	})
-	for _, k := range keys {
-		v := vals[k]
-		labels := map[string][]string{"category": {categoryName(k.cat)}}
-		if l := tr.String(k.label); l != "" {
-			labels["label"] = []string{l}
+	var out []*profile.Location
+	if s, ok := b.names.Site(id); ok && id != 0 {
+		if s.Cell != "" {
+			out = append(out, b.location("cell "+s.Cell, "cell:"+s.Cell, s.Line))
 		}
-		p.Sample = append(p.Sample, &profile.Sample{
-			Location: stack(k.site),
-			Value:    []int64{v.allocObjects, v.allocBytes, v.inuseObjects, v.inuseBytes},
-			Label:    labels,
-		})
+		for _, f := range s.Frames {
+			out = append(out, b.location(f.Func, f.File, f.Line))
+		}
 	}
-	if err := p.CheckValid(); err != nil {
-		return nil, fmt.Errorf("build profile: %w", err)
+	if len(out) == 0 {
+		out = append(out, b.location("unknown", "", 0))
 	}
-	return p, nil
+	b.stacks[id] = out
+	return out
+}
+
+func (b *stackBuilder) location(name, file string, line int) *profile.Location {
+	fk := fnKey{name, file}
+	fn := b.fns[fk]
+	if fn == nil {
+		fn = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name, Filename: file}
+		b.fns[fk] = fn
+		b.p.Function = append(b.p.Function, fn)
+	}
+	lk := locKey{fk, line}
+	loc := b.locs[lk]
+	if loc == nil {
+		loc = &profile.Location{ID: uint64(len(b.p.Location) + 1), Mapping: b.p.Mapping[0], Line: []profile.Line{{Function: fn, Line: int64(line)}}}
+		b.locs[lk] = loc
+		b.p.Location = append(b.p.Location, loc)
+	}
+	return loc
 }

@@ -10,6 +10,7 @@ import (
 
 	"linger/timeline/analyze"
 	"linger/timeline/event"
+	"linger/timeline/memstate"
 )
 
 // Names resolves a trace's interned strings and sites. *timeline.Dict and
@@ -93,8 +94,8 @@ func resolve(tr Trace, a At) (instant, error) {
 		in.lastSeq, in.lastTime = e.Seq, e.Time
 		if a.peak {
 			alloc.apply(e)
-			if alloc.allocated > peakSize || !found {
-				peakSize, in.seq, in.time, found = alloc.allocated, e.Seq, e.Time, true
+			if allocated := alloc.mem.Tracks[memstate.Allocated]; allocated > peakSize || !found {
+				peakSize, in.seq, in.time, found = allocated, e.Seq, e.Time, true
 			}
 		} else if a.seq != 0 && e.Seq == a.seq {
 			in.seq, in.time, found = e.Seq, e.Time, true
@@ -117,28 +118,34 @@ func resolve(tr Trace, a At) (instant, error) {
 	return in, nil
 }
 
-// allocTracker follows allocated bytes only; it is the cheap part of state
+// allocTracker follows allocated bytes only, with the size and category
+// of each live block rather than a whole object: the cheap part of state
 // that finding the peak needs.
 type allocTracker struct {
-	sizes     map[uint64]uint64
-	allocated uint64
+	blocks map[uint64]block
+	mem    memstate.State
+}
+
+type block struct {
+	size uint64
+	cat  event.Category
 }
 
 func (t *allocTracker) apply(e event.Event) {
 	switch e.Kind {
 	case event.KindAlloc:
-		if t.sizes == nil {
-			t.sizes = make(map[uint64]uint64)
+		if t.blocks == nil {
+			t.blocks = make(map[uint64]block)
 		}
-		if old, ok := t.sizes[e.Addr]; ok {
-			t.allocated -= old // a free we never saw; trust the newer event
+		if old, ok := t.blocks[e.Addr]; ok {
+			t.mem.Free(old.cat, old.size) // a free we never saw; trust the newer event
 		}
-		t.sizes[e.Addr] = e.Size
-		t.allocated += e.Size
+		t.blocks[e.Addr] = block{e.Size, e.Category}
+		t.mem.Alloc(e.Category, e.Size)
 	case event.KindFree:
-		if old, ok := t.sizes[e.Addr]; ok {
-			t.allocated -= old
-			delete(t.sizes, e.Addr)
+		if old, ok := t.blocks[e.Addr]; ok {
+			t.mem.Free(old.cat, old.size)
+			delete(t.blocks, e.Addr)
 		}
 	}
 }
@@ -167,15 +174,15 @@ type segment struct {
 	site event.SiteID
 }
 
-// state is memory as a replay has left it: live objects and segments and
-// the running totals the exporters draw as counters.
+// state is memory as a replay has left it: live objects and segments,
+// and the figures the exporters draw as counters. The figures follow
+// package memstate's rules with the sizes the objects and segments were
+// recorded with, so that a lost free or a repeated alloc is corrected
+// rather than counted twice.
 type state struct {
-	objs      map[uint64]*object
-	segs      map[uint64]*segment
-	allocated uint64
-	reserved  uint64 // segments of the allocator's pools
-	outside   uint64 // device memory taken outside the allocator
-	byCat     [event.NumCategories]uint64
+	objs map[uint64]*object
+	segs map[uint64]*segment
+	mem  memstate.State
 }
 
 func newState() *state {
@@ -183,7 +190,8 @@ func newState() *state {
 }
 
 // apply updates s with e and returns the object a free ended (nil for any
-// other event, or a free of a block the trace never allocated).
+// other event, or a free of a block the trace never allocated). Counter
+// events set the tracks of the names s.mem was told (memstate.Define).
 func (s *state) apply(e event.Event) *object {
 	switch e.Kind {
 	case event.KindAlloc:
@@ -197,8 +205,7 @@ func (s *state) apply(e event.Event) *object {
 		o := &object{seq: e.Seq, time: e.Time, addr: e.Addr, size: e.Size, requested: e.Requested,
 			cat: cat, expect: e.Expect, site: e.Site, label: e.Label, scope: e.Scope}
 		s.objs[e.Addr] = o
-		s.allocated += o.size
-		s.byCat[o.cat] += o.size
+		s.mem.Alloc(o.cat, o.size)
 	case event.KindFree:
 		o := s.objs[e.Addr]
 		if o != nil {
@@ -211,37 +218,29 @@ func (s *state) apply(e event.Event) *object {
 		}
 		g := &segment{seq: e.Seq, time: e.Time, addr: e.Addr, size: e.Size, pool: e.Extra, site: e.Site}
 		s.segs[e.Addr] = g
-		if g.pool == event.PoolOutside {
-			s.outside += g.size
-		} else {
-			s.reserved += g.size
-		}
+		s.mem.SegmentAlloc(g.pool, g.size)
 	case event.KindSegmentFree:
 		if g := s.segs[e.Addr]; g != nil {
 			s.dropSeg(g)
 		}
+	case event.KindCounter:
+		s.mem.Counter(e.Label, e.Size)
 	}
 	return nil
 }
 
 func (s *state) drop(o *object) {
 	delete(s.objs, o.addr)
-	s.allocated -= o.size
-	s.byCat[o.cat] -= o.size
+	s.mem.Free(o.cat, o.size)
 }
 
 func (s *state) dropSeg(g *segment) {
 	delete(s.segs, g.addr)
-	if g.pool == event.PoolOutside {
-		s.outside -= g.size
-	} else {
-		s.reserved -= g.size
-	}
+	s.mem.SegmentFree(g.pool, g.size)
 }
 
-// deviceUsed is the device memory the trace accounts for: the allocator's
-// segments and what was taken outside it.
-func (s *state) deviceUsed() uint64 { return s.reserved + s.outside }
+// track is one of the figures now.
+func (s *state) track(t memstate.Track) uint64 { return s.mem.Tracks[t] }
 
 // liveObjects returns the live objects by address.
 func (s *state) liveObjects() []*object {

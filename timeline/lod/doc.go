@@ -26,10 +26,10 @@ finest resolution of a long trace is thus its duration / MaxBuckets,
 rounded up to a power of four times the initial width.
 
 A bucket holds, for every value (live bytes of each category, then
-allocated, reserved, device used and Go heap), its maximum within the
-bucket and its last value at the bucket's end, and counts of events,
-allocations and frees. A bucket with no events carries the values of the
-last event before it.
+allocated, reserved, device used and Go heap, as package memstate counts
+them), its maximum within the bucket and its last value at the bucket's
+end, and counts of events, allocations and frees. A bucket with no
+events carries the values of the last event before it.
 
 # Objects
 

@@ -8,6 +8,7 @@ import (
 
 	"linger/timeline"
 	"linger/timeline/event"
+	"linger/timeline/memstate"
 )
 
 // Defaults for Options.
@@ -18,20 +19,14 @@ const (
 	maxPixels         = 1 << 14 // the most buckets one Query returns
 )
 
-// Counter names the Index follows as tracks, as package analyze does.
-const (
-	CounterDeviceUsed = "device_used"
-	CounterGoHeap     = "go_heap_inuse"
-)
-
 // Value indexes: live bytes of each category (indexed by event.Category),
-// then the tracks.
+// then memstate's tracks in its order.
 const (
-	valAllocated = event.NumCategories + iota
-	valReserved
-	valDevice
-	valGoHeap
-	numVals
+	valAllocated = event.NumCategories + int(memstate.Allocated)
+	valReserved  = event.NumCategories + int(memstate.Reserved)
+	valDevice    = event.NumCategories + int(memstate.DeviceUsed)
+	valGoHeap    = event.NumCategories + int(memstate.GoHeap)
+	numVals      = event.NumCategories + int(memstate.NumTracks)
 )
 
 // Options configures an Index. Zero fields take the defaults.
@@ -156,10 +151,8 @@ type Index struct {
 	levels [][]bucket // levels[l] has buckets of width·4^l from time 0
 	cur    [numVals]uint64
 
-	dict       timeline.Dict
-	counterIDs map[event.StringID]int // label → value index, or -1
-	hasDevice  bool                   // a device_used counter has been seen
-	segDevice  uint64
+	dict timeline.Dict
+	mem  memstate.State // the values cur holds, by memstate's rules
 
 	events   uint64
 	lastSeq  uint64
@@ -183,13 +176,12 @@ func New(opts Options) *Index {
 		n++
 	}
 	return &Index{
-		opts:       opts,
-		width:      opts.Width,
-		levels:     make([][]bucket, n),
-		counterIDs: map[event.StringID]int{},
-		live:       map[uint64]int{},
-		open:       map[event.ScopeID]int{},
-		minScope:   minScopeKind,
+		opts:     opts,
+		width:    opts.Width,
+		levels:   make([][]bucket, n),
+		live:     map[uint64]int{},
+		open:     map[event.ScopeID]int{},
+		minScope: minScopeKind,
 	}
 }
 
@@ -212,7 +204,7 @@ func FromFile(f *timeline.File, opts Options) (*Index, error) {
 func (ix *Index) DefineString(id event.StringID, s string) {
 	ix.mu.Lock()
 	ix.dict.DefineString(id, s)
-	delete(ix.counterIDs, id)
+	ix.mem.Define(id, s)
 	ix.mu.Unlock()
 }
 
@@ -242,7 +234,7 @@ func (ix *Index) AddBatch(b timeline.Batch) {
 	defer ix.mu.Unlock()
 	for _, d := range b.Strings {
 		ix.dict.DefineString(d.ID, d.Text)
-		delete(ix.counterIDs, d.ID)
+		ix.mem.Define(d.ID, d.Text)
 	}
 	for _, d := range b.Sites {
 		ix.dict.DefineSite(d.ID, d.Site)
@@ -293,60 +285,46 @@ func (ix *Index) add(e *event.Event) {
 	switch e.Kind {
 	case event.KindAlloc:
 		ix.count(func(b *bucket) { b.allocs++ })
-		ix.set(int(e.Category%event.NumCategories), ix.cur[e.Category%event.NumCategories]+e.Size)
-		ix.set(valAllocated, ix.cur[valAllocated]+e.Size)
+		ix.mem.Alloc(e.Category, e.Size) // not Apply: Alloc and Free inline, on the hot path
+		ix.setBlocks(e.Category)
 		ix.keep(e, t)
 	case event.KindFree:
 		ix.count(func(b *bucket) { b.frees++ })
-		c := int(e.Category % event.NumCategories)
-		ix.set(c, ix.cur[c]-min(e.Size, ix.cur[c]))
-		ix.set(valAllocated, ix.cur[valAllocated]-min(e.Size, ix.cur[valAllocated]))
+		ix.mem.Free(e.Category, e.Size)
+		ix.setBlocks(e.Category)
 		if i, ok := ix.live[e.Addr]; ok {
 			ix.objs[i].FreeTime, ix.objs[i].FreeSeq = t, e.Seq
 			delete(ix.live, e.Addr)
 		}
-	case event.KindSegmentAlloc, event.KindSegmentFree:
-		// As package analyze: reserved is the allocator's own pools;
-		// device used every segment until a device_used counter appears.
-		if e.Kind == event.KindSegmentAlloc {
-			if e.Extra != event.PoolOutside {
-				ix.set(valReserved, ix.cur[valReserved]+e.Size)
-			}
-			ix.segDevice += e.Size
-		} else {
-			if e.Extra != event.PoolOutside {
-				ix.set(valReserved, ix.cur[valReserved]-min(e.Size, ix.cur[valReserved]))
-			}
-			ix.segDevice -= min(e.Size, ix.segDevice)
+	case event.KindSegmentAlloc, event.KindSegmentFree, event.KindCounter:
+		if e.Kind == event.KindCounter && !ix.mem.Follows(e.Label) {
+			ix.mem.Define(e.Label, ix.dict.String(e.Label)) // a dictionary copied whole (FromFile)
 		}
-		if !ix.hasDevice {
-			ix.set(valDevice, ix.segDevice)
-		}
+		ix.mem.Apply(e)
+		ix.setDevice()
 	case event.KindScopeBegin:
 		ix.beginScope(e, t)
 	case event.KindScopeEnd:
 		ix.endScope(e, t)
 	case event.KindMark, event.KindOOM:
 		ix.mark(e, t)
-	case event.KindCounter:
-		v, ok := ix.counterIDs[e.Label]
-		if !ok {
-			v = -1
-			switch ix.dict.String(e.Label) {
-			case CounterDeviceUsed:
-				v = valDevice
-			case CounterGoHeap:
-				v = valGoHeap
-			}
-			ix.counterIDs[e.Label] = v
-		}
-		if v == valDevice {
-			ix.hasDevice = true
-		}
-		if v >= 0 {
-			ix.set(v, e.Size)
-		}
 	}
+}
+
+// setBlocks copies into the buckets the values an alloc or free of
+// category c changed.
+func (ix *Index) setBlocks(c event.Category) {
+	c = memstate.CategoryOf(c)
+	ix.set(int(c), ix.mem.Category[c])
+	ix.set(valAllocated, ix.mem.Tracks[memstate.Allocated])
+}
+
+// setDevice copies into the buckets the values a segment or counter may
+// have changed.
+func (ix *Index) setDevice() {
+	ix.set(valReserved, ix.mem.Tracks[memstate.Reserved])
+	ix.set(valDevice, ix.mem.Tracks[memstate.DeviceUsed])
+	ix.set(valGoHeap, ix.mem.Tracks[memstate.GoHeap])
 }
 
 // extend makes the bucket holding t the last of every level, coarsening

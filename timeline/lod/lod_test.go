@@ -15,8 +15,8 @@ import (
 func synth(n int, seed uint64) (timeline.Dict, []event.Event) {
 	r := rand.New(rand.NewPCG(seed, 1))
 	var d timeline.Dict
-	d.DefineString(1, CounterDeviceUsed)
-	d.DefineString(2, CounterGoHeap)
+	d.DefineString(1, event.CounterDeviceUsed)
+	d.DefineString(2, event.CounterGoHeap)
 	d.DefineString(3, "layer.0.k")
 	var evs []event.Event
 	var live []event.Event
@@ -82,10 +82,10 @@ func (s *state) apply(d *timeline.Dict, e event.Event) {
 		s.seg -= min(e.Size, s.seg)
 	case event.KindCounter:
 		switch d.String(e.Label) {
-		case CounterDeviceUsed:
+		case event.CounterDeviceUsed:
 			s.hasDevice = true
 			s.v[valDevice] = e.Size
-		case CounterGoHeap:
+		case event.CounterGoHeap:
 			s.v[valGoHeap] = e.Size
 		}
 	}
@@ -327,8 +327,8 @@ func TestFromFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.DefineString(1, CounterDeviceUsed)
-	w.DefineString(2, CounterGoHeap)
+	w.DefineString(1, event.CounterDeviceUsed)
+	w.DefineString(2, event.CounterGoHeap)
 	w.DefineString(3, "layer.0.k")
 	for _, e := range evs {
 		w.Emit(e)

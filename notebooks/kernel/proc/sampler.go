@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"linger/engine/device"
-	"linger/timeline/analyze"
 	"linger/timeline/event"
 )
 
@@ -71,7 +70,7 @@ func (s *sampler) device() {
 		return
 	}
 	s.dev, s.devSent = used, true
-	s.em.Counter(analyze.CounterDeviceUsed, used)
+	s.em.Counter(event.CounterDeviceUsed, used)
 }
 
 // goHeap reads the Go heap and emits go_heap_inuse when it changed by at
@@ -89,7 +88,7 @@ func (s *sampler) goHeap(minStep uint64) uint64 {
 		return v
 	}
 	s.heap, s.heapSent = v, true
-	s.em.Counter(analyze.CounterGoHeap, v)
+	s.em.Counter(event.CounterGoHeap, v)
 	return v
 }
 

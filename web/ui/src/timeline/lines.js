@@ -8,10 +8,8 @@
 // Events of a range the stream summarised first are counted when they
 // arrive later (the stream backfills them in order).
 
-import { K } from "./pyramid.js";
+import { KIND, SCOPE } from "./wire.gen.js";
 import { bytes } from "./palette.js";
-
-const SCOPE_CELL = 5;
 
 export class LineStats {
   constructor() {
@@ -32,7 +30,7 @@ export class LineStats {
   add(e) {
     const kind = e[2], expect = e[4], addr = e[5], size = e[6], site = e[9];
     switch (kind) {
-      case K.alloc: {
+      case KIND.alloc: {
         const key = this.sites.get(site);
         if (!key) return;
         let st = this.stats.get(key);
@@ -48,7 +46,7 @@ export class LineStats {
         this.dirty.add(st.cell);
         break;
       }
-      case K.free: {
+      case KIND.free: {
         const o = this.live.get(addr);
         if (!o) return;
         this.live.delete(addr);
@@ -58,15 +56,15 @@ export class LineStats {
         this.dirty.add(o.st.cell);
         break;
       }
-      case K.scopeBegin:
-        if (expect === SCOPE_CELL) { this.openRuns.push(addr); this.runs.set(addr, new Set()); }
+      case KIND.scopeBegin:
+        if (expect === SCOPE.cell) { this.openRuns.push(addr); this.runs.set(addr, new Set()); }
         break;
-      case K.scopeEnd: {
-        if (expect !== SCOPE_CELL) return;
+      case KIND.scopeEnd: {
+        if (expect !== SCOPE.cell) return;
         this.openRuns = this.openRuns.filter((r) => r !== addr);
         for (const a of this.runs.get(addr) || []) {
           const o = this.live.get(a);
-          if (o && o.expect >= 1 && o.expect <= SCOPE_CELL && !o.lingering) {
+          if (o && o.expect >= SCOPE.layer && o.expect <= SCOPE.cell && !o.lingering) {
             o.lingering = true; o.st.lingering += o.size; this.dirty.add(o.st.cell);
           }
         }

@@ -3,20 +3,27 @@
 // and leaked objects are never told by colour alone: they carry a hatch
 // pattern and a badge too.
 
-export const CATEGORIES = ["none", "weights", "kv_cache", "attn_mask", "activation", "logits", "workspace", "tokenizer_cache", "batch_scratch", "other"];
+import { CATEGORIES } from "./wire.gen.js";
 
-export const CATEGORY_COLOURS = [
-  "#DDDDDD", // none
-  "#332288", // weights: indigo
-  "#88CCEE", // kv_cache: cyan
-  "#44AA99", // attn_mask: teal
-  "#117733", // activation: green
-  "#999933", // logits: olive
-  "#DDCC77", // workspace: sand
-  "#CC6677", // tokenizer_cache: rose
-  "#882255", // batch_scratch: wine
-  "#AA4499", // other: purple
-];
+export { CATEGORIES };
+
+// The colour of each category by name: the categories and their order
+// are timeline/event's (wire.gen.js), the colours are the browser's.
+const COLOUR = {
+  none: "#DDDDDD",
+  weights: "#332288", // indigo
+  kv_cache: "#88CCEE", // cyan
+  attn_mask: "#44AA99", // teal
+  activation: "#117733", // green
+  logits: "#999933", // olive
+  workspace: "#DDCC77", // sand
+  tokenizer_cache: "#CC6677", // rose
+  batch_scratch: "#882255", // wine
+  other: "#AA4499", // purple
+};
+
+/** CATEGORY_COLOURS[c] is the colour of category c. */
+export const CATEGORY_COLOURS = CATEGORIES.map((c) => COLOUR[c]);
 
 export const TRACKS = [
   { key: "allocated", label: "allocated", colour: "#000000", dash: [] },

@@ -61,3 +61,7 @@ test("a red/green pair fails", () => {
   const [d] = closest([["red", "#CC5544"], ["green", "#6E8A2E"]]).deuteranopia;
   assert.ok(d < 12, `red/green ${d.toFixed(1)} apart`);
 });
+
+test("every category has a colour", () => {
+  CATEGORIES.forEach((c, i) => assert.match(CATEGORY_COLOURS[i] ?? "", /^#[0-9A-F]{6}$/, `category ${c}`));
+});

@@ -15,12 +15,11 @@
 // (events after the range share it), so its maximum may be too high by
 // what the summary placed there; its counts and last values are exact.
 
-export const NUM_CATEGORIES = 10;
-export const V_ALLOCATED = 10, V_RESERVED = 11, V_DEVICE = 12, V_GOHEAP = 13, NUM_VALUES = 14;
+import { KIND, CATEGORY, NUM_CATEGORIES, POOL, COUNTER } from "./wire.gen.js";
 
-// Event kinds and pools, the wire numbers of timeline/event.
-export const K = { alloc: 1, free: 2, segAlloc: 3, segFree: 4, scopeBegin: 5, scopeEnd: 6, oom: 7, mark: 8, counter: 9 };
-const POOL_OUTSIDE = 2;
+// Values: live bytes of each category, then timeline/memstate's tracks in
+// its order, as timeline/lod indexes them.
+export const V_ALLOCATED = NUM_CATEGORIES, V_RESERVED = V_ALLOCATED + 1, V_DEVICE = V_ALLOCATED + 2, V_GOHEAP = V_ALLOCATED + 3, NUM_VALUES = V_ALLOCATED + 4;
 
 // Each bucket: Float64Array of max[NUM_VALUES], last[NUM_VALUES], events, allocs, frees.
 const B_LAST = NUM_VALUES, B_EVENTS = 2 * NUM_VALUES, B_ALLOCS = B_EVENTS + 1, B_FREES = B_EVENTS + 2, B_SIZE = B_FREES + 1;
@@ -33,8 +32,7 @@ export class Pyramid {
     this.width = width;
     this.levels = Array.from({ length: levels }, () => []);
     this.cur = new Float64Array(NUM_VALUES);
-    this.segDevice = 0;
-    this.hasDevice = false;
+    this.mem = memState(this.cur);
     this.counters = new Map(); // string id → value index
     this.lastTime = 0;
     this.lastSeq = 0;
@@ -46,8 +44,9 @@ export class Pyramid {
 
   /** Tells the pyramid a string definition (it follows two counters). */
   defineString(id, s) {
-    if (s === "device_used") this.counters.set(id, V_DEVICE);
-    else if (s === "go_heap_inuse") this.counters.set(id, V_GOHEAP);
+    if (s === COUNTER.deviceUsed) this.counters.set(id, V_DEVICE);
+    else if (s === COUNTER.goHeap) this.counters.set(id, V_GOHEAP);
+    else this.counters.delete(id);
   }
 
   /** Adds one event, in the stream's array form (docs/timeline.md). */
@@ -58,32 +57,10 @@ export class Pyramid {
     this.lastTime = t; this.lastSeq = seq; this.events++;
     this.extend(t);
     this.count(B_EVENTS);
-    switch (kind) {
-      case K.alloc:
-        this.count(B_ALLOCS);
-        this.set(cat % NUM_CATEGORIES, this.cur[cat % NUM_CATEGORIES] + size);
-        this.set(V_ALLOCATED, this.cur[V_ALLOCATED] + size);
-        break;
-      case K.free:
-        this.count(B_FREES);
-        this.set(cat % NUM_CATEGORIES, Math.max(0, this.cur[cat % NUM_CATEGORIES] - size));
-        this.set(V_ALLOCATED, Math.max(0, this.cur[V_ALLOCATED] - size));
-        break;
-      case K.segAlloc:
-      case K.segFree: {
-        const sign = kind === K.segAlloc ? 1 : -1;
-        if (extra !== POOL_OUTSIDE) this.set(V_RESERVED, Math.max(0, this.cur[V_RESERVED] + sign * size));
-        this.segDevice = Math.max(0, this.segDevice + sign * size);
-        if (!this.hasDevice) this.set(V_DEVICE, this.segDevice);
-        break;
-      }
-      case K.counter: {
-        const v = this.counters.get(label);
-        if (v === V_DEVICE) this.hasDevice = true;
-        if (v !== undefined) this.set(v, size);
-        break;
-      }
-    }
+    const l = this.levels[0], b = l[l.length - 1];
+    if (kind === KIND.alloc) { b[B_ALLOCS]++; memBlock(this.cur, b, true, kind, cat, size); }
+    else if (kind === KIND.free) { b[B_FREES]++; memBlock(this.cur, b, true, kind, cat, size); }
+    else memDevice(this.mem, this.counters, b, true, kind, size, label, extra);
   }
 
   /**
@@ -92,10 +69,9 @@ export class Pyramid {
    */
   addColumns(c, from = 0, to = c.n) {
     const { time, kind, category, size, label, extra } = c;
-    const cur = this.cur, L = this.levels;
+    const L = this.levels, mem = this.mem, cur = mem.cur, counters = this.counters;
     let lastTime = this.lastTime, end = L[0].length * this.width;
     let b = L[0][L[0].length - 1];
-    const set = (v, x) => { cur[v] = x; b[B_LAST + v] = x; if (x > b[v]) b[v] = x; };
     for (let i = from; i < to; i++) {
       let t = time[i];
       if (t < lastTime) t = lastTime;
@@ -108,26 +84,9 @@ export class Pyramid {
       }
       b[B_EVENTS]++;
       const k = kind[i];
-      if (k === K.alloc) {
-        b[B_ALLOCS]++;
-        const v = category[i] % NUM_CATEGORIES;
-        set(v, cur[v] + size[i]);
-        set(V_ALLOCATED, cur[V_ALLOCATED] + size[i]);
-      } else if (k === K.free) {
-        b[B_FREES]++;
-        const v = category[i] % NUM_CATEGORIES;
-        set(v, Math.max(0, cur[v] - size[i]));
-        set(V_ALLOCATED, Math.max(0, cur[V_ALLOCATED] - size[i]));
-      } else if (k === K.segAlloc || k === K.segFree) {
-        const sign = k === K.segAlloc ? 1 : -1;
-        if (extra[i] !== POOL_OUTSIDE) set(V_RESERVED, Math.max(0, cur[V_RESERVED] + sign * size[i]));
-        this.segDevice = Math.max(0, this.segDevice + sign * size[i]);
-        if (!this.hasDevice) set(V_DEVICE, this.segDevice);
-      } else if (k === K.counter) {
-        const v = this.counters.get(label[i]);
-        if (v === V_DEVICE) this.hasDevice = true;
-        if (v !== undefined) set(v, size[i]);
-      }
+      if (k === KIND.alloc) { b[B_ALLOCS]++; memBlock(cur, b, true, k, category[i], size[i]); }
+      else if (k === KIND.free) { b[B_FREES]++; memBlock(cur, b, true, k, category[i], size[i]); }
+      else memDevice(mem, counters, b, true, k, size[i], label[i], extra[i]);
     }
     this.lastTime = lastTime;
     if (to > from) { this.lastSeq = c.first + to - 1; this.events += to - from; }
@@ -144,7 +103,7 @@ export class Pyramid {
       from: msg.from, to: msg.to, next: msg.from,
       // tPre: the last event before the range (-1: none).
       tPre: this.levels[0].length ? this.lastTime : -1, tLast: Math.max(this.lastTime, msg.t1 - 1), t: this.lastTime,
-      cur: Float64Array.from(this.cur), segDevice: this.segDevice, hasDevice: this.hasDevice,
+      mem: copyMem(this.mem),
       k: -1, w: this.width, snap: null, counts: [], ci: 0,
     };
     const L0 = this.levels[0];
@@ -164,7 +123,7 @@ export class Pyramid {
     // The range's last event is at t1-1: the pyramid reaches it, so that
     // its events have buckets to go to.
     if (g.tLast > this.lastTime) { this.lastTime = g.tLast; this.extend(g.tLast); }
-    if (!this.hasDevice) this.segDevice = this.cur[V_DEVICE];
+    summarised(this.mem);
     this.lastSeq = msg.to;
   }
 
@@ -198,10 +157,9 @@ export class Pyramid {
   // range began with, into the level-0 buckets they fall in.
   past(g, c, i0, i1) {
     const { time, kind, category, size, label, extra } = c;
-    const w = this.width, L0 = this.levels[0], cur = g.cur;
+    const w = this.width, L0 = this.levels[0];
     if (g.w !== w) { g.k = g.k < 0 ? -1 : Math.floor(g.t / w); g.w = w; }
     let k = g.k, b = L0[k], lastOK = k >= 0 && (k + 1) * w <= g.tLast;
-    const set = (v, x) => { cur[v] = x; if (x > b[v]) b[v] = x; if (lastOK) b[B_LAST + v] = x; };
     for (let i = i0; i < i1; i++) {
       const t = Math.min(Math.max(time[i], g.t), g.tLast);
       g.t = t;
@@ -213,26 +171,9 @@ export class Pyramid {
       }
       b[B_EVENTS]++;
       const kd = kind[i];
-      if (kd === K.alloc) {
-        b[B_ALLOCS]++;
-        const v = category[i] % NUM_CATEGORIES;
-        set(v, cur[v] + size[i]);
-        set(V_ALLOCATED, cur[V_ALLOCATED] + size[i]);
-      } else if (kd === K.free) {
-        b[B_FREES]++;
-        const v = category[i] % NUM_CATEGORIES;
-        set(v, Math.max(0, cur[v] - size[i]));
-        set(V_ALLOCATED, Math.max(0, cur[V_ALLOCATED] - size[i]));
-      } else if (kd === K.segAlloc || kd === K.segFree) {
-        const sign = kd === K.segAlloc ? 1 : -1;
-        if (extra[i] !== POOL_OUTSIDE) set(V_RESERVED, Math.max(0, cur[V_RESERVED] + sign * size[i]));
-        g.segDevice = Math.max(0, g.segDevice + sign * size[i]);
-        if (!g.hasDevice) set(V_DEVICE, g.segDevice);
-      } else if (kd === K.counter) {
-        const v = this.counters.get(label[i]);
-        if (v === V_DEVICE) g.hasDevice = true;
-        if (v !== undefined) set(v, size[i]);
-      }
+      if (kd === KIND.alloc) { b[B_ALLOCS]++; memBlock(g.mem.cur, b, lastOK, kd, category[i], size[i]); }
+      else if (kd === KIND.free) { b[B_FREES]++; memBlock(g.mem.cur, b, lastOK, kd, category[i], size[i]); }
+      else memDevice(g.mem, this.counters, b, lastOK, kd, size[i], label[i], extra[i]);
     }
     if (k >= 0) this.dirty(g.k < 0 ? k : g.k, k);
     g.k = k;
@@ -250,7 +191,7 @@ export class Pyramid {
       if (inner) {
         const b = L0[j];
         b.fill(0, B_EVENTS);
-        b.set(g.cur, 0); b.set(g.cur, B_LAST);
+        b.set(g.mem.cur, 0); b.set(g.mem.cur, B_LAST);
       } else if (g.snap && g.snap.w === w && g.snap.k === j && (j + 1) * w <= g.tLast) {
         L0[j].set(g.snap.b);
       } else continue;
@@ -387,6 +328,60 @@ export class Pyramid {
     if (p >= 0) out.push(toJSON(acc, accT0, (k1 + 1) * w));
     return out;
   }
+}
+
+// The memory state: timeline/memstate's rules, mirrored (its package
+// documentation states them; memstate.golden.json, written by its Go
+// tests, holds both sides to them). cur is the values array the state
+// keeps current; outside and deviceCounted are memstate's Outside and
+// Counted(DeviceUsed).
+function memState(cur) { return { cur, outside: 0, deviceCounted: false }; }
+
+function copyMem(m) { return { cur: Float64Array.from(m.cur), outside: m.outside, deviceCounted: m.deviceCounted }; }
+
+// summarised takes up the values a catch-up summary left in m.cur: what
+// the device used beyond the reserved is, until a counter says, outside.
+function summarised(m) {
+  if (!m.deviceCounted) m.outside = Math.max(0, m.cur[V_DEVICE] - m.cur[V_RESERVED]);
+}
+
+// memBlock applies an alloc or free to the values cur, as memstate's
+// Alloc and Free do, and records each value it changes in bucket b: its
+// maximum, and its last value when lastOK. (Split from memDevice so that
+// the hot path stays small.)
+function memBlock(cur, b, lastOK, kind, cat, size) {
+  const c = cat < NUM_CATEGORIES ? cat : CATEGORY.other;
+  if (kind === KIND.alloc) {
+    put(cur, b, lastOK, c, cur[c] + size);
+    put(cur, b, lastOK, V_ALLOCATED, cur[V_ALLOCATED] + size);
+  } else {
+    put(cur, b, lastOK, c, Math.max(0, cur[c] - size));
+    put(cur, b, lastOK, V_ALLOCATED, Math.max(0, cur[V_ALLOCATED] - size));
+  }
+}
+
+// memDevice applies a segment or counter event to m, as memstate's Apply
+// does, recording in b as memBlock does. counters maps counter string ids
+// to V_DEVICE or V_GOHEAP. Other events change nothing.
+function memDevice(m, counters, b, lastOK, kind, size, label, extra) {
+  const cur = m.cur;
+  if (kind === KIND.segmentAlloc || kind === KIND.segmentFree) {
+    const sign = kind === KIND.segmentAlloc ? 1 : -1;
+    if (extra === POOL.outside) m.outside = Math.max(0, m.outside + sign * size);
+    else put(cur, b, lastOK, V_RESERVED, Math.max(0, cur[V_RESERVED] + sign * size));
+    if (!m.deviceCounted) put(cur, b, lastOK, V_DEVICE, cur[V_RESERVED] + m.outside);
+  } else if (kind === KIND.counter) {
+    const v = counters.get(label);
+    if (v === undefined) return;
+    if (v === V_DEVICE) m.deviceCounted = true;
+    put(cur, b, lastOK, v, size);
+  }
+}
+
+function put(cur, b, lastOK, v, x) {
+  cur[v] = x;
+  if (x > b[v]) b[v] = x;
+  if (lastOK) b[B_LAST + v] = x;
 }
 
 // bucket answers a zeroed bucket, carved from a shared block: a new

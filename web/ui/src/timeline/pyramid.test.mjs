@@ -2,7 +2,9 @@
 // brute-force computation, as timeline/lod's Go tests do for the server.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Pyramid, K } from "./pyramid.js";
+import { readFileSync } from "node:fs";
+import { Pyramid } from "./pyramid.js";
+import { KIND } from "./wire.gen.js";
 
 function synth(n) {
   let seed = 42;
@@ -12,11 +14,11 @@ function synth(n) {
   for (let seq = 1; seq <= n; seq++) {
     t += rnd(10) === 0 ? rnd(5_000_000) : rnd(2000);
     if (live.length === 0 || rnd(2) === 0) {
-      const e = [seq, t, K.alloc, 1 + rnd(9), 0, seq, 512 * (1 + rnd(64)), 0, 0, 0, 0, 0];
+      const e = [seq, t, KIND.alloc, 1 + rnd(9), 0, seq, 512 * (1 + rnd(64)), 0, 0, 0, 0, 0];
       live.push(e); evs.push(e);
     } else {
       const a = live.splice(rnd(live.length), 1)[0];
-      evs.push([seq, t, K.free, a[3], 0, a[5], a[6], 0, 0, 0, 0, 0]);
+      evs.push([seq, t, KIND.free, a[3], 0, a[5], a[6], 0, 0, 0, 0, 0]);
     }
   }
   return evs;
@@ -27,7 +29,7 @@ function brute(evs, t0, t1) {
   for (const e of evs) {
     if (e[1] >= t1) break;
     if (e[1] >= t0 && !started) { mx = cur; started = true; }
-    cur += e[2] === K.alloc ? e[6] : -e[6];
+    cur += e[2] === KIND.alloc ? e[6] : -e[6];
     if (e[1] >= t0) { mx = Math.max(mx, cur); n++; }
   }
   return { max: started ? mx : cur, last: cur, events: n };
@@ -53,7 +55,7 @@ for (const [name, opts] of [["defaults", {}], ["coarsened", { maxBuckets: 16 }]]
 
 test("catch-up summary moves the pyramid on", () => {
   const p = new Pyramid();
-  p.add([1, 0, K.alloc, 2, 0, 1, 1024, 0, 0, 0, 0, 0]);
+  p.add([1, 0, KIND.alloc, 2, 0, 1, 1024, 0, 0, 0, 0, 0]);
   const v = (a) => ({ category: [0, 0, a, 0, 0, 0, 0, 0, 0, 0], allocated: a, reserved: 0, device_used: 0, go_heap: 0 });
   p.addSummary({ from: 2, to: 100, buckets: [{ t0: 5000, t1: 6000, events: 99, allocs: 50, frees: 49, max: v(9000), last: v(2048) }] });
   assert.equal(p.lastSeq, 100);
@@ -69,18 +71,18 @@ test("line stats: allocated, peak and what a cell left lingering", async () => {
   const ls = new LineStats();
   ls.defs({ strings: [], sites: [[1, "c1", 2, []], [2, "c1", 3, []]] });
   const ev = (seq, kind, expect, addr, size, site) => [seq, seq, kind, 2, expect, addr, size, 0, 0, site, 0, 0];
-  ls.add(ev(1, K.scopeBegin, 5, 100, 0, 0));
-  ls.add(ev(2, K.alloc, 3, 1, 1000, 1)); // request-scoped: lingers if it survives the cell
-  ls.add(ev(3, K.alloc, 7, 2, 500, 2)); // engine-scoped: expected to stay
-  ls.add(ev(4, K.alloc, 3, 3, 300, 1));
-  ls.add(ev(5, K.free, 0, 3, 300, 0));
-  ls.add(ev(6, K.scopeEnd, 5, 100, 0, 0));
+  ls.add(ev(1, KIND.scopeBegin, 5, 100, 0, 0));
+  ls.add(ev(2, KIND.alloc, 3, 1, 1000, 1)); // request-scoped: lingers if it survives the cell
+  ls.add(ev(3, KIND.alloc, 7, 2, 500, 2)); // engine-scoped: expected to stay
+  ls.add(ev(4, KIND.alloc, 3, 3, 300, 1));
+  ls.add(ev(5, KIND.free, 0, 3, 300, 0));
+  ls.add(ev(6, KIND.scopeEnd, 5, 100, 0, 0));
   ls.flush();
   const m = window.linger.notebook.got.get("c1");
   assert.equal(m.get(2).lingering, true);
   assert.match(m.get(2).title, /allocated 1\.3 KiB, peak 1\.3 KiB, alive 1000 B, left lingering 1000 B/);
   assert.equal(m.get(3).lingering, false);
-  ls.add(ev(7, K.free, 0, 1, 1000, 0));
+  ls.add(ev(7, KIND.free, 0, 1, 1000, 0));
   ls.flush();
   assert.equal(window.linger.notebook.got.get("c1").get(2).lingering, false);
 });
@@ -139,3 +141,24 @@ for (const [name, opts] of [["defaults", {}], ["coarsening meanwhile", { maxBuck
     checkAgainst(p, evs, { boundary: evs[b - 1][1] });
   });
 }
+
+test("memory values follow timeline/memstate's rules", () => {
+  // The golden file is the Go rules' answer (go test ./timeline/memstate).
+  const g = JSON.parse(readFileSync(new URL("./memstate.golden.json", import.meta.url)));
+  const p = new Pyramid();
+  for (const [id, s] of Object.entries(g.strings)) p.defineString(+id, s);
+  g.events.forEach((e, i) => {
+    p.add(e);
+    assert.deepEqual(Array.from(p.cur), g.values[i], `after event ${e[0]}`);
+  });
+});
+
+test("the column form follows the same rules", () => {
+  const g = JSON.parse(readFileSync(new URL("./memstate.golden.json", import.meta.url)));
+  const col = (j, T = Float64Array) => T.from(g.events, (e) => e[j]);
+  const c = { n: g.events.length, first: 1, time: col(1), kind: col(2, Uint8Array), category: col(3, Uint8Array), size: col(6), label: col(10, Uint32Array), extra: col(11) };
+  const p = new Pyramid();
+  for (const [id, s] of Object.entries(g.strings)) p.defineString(+id, s);
+  p.addColumns(c);
+  assert.deepEqual(Array.from(p.cur), g.values[g.values.length - 1]);
+});

@@ -5,7 +5,8 @@
 // local Pyramid, and asks the server for objects and scopes.
 // Routes and messages: docs/timeline.md, docs/timeline-stream.md.
 
-import { Pyramid, K } from "./pyramid.js";
+import { Pyramid } from "./pyramid.js";
+import { KIND } from "./wire.gen.js";
 import { LineStats } from "./lines.js";
 import { StreamSocket } from "./stream.js";
 import { eventAt } from "./streamcodec.js";
@@ -181,7 +182,7 @@ export class KernelSource extends Source {
     const { kind } = c;
     for (let i = 0; i < c.n; i++) {
       const k = kind[i];
-      if (k !== K.alloc && k !== K.free && k !== K.scopeBegin && k !== K.scopeEnd) continue;
+      if (k !== KIND.alloc && k !== KIND.free && k !== KIND.scopeBegin && k !== KIND.scopeEnd) continue;
       if (queue && q.length < MAX_LINE_QUEUE) q.push(eventAt(c, i));
       else this.lines.add(eventAt(c, i));
     }
