@@ -33,7 +33,7 @@ var policy = map[string][]string{
 	"server/live":    {"timeline", "timeline/event", "timeline/lod", "server/httperr"},
 	"server/httperr": {}, // the one error vocabulary of the server's routes and live's
 	"web":            {"internal/units"},
-	"notebooks":      {"engine/...", "timeline/...", "notebooks/...", "internal/units"},
+	"notebooks":      {"notebooks/nbformat", "notebooks/msg"}, // contents, nbformat, msg: the notebook formats, no engine
 	// The kernel's server side (the Manager) and the pipe protocol run in
 	// the server; only the kernel process (proc) runs the engine and
 	// Starlark. See also serverSide.
@@ -161,6 +161,10 @@ func TestPolicyRejects(t *testing.T) {
 		{"notebooks/kernel/proc", "engine/alloc", true},
 		{"notebooks/kernel/proc", "notebooks/kernel", false},
 		{"notebooks/kernel/proc", "server", false},
+		{"notebooks/contents", "engine", false},
+		{"notebooks/contents", "notebooks/nbformat", true},
+		{"timeline/memstate", "timeline", false},
+		{"timeline/lod", "timeline/memstate", true},
 	} {
 		if got := allowed(c.pkg, c.dep); got != c.ok {
 			t.Errorf("allowed(%q, %q) = %v, want %v", c.pkg, c.dep, got, c.ok)
