@@ -81,14 +81,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("listen: %w", err)
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	// Tests and make run read this line.
+	fmt.Fprintln(stdout, serveURL(ln.Addr(), *baseURL, *token))
+	log.Info("serving", "dir", root, "addr", ln.Addr().String(), "traces", *traceDir)
+	return serveUntilDone(ctx, hs, ln, mgr, log)
+}
+
+// serveURL is the URL to open: the server at addr, reached on 127.0.0.1
+// when it listens on every interface, with the token to log in.
+func serveURL(addr net.Addr, baseURL, token string) string {
+	host, port, _ := net.SplitHostPort(addr.String())
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	// Tests and make run read this line.
-	fmt.Fprintf(stdout, "http://%s%s?token=%s\n", net.JoinHostPort(host, port), *baseURL, *token)
-	log.Info("serving", "dir", root, "addr", ln.Addr().String(), "traces", *traceDir)
+	return fmt.Sprintf("http://%s%s?token=%s", net.JoinHostPort(host, port), baseURL, token)
+}
 
+// serveUntilDone serves hs on ln until it fails or ctx is done, then
+// closes the kernels and shuts hs down, waiting up to 5s for requests in
+// flight.
+func serveUntilDone(ctx context.Context, hs *http.Server, ln net.Listener, mgr *kernel.Manager, log *slog.Logger) error {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -111,7 +111,34 @@ func (f *fileJSON) build() (*model, error) {
 	if err := checkDecoder(f.Decoder); err != nil {
 		return nil, err
 	}
+	maxID, err := checkIDs(mj.Vocab, f.AddedTokens)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.readVocab(mj.Vocab, maxID); err != nil {
+		return nil, err
+	}
+	m.readAdded(f.AddedTokens)
+	if m.ignoreMerges {
+		m.byRaw = make(map[string]int32, len(mj.Vocab))
+		for tok, id := range mj.Vocab {
+			if raw, ok := fromByteLevel(tok); ok {
+				m.byRaw[raw] = int32(id)
+			}
+		}
+	}
+	if err := m.readMergeRules(mj.Merges, mj.Vocab); err != nil {
+		return nil, err
+	}
+	m.finish()
+	return m, nil
+}
 
+// checkIDs checks the ids of the vocab and the added tokens and returns
+// the largest. An added token may take a vocab token's id, but two vocab
+// tokens may not share one, and the ids must be dense enough to index a
+// table by.
+func checkIDs(vocab map[string]int, added []addedJSON) (maxID int, err error) {
 	maxID, n := -1, 0
 	seen := map[int]bool{}
 	note := func(id int) {
@@ -121,48 +148,61 @@ func (f *fileJSON) build() (*model, error) {
 		}
 		maxID = max(maxID, id)
 	}
-	for tok, id := range mj.Vocab {
+	for tok, id := range vocab {
 		if id < 0 {
-			return nil, fmt.Errorf("%w: token %q has negative id %d", ErrFormat, tok, id)
+			return 0, fmt.Errorf("%w: token %q has negative id %d", ErrFormat, tok, id)
 		}
 		note(id)
 	}
-	if len(seen) != len(mj.Vocab) {
-		return nil, fmt.Errorf("%w: vocab assigns one id to several tokens", ErrFormat)
+	if len(seen) != len(vocab) {
+		return 0, fmt.Errorf("%w: vocab assigns one id to several tokens", ErrFormat)
 	}
-	for i, a := range f.AddedTokens {
+	for i, a := range added {
 		if a.ID == nil || *a.ID < 0 {
-			return nil, fmt.Errorf("%w: added token %d (%q) has no valid id", ErrFormat, i, a.Content)
+			return 0, fmt.Errorf("%w: added token %d (%q) has no valid id", ErrFormat, i, a.Content)
 		}
 		if a.Content == "" {
-			return nil, fmt.Errorf("%w: added token %d is empty", ErrFormat, *a.ID)
+			return 0, fmt.Errorf("%w: added token %d is empty", ErrFormat, *a.ID)
 		}
 		note(*a.ID)
 	}
 	if maxID >= n+maxIDSlack {
-		return nil, fmt.Errorf("%w: ids too sparse: largest %d for %d tokens", ErrFormat, maxID, n)
+		return 0, fmt.Errorf("%w: ids too sparse: largest %d for %d tokens", ErrFormat, maxID, n)
 	}
+	return maxID, nil
+}
+
+// readVocab fills m's id tables, up to maxID, from the byte-level
+// spellings of vocab, which must include a token for each byte.
+func (m *model) readVocab(vocab map[string]int, maxID int) error {
 	m.raw = make([]string, maxID+1)
 	m.present = make([]bool, maxID+1)
 	m.spelled = map[int]string{}
-	for tok, id := range mj.Vocab {
+	for tok, id := range vocab {
 		raw, ok := fromByteLevel(tok)
 		if !ok {
 			// Not byte-level text: only reachable as an added token, which
-			// overrides it below.
+			// overrides it (see readAdded).
 			raw = tok
 			m.spelled[id] = tok
 		}
 		m.raw[id], m.present[id] = raw, true
 	}
 	for b := range 256 {
-		id, ok := mj.Vocab[string(byteRune[b])]
+		id, ok := vocab[string(byteRune[b])]
 		if !ok {
-			return nil, fmt.Errorf("%w: vocab lacks the byte-level token %q for byte %#02x", ErrFormat, string(byteRune[b]), b)
+			return fmt.Errorf("%w: vocab lacks the byte-level token %q for byte %#02x", ErrFormat, string(byteRune[b]), b)
 		}
 		m.byteID[b] = int32(id)
 	}
-	for _, a := range f.AddedTokens {
+	return nil
+}
+
+// readAdded adds the added tokens, which checkIDs has checked, over the
+// vocab: an added token's text replaces a vocab token's of the same id,
+// whose byte-level spelling is kept in m.spelled.
+func (m *model) readAdded(added []addedJSON) {
+	for _, a := range added {
 		if m.present[*a.ID] {
 			if _, ok := m.spelled[*a.ID]; !ok {
 				m.spelled[*a.ID] = toByteLevel(m.raw[*a.ID])
@@ -171,39 +211,34 @@ func (f *fileJSON) build() (*model, error) {
 		m.raw[*a.ID], m.present[*a.ID] = a.Content, true
 		m.added = append(m.added, addedToken{id: *a.ID, content: a.Content, special: a.Special})
 	}
-	if m.ignoreMerges {
-		m.byRaw = make(map[string]int32, len(mj.Vocab))
-		for tok, id := range mj.Vocab {
-			if raw, ok := fromByteLevel(tok); ok {
-				m.byRaw[raw] = int32(id)
-			}
-		}
-	}
+}
 
-	pairs, err := readMerges(mj.Merges)
+// readMergeRules reads the merge rules, in rank order, as pairs of vocab
+// ids.
+func (m *model) readMergeRules(merges json.RawMessage, vocab map[string]int) error {
+	pairs, err := readMerges(merges)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	m.merges = newPairTable(len(pairs))
 	for i, p := range pairs {
-		a, okA := mj.Vocab[p[0]]
-		b, okB := mj.Vocab[p[1]]
-		c, okC := mj.Vocab[p[0]+p[1]]
+		a, okA := vocab[p[0]]
+		b, okB := vocab[p[1]]
+		c, okC := vocab[p[0]+p[1]]
 		switch {
 		case !okA:
-			return nil, fmt.Errorf("%w: merge %d (%q %q): unknown token %q", ErrFormat, i, p[0], p[1], p[0])
+			return fmt.Errorf("%w: merge %d (%q %q): unknown token %q", ErrFormat, i, p[0], p[1], p[0])
 		case !okB:
-			return nil, fmt.Errorf("%w: merge %d (%q %q): unknown token %q", ErrFormat, i, p[0], p[1], p[1])
+			return fmt.Errorf("%w: merge %d (%q %q): unknown token %q", ErrFormat, i, p[0], p[1], p[1])
 		case !okC:
-			return nil, fmt.Errorf("%w: merge %d (%q %q): result %q is not in the vocab", ErrFormat, i, p[0], p[1], p[0]+p[1])
+			return fmt.Errorf("%w: merge %d (%q %q): result %q is not in the vocab", ErrFormat, i, p[0], p[1], p[0]+p[1])
 		}
 		if !m.merges.put(pairKey(int32(a), int32(b)), merge{rank: int32(len(m.pairs)), id: int32(c)}) {
 			continue // the first, lowest-ranked rule wins
 		}
 		m.pairs = append(m.pairs, [2]int32{int32(a), int32(b)})
 	}
-	m.finish()
-	return m, nil
+	return nil
 }
 
 // readMerges accepts both forms Hugging Face writes: ["a b", ...] (before

@@ -27,8 +27,33 @@ func Train(corpus string, opts TrainOptions) (*Tokenizer, error) {
 	if target < 256 {
 		return nil, fmt.Errorf("train tokenizer: vocab size %d leaves no room for 256 byte tokens and %d specials", opts.VocabSize, len(opts.Specials))
 	}
+	t := newTrainer(countWords(corpus), opts.VocabSize)
+	m := t.m
+	for step := 1; len(m.raw) < target; step++ {
+		pair, ok := t.popBest()
+		if !ok {
+			return nil, fmt.Errorf("train tokenizer: corpus too small: %d of %d tokens after %d merges", len(m.raw), target, len(m.pairs))
+		}
+		a, b := int32(pair>>32), int32(uint32(pair))
+		id := t.addMerge(pair, a, b)
+		t.mergeWords(pair, a, b, id, step)
+	}
+	for _, s := range opts.Specials {
+		m.added = append(m.added, addedToken{id: len(m.raw), content: s, special: true})
+		m.raw = append(m.raw, s)
+	}
+	m.present = make([]bool, len(m.raw))
+	for i := range m.present {
+		m.present[i] = true
+	}
+	m.finish()
+	return newTokenizer(m, Options{}), nil
+}
 
-	// Count distinct pre-tokens; BPE never merges across them.
+// countWords splits corpus into GPT-2 pre-tokens and returns the
+// distinct ones, as byte symbols, with their counts: BPE never merges
+// across pre-tokens, so each is trained on once, weighted by its count.
+func countWords(corpus string) []trainWord {
 	counts := map[string]int{}
 	for s := corpus; s != ""; {
 		n := splitGPT2(s)
@@ -43,94 +68,118 @@ func Train(corpus string, opts TrainOptions) (*Tokenizer, error) {
 		}
 		words = append(words, trainWord{syms, c})
 	}
+	return words
+}
 
-	m := &model{pattern: patternGPT2, merges: newPairTable(opts.VocabSize)}
-	byRaw := map[string]int32{}
+// trainer is the state of Train: the model so far, the words, and the
+// count of each adjacent pair of symbols in them.
+type trainer struct {
+	m     *model
+	byRaw map[string]int32 // token bytes → id
+	words []trainWord
+	pc    map[uint64]int     // pair → weighted count
+	where map[uint64][]int32 // pair → words that had it (may repeat)
+	h     pairHeap           // pairs by count; entries go stale as pc changes
+	seen  []int              // merge number that last touched a word
+}
+
+// newTrainer starts a model of the 256 byte tokens, with room for
+// vocabSize, and counts the pairs in words.
+func newTrainer(words []trainWord, vocabSize int) *trainer {
+	t := &trainer{
+		m:     &model{pattern: patternGPT2, merges: newPairTable(vocabSize)},
+		byRaw: map[string]int32{},
+		words: words,
+		pc:    map[uint64]int{},
+		where: map[uint64][]int32{},
+		seen:  make([]int, len(words)),
+	}
+	m := t.m
 	for b := range 256 {
 		m.raw = append(m.raw, string([]byte{byte(b)}))
 		m.byteID[b] = int32(b)
-		byRaw[m.raw[b]] = int32(b)
+		t.byRaw[m.raw[b]] = int32(b)
 	}
-
-	pc := map[uint64]int{}        // pair → weighted count
-	where := map[uint64][]int32{} // pair → words that had it (may repeat)
 	for i, w := range words {
 		for j := 0; j+1 < len(w.syms); j++ {
 			k := pairKey(w.syms[j], w.syms[j+1])
-			pc[k] += w.count
-			where[k] = append(where[k], int32(i))
+			t.pc[k] += w.count
+			t.where[k] = append(t.where[k], int32(i))
 		}
 	}
-	h := &pairHeap{}
-	for k, c := range pc {
-		*h = append(*h, pairCount{k, c})
+	for k, c := range t.pc {
+		t.h = append(t.h, pairCount{k, c})
 	}
-	heap.Init(h)
+	heap.Init(&t.h)
+	return t
+}
 
-	seen := make([]int, len(words)) // merge number that last touched a word
-	for step := 1; len(m.raw) < target; step++ {
-		if h.Len() == 0 {
-			return nil, fmt.Errorf("train tokenizer: corpus too small: %d of %d tokens after %d merges", len(m.raw), target, len(m.pairs))
-		}
-		top := heap.Pop(h).(pairCount)
-		if cur := pc[top.pair]; cur != top.count {
+// popBest pops the most frequent pair, skipping stale heap entries, or
+// reports false if no pair is left.
+func (t *trainer) popBest() (uint64, bool) {
+	for t.h.Len() > 0 {
+		top := heap.Pop(&t.h).(pairCount)
+		if cur := t.pc[top.pair]; cur != top.count {
 			// Stale: the count fell since this entry was pushed.
 			if cur > 0 {
-				heap.Push(h, pairCount{top.pair, cur})
+				heap.Push(&t.h, pairCount{top.pair, cur})
 			}
 			continue
 		}
-		a, b := int32(top.pair>>32), int32(uint32(top.pair))
-		raw := m.raw[a] + m.raw[b]
-		id, ok := byRaw[raw]
-		if !ok {
-			// Different merges can spell the same bytes; they share an id.
-			id = int32(len(m.raw))
-			m.raw = append(m.raw, raw)
-			byRaw[raw] = id
-		}
-		m.merges.put(top.pair, merge{rank: int32(len(m.pairs)), id: id})
-		m.pairs = append(m.pairs, [2]int32{a, b})
-		delete(pc, top.pair)
+		return top.pair, true
+	}
+	return 0, false
+}
 
-		changed := map[uint64]bool{}
-		for _, wi := range where[top.pair] {
-			if seen[wi] == step {
-				continue
-			}
-			seen[wi] = step
-			w := &words[wi]
-			if !w.has(a, b) {
-				continue
-			}
-			w.addPairs(pc, -w.count)
-			w.merge(a, b, id)
-			w.addPairs(pc, w.count)
-			for j := 0; j+1 < len(w.syms); j++ {
-				if w.syms[j] == id || w.syms[j+1] == id {
-					k := pairKey(w.syms[j], w.syms[j+1])
-					where[k] = append(where[k], wi)
-					changed[k] = true
-				}
+// addMerge adds the rule merging a and b to the model and returns the id
+// of the merged token.
+func (t *trainer) addMerge(pair uint64, a, b int32) int32 {
+	m := t.m
+	raw := m.raw[a] + m.raw[b]
+	id, ok := t.byRaw[raw]
+	if !ok {
+		// Different merges can spell the same bytes; they share an id.
+		id = int32(len(m.raw))
+		m.raw = append(m.raw, raw)
+		t.byRaw[raw] = id
+	}
+	m.merges.put(pair, merge{rank: int32(len(m.pairs)), id: id})
+	m.pairs = append(m.pairs, [2]int32{a, b})
+	return id
+}
+
+// mergeWords applies merge number step, of a and b into id, to the words
+// that have the pair, and updates the pair counts and the heap: only the
+// pairs next to a new id change, so only they are pushed again.
+func (t *trainer) mergeWords(pair uint64, a, b, id int32, step int) {
+	delete(t.pc, pair)
+	changed := map[uint64]bool{}
+	for _, wi := range t.where[pair] {
+		if t.seen[wi] == step {
+			continue
+		}
+		t.seen[wi] = step
+		w := &t.words[wi]
+		if !w.has(a, b) {
+			continue
+		}
+		w.addPairs(t.pc, -w.count)
+		w.merge(a, b, id)
+		w.addPairs(t.pc, w.count)
+		for j := 0; j+1 < len(w.syms); j++ {
+			if w.syms[j] == id || w.syms[j+1] == id {
+				k := pairKey(w.syms[j], w.syms[j+1])
+				t.where[k] = append(t.where[k], wi)
+				changed[k] = true
 			}
 		}
-		delete(where, top.pair)
-		for k := range changed {
-			if c := pc[k]; c > 0 {
-				heap.Push(h, pairCount{k, c})
-			}
+	}
+	delete(t.where, pair)
+	for k := range changed {
+		if c := t.pc[k]; c > 0 {
+			heap.Push(&t.h, pairCount{k, c})
 		}
 	}
-	for _, s := range opts.Specials {
-		m.added = append(m.added, addedToken{id: len(m.raw), content: s, special: true})
-		m.raw = append(m.raw, s)
-	}
-	m.present = make([]bool, len(m.raw))
-	for i := range m.present {
-		m.present[i] = true
-	}
-	m.finish()
-	return newTokenizer(m, Options{}), nil
 }
 
 type trainWord struct {

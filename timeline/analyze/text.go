@@ -19,62 +19,84 @@ func (rep *Report) WriteText(w io.Writer) error {
 		p("TRUNCATED: %s; analyzed %d events up to seq %d", rep.Truncated, rep.Events, rep.LastSeq)
 	}
 	p("trace: %d events (seq %d–%d), %s", rep.Events, rep.FirstSeq, rep.LastSeq, fmtDuration(rep.DurationNS))
-
-	l := rep.Lingering
-	if l.Count == 0 {
-		p("lingering: none")
-	} else {
-		late := "none freed late"
-		if l.LateFrees > 0 {
-			late = fmt.Sprintf("freed late %d, %s, mean delay %s, max %s / %d events / %d steps", l.LateFrees, fmtBytes(l.LateFreeBytes),
-				fmtDuration(l.MeanDelayNS), fmtDuration(l.MaxDelayNS), l.MaxDelayEvents, l.MaxDelaySteps)
-		}
-		p("lingering: %d objects, %s (leaked %d, %s; %s)", l.Count, fmtBytes(l.Bytes), l.Leaked, fmtBytes(l.LeakedBytes), late)
-		for _, t := range l.BySite[:min(len(l.BySite), textRows)] {
-			p("  %-10s %10s in %d objects (leaked %s)  at %s", t.Category, fmtBytes(t.Bytes), t.Count, fmtBytes(t.LeakedBytes), shortSite(t.Site))
-		}
-		for _, o := range l.Objects[:min(len(l.Objects), textRows)] {
-			state := "leaked"
-			if !o.Leaked {
-				state = fmt.Sprintf("freed %s late", fmtDuration(o.DelayNS))
-			}
-			p("  - %s %q %s, expected to die with %s %q (ended seq %d); %s; at %s",
-				o.Category, o.Label, fmtBytes(o.Size), o.ScopeKind, o.ScopeLabel, o.LingerSeq, state, shortSite(o.Site))
-		}
-	}
-
 	unit := rep.GrowthUnit
 	if unit == "" {
 		unit = "step"
 	}
-	if len(rep.Growth) == 0 {
+	writeLingering(p, &rep.Lingering)
+	writeGrowth(p, rep.Growth, unit)
+	writeDuplicates(p, rep.Duplicates, unit)
+	writePeak(p, &rep.Peak)
+	writeTracks(p, &rep.Tracks, unit)
+	if a := rep.Anomalies; a.UnknownFrees+a.DoubleAllocs+a.UnknownScopes+a.OutOfOrder+a.Gaps > 0 {
+		p("anomalies: %d unknown frees, %d double allocs, %d unknown scopes, %d out of order, %d gaps",
+			a.UnknownFrees, a.DoubleAllocs, a.UnknownScopes, a.OutOfOrder, a.Gaps)
+	}
+	// The bufio.Writer keeps the first write error, and Flush returns it.
+	return bw.Flush()
+}
+
+// printer writes one line of the text report.
+type printer func(format string, args ...any)
+
+func writeLingering(p printer, l *Lingering) {
+	if l.Count == 0 {
+		p("lingering: none")
+		return
+	}
+	late := "none freed late"
+	if l.LateFrees > 0 {
+		late = fmt.Sprintf("freed late %d, %s, mean delay %s, max %s / %d events / %d steps", l.LateFrees, fmtBytes(l.LateFreeBytes),
+			fmtDuration(l.MeanDelayNS), fmtDuration(l.MaxDelayNS), l.MaxDelayEvents, l.MaxDelaySteps)
+	}
+	p("lingering: %d objects, %s (leaked %d, %s; %s)", l.Count, fmtBytes(l.Bytes), l.Leaked, fmtBytes(l.LeakedBytes), late)
+	for _, t := range l.BySite[:min(len(l.BySite), textRows)] {
+		p("  %-10s %10s in %d objects (leaked %s)  at %s", t.Category, fmtBytes(t.Bytes), t.Count, fmtBytes(t.LeakedBytes), shortSite(t.Site))
+	}
+	for _, o := range l.Objects[:min(len(l.Objects), textRows)] {
+		state := "leaked"
+		if !o.Leaked {
+			state = fmt.Sprintf("freed %s late", fmtDuration(o.DelayNS))
+		}
+		p("  - %s %q %s, expected to die with %s %q (ended seq %d); %s; at %s",
+			o.Category, o.Label, fmtBytes(o.Size), o.ScopeKind, o.ScopeLabel, o.LingerSeq, state, shortSite(o.Site))
+	}
+}
+
+// writeGrowth writes the growing totals; unit is the scope kind they were
+// sampled at.
+func writeGrowth(p printer, growth []Growth, unit string) {
+	if len(growth) == 0 {
 		p("growth: none")
-	} else {
-		p("growth:")
-		for _, g := range rep.Growth[:min(len(rep.Growth), textRows)] {
-			where := g.Site
-			if where == "" {
-				where = "(all sites)"
-			}
-			p("  %-10s %s/%s (%s/s, R² %.2f over %d samples, %s → %s)  %s", g.Category, fmtSigned(g.BytesPerStep), unit,
-				fmtSigned(g.BytesPerSecond), g.R2, g.Samples, fmtBytes(g.First), fmtBytes(g.Last), shortSite(where))
-		}
+		return
 	}
+	p("growth:")
+	for _, g := range growth[:min(len(growth), textRows)] {
+		where := g.Site
+		if where == "" {
+			where = "(all sites)"
+		}
+		p("  %-10s %s/%s (%s/s, R² %.2f over %d samples, %s → %s)  %s", g.Category, fmtSigned(g.BytesPerStep), unit,
+			fmtSigned(g.BytesPerSecond), g.R2, g.Samples, fmtBytes(g.First), fmtBytes(g.Last), shortSite(where))
+	}
+}
 
-	if len(rep.Duplicates) == 0 {
+func writeDuplicates(p printer, dups []Duplicate, unit string) {
+	if len(dups) == 0 {
 		p("duplicates: none")
-	} else {
-		p("duplicates:")
-		for _, d := range rep.Duplicates[:min(len(rep.Duplicates), textRows)] {
-			size := fmtBytes(d.MinSize)
-			if d.MaxSize != d.MinSize {
-				size += "–" + fmtBytes(d.MaxSize)
-			}
-			p("  %-10s %d copies in %d %ss, %s each, %s in all  at %s", d.Category, d.Count, d.Steps, unit, size, fmtBytes(d.TotalBytes), shortSite(d.Site))
-		}
+		return
 	}
+	p("duplicates:")
+	for _, d := range dups[:min(len(dups), textRows)] {
+		size := fmtBytes(d.MinSize)
+		if d.MaxSize != d.MinSize {
+			size += "–" + fmtBytes(d.MaxSize)
+		}
+		p("  %-10s %d copies in %d %ss, %s each, %s in all  at %s", d.Category, d.Count, d.Steps, unit, size, fmtBytes(d.TotalBytes), shortSite(d.Site))
+	}
+}
 
-	pk := rep.Peak
+func writePeak(p printer, pk *Peak) {
 	p("peak: %s in %d objects at seq %d (%s)", fmtBytes(pk.Bytes), pk.Objects, pk.Seq, fmtDuration(pk.TimeNS))
 	for _, s := range pk.ByCategory[:min(len(pk.ByCategory), textRows)] {
 		p("  %-10s %10s in %d", s.Category, fmtBytes(s.Bytes), s.Count)
@@ -82,8 +104,11 @@ func (rep *Report) WriteText(w io.Writer) error {
 	for _, s := range pk.BySite[:min(len(pk.BySite), textRows)] {
 		p("  %-10s %10s in %d  at %s", s.Category, fmtBytes(s.Bytes), s.Count, shortSite(s.Site))
 	}
+}
 
-	t := rep.Tracks
+// writeTracks writes the verdict on the memory tracks and the figures it
+// rests on; unit is the growth unit, for the Go heap's rate.
+func writeTracks(p printer, t *Tracks, unit string) {
 	p("tracks: %s; allocated %s → %s, reserved %s → %s, device used %s → %s", verdictText(t.Verdict),
 		fmtBytes(t.Start.Allocated), fmtBytes(t.End.Allocated), fmtBytes(t.Start.Reserved), fmtBytes(t.End.Reserved),
 		fmtBytes(t.Start.DeviceUsed), fmtBytes(t.End.DeviceUsed))
@@ -97,11 +122,6 @@ func (rep *Report) WriteText(w io.Writer) error {
 		}
 		p("  go heap %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.End.GoHeap), state)
 	}
-	if a := rep.Anomalies; a.UnknownFrees+a.DoubleAllocs+a.UnknownScopes+a.OutOfOrder+a.Gaps > 0 {
-		p("anomalies: %d unknown frees, %d double allocs, %d unknown scopes, %d out of order, %d gaps",
-			a.UnknownFrees, a.DoubleAllocs, a.UnknownScopes, a.OutOfOrder, a.Gaps)
-	}
-	return bw.Flush()
 }
 
 func verdictText(v string) string {

@@ -274,87 +274,110 @@ func (m *memvizWriter) frame(file string, line int, name string) {
 // viewer finds a block's address by adding up the sizes before it.
 func (m *memvizWriter) segments() {
 	objs := m.st.liveObjects()
-	enc := m.enc
-	enc.beginList()
+	m.enc.beginList()
 	i := 0
 	for _, g := range m.st.liveSegments() {
 		if g.pool == event.PoolOutside {
 			continue
 		}
-		end := g.addr + g.size
-		for i < len(objs) && objs[i].addr < g.addr {
-			i++ // outside every segment: the viewer could not place it
-		}
 		var inSeg []*object
-		var alloc, req uint64
-		cur := g.addr
-		for ; i < len(objs) && objs[i].addr < end; i++ {
-			o := objs[i]
-			if o.addr < cur || o.addr+o.size > end {
-				continue // overlaps its neighbour or the segment's end
-			}
-			inSeg = append(inSeg, o)
-			cur = o.addr + o.size
-			alloc += o.size
-			req += requested(o.size, o.requested)
+		inSeg, i = objectsIn(g, objs, i)
+		m.segment(g, inSeg)
+	}
+	m.enc.endList()
+}
+
+// objectsIn returns the objects of objs[i:], which is sorted by address,
+// that the viewer can place in g, and the index of the first past g. It
+// skips those before g, which lie outside every segment, and those that
+// overlap a neighbour or the segment's end, since blocks must tile the
+// segment.
+func objectsIn(g *segment, objs []*object, i int) (in []*object, next int) {
+	end := g.addr + g.size
+	for i < len(objs) && objs[i].addr < g.addr {
+		i++
+	}
+	cur := g.addr
+	for ; i < len(objs) && objs[i].addr < end; i++ {
+		o := objs[i]
+		if o.addr < cur || o.addr+o.size > end {
+			continue
 		}
-		typ := "large"
-		if g.pool == event.PoolSmall {
-			typ = "small"
+		in = append(in, o)
+		cur = o.addr + o.size
+	}
+	return in, i
+}
+
+// segment writes g, whose blocks are objs, as objectsIn gave them, and
+// the free space between.
+func (m *memvizWriter) segment(g *segment, objs []*object) {
+	var alloc, req uint64
+	for _, o := range objs {
+		alloc += o.size
+		req += requested(o.size, o.requested)
+	}
+	typ := "large"
+	if g.pool == event.PoolSmall {
+		typ = "small"
+	}
+	enc := m.enc
+	enc.beginDict()
+	enc.key("device")
+	enc.int(0)
+	enc.key("address")
+	enc.uint(g.addr)
+	enc.key("total_size")
+	enc.uint(g.size)
+	enc.key("allocated_size")
+	enc.uint(alloc)
+	enc.key("active_size")
+	enc.uint(alloc)
+	enc.key("requested_size")
+	enc.uint(req)
+	enc.key("stream")
+	enc.int(0)
+	enc.key("segment_type")
+	enc.str(typ)
+	enc.key("segment_pool_id")
+	enc.pair(0, 0)
+	enc.key("is_expandable")
+	enc.bool(false)
+	enc.key("frames")
+	m.frames(g.site)
+	enc.key("blocks")
+	enc.beginList()
+	cur, end := g.addr, g.addr+g.size
+	for _, o := range objs {
+		if o.addr > cur {
+			m.freeBlock(cur, o.addr-cur)
 		}
-		enc.beginDict()
-		enc.key("device")
-		enc.int(0)
-		enc.key("address")
-		enc.uint(g.addr)
-		enc.key("total_size")
-		enc.uint(g.size)
-		enc.key("allocated_size")
-		enc.uint(alloc)
-		enc.key("active_size")
-		enc.uint(alloc)
-		enc.key("requested_size")
-		enc.uint(req)
-		enc.key("stream")
-		enc.int(0)
-		enc.key("segment_type")
-		enc.str(typ)
-		enc.key("segment_pool_id")
-		enc.pair(0, 0)
-		enc.key("is_expandable")
-		enc.bool(false)
-		enc.key("frames")
-		m.frames(g.site)
-		enc.key("blocks")
-		enc.beginList()
-		cur = g.addr
-		for _, o := range inSeg {
-			if o.addr > cur {
-				m.freeBlock(cur, o.addr-cur)
-			}
-			enc.beginDict()
-			enc.key("address")
-			enc.uint(o.addr)
-			enc.key("size")
-			enc.uint(o.size)
-			enc.key("requested_size")
-			enc.uint(requested(o.size, o.requested))
-			enc.key("state")
-			enc.str("active_allocated")
-			enc.key("frames")
-			m.frames(o.site)
-			enc.key("category")
-			enc.str(categoryName(o.cat))
-			enc.endDict()
-			cur = o.addr + o.size
-		}
-		if cur < end {
-			m.freeBlock(cur, end-cur)
-		}
-		enc.endList()
-		enc.endDict()
+		m.activeBlock(o)
+		cur = o.addr + o.size
+	}
+	if cur < end {
+		m.freeBlock(cur, end-cur)
 	}
 	enc.endList()
+	enc.endDict()
+}
+
+func (m *memvizWriter) activeBlock(o *object) {
+	enc := m.enc
+	enc.beginDict()
+	enc.key("address")
+	enc.uint(o.addr)
+	enc.key("size")
+	enc.uint(o.size)
+	enc.key("requested_size")
+	enc.uint(requested(o.size, o.requested))
+	enc.key("state")
+	enc.str("active_allocated")
+	enc.key("frames")
+	m.frames(o.site)
+	enc.key("category")
+	enc.str(categoryName(o.cat))
+	enc.endDict()
 }
 
 func (m *memvizWriter) freeBlock(addr, size uint64) {

@@ -532,44 +532,17 @@ func (ix *Index) Objects(t0, t1 int64, n int, opts ObjectsOptions) []Object {
 	}
 	// The table is in allocation order: stop at the first allocated after t1.
 	end, _ := slices.BinarySearchFunc(ix.objs, t1, func(o Object, t int64) int { return cmp.Compare(o.AllocTime, t) })
-	var top []int // indexes, a min-heap on (Size, -index) of at most n
-	less := func(a, b int) bool {
-		if ix.objs[a].Size != ix.objs[b].Size {
-			return ix.objs[a].Size < ix.objs[b].Size
-		}
-		return a > b
-	}
-	inView := func(o *Object) bool {
-		return (o.FreeTime < 0 || o.FreeTime >= t0) &&
-			(len(opts.Category) == 0 || slices.Contains(opts.Category, o.Category))
-	}
-	// The preferred objects first: the table is in allocation order, so
-	// each is a binary search away (absent if the table dropped it).
-	var chosen []int
-	if len(opts.Prefer) > 0 {
-		for _, seq := range opts.Prefer {
-			i, ok := slices.BinarySearchFunc(ix.objs[:end], seq, func(o Object, s uint64) int { return cmp.Compare(o.Seq, s) })
-			if ok && inView(&ix.objs[i]) {
-				chosen = append(chosen, i)
-			}
-		}
-		slices.SortFunc(chosen, func(a, b int) int {
-			if less(a, b) {
-				return 1
-			}
-			if less(b, a) {
-				return -1
-			}
-			return 0
-		})
-		chosen = chosen[:min(len(chosen), max(n/2, 1))]
-		n -= len(chosen)
-		slices.Sort(chosen)
-	}
+	q := objectQuery{objs: ix.objs[:end], t0: t0, category: opts.Category}
+	chosen := q.preferred(opts.Prefer, max(n/2, 1))
+	n -= len(chosen)
+	// The n largest of the others. This loop stays here, not in a function
+	// of its own, so that top does not escape: its first appends then use
+	// the stack.
+	var top []int // indexes, a min-heap under q.less of at most n
 	next := 0
-	for i := range end {
-		o := &ix.objs[i]
-		if !inView(o) {
+	for i := range q.objs {
+		o := &q.objs[i]
+		if !q.inView(o) {
 			continue
 		}
 		// chosen is sorted and i increases: one pointer walks it.
@@ -584,30 +557,76 @@ func (ix *Index) Objects(t0, t1 int64, n int, opts ObjectsOptions) []Object {
 		}
 		if len(top) < n {
 			top = append(top, i)
-			up(top, len(top)-1, less)
-		} else if less(top[0], i) {
+			up(top, len(top)-1, q.less)
+		} else if q.less(top[0], i) {
 			top[0] = i
-			down(top, 0, less)
+			down(top, 0, q.less)
 		}
 	}
 	top = append(top, chosen...)
-	slices.SortFunc(top, func(a, b int) int {
-		if less(a, b) {
-			return 1
-		}
-		if less(b, a) {
-			return -1
-		}
-		return 0
-	})
+	slices.SortFunc(top, q.compare)
 	out := make([]Object, len(top))
 	for j, i := range top {
-		out[j] = ix.objs[i]
+		out[j] = q.objs[i]
 		if opts.Lingering != nil {
 			out[j].Lingering = opts.Lingering(out[j].Seq)
 		}
 	}
 	return out
+}
+
+// objectQuery is an Objects call's view of the object table: objs is the
+// part allocated before its t1, and the others are its filters.
+type objectQuery struct {
+	objs     []Object
+	t0       int64
+	category []event.Category
+}
+
+// inView reports whether o is still alive at t0 and of a category asked
+// for.
+func (q *objectQuery) inView(o *Object) bool {
+	return (o.FreeTime < 0 || o.FreeTime >= q.t0) &&
+		(len(q.category) == 0 || slices.Contains(q.category, o.Category))
+}
+
+// less orders indexes into objs by size, and on equal sizes puts the later
+// allocated first, so that the top of a min-heap is the one to drop.
+func (q *objectQuery) less(a, b int) bool {
+	if q.objs[a].Size != q.objs[b].Size {
+		return q.objs[a].Size < q.objs[b].Size
+	}
+	return a > b
+}
+
+// compare is the reverse of less, for slices.SortFunc: largest first,
+// ties in allocation order.
+func (q *objectQuery) compare(a, b int) int {
+	if q.less(a, b) {
+		return 1
+	}
+	if q.less(b, a) {
+		return -1
+	}
+	return 0
+}
+
+// preferred returns the indexes of the largest limit objects in view
+// among those allocated by the events seqs, in table order. The table is
+// in allocation order, so each is a binary search away (absent if the
+// table dropped it).
+func (q *objectQuery) preferred(seqs []uint64, limit int) []int {
+	var chosen []int
+	for _, seq := range seqs {
+		i, ok := slices.BinarySearchFunc(q.objs, seq, func(o Object, s uint64) int { return cmp.Compare(o.Seq, s) })
+		if ok && q.inView(&q.objs[i]) {
+			chosen = append(chosen, i)
+		}
+	}
+	slices.SortFunc(chosen, q.compare)
+	chosen = chosen[:min(len(chosen), limit)]
+	slices.Sort(chosen)
+	return chosen
 }
 
 func up(h []int, i int, less func(a, b int) bool) {
