@@ -19,7 +19,7 @@
 //	GET    /api                                    {"version"}
 //	GET    /api/status                             started, last_activity, connections, kernels
 //	GET    /api/me                                 the one identity (JupyterLab asks)
-//	GET    /api/kernelspecs[/linger]               one spec, "linger", language "starlark"
+//	GET    /api/kernelspecs[/{name}]               the Manager's specs: "linger", and "linger-cuda" when offered
 //	GET    /api/kernels                            kernel models
 //	POST   /api/kernels                            start → 201
 //	GET    /api/kernels/{id}                       kernel model
@@ -56,6 +56,18 @@
 //	GET    /timeline/{name}                        a saved trace's timeline
 //	GET    /compare                                two saved traces compared, or the picker
 //	GET    /static/...                             the pages' scripts and styles, content-hashed, without the token
+//
+// # Kernelspecs
+//
+// The kernelspecs are the Manager's (kernel.Spec): "linger" ("Linger
+// (Starlark)", the meta and cpu devices) is the default, and `linger
+// serve` adds "linger-cuda" ("Linger (CUDA)") when the linger-cuda binary
+// sits beside linger or on PATH and its probe answers; the GPU it found
+// (device, memory, driver, compute capability) is in the spec's
+// metadata.linger. POST /api/kernels, POST /api/sessions and a session's
+// PATCH start the spec named by kernel.name ("" is the default); a name
+// the Manager does not know is 400, listing those it does, and GET
+// /api/kernelspecs/{name} of one is 404.
 //
 // # Kernel websocket
 //

@@ -40,14 +40,19 @@ func newE2EServer(t *testing.T) *testServer { return newE2EServerB(t) }
 
 func newE2EServerB(t testing.TB) *testServer {
 	t.Helper()
-	bin := linger(t)
+	return newE2EServerSpecs(t, []kernel.Spec{kernel.LingerSpec(linger(t), "kernel")})
+}
+
+// newE2EServerSpecs is a server whose Manager starts these kernelspecs.
+func newE2EServerSpecs(t testing.TB, specs []kernel.Spec) *testServer {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := contents.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	traces := t.TempDir()
-	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{bin, "kernel"}, TraceDir: traces, Dir: dir})
+	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: traces, Dir: dir})
 	s, err := New(Options{Dir: dir, Token: testToken, Manager: mgr, Contents: st, TraceDir: traces})
 	if err != nil {
 		t.Fatal(err)

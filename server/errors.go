@@ -28,6 +28,9 @@ var sentinels = []struct {
 	typ httperr.Type
 }{
 	{kernel.ErrNoKernel, httperr.NotFound},
+	// An unknown kernelspec in a start request is the client's mistake
+	// (GET /api/kernelspecs/{name} makes it a 404 itself).
+	{kernel.ErrNoSpec, httperr.BadRequest},
 	{errNoSession, httperr.NotFound},
 	// A dead kernel (its process exited; not shut down) is still listed,
 	// and a restart revives it, as in Jupyter Server, whose restart

@@ -19,6 +19,8 @@ import (
 // fakeKernels is an in-process stand-in for kernel.Manager: handler tests
 // need kernels that answer at once, without processes.
 type fakeKernels struct {
+	specs []kernel.Spec // nil: the plain kernel alone
+
 	mu sync.Mutex
 	ks map[string]*fakeKernel
 	n  int
@@ -26,11 +28,22 @@ type fakeKernels struct {
 
 func newFakeKernels() *fakeKernels { return &fakeKernels{ks: map[string]*fakeKernel{}} }
 
+func (f *fakeKernels) Specs() []kernel.Spec {
+	if f.specs == nil {
+		return []kernel.Spec{kernel.LingerSpec("linger", "kernel")}
+	}
+	return f.specs
+}
+
 func (f *fakeKernels) Start(ctx context.Context, opts kernel.StartOptions) (kernelHandle, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n++
-	k := &fakeKernel{id: msg.NewID(), name: kernelName, state: "idle", order: f.n,
+	name := opts.Name
+	if name == "" {
+		name = kernel.LingerSpecName
+	}
+	k := &fakeKernel{id: msg.NewID(), name: name, state: "idle", order: f.n,
 		subs: map[int]chan *msg.Message{}, done: make(chan struct{}), last: time.Now()}
 	f.ks[k.id] = k
 	return k, nil

@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"linger/notebooks/kernel"
@@ -13,6 +16,8 @@ import (
 // kernels is what the handlers need of a kernel.Manager; an interface so
 // that handler tests can run on an in-process fake.
 type kernels interface {
+	// Specs are the kernelspecs Start knows, the default first.
+	Specs() []kernel.Spec
 	Start(ctx context.Context, opts kernel.StartOptions) (kernelHandle, error)
 	Get(id string) (kernelHandle, bool)
 	List() []kernelHandle
@@ -36,6 +41,8 @@ type kernelHandle interface {
 
 // managerKernels adapts a *kernel.Manager to kernels.
 type managerKernels struct{ m *kernel.Manager }
+
+func (a managerKernels) Specs() []kernel.Spec { return a.m.Specs() }
 
 func (a managerKernels) Start(ctx context.Context, opts kernel.StartOptions) (kernelHandle, error) {
 	k, err := a.m.Start(ctx, opts)
@@ -66,9 +73,6 @@ func (a managerKernels) List() []kernelHandle {
 
 func (a managerKernels) Shutdown(ctx context.Context, id string) error { return a.m.Shutdown(ctx, id) }
 
-// kernelName is the one kernelspec.
-const kernelName = "linger"
-
 // kernelModel is Jupyter's kernel model.
 type kernelModel struct {
 	ID             string `json:"id"`
@@ -93,38 +97,66 @@ func (s *Server) kernel(id string) (kernelHandle, error) {
 	return k, nil
 }
 
-// kernelspec is the spec of the linger kernel. The language is starlark,
-// which is what cells are; kernel_info's language_info says python for
-// highlighting (codemirror_mode and mimetype), since Starlark is Python's
-// syntax and editors know no "starlark" mode.
-func kernelspec() map[string]any {
+// specModel is Jupyter's kernelspec model of sp: its name, kernel.json
+// (the spec) and no resources. The language is starlark, which is what
+// cells are; kernel_info's language_info says python for highlighting
+// (codemirror_mode and mimetype), since Starlark is Python's syntax and
+// editors know no "starlark" mode.
+func specModel(sp kernel.Spec) map[string]any {
+	argv, md := sp.Argv, sp.Metadata
+	if argv == nil {
+		argv = []string{}
+	}
+	if md == nil {
+		md = map[string]any{}
+	}
 	return map[string]any{
-		"name": kernelName,
+		"name": sp.Name,
 		"spec": map[string]any{
-			"argv":           []string{"linger", "kernel"},
-			"display_name":   "Linger (Starlark)",
-			"language":       "starlark",
+			"argv":           argv,
+			"display_name":   sp.DisplayName,
+			"language":       sp.Language,
 			"interrupt_mode": "message",
 			"env":            map[string]string{},
-			"metadata":       map[string]any{"debugger": false},
+			"metadata":       md,
 		},
 		"resources": map[string]string{},
 	}
 }
 
+// spec returns the kernelspec of that name; "" is the default.
+func (s *Server) spec(name string) (kernel.Spec, error) {
+	specs := s.kernels.Specs()
+	names := make([]string, len(specs))
+	for i, sp := range specs {
+		if sp.Name == name || name == "" && i == 0 {
+			return sp, nil
+		}
+		names[i] = strconv.Quote(sp.Name)
+	}
+	return kernel.Spec{}, fmt.Errorf("%w %q (Linger has %s)", kernel.ErrNoSpec, name, strings.Join(names, ", "))
+}
+
 func (s *Server) handleKernelspecs(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"default":     kernelName,
-		"kernelspecs": map[string]any{kernelName: kernelspec()},
-	})
+	specs := s.kernels.Specs()
+	all := make(map[string]any, len(specs))
+	def := ""
+	for i, sp := range specs {
+		if i == 0 {
+			def = sp.Name
+		}
+		all[sp.Name] = specModel(sp)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"default": def, "kernelspecs": all})
 }
 
 func (s *Server) handleKernelspec(w http.ResponseWriter, r *http.Request) {
-	if r.PathValue("name") != kernelName {
-		s.writeError(w, r, notFound("no kernelspec %q", r.PathValue("name")))
+	sp, err := s.spec(r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, r, notFound("%v", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, kernelspec())
+	writeJSON(w, http.StatusOK, specModel(sp))
 }
 
 func (s *Server) handleKernelList(w http.ResponseWriter, r *http.Request) {
@@ -136,15 +168,13 @@ func (s *Server) handleKernelList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) startKernel(r *http.Request, name, path string) (kernelHandle, error) {
-	if name == "" {
-		name = kernelName
-	}
-	if name != kernelName {
-		return nil, badRequest("no kernelspec %q (Linger has %q)", name, kernelName)
+	sp, err := s.spec(name)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	return s.kernels.Start(ctx, kernel.StartOptions{Name: name, Path: path})
+	return s.kernels.Start(ctx, kernel.StartOptions{Name: sp.Name, Path: path})
 }
 
 func (s *Server) handleKernelStart(w http.ResponseWriter, r *http.Request) {

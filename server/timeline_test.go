@@ -157,7 +157,7 @@ func newRecServer(t *testing.T) (*testServer, *timeline.Recorder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks := recKernels{newFakeKernels(), recKernel{&fakeKernel{id: "k1", name: kernelName, done: make(chan struct{})}, rec}}
+	ks := recKernels{newFakeKernels(), recKernel{&fakeKernel{id: "k1", name: "linger", done: make(chan struct{})}, rec}}
 	s, err := newServer(Options{Dir: "nb", Token: testToken, TraceDir: dir}, ks, newFakeContents())
 	if err != nil {
 		t.Fatal(err)

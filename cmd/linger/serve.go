@@ -63,7 +63,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		*token = server.NewToken()
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{exe, "kernel"}, TraceDir: *traceDir, Dir: root})
+	specs := kernelSpecs(ctx, exe, kernel.ProbeTimeout, log)
+	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: *traceDir, Dir: root})
 	defer mgr.Close()
 
 	reg := prometheus.NewRegistry()
@@ -85,6 +86,25 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintln(stdout, serveURL(ln.Addr(), *baseURL, *token))
 	log.Info("serving", "dir", root, "addr", ln.Addr().String(), "traces", *traceDir)
 	return serveUntilDone(ctx, hs, ln, mgr, log)
+}
+
+// kernelSpecs are the kernels serve offers: linger's own (exe kernel),
+// and the CUDA kernel when linger-cuda sits beside exe or on PATH and its
+// probe answers within timeout. It logs one line saying which GPU the
+// CUDA kernel has, or why there is none.
+func kernelSpecs(ctx context.Context, exe string, timeout time.Duration, log *slog.Logger) []kernel.Spec {
+	specs := []kernel.Spec{kernel.LingerSpec(exe, "kernel")}
+	cuda, gpu, err := kernel.DiscoverCUDA(ctx, exe, timeout)
+	switch {
+	case errors.Is(err, kernel.ErrNoCUDABinary):
+		log.Info("no CUDA kernel: kernelspec "+kernel.CUDASpecName+" not offered", "reason", err.Error())
+	case err != nil:
+		log.Warn("no CUDA kernel: kernelspec "+kernel.CUDASpecName+" not offered", "reason", err.Error())
+	default:
+		log.Info("CUDA kernel: kernelspec "+kernel.CUDASpecName, "binary", cuda.Argv[0], "gpu", gpu.String())
+		specs = append(specs, cuda)
+	}
+	return specs
 }
 
 // serveURL is the URL to open: the server at addr, reached on 127.0.0.1

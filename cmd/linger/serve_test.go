@@ -2,9 +2,15 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +70,49 @@ func TestServeFlags(t *testing.T) {
 	}
 	if err := runServe(context.Background(), []string{"--dir", "/does/not/exist"}, io.Discard, io.Discard); err == nil {
 		t.Fatal("missing dir accepted")
+	}
+}
+
+func TestServeKernelSpecs(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep command")
+	}
+	t.Setenv("PATH", t.TempDir()) // no linger-cuda on PATH
+	for _, tt := range []struct {
+		name, probe string // "" probe: no linger-cuda at all
+		specs       []string
+		log         string
+	}{
+		{"answers", `echo '{"device":"NVIDIA H200","total_bytes":150000000000,"free_bytes":149000000000,"driver_version":13000,"compute_capability":"9.0"}'`,
+			[]string{"linger", "linger-cuda"}, `level=INFO msg="CUDA kernel: kernelspec linger-cuda" binary=`},
+		{"no GPU", `echo "linger-cuda: no CUDA device: cudaGetDeviceCount: no CUDA-capable device is detected" >&2; exit 1`,
+			[]string{"linger"}, `level=WARN msg="no CUDA kernel: kernelspec linger-cuda not offered" reason=`},
+		{"hangs", sleep + " 30", []string{"linger"}, `probe: no answer within 200ms`},
+		{"absent", "", []string{"linger"}, `level=INFO msg="no CUDA kernel: kernelspec linger-cuda not offered" reason="linger-cuda not found beside`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tt.probe != "" {
+				script := "#!/bin/sh\n[ \"$1\" = probe ] || exit 2\n" + tt.probe + "\n"
+				if err := os.WriteFile(filepath.Join(dir, "linger-cuda"), []byte(script), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var buf bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&buf, nil))
+			specs := kernelSpecs(context.Background(), filepath.Join(dir, "linger"), 200*time.Millisecond, log)
+			var names []string
+			for _, s := range specs {
+				names = append(names, s.Name)
+			}
+			if !slices.Equal(names, tt.specs) {
+				t.Errorf("specs %v, want %v", names, tt.specs)
+			}
+			if lines := strings.Count(buf.String(), "\n"); lines != 1 || !strings.Contains(buf.String(), tt.log) {
+				t.Errorf("log %q, want one line with %q", buf.String(), tt.log)
+			}
+			t.Log(buf.String())
+		})
 	}
 }

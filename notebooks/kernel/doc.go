@@ -3,6 +3,22 @@
 // proc), relays their Jupyter messages, and records their event streams.
 // It runs in the server and imports neither the engine nor Starlark.
 //
+// # Kernelspecs
+//
+// The Manager starts the kernels its ManagerOptions.Specs name, the first
+// the default: a Spec is Jupyter's kernelspec (name, display name,
+// language, metadata) with the command that starts a process speaking the
+// pipe protocol. LingerSpec is `linger kernel` (meta and cpu); CUDASpec is
+// `linger-cuda kernel`, the same protocol served by package proc on the
+// cuda device. DiscoverCUDA finds linger-cuda beside linger or on PATH
+// and runs `linger-cuda probe`, which prints one JSON line (GPU: device,
+// total_bytes, free_bytes, driver_version, compute_capability) and exits
+// 0, or says on stderr why there is no usable GPU and exits non-zero; the
+// probe has ProbeTimeout to answer, so that a hung driver cannot hang the
+// server, and its error says why there is no CUDA kernel (not found, the
+// probe's message, no answer in time). A kernel keeps its spec across
+// restarts.
+//
 // # Processes
 //
 // The Manager starts one process per kernel, with stdin and stdout as a

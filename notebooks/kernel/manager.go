@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,9 +24,16 @@ import (
 // ErrNoKernel is returned for a kernel id the Manager does not know.
 var ErrNoKernel = errors.New("no such kernel")
 
+// ErrNoSpec is returned for a kernelspec name the Manager does not know.
+var ErrNoSpec = errors.New("no such kernelspec")
+
 // ManagerOptions configures a Manager.
 type ManagerOptions struct {
-	// Command starts a kernel process, e.g. {"/path/to/linger", "kernel"}.
+	// Specs are the kernels the Manager starts, by name; the first is the
+	// default, for StartOptions.Name "". Nil means one, LingerSpec(Command...).
+	Specs []Spec
+	// Command starts a kernel process, e.g. {"/path/to/linger", "kernel"},
+	// when Specs is nil.
 	Command []string
 	// TraceDir is where each kernel process's trace log goes (one .ltrace
 	// per process).
@@ -38,7 +46,8 @@ type ManagerOptions struct {
 
 // StartOptions says which kernel to start.
 type StartOptions struct {
-	// Name is the kernelspec name; "" and "linger" are the one kernel.
+	// Name is the kernelspec name, one of ManagerOptions.Specs; "" is the
+	// first.
 	Name string
 	// Path is the notebook path, used to name the trace file.
 	Path string
@@ -62,6 +71,9 @@ type Manager struct {
 
 // NewManager returns a Manager starting kernels as opts says.
 func NewManager(opts ManagerOptions) *Manager {
+	if opts.Specs == nil {
+		opts.Specs = []Spec{LingerSpec(opts.Command...)}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{opts: opts, ctx: ctx, cancel: cancel, kernels: map[string]*Kernel{}}
 }
@@ -80,13 +92,14 @@ const subscriberBuffer = 4096
 // Start starts a kernel process and returns once it has said hello. ctx
 // bounds only the start; the process lives until Shutdown or Close.
 func (m *Manager) Start(ctx context.Context, opts StartOptions) (*Kernel, error) {
-	if opts.Name != "" && opts.Name != "linger" {
-		return nil, fmt.Errorf("start kernel: unknown kernelspec %q", opts.Name)
+	spec, ok := m.Spec(opts.Name)
+	if !ok {
+		return nil, fmt.Errorf("start kernel: %w %q (have %s)", ErrNoSpec, opts.Name, m.specNames())
 	}
-	if len(m.opts.Command) == 0 {
-		return nil, errors.New("start kernel: no kernel command configured")
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("start kernel %q: no kernel command configured", spec.Name)
 	}
-	k := &Kernel{m: m, id: msg.NewID(), name: "linger", path: opts.Path, state: "starting",
+	k := &Kernel{m: m, id: msg.NewID(), name: spec.Name, argv: spec.Argv, path: opts.Path, state: "starting",
 		last: time.Now(), subs: map[*subscriber]struct{}{}, done: make(chan struct{})}
 	if err := k.startProcess(ctx); err != nil {
 		return nil, err
@@ -96,6 +109,34 @@ func (m *Manager) Start(ctx context.Context, opts StartOptions) (*Kernel, error)
 	m.order = append(m.order, k)
 	m.mu.Unlock()
 	return k, nil
+}
+
+// Specs returns the kernelspecs the Manager starts, the default first.
+func (m *Manager) Specs() []Spec { return append([]Spec(nil), m.opts.Specs...) }
+
+// Spec returns the kernelspec of that name; "" is the default.
+func (m *Manager) Spec(name string) (Spec, bool) {
+	if len(m.opts.Specs) == 0 {
+		return Spec{}, false
+	}
+	if name == "" {
+		return m.opts.Specs[0], true
+	}
+	for _, s := range m.opts.Specs {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Spec{}, false
+}
+
+// specNames lists the kernelspec names for an error: "linger", "linger-cuda".
+func (m *Manager) specNames() string {
+	names := make([]string, len(m.opts.Specs))
+	for i, s := range m.opts.Specs {
+		names[i] = strconv.Quote(s.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Get returns the kernel with the given id.
@@ -155,7 +196,8 @@ func (m *Manager) Close() error {
 type Kernel struct {
 	m    *Manager
 	id   string
-	name string
+	name string   // its kernelspec's
+	argv []string // its kernelspec's command
 	path string
 
 	mu       sync.Mutex
@@ -225,7 +267,7 @@ func (k *Kernel) startProcess(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start kernel: %w", err)
 	}
-	cmd := exec.CommandContext(m.ctx, m.opts.Command[0], m.opts.Command[1:]...)
+	cmd := exec.CommandContext(m.ctx, k.argv[0], k.argv[1:]...)
 	cmd.Dir = m.opts.Dir
 	cmd.Env = append(os.Environ(), m.opts.Env...)
 	cmd.Stderr = os.Stderr
@@ -241,7 +283,7 @@ func (k *Kernel) startProcess(ctx context.Context) error {
 	}
 	if err := cmd.Start(); err != nil {
 		_ = rec.CloseWithReason("kernel failed to start: " + err.Error())
-		return fmt.Errorf("start kernel %q: %w", m.opts.Command[0], err)
+		return fmt.Errorf("start kernel %q: %w", k.argv[0], err)
 	}
 	p := &process{cmd: cmd, stdin: stdin, rec: rec, trace: trace, ready: make(chan struct{}), exited: make(chan struct{}),
 		pending: map[string]*msg.Message{}, queries: map[string]chan []Holder{}}
@@ -432,7 +474,7 @@ func (k *Kernel) exited(p *process, waitErr, readErr error) {
 // ID is the kernel's UUID.
 func (k *Kernel) ID() string { return k.id }
 
-// Name is the kernelspec name, "linger".
+// Name is its kernelspec's name: "linger", "linger-cuda".
 func (k *Kernel) Name() string { return k.name }
 
 // ExecutionState is "starting", "idle", "busy", "restarting" or "dead".
