@@ -157,6 +157,8 @@ func (f *generateFlags) memory() (device.Device, uint64, error) {
 		return device.NewMeta(capacity), limit, nil
 	case "cpu":
 		return device.NewCPU(capacity), limit, nil
+	case "cuda":
+		return nil, 0, fmt.Errorf("%w: device \"cuda\" needs the CUDA build: run linger-cuda generate (built with make cuda); linger has meta and cpu", errUsage)
 	}
 	return nil, 0, fmt.Errorf("%w: unknown device %q (valid: meta, cpu)", errUsage, f.device)
 }

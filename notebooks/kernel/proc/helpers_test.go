@@ -27,10 +27,16 @@ type client struct {
 
 func startKernel(t *testing.T) *client {
 	t.Helper()
+	return startKernelOpts(t, Options{})
+}
+
+// startKernelOpts is startKernel with these Options.
+func startKernelOpts(t *testing.T, opts Options) *client {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	c := &client{t: t, w: inW, msgs: make(chan *msg.Message, 4096), ctrl: make(chan wire.Control, 16), done: make(chan error, 1), session: msg.NewID()}
-	go func() { c.done <- Serve(context.Background(), inR, outW, Options{}); outW.Close() }()
+	go func() { c.done <- Serve(context.Background(), inR, outW, opts); outW.Close() }()
 	t.Cleanup(func() {
 		if err := c.log.Err(); err != nil {
 			t.Errorf("the kernel's event stream broke a Sink rule: %v", err)

@@ -72,6 +72,11 @@ var DefaultDevices = []Device{
 	{Name: "cpu", New: func() device.Device { return device.NewCPU(0) }},
 }
 
+// ErrNoCUDA is a cell's error for device "cuda" in a kernel whose
+// Options.Devices lack it (`linger kernel`): the cuda device is the CUDA
+// kernel's, a binary and kernelspec of its own.
+var ErrNoCUDA = errors.New(`device "cuda" needs the CUDA kernel: pick the "Linger (CUDA)" kernel (linger-cuda), built with make cuda`)
+
 // Serve runs a kernel over a framed pipe: it reads frames from in and
 // writes frames to out until the input ends, a shutdown arrives or ctx is
 // done. It returns nil after a shutdown or a clean end of input.

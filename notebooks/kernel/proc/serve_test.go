@@ -8,6 +8,7 @@ import (
 
 	"go.starlark.net/starlark"
 
+	"linger/engine/device"
 	"linger/notebooks/msg"
 )
 
@@ -246,5 +247,30 @@ func TestPredeclared(t *testing.T) {
 	}
 	if got := result(`[type(m) for m in (mem, timeline, host)]`); got != `["module", "module", "module"]` {
 		t.Errorf("module types %s", got)
+	}
+}
+
+// TestDeviceCUDA: device "cuda" in a kernel without it (linger kernel's
+// meta and cpu) is a cell error naming the kernelspec to pick, and the
+// kernel stays up; a kernel whose Devices have it (linger-cuda) runs it.
+func TestDeviceCUDA(t *testing.T) {
+	c := startKernel(t)
+	r := find(c.exec(`e = engine(model="tiny", device="cuda")`), "execute_reply")
+	want := `engine: device "cuda" needs the CUDA kernel: pick the "Linger (CUDA)" kernel (linger-cuda), built with make cuda`
+	if r["status"] != "error" || r["ename"] != "Error" || r["evalue"] != want {
+		t.Errorf("device cuda: %v", r)
+	}
+	r = find(c.exec(`engine(model="tiny", device="xpu")`), "execute_reply")
+	if r["evalue"] != `engine: unknown device "xpu" (want "meta" or "cpu")` {
+		t.Errorf("device xpu: %v", r)
+	}
+	if r := find(c.exec(`engine(model="tiny", device="meta").device`), "execute_result"); r["data"].(map[string]any)["text/plain"] != `"meta"` {
+		t.Errorf("the kernel after the error: %v", r)
+	}
+
+	gpu := startKernelOpts(t, Options{Devices: []Device{
+		{Name: "cuda", New: func() device.Device { return device.NewMeta(0) }}, DefaultDevices[0]}})
+	if r := find(gpu.exec(`engine(model="tiny", device="cuda").device`), "execute_result"); r["data"].(map[string]any)["text/plain"] != `"cuda"` {
+		t.Errorf("a kernel with a cuda device: %v", r)
 	}
 }

@@ -94,6 +94,9 @@ func (s *session) allocator(dev string, limit uint64) (*alloc.Allocator, error) 
 		return a, nil
 	}
 	i := slices.IndexFunc(s.devices, func(d Device) bool { return d.Name == dev })
+	if i < 0 && dev == "cuda" {
+		return nil, ErrNoCUDA
+	}
 	if i < 0 {
 		return nil, fmt.Errorf("unknown device %q (want %s)", dev, s.deviceNames())
 	}
