@@ -28,7 +28,7 @@ func Test07Stress128K(t *testing.T) {
 		limit = 16 << 30
 	)
 	for cell, want := range map[string][]string{
-		"setup-init":  {"N = 131072", "LIMIT = 16 << 30", `engine(model="qwen2-1.5b", device="meta", memory_limit="16GiB")`, `timeline.mark("after init")`},
+		"setup-init":  {"N = 131072", "LIMIT = 16 << 30", `engine(model="qwen2-1.5b", device=DEVICE, memory_limit="16GiB")`, `timeline.mark("after init")`},
 		"leaky-load":  {"eng.generate(prompt_tokens=N, max_new_tokens=1, keep_cache=True)", `timeline.mark("after loading the 128K input")`},
 		"leaky-grow":  {"NEW = 16", "sched.submit(prompt_tokens=N, max_new_tokens=NEW)"},
 		"fixed-admit": {"admitted.submit(prompt_tokens=N, max_new_tokens=NEW)", "eng.scheduler(max_batch=fit)"},

@@ -148,6 +148,7 @@ func checkCommitted(t *testing.T, path string) {
 	if len(nb.Cells) == 0 || nb.Cells[0].ID != "intro" || nb.Cells[0].Type != nbformat.CellMarkdown {
 		t.Errorf("%s: the first cell must be the markdown cell \"intro\"", path)
 	}
+	checkParameters(t, path, nb)
 	prefixes := []string{"setup-", "leaky-", "fixed-", "check-", "notes-"}
 	for _, c := range nb.Cells {
 		if c.Type != nbformat.CellCode {
@@ -158,6 +159,40 @@ func checkCommitted(t *testing.T, path string) {
 		}
 		if len(c.Outputs) > 0 || c.ExecutionCount != nil {
 			t.Errorf("%s: cell %s is committed with outputs or an execution count", path, c.ID)
+		}
+	}
+}
+
+// checkParameters checks the device convention: a notebook that makes
+// engines takes their device from one parameter cell, its first code cell
+// (id "setup-parameters", tagged "parameters" as papermill expects), which
+// sets DEVICE = "meta"; no other cell names a device, so that the notebook
+// runs unchanged on "cuda" under the Linger (CUDA) kernel.
+func checkParameters(t *testing.T, path string, nb *nbformat.Notebook) {
+	t.Helper()
+	var code []*nbformat.Cell
+	engines := false
+	for _, c := range nb.Cells {
+		if c.Type == nbformat.CellCode {
+			code = append(code, c)
+			engines = engines || strings.Contains(c.Source, "engine(")
+		}
+	}
+	if !engines {
+		return
+	}
+	p := code[0]
+	var tags []string
+	if _, err := p.Metadata.Get("tags", &tags); err != nil || p.ID != "setup-parameters" || !slices.Contains(tags, "parameters") {
+		t.Errorf("%s: the first code cell must be \"setup-parameters\", tagged \"parameters\"; it is %q, tags %v", path, p.ID, tags)
+	}
+	if !regexp.MustCompile(`(?m)^DEVICE = "meta"`).MatchString(p.Source) {
+		t.Errorf("%s: the parameter cell must set DEVICE = \"meta\": %q", path, p.Source)
+	}
+	literal := regexp.MustCompile(`device\s*=\s*["']`)
+	for _, c := range code[1:] {
+		if literal.MatchString(c.Source) {
+			t.Errorf("%s: cell %s names a device; use device=DEVICE", path, c.ID)
 		}
 	}
 }
