@@ -38,6 +38,9 @@ func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	if err := injectParams(nb, f.params); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 
@@ -88,6 +91,7 @@ type runFlags struct {
 	out, trace, report string // files to write; "" for none
 	limit              int64  // the most bytes that may linger; -1 for no limit
 	timeout            time.Duration
+	params             []param // --param, in order
 }
 
 // parseRunFlags reads linger run's command line: the notebook, before or
@@ -100,8 +104,15 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&f.report, "report", "", "write the analyzer's report and the end-of-run holders to `FILE` as JSON")
 	maxLinger := fs.String("max-lingering", "", "fail when more than `BYTES` lingered (e.g. 0, 64MiB); default no limit")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up on the whole run after `D`")
+	fs.Func("param", "override a parameter: `NAME=VALUE` (repeatable), e.g. DEVICE=cuda; VALUE is a Starlark literal, else a string.\nA cell after the one tagged \"parameters\" assigns it, as papermill injects one", func(s string) error {
+		p, err := parseParam(s)
+		if err == nil {
+			f.params = append(f.params, p)
+		}
+		return err
+	})
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--timeout D]\n\nExecutes every code cell in a fresh kernel, prints a line per cell and the lingering summary,\nand exits non-zero on a cell error or when lingering bytes exceed --max-lingering.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--timeout D] [--param NAME=VALUE]...\n\nExecutes every code cell in a fresh kernel, prints a line per cell and the lingering summary,\nand exits non-zero on a cell error or when lingering bytes exceed --max-lingering.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
