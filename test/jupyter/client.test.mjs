@@ -269,6 +269,32 @@ test(`Jupyter client against linger serve (${FRAMING} websocket framing)`, { tim
     assert.equal(specs.kernelspecs.linger.name, 'linger');
   });
 
+  if (process.env.LINGER_CUDA_FAKE) {
+    // The server found a (fake) linger-cuda whose probe answered: a second
+    // kernelspec, valid for the client, whose kernel starts and runs a cell.
+    await step('kernelspecs: linger-cuda ("Linger (CUDA)") listed with its GPU; a session on it runs a cell', [], async () => {
+      const specs = await KernelSpecAPI.getSpecs(settings);
+      assert.equal(specs.default, 'linger', 'default kernelspec');
+      const cuda = specs.kernelspecs['linger-cuda'];
+      assert.ok(cuda, `kernelspecs ${Object.keys(specs.kernelspecs)} lack "linger-cuda"`);
+      assert.equal(cuda.display_name, 'Linger (CUDA)');
+      assert.equal(cuda.language, 'starlark');
+      assert.equal(cuda.metadata?.linger?.gpu, 'NVIDIA H200', `metadata ${JSON.stringify(cuda.metadata)}`);
+      const gpu = await sessionManager.startNew(
+        { path: 'gpu.ipynb', type: 'notebook', name: 'gpu.ipynb', kernel: { name: 'linger-cuda' } }, {});
+      try {
+        assert.equal(gpu.kernel?.name, 'linger-cuda');
+        const { reply, iopub } = await execute(gpu.kernel, '6 * 7');
+        assert.equal(reply.content.status, 'ok', `reply ${JSON.stringify(reply.content)}`);
+        const result = iopub.find(m => m.header.msg_type === 'execute_result');
+        assert.equal(result?.content.data['text/plain'], '42');
+      } finally {
+        await gpu.shutdown();
+        gpu.dispose();
+      }
+    });
+  }
+
   await step('contents: PUT save a new notebook (ContentsManager.save)', [], async () => {
     const model = await contents.save(NB_PATH, { type: 'notebook', format: 'json', content: notebook(cellsV1) });
     assert.equal(model.path, NB_PATH);

@@ -84,6 +84,7 @@ func TestJupyterClient(t *testing.T) {
 				"LINGER_URL=" + srv.url,
 				"LINGER_TOKEN=" + srv.token,
 				"LINGER_WS_FRAMING=" + framing,
+				"LINGER_CUDA_FAKE=1",
 			})
 			t.Logf("node client (%s framing) ran %v", framing, time.Since(start).Round(time.Millisecond))
 			srv.stop(t)
@@ -117,6 +118,17 @@ func startServer(t *testing.T, bin string) *server {
 	nbDir := t.TempDir()
 	traceDir := t.TempDir()
 	cmd := exec.Command(bin, "serve", "--dir", nbDir, "--addr", "127.0.0.1:0", "--token", token, "--trace-dir", traceDir)
+	// A fake linger-cuda on PATH: its probe names a GPU and its kernel is
+	// linger's, so the server offers the linger-cuda kernelspec and the
+	// client starts a kernel of it (LINGER_CUDA_FAKE).
+	cuda := t.TempDir()
+	script := "#!/bin/sh\ncase \"$1\" in\n" +
+		"probe) echo '{\"device\":\"NVIDIA H200\",\"total_bytes\":150000000000,\"free_bytes\":149000000000,\"driver_version\":13000,\"compute_capability\":\"9.0\"}' ;;\n" +
+		"kernel) exec '" + bin + "' kernel ;;\n*) exit 2 ;;\nesac\n"
+	if err := os.WriteFile(filepath.Join(cuda, "linger-cuda"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), "PATH="+cuda+string(os.PathListSeparator)+os.Getenv("PATH"))
 	urls := make(chan string, 1)
 	stdout := newLineLogger(t, "server stdout: ", func(line string) {
 		if u := urlLine.FindString(line); u != "" {
