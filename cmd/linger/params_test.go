@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,7 +76,8 @@ func TestInjectParams(t *testing.T) {
 }
 
 // TestRunParam: linger run --param overrides the parameter cell; DEVICE=cuda
-// in the plain kernel fails its first engine cell, naming the kernel to pick.
+// in the plain kernel fails its first engine cell, naming the kernel to
+// pick; --kernel linger-cuda runs in linger-cuda, or says why it cannot.
 func TestRunParam(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts kernel processes")
@@ -115,5 +117,35 @@ func TestRunParam(t *testing.T) {
 	}
 	if _, _, err := run("--param", "DEVICE"); !errors.Is(err, errUsage) {
 		t.Errorf("--param DEVICE: %v", err)
+	}
+
+	// --kernel linger-cuda: a fake on PATH whose kernel is this test
+	// binary's (TestMain serves "kernel"), leaving a mark that it ran.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	mark := filepath.Join(dir, "cuda-kernel-ran")
+	writeCUDA := func(probe string) {
+		script := "#!/bin/sh\ncase \"$1\" in\nprobe) " + probe + " ;;\nkernel) touch '" + mark + "'; exec '" + exe + "' kernel ;;\nesac\n"
+		if err := os.WriteFile(filepath.Join(bin, "linger-cuda"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	writeCUDA(`echo '{"device":"NVIDIA H200","total_bytes":150000000000,"free_bytes":149000000000,"driver_version":13000,"compute_capability":"9.0"}'`)
+	if stdout, _, err := run("--kernel", "linger-cuda", "--param", "DEVICE=cpu"); err != nil {
+		t.Fatalf("--kernel linger-cuda: %v\n%s", err, stdout)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Errorf("--kernel linger-cuda did not start linger-cuda kernel: %v", err)
+	}
+	writeCUDA(`echo "linger-cuda: no CUDA device" >&2; exit 1`)
+	if _, _, err := run("--kernel", "linger-cuda"); err == nil || !strings.Contains(err.Error(), "no CUDA kernel: ") || !strings.Contains(err.Error(), "probe: exit status 1: linger-cuda: no CUDA device") {
+		t.Errorf("--kernel linger-cuda without a GPU: %v", err)
+	}
+	if _, _, err := run("--kernel", "python3"); !errors.Is(err, errUsage) {
+		t.Errorf("--kernel python3: %v", err)
 	}
 }

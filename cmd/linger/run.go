@@ -49,7 +49,7 @@ func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer os.RemoveAll(traceDir)
-	mgr, k, err := startRunKernel(ctx, f.notebook, traceDir)
+	mgr, k, err := startRunKernel(ctx, f.notebook, f.kernel, traceDir)
 	if err != nil {
 		return err
 	}
@@ -92,6 +92,7 @@ type runFlags struct {
 	limit              int64  // the most bytes that may linger; -1 for no limit
 	timeout            time.Duration
 	params             []param // --param, in order
+	kernel             string  // the kernelspec: linger or linger-cuda
 }
 
 // parseRunFlags reads linger run's command line: the notebook, before or
@@ -104,6 +105,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&f.report, "report", "", "write the analyzer's report and the end-of-run holders to `FILE` as JSON")
 	maxLinger := fs.String("max-lingering", "", "fail when more than `BYTES` lingered (e.g. 0, 64MiB); default no limit")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up on the whole run after `D`")
+	fs.StringVar(&f.kernel, "kernel", kernel.LingerSpecName, "the kernel to run it in: `NAME` linger, or linger-cuda (beside linger or on PATH, its probe answering)")
 	fs.Func("param", "override a parameter: `NAME=VALUE` (repeatable), e.g. DEVICE=cuda; VALUE is a Starlark literal, else a string.\nA cell after the one tagged \"parameters\" assigns it, as papermill injects one", func(s string) error {
 		p, err := parseParam(s)
 		if err == nil {
@@ -112,7 +114,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 		return err
 	})
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--timeout D] [--param NAME=VALUE]...\n\nExecutes every code cell in a fresh kernel, prints a line per cell and the lingering summary,\nand exits non-zero on a cell error or when lingering bytes exceed --max-lingering.\n\nFlags:")
+		fmt.Fprintln(stderr, "Usage: linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--timeout D] [--kernel NAME] [--param NAME=VALUE]...\n\nExecutes every code cell in a fresh kernel, prints a line per cell and the lingering summary,\nand exits non-zero on a cell error or when lingering bytes exceed --max-lingering.\n\nFlags:")
 		fs.PrintDefaults()
 	}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -146,16 +148,27 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	return &f, nil
 }
 
-// startRunKernel starts a kernel for the notebook at path, running this
-// binary as "linger kernel" in the notebook's directory and writing its
-// trace under traceDir. The caller closes the manager.
-func startRunKernel(ctx context.Context, path, traceDir string) (*kernel.Manager, *kernel.Kernel, error) {
+// startRunKernel starts a kernel of the named spec for the notebook at
+// path: this binary as "linger kernel", or linger-cuda once its probe
+// answered; in the notebook's directory, its trace under traceDir. The
+// caller closes the manager.
+func startRunKernel(ctx context.Context, path, name, traceDir string) (*kernel.Manager, *kernel.Kernel, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, fmt.Errorf("find the linger binary: %w", err)
 	}
+	spec := kernel.LingerSpec(exe, "kernel")
+	switch name {
+	case kernel.LingerSpecName:
+	case kernel.CUDASpecName:
+		if spec, _, err = kernel.DiscoverCUDA(ctx, exe, kernel.ProbeTimeout); err != nil {
+			return nil, nil, fmt.Errorf("no CUDA kernel: %w", err)
+		}
+	default:
+		return nil, nil, fmt.Errorf("%w: --kernel %q: want %s or %s", errUsage, name, kernel.LingerSpecName, kernel.CUDASpecName)
+	}
 	dir, _ := filepath.Abs(filepath.Dir(path))
-	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{exe, "kernel"}, TraceDir: traceDir, Dir: dir})
+	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: []kernel.Spec{spec}, TraceDir: traceDir, Dir: dir})
 	k, err := mgr.Start(ctx, kernel.StartOptions{Path: path})
 	if err != nil {
 		mgr.Close()
