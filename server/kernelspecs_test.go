@@ -142,3 +142,27 @@ func TestE2ECUDAKernelspec(t *testing.T) {
 		t.Fatalf("restart: %d %s", code, b)
 	}
 }
+
+// TestE2ECUDAKernelFails: a linger-cuda kernel that cannot start (its
+// driver fails after the probe answered) is a 500 naming the cause, and
+// the server goes on starting plain kernels.
+func TestE2ECUDAKernelFails(t *testing.T) {
+	bin := linger(t)
+	exe := fakeCUDA(t, bin, probeJSON)
+	spec, _, err := kernel.DiscoverCUDA(t.Context(), exe, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho 'linger-cuda: cuInit: CUDA_ERROR_NO_DEVICE' >&2\nexit 1\n"
+	if err := os.WriteFile(spec.Argv[0], []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ts := newE2EServerSpecs(t, []kernel.Spec{kernel.LingerSpec(bin, "kernel"), spec})
+	code, b := ts.do(t, "POST", "/api/sessions", `{"path":"gpu.ipynb","type":"notebook","kernel":{"name":"linger-cuda"}}`)
+	if code != http.StatusInternalServerError || !strings.Contains(string(b), `exited before it was ready (exit status 1): linger-cuda: cuInit: CUDA_ERROR_NO_DEVICE`) {
+		t.Fatalf("a linger-cuda kernel that fails: %d %s", code, b)
+	}
+	if code, b := ts.do(t, "POST", "/api/sessions", `{"path":"cpu.ipynb","type":"notebook","kernel":{"name":"linger"}}`); code != http.StatusCreated {
+		t.Fatalf("a plain kernel after it: %d %s", code, b)
+	}
+}

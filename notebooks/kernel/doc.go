@@ -23,7 +23,9 @@
 //
 // The Manager starts one process per kernel, with stdin and stdout as a
 // pipe of frames (package wire says what crosses it) and stderr left
-// alone for panics and logs. Jupyter messages go both ways as JSON; the
+// alone for panics and logs (and its last 2 KiB kept: a process that exits
+// before its hello, such as a CUDA kernel whose driver cannot initialise,
+// fails Start with what it said there). Jupyter messages go both ways as JSON; the
 // kernel's allocation events come back in batches, flushed every 20 ms
 // and at the end of every cell, and the Manager feeds them into a
 // timeline.Recorder per process, so the server is the single writer of the

@@ -218,6 +218,10 @@ type process struct {
 	stdin io.WriteCloser
 	rec   *timeline.Recorder
 	trace string
+	// stderr keeps the end of what the process wrote on stderr; waitErr
+	// is how it ended, set before exited is closed.
+	stderr  *tailWriter
+	waitErr error
 
 	ready  chan struct{}
 	exited chan struct{}
@@ -270,7 +274,11 @@ func (k *Kernel) startProcess(ctx context.Context) error {
 	cmd := exec.CommandContext(m.ctx, k.argv[0], k.argv[1:]...)
 	cmd.Dir = m.opts.Dir
 	cmd.Env = append(os.Environ(), m.opts.Env...)
-	cmd.Stderr = os.Stderr
+	// Its stderr goes to ours, and its last lines into the error of a
+	// start that fails (a driver that cannot initialise says why there).
+	tail := &tailWriter{max: 2 << 10}
+	cmd.Stderr = io.MultiWriter(os.Stderr, tail)
+	cmd.WaitDelay = stopGrace
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		_ = rec.Close()
@@ -285,7 +293,7 @@ func (k *Kernel) startProcess(ctx context.Context) error {
 		_ = rec.CloseWithReason("kernel failed to start: " + err.Error())
 		return fmt.Errorf("start kernel %q: %w", k.argv[0], err)
 	}
-	p := &process{cmd: cmd, stdin: stdin, rec: rec, trace: trace, ready: make(chan struct{}), exited: make(chan struct{}),
+	p := &process{cmd: cmd, stdin: stdin, rec: rec, trace: trace, stderr: tail, ready: make(chan struct{}), exited: make(chan struct{}),
 		pending: map[string]*msg.Message{}, queries: map[string]chan []Holder{}}
 	k.mu.Lock()
 	k.proc = p
@@ -302,14 +310,46 @@ func (k *Kernel) startProcess(ctx context.Context) error {
 		k.mu.Unlock()
 		return nil
 	case <-p.exited:
-		return errors.New("start kernel: the process exited before it was ready")
+		how := "exit status 0"
+		if p.waitErr != nil {
+			how = p.waitErr.Error()
+		}
+		return fmt.Errorf("start kernel %q: the process exited before it was ready (%s)%s", k.name, how, p.stderr.said())
 	case <-ctx.Done():
 	case <-timer.C:
 	}
 	p.stopping.Store(true)
 	_ = cmd.Process.Kill()
 	<-p.exited
-	return errors.New("start kernel: no hello from the process in time")
+	return fmt.Errorf("start kernel %q: no hello from the process in time%s", k.name, p.stderr.said())
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+// said is what the process wrote on stderr, on one line after ": ", or
+// "" when it wrote nothing.
+func (t *tailWriter) said() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := strings.Join(strings.Fields(string(t.b)), " "); s != "" {
+		return ": " + s
+	}
+	return ""
 }
 
 // readLoop reads the process's frames until its output ends, then waits
@@ -369,6 +409,7 @@ func (k *Kernel) readLoop(p *process, stdout io.Reader) {
 		_ = p.cmd.Process.Kill()
 	}
 	waitErr := p.cmd.Wait()
+	p.waitErr = waitErr
 	k.exited(p, waitErr, readErr)
 }
 

@@ -122,3 +122,25 @@ func TestManagerSpecs(t *testing.T) {
 		t.Errorf("unknown spec: %v", err)
 	}
 }
+
+// TestStartFailureSaysWhy: a kernel process that exits before its hello
+// (a CUDA kernel whose driver cannot initialise) fails Start with what it
+// said on stderr, and the Manager goes on starting other kernels.
+func TestStartFailureSaysWhy(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	bad := CUDASpec(sh, GPU{Device: "NVIDIA H200", TotalBytes: 1})
+	bad.Argv = []string{sh, "-c", "echo 'linger-cuda: cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected' >&2; exit 3"}
+	m := NewManager(ManagerOptions{Specs: []Spec{LingerSpec(sh, "-c", "exit 0"), bad}, TraceDir: t.TempDir()})
+	defer m.Close()
+	_, err = m.Start(context.Background(), StartOptions{Name: "linger-cuda"})
+	want := `start kernel "linger-cuda": the process exited before it was ready (exit status 3): linger-cuda: cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err %v\nwant %s", err, want)
+	}
+	if _, err := m.Start(context.Background(), StartOptions{}); err == nil || !strings.HasSuffix(err.Error(), "(exit status 0)") {
+		t.Fatalf("a process that says nothing: %v", err)
+	}
+}
