@@ -30,7 +30,10 @@ var policy = map[string][]string{
 	// The CUDA kernel binary: the kernel process and generate with the cuda
 	// device added, nothing else of its own.
 	"cmd/linger-cuda": {"*"},
-	"test":            {"*"}, // end-to-end tests driving the built binary and a browser
+	// What the commands share (dispatch, flags, generate): the engine and
+	// the trace writer, never the server.
+	"internal/cli": {"engine/...", "timeline", "timeline/event", "internal/units"},
+	"test":         {"*"}, // end-to-end tests driving the built binary and a browser
 	"server": {"notebooks/kernel", "notebooks/kernel/wire", "notebooks/contents", "notebooks/nbformat", "notebooks/msg",
 		"timeline/...", "web/...", "server/..."},
 	"server/live":    {"timeline", "timeline/event", "timeline/lod", "server/httperr"},
