@@ -4,6 +4,8 @@ package cuda
 
 /*
 #cgo LDFLAGS: -ldl
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <cuda.h>
 
 int linger_cu_init_result(int *called);
@@ -19,6 +21,12 @@ static const char *linger_cu_error_text(int r) {
 	const char *text = 0;
 	cuGetErrorString((CUresult)r, &text);
 	return text;
+}
+
+// The fake driver's count of launches; 0 on a real driver.
+static unsigned long long linger_fake_launches(void) {
+	unsigned long long (*f)(void) = (unsigned long long (*)(void))dlsym(RTLD_DEFAULT, "fakecuda_launches");
+	return f ? f() : 0;
 }
 */
 import "C"
@@ -381,3 +389,7 @@ func (d *Device) CopyOut(dst []byte, s device.Segment, off uint64) error {
 	}
 	return nil
 }
+
+// fakeLaunches is the fake driver's (engine/device/cuda/fakecuda) count
+// of kernel launches, for tests; 0 on a real driver.
+func fakeLaunches() uint64 { return uint64(C.linger_fake_launches()) }
