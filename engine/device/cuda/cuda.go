@@ -10,11 +10,10 @@ package cuda
 
 int linger_cu_init_result(int *called);
 
-static const char *linger_cu_error(int r) {
-	const char *name = 0, *text = 0;
+// The driver's name and text for a CUresult (NULL when it has none).
+static const char *linger_cu_error_name(int r) {
+	const char *name = 0;
 	cuGetErrorName((CUresult)r, &name);
-	cuGetErrorString((CUresult)r, &text);
-	(void)text;
 	return name;
 }
 static const char *linger_cu_error_text(int r) {
@@ -67,7 +66,7 @@ var (
 // driverError is a CUresult with the driver's name and text for it.
 func driverError(call string, r int) error {
 	name, text := "", ""
-	if p := C.linger_cu_error(C.int(r)); p != nil {
+	if p := C.linger_cu_error_name(C.int(r)); p != nil {
 		name = C.GoString(p)
 	}
 	if p := C.linger_cu_error_text(C.int(r)); p != nil {
