@@ -30,7 +30,7 @@ demo: build
 	$(BIN) generate --model qwen2-1.5b --device meta --prompt-tokens 131072 --chunk-size 2048 --max-new-tokens 16 --trace $(OUT)/qwen2-1.5b-128k.ltrace
 	$(BIN) generate --model small --device cpu --prompt "Memory that outlives its scope is memory that lingers." --max-new-tokens 24 --trace $(OUT)/small-cpu.ltrace
 
-test: check-fmt check-generated check-ui $(JS_DEPS) browser
+test: check-fmt check-generated check-ui $(JS_DEPS) browser cuda-check
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race -short ./timeline/... ./engine/alloc/... ./engine/device/... ./engine/tokenizer/...
@@ -50,6 +50,39 @@ test/browser/node_modules/.package-lock.json: test/browser/package.json test/bro
 $(JS_DEPS): test/jupyter/package.json test/jupyter/package-lock.json
 	$(NPM) ci --prefix test/jupyter --no-audit --no-fund
 	@touch $@
+
+# CUDA (docs/cuda.md). cmd/linger-cuda is built with the cuda tag against
+# the CUDA driver API header and the driver stub libcuda.so from Debian's
+# non-free nvidia-cuda-dev, which scripts/cuda-sdk.sh fetches once into
+# CUDA_CACHE (about 800 MB downloaded, under 1 MB kept). It runs on a real
+# libcuda.so.1, or, in cuda-check, on the fake driver of
+# engine/device/cuda/fakecuda (host memory, no GPU). No toolkit, no GPU.
+CUDA_CACHE ?= $(if $(LINGER_CUDA_CACHE),$(LINGER_CUDA_CACHE),$(HOME)/.cache/linger/cuda)
+CUDA_BIN   := bin/linger-cuda
+FAKECUDA   := bin/fakecuda
+CUDA_ENV    = eval "$$(bash scripts/cuda-sdk.sh '$(CUDA_CACHE)')" && export CGO_CFLAGS CGO_LDFLAGS
+
+.PHONY: cuda fakecuda cuda-check
+cuda:
+	@$(CUDA_ENV) && $(GO) build -tags cuda -o $(CUDA_BIN) ./cmd/linger-cuda
+
+# The fake driver, libcuda.so.1: fakecuda.c, and a CUDA_ERROR_NOT_SUPPORTED
+# stub for every other function the real driver's stub exports.
+fakecuda:
+	@$(CUDA_ENV) && mkdir -p $(FAKECUDA) && \
+	$(CC) -O2 -Wall -fPIC $$CGO_CFLAGS -c engine/device/cuda/fakecuda/fakecuda.c -o $(FAKECUDA)/fakecuda.o && \
+	bash engine/device/cuda/fakecuda/gen-stubs.sh '$(CUDA_CACHE)/lib/libcuda.so' $(FAKECUDA)/fakecuda.o >$(FAKECUDA)/stubs.c && \
+	$(CC) -O2 -fPIC -c $(FAKECUDA)/stubs.c -o $(FAKECUDA)/stubs.o && \
+	$(CC) -shared -Wl,-soname,libcuda.so.1 -o $(FAKECUDA)/libcuda.so.1 $(FAKECUDA)/fakecuda.o $(FAKECUDA)/stubs.o -lpthread
+
+# linger-cuda compiled and linked against the stub, and the cuda device
+# and linger-cuda tested on the fake driver.
+cuda-check: cuda fakecuda
+	@$(CUDA_ENV) && export LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) && \
+	$(GO) vet -tags cuda ./engine/device/cuda/... ./cmd/linger-cuda/... && \
+	$(GO) test -count=1 -tags cuda ./engine/device/cuda/... ./cmd/linger-cuda/... && \
+	$(GO) test -count=1 -race -tags cuda ./engine/device/cuda/... && \
+	LD_BIND_NOW=1 $(CUDA_BIN) probe >/dev/null
 
 check-fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \

@@ -27,7 +27,13 @@ const module = "linger"
 // may import. "x/..." means x and everything below it. "*" means anything.
 var policy = map[string][]string{
 	"cmd/linger": {"*"},
-	"test":       {"*"}, // end-to-end tests driving the built binary and a browser
+	// The CUDA kernel binary: the kernel process and generate with the cuda
+	// device added, nothing else of its own.
+	"cmd/linger-cuda": {"*"},
+	// What the commands share (dispatch, flags, generate): the engine and
+	// the trace writer, never the server.
+	"internal/cli": {"engine/...", "timeline", "timeline/event", "internal/units"},
+	"test":         {"*"}, // end-to-end tests driving the built binary and a browser
 	"server": {"notebooks/kernel", "notebooks/kernel/wire", "notebooks/contents", "notebooks/nbformat", "notebooks/msg",
 		"timeline/...", "web/...", "server/..."},
 	"server/live":    {"timeline", "timeline/event", "timeline/lod", "server/httperr"},
@@ -44,13 +50,17 @@ var policy = map[string][]string{
 	"engine":                {"engine/...", "timeline/event"},
 	"engine/alloc":          {"engine/device", "timeline/event", "internal/units"},
 	"engine/device":         {},
-	"engine/tokenizer":      {"timeline/event", "engine/tokenizer/..."},
-	"timeline":              {"timeline/event"},
-	"timeline/analyze":      {"timeline/event", "timeline/memstate", "internal/units"},
-	"timeline/lod":          {"timeline", "timeline/event", "timeline/memstate"}, // level-of-detail queries over a trace log
-	"timeline/export":       {"timeline/event", "timeline/memstate", "timeline/analyze"},
-	"timeline/event":        {},
-	"internal/units":        {}, // byte sizes read and printed, for every layer
+	// The cuda device: gorgonia.org/cu (the driver API) and the Device
+	// interface. Built only with the cuda tag, imported only by
+	// cmd/linger-cuda (see cudaOnly).
+	"engine/device/cuda": {"engine/device"},
+	"engine/tokenizer":   {"timeline/event", "engine/tokenizer/..."},
+	"timeline":           {"timeline/event"},
+	"timeline/analyze":   {"timeline/event", "timeline/memstate", "internal/units"},
+	"timeline/lod":       {"timeline", "timeline/event", "timeline/memstate"}, // level-of-detail queries over a trace log
+	"timeline/export":    {"timeline/event", "timeline/memstate", "timeline/analyze"},
+	"timeline/event":     {},
+	"internal/units":     {}, // byte sizes read and printed, for every layer
 	// The rules that turn events into memory figures, which analyze, lod
 	// and export share; and go generate's writer of the browser's copy of
 	// the wire constants (web/ui/src/timeline/wire.gen.js).
@@ -69,6 +79,17 @@ var policy = map[string][]string{
 var (
 	serverSide = []string{"server/...", "notebooks/kernel", "notebooks/kernel/wire"}
 	kernelOnly = []string{module + "/engine/...", "go.starlark.net/..."}
+)
+
+// cudaOnly is what needs the CUDA driver: gorgonia.org/cu's init calls
+// cuInit and exits without a driver, and a binary linked with -lcuda does
+// not start without libcuda.so.1. Only cudaBinaries may reach it, through
+// any chain of imports; cmd/linger must start on any machine. cuPackages
+// lists the packages that may import gorgonia.org/cu directly.
+var (
+	cudaOnly     = []string{module + "/engine/device/cuda", "gorgonia.org/cu/..."}
+	cudaBinaries = []string{"cmd/linger-cuda", "engine/device/cuda"}
+	cuPackages   = []string{"engine/device/cuda"}
 )
 
 // stdlibOnly lists packages that may import nothing outside the standard
@@ -214,6 +235,47 @@ func TestServerSide(t *testing.T) {
 	}
 }
 
+// TestNoCUDA checks that only the CUDA binary reaches the cuda device or
+// gorgonia.org/cu, directly or through any chain of project packages, and
+// that only the cuda device imports cu itself.
+func TestNoCUDA(t *testing.T) {
+	imports := moduleImports(t)
+	if imports["engine/device/cuda"] == nil || !imports["engine/device/cuda"]["gorgonia.org/cu"] {
+		t.Fatal("engine/device/cuda not found, or not importing gorgonia.org/cu: the check below would prove nothing")
+	}
+	for _, pkg := range slices.Sorted(maps.Keys(imports)) {
+		if slices.ContainsFunc(cudaBinaries, func(p string) bool { return matches(p, pkg) }) {
+			continue
+		}
+		if chain := chainTo(imports, pkg, cudaOnly); chain != nil {
+			t.Errorf("%s reaches %s, which needs the CUDA driver: only %s may", pkg, strings.Join(chain, " → "), strings.Join(cudaBinaries, " and "))
+		}
+	}
+	for pkg, deps := range imports {
+		for dep := range deps {
+			if matches("gorgonia.org/cu/...", dep) && !slices.Contains(cuPackages, pkg) {
+				t.Errorf("%s imports %s; only %s may", pkg, dep, strings.Join(cuPackages, ", "))
+			}
+		}
+	}
+}
+
+func TestNoCUDARejects(t *testing.T) {
+	imports := map[string]map[string]bool{
+		"cmd/linger":            {"linger/notebooks/kernel/proc": true},
+		"notebooks/kernel/proc": {"linger/engine": true},
+		"engine":                {"linger/engine/device/cuda": true},
+	}
+	want := "notebooks/kernel/proc → engine → linger/engine/device/cuda"
+	if got := strings.Join(chainTo(imports, "cmd/linger", cudaOnly), " → "); got != want {
+		t.Errorf("chain %q, want %q", got, want)
+	}
+	imports["engine"] = map[string]bool{"gorgonia.org/cu": true}
+	if got := chainTo(imports, "cmd/linger", cudaOnly); len(got) != 3 || got[2] != "gorgonia.org/cu" {
+		t.Errorf("chain %q, want one to gorgonia.org/cu", got)
+	}
+}
+
 func TestServerSideRejects(t *testing.T) {
 	imports := map[string]map[string]bool{
 		"server":                {"linger/notebooks/kernel": true, "linger/timeline": true},
@@ -240,6 +302,13 @@ func TestServerSideRejects(t *testing.T) {
 // kernelOnly package (project packages relative to the module, the last
 // as imported), or nil when there is none.
 func kernelOnlyChain(imports map[string]map[string]bool, pkg string) []string {
+	return chainTo(imports, pkg, kernelOnly)
+}
+
+// chainTo returns the shortest chain of imports from pkg to a package
+// that one of the patterns matches (project packages relative to the
+// module, the last as imported), or nil when there is none.
+func chainTo(imports map[string]map[string]bool, pkg string, forbidden []string) []string {
 	from := map[string]string{pkg: ""}
 	chain := func(p, last string) []string {
 		out := []string{last}
@@ -252,7 +321,7 @@ func kernelOnlyChain(imports map[string]map[string]bool, pkg string) []string {
 	for queue := []string{pkg}; len(queue) > 0; queue = queue[1:] {
 		p := queue[0]
 		for _, dep := range slices.Sorted(maps.Keys(imports[p])) {
-			if slices.ContainsFunc(kernelOnly, func(k string) bool { return matches(k, dep) }) {
+			if slices.ContainsFunc(forbidden, func(k string) bool { return matches(k, dep) }) {
 				return chain(p, dep)
 			}
 			rel, ok := strings.CutPrefix(dep, module+"/")

@@ -24,31 +24,24 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
+
+	"linger/internal/cli"
 )
 
-// command is one subcommand of linger.
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-var commands = map[string]command{
-	"generate": {"run one request through the engine and write its trace", runGenerate},
-	"trace":    {"analyze, export or compare traces (linger trace help)", runTrace},
-	"serve":    {"the notebook server (Jupyter Server API, kernels, timelines)", runServe},
-	"run":      {"execute a notebook headless in a fresh kernel; fail on errors or lingering memory", runNotebook},
-	"kernel":   {"a kernel process (started by the server)", runKernel},
+var commands = map[string]cli.Command{
+	"generate": {Summary: "run one request through the engine and write its trace", Run: runGenerate},
+	"trace":    {Summary: "analyze, export or compare traces (linger trace help)", Run: runTrace},
+	"serve":    {Summary: "the notebook server (Jupyter Server API, kernels, timelines)", Run: runServe},
+	"run":      {Summary: "execute a notebook headless in a fresh kernel; fail on errors or lingering memory", Run: runNotebook},
+	"kernel":   {Summary: "a kernel process (started by the server)", Run: runKernel},
 }
 
 // errUsage marks an error caused by the command line; main exits 2 for it.
-var errUsage = errors.New("usage")
+var errUsage = cli.ErrUsage
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -57,71 +50,18 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		usage(stderr)
-		return 2
-	}
-	name := args[0]
-	if name == "help" {
-		if len(args) > 1 {
-			if c, ok := commands[args[1]]; ok {
-				_ = c.run(ctx, []string{"-h"}, stdout, stderr)
-				return 0
-			}
-		}
-		usage(stdout)
-		return 0
-	}
-	c, ok := commands[name]
-	if !ok {
-		fmt.Fprintf(stderr, "linger: unknown command %q\n\n", name)
-		usage(stderr)
-		return 2
-	}
-	if err := c.run(ctx, args[1:], stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "linger %s: %v\n", name, err)
-		if errors.Is(err, errUsage) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	return cli.Main(ctx, "linger", "Linger makes memory that lingers in long-context LLM inference visible.", commands, args, stdout, stderr)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "Linger makes memory that lingers in long-context LLM inference visible.")
-	fmt.Fprintln(w, "\nUsage: linger COMMAND [flags]\n\nCommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprintln(w, "\nRun 'linger help COMMAND' for a command's flags.")
+// runGenerate is linger generate, on the meta and cpu devices.
+func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return cli.Generate(ctx, "linger", args, cli.DefaultDevices, stdout, stderr)
 }
 
 // newFlagSet returns a flag set whose errors are returned, not printed twice.
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("linger "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+	return cli.NewFlagSet("linger", name, stderr)
 }
 
 // parseFlags parses args, wrapping a bad command line in errUsage.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
-	return nil
-}
+func parseFlags(fs *flag.FlagSet, args []string) error { return cli.ParseFlags(fs, args) }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"linger/internal/cli"
 	"linger/internal/units"
 	"os"
 	"path/filepath"
@@ -16,17 +17,17 @@ import (
 	"linger/timeline/export"
 )
 
-var traceCommands = map[string]command{
-	"analyze": {"lingering objects, growth, duplicates, the peak and the two tracks of a trace", runTraceAnalyze},
-	"export":  {"write a trace as Perfetto JSON, a PyTorch memory_viz snapshot or a pprof profile", runTraceExport},
-	"diff":    {"what changed between two traces, by site and category", runTraceDiff},
+var traceCommands = map[string]cli.Command{
+	"analyze": {Summary: "lingering objects, growth, duplicates, the peak and the two tracks of a trace", Run: runTraceAnalyze},
+	"export":  {Summary: "write a trace as Perfetto JSON, a PyTorch memory_viz snapshot or a pprof profile", Run: runTraceExport},
+	"diff":    {Summary: "what changed between two traces, by site and category", Run: runTraceDiff},
 }
 
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stdout, "Usage: linger trace COMMAND [flags] FILE...\n\nCommands:")
 		for _, n := range []string{"analyze", "export", "diff"} {
-			fmt.Fprintf(stdout, "  %-8s %s\n", n, traceCommands[n].summary)
+			fmt.Fprintf(stdout, "  %-8s %s\n", n, traceCommands[n].Summary)
 		}
 		if len(args) == 0 {
 			return fmt.Errorf("%w: missing trace command", errUsage)
@@ -37,7 +38,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !ok {
 		return fmt.Errorf("%w: unknown trace command %q (valid: analyze, export, diff)", errUsage, args[0])
 	}
-	return c.run(ctx, args[1:], stdout, stderr)
+	return c.Run(ctx, args[1:], stdout, stderr)
 }
 
 // parseInterspersed parses flags that may come before or after the

@@ -3,9 +3,11 @@
 // total), as a driver does. The caching allocator (package alloc) sits on
 // top and carves segments into blocks.
 //
-// Two devices exist: meta (sizes only, no data; exact accounting of any
+// Two devices are here: meta (sizes only, no data; exact accounting of any
 // model shape in seconds) and cpu (real memory mmap'd from the OS, returned
-// with munmap, so the process's resident set is a true driver view).
+// with munmap, so the process's resident set is a true driver view). A
+// third, cuda (GPU memory through the driver API), is package
+// engine/device/cuda, built only with the cuda tag.
 //
 // This package imports nothing of Linger.
 package device
@@ -31,7 +33,7 @@ type Segment struct {
 // Device is a source of memory segments. Implementations are safe for
 // concurrent use.
 type Device interface {
-	// Name is the device's kind: "meta" or "cpu".
+	// Name is the device's kind: "meta", "cpu" or "cuda".
 	Name() string
 	// Alloc takes size bytes (size > 0) from the device. It fails with an
 	// error wrapping ErrOutOfMemory when the device's capacity would be

@@ -35,9 +35,10 @@
 // values, one file each), and struct. The values they return are Go
 // types (Engine, KVCache, Tensor, Result, Scheduler, ...) with a static
 // method table each; the device names are those of Options.Devices, the
-// first the default (meta and cpu in `linger kernel`). Device "cuda" in a
-// kernel without it is the error ErrNoCUDA, which names the kernelspec to
-// pick ("Linger (CUDA)", linger-cuda), and the kernel stays up.
+// first the default (meta and cpu in `linger kernel`; meta, cpu and cuda
+// in `linger-cuda kernel`). Device "cuda" in a kernel without it is the
+// error ErrNoCUDA, which names the kernelspec to pick ("Linger (CUDA)",
+// linger-cuda), and the kernel stays up.
 //
 //	engine(model="qwen2-1.5b", device="meta"|"cpu", dtype=, memory_limit="16GiB", kv_layout="contiguous"|"paged", seed=0) → Engine
 //	  .generate(prompt_tokens=N | prompt="text", max_new_tokens=0, chunk_size=2048, keep_cache=False, mask=None, cache=None, top_k=, temperature=, seed=, on_error="raise"|"return") → Result

@@ -59,17 +59,19 @@ type Options struct {
 }
 
 // A Device is a device a kernel offers its cells: New makes it, once per
-// kernel, when a cell first names it.
+// kernel, when a cell first names it. An error from New (no GPU, no
+// driver) is the cell's error, and the next cell that names the device
+// tries again. The first device of Options.Devices must not fail.
 type Device struct {
 	Name string
-	New  func() device.Device
+	New  func() (device.Device, error)
 }
 
 // DefaultDevices are the meta device (sizes and addresses, no data) and
 // the cpu device (real data in host memory).
 var DefaultDevices = []Device{
-	{Name: "meta", New: func() device.Device { return device.NewMeta(0) }},
-	{Name: "cpu", New: func() device.Device { return device.NewCPU(0) }},
+	{Name: "meta", New: func() (device.Device, error) { return device.NewMeta(0), nil }},
+	{Name: "cpu", New: func() (device.Device, error) { return device.NewCPU(0), nil }},
 }
 
 // ErrNoCUDA is a cell's error for device "cuda" in a kernel whose

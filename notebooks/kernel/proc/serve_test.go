@@ -269,7 +269,7 @@ func TestDeviceCUDA(t *testing.T) {
 	}
 
 	gpu := startKernelOpts(t, Options{Devices: []Device{
-		{Name: "cuda", New: func() device.Device { return device.NewMeta(0) }}, DefaultDevices[0]}})
+		{Name: "cuda", New: func() (device.Device, error) { return device.NewMeta(0), nil }}, DefaultDevices[0]}})
 	if r := find(gpu.exec(`engine(model="tiny", device="cuda").device`), "execute_result"); r["data"].(map[string]any)["text/plain"] != `"cuda"` {
 		t.Errorf("a kernel with a cuda device: %v", r)
 	}

@@ -100,7 +100,10 @@ func (s *session) allocator(dev string, limit uint64) (*alloc.Allocator, error) 
 	if i < 0 {
 		return nil, fmt.Errorf("unknown device %q (want %s)", dev, s.deviceNames())
 	}
-	d := s.devices[i].New()
+	d, err := s.devices[i].New()
+	if err != nil {
+		return nil, fmt.Errorf("device %q: %w", dev, err)
+	}
 	s.samp.addDevice(d)
 	a := alloc.New(d, alloc.Options{Emitter: s.em, Limit: limit, OnSegments: s.samp.device})
 	s.allocs[dev] = a

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"cmp"
@@ -21,10 +21,25 @@ import (
 	"linger/timeline/event"
 )
 
-// runGenerate runs one request through a fresh engine, prints what it
-// produced and used, and writes its trace when asked.
-func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseGenerateFlags(args, stderr)
+// A Device is a device generate offers (--device NAME). New makes it; a
+// capacity other than 0 is --capacity.
+type Device struct {
+	Name string
+	Help string // what it is, for the flag's help: "accounting only"
+	New  func(capacity uint64) (device.Device, error)
+}
+
+// DefaultDevices are meta (the default) and cpu.
+var DefaultDevices = []Device{
+	{Name: "meta", Help: "accounting only", New: func(c uint64) (device.Device, error) { return device.NewMeta(c), nil }},
+	{Name: "cpu", Help: "real compute", New: func(c uint64) (device.Device, error) { return device.NewCPU(c), nil }},
+}
+
+// Generate is the generate command of prog: it runs one request through
+// a fresh engine on one of devices (the first is the default), prints
+// what it produced and used, and writes its trace when asked.
+func Generate(ctx context.Context, prog string, args []string, devices []Device, stdout, stderr io.Writer) error {
+	f, err := parseGenerateFlags(prog, args, devices, stderr)
 	if err != nil {
 		return err
 	}
@@ -32,7 +47,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	d, limit, err := f.memory()
+	d, limit, err := f.memory(devices)
 	if err != nil {
 		return err
 	}
@@ -77,7 +92,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-// generateFlags are linger generate's command line.
+// generateFlags are generate's command line.
 type generateFlags struct {
 	model, device, dtype, kv, weights string
 	capacity, limit                   string // sizes, "" for the default
@@ -88,13 +103,13 @@ type generateFlags struct {
 	trace                             string // "" for none
 }
 
-// parseGenerateFlags reads linger generate's command line and checks that
-// it gives exactly one prompt.
-func parseGenerateFlags(args []string, stderr io.Writer) (*generateFlags, error) {
+// parseGenerateFlags reads generate's command line and checks that it
+// gives exactly one prompt.
+func parseGenerateFlags(prog string, args []string, devices []Device, stderr io.Writer) (*generateFlags, error) {
 	var f generateFlags
-	fs := newFlagSet("generate", stderr)
+	fs := NewFlagSet(prog, "generate", stderr)
 	fs.StringVar(&f.model, "model", "tiny", "model preset: "+strings.Join(engine.PresetNames(), ", "))
-	fs.StringVar(&f.device, "device", "meta", "device: meta (accounting only) or cpu (real compute)")
+	fs.StringVar(&f.device, "device", devices[0].Name, "device: "+deviceHelp(devices))
 	fs.IntVar(&f.promptTokens, "prompt-tokens", 0, "a synthetic prompt of `N` tokens (seeded random ids)")
 	fs.StringVar(&f.prompt, "prompt", "", "prompt `text`, tokenized with the built-in tokenizer or --tokenizer")
 	fs.IntVar(&f.maxNew, "max-new-tokens", 16, "tokens to generate at most")
@@ -109,14 +124,14 @@ func parseGenerateFlags(args []string, stderr io.Writer) (*generateFlags, error)
 	fs.Int64Var(&f.seed, "seed", 1, "seed for random weights, the synthetic prompt and sampling")
 	fs.IntVar(&f.topK, "top-k", 0, "sample from the k most likely tokens (0 or 1: greedy)")
 	fs.Float64Var(&f.temperature, "temperature", 1, "sampling temperature with --top-k")
-	if err := parseFlags(fs, args); err != nil {
+	if err := ParseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	if (f.promptTokens > 0) == (f.prompt != "") {
-		return nil, fmt.Errorf("%w: give exactly one of --prompt-tokens N (N > 0) and --prompt TEXT", errUsage)
+		return nil, fmt.Errorf("%w: give exactly one of --prompt-tokens N (N > 0) and --prompt TEXT", ErrUsage)
 	}
 	if f.promptTokens < 0 {
-		return nil, fmt.Errorf("%w: --prompt-tokens must be positive, got %d", errUsage, f.promptTokens)
+		return nil, fmt.Errorf("%w: --prompt-tokens must be positive, got %d", ErrUsage, f.promptTokens)
 	}
 	return &f, nil
 }
@@ -126,24 +141,41 @@ func parseGenerateFlags(args []string, stderr io.Writer) (*generateFlags, error)
 func (f *generateFlags) engineOptions() (engine.Options, error) {
 	cfg, err := engine.LookupPreset(f.model)
 	if err != nil {
-		return engine.Options{}, fmt.Errorf("%w: %v", errUsage, err)
+		return engine.Options{}, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	layout, err := engine.ParseKVLayout(f.kv)
 	if err != nil {
-		return engine.Options{}, fmt.Errorf("%w: %v", errUsage, err)
+		return engine.Options{}, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	var dt engine.DType
 	if f.dtype != "" {
 		if dt, err = engine.ParseDType(f.dtype); err != nil {
-			return engine.Options{}, fmt.Errorf("%w: %v", errUsage, err)
+			return engine.Options{}, fmt.Errorf("%w: %v", ErrUsage, err)
 		}
 	}
 	return engine.Options{Config: cfg, DType: dt, Seed: f.seed, Weights: f.weights, KVLayout: layout}, nil
 }
 
+// deviceHelp lists the devices for --device's help: "meta (accounting
+// only) or cpu (real compute)".
+func deviceHelp(devices []Device) string {
+	var b strings.Builder
+	for i, d := range devices {
+		switch {
+		case i == 0:
+		case i == len(devices)-1:
+			b.WriteString(" or ")
+		default:
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%s)", d.Name, d.Help)
+	}
+	return b.String()
+}
+
 // memory resolves the device, with its capacity, and the allocator's limit
 // (0 for none).
-func (f *generateFlags) memory() (device.Device, uint64, error) {
+func (f *generateFlags) memory(devices []Device) (device.Device, uint64, error) {
 	capacity, err := parseSizeFlag("capacity", f.capacity)
 	if err != nil {
 		return nil, 0, err
@@ -152,15 +184,21 @@ func (f *generateFlags) memory() (device.Device, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	switch f.device {
-	case "meta":
-		return device.NewMeta(capacity), limit, nil
-	case "cpu":
-		return device.NewCPU(capacity), limit, nil
-	case "cuda":
-		return nil, 0, fmt.Errorf("%w: device \"cuda\" needs the CUDA build: run linger-cuda generate (built with make cuda); linger has meta and cpu", errUsage)
+	names := make([]string, len(devices))
+	for i, d := range devices {
+		names[i] = d.Name
+		if d.Name == f.device {
+			dev, err := d.New(capacity)
+			if err != nil {
+				return nil, 0, err
+			}
+			return dev, limit, nil
+		}
 	}
-	return nil, 0, fmt.Errorf("%w: unknown device %q (valid: meta, cpu)", errUsage, f.device)
+	if f.device == "cuda" {
+		return nil, 0, fmt.Errorf("%w: device \"cuda\" needs the CUDA build: run linger-cuda generate (built with make cuda); this binary has %s", ErrUsage, strings.Join(names, ", "))
+	}
+	return nil, 0, fmt.Errorf("%w: unknown device %q (valid: %s)", ErrUsage, f.device, strings.Join(names, ", "))
 }
 
 // parseSizeFlag reads the size given to --name; "" is 0, the default.
@@ -170,7 +208,7 @@ func parseSizeFlag(name, s string) (uint64, error) {
 	}
 	n, err := units.Parse(s)
 	if err != nil {
-		return 0, fmt.Errorf("%w: --%s: %v", errUsage, name, err)
+		return 0, fmt.Errorf("%w: --%s: %v", ErrUsage, name, err)
 	}
 	return n, nil
 }

@@ -1,0 +1,311 @@
+//go:build cuda
+
+package main
+
+// These tests run against the fake driver (make cuda-check puts
+// engine/device/cuda/fakecuda's libcuda.so.1 first on LD_LIBRARY_PATH)
+// and build the linger-cuda binary itself once, with the go command and
+// the CGO flags of the environment, to run it as the server would.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"linger/notebooks/kernel"
+	"linger/notebooks/msg"
+	"linger/timeline"
+	"linger/timeline/event"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds cmd/linger-cuda into a temporary directory, once.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "linger-cuda-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "linger-cuda")
+		out, err := exec.Command("go", "build", "-tags", "cuda", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.Join(err, errors.New(string(out)))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("go build -tags cuda: %v", buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestProbe checks probe's contract, which the server's kernelspec
+// discovery reads: one JSON line with exactly these keys, exit 0; or
+// nothing on stdout, the cause on stderr, exit 1.
+func TestProbe(t *testing.T) {
+	bin := binary(t)
+	for _, c := range []struct {
+		name string
+		env  []string
+		code int
+		want string // on stderr, for a failure
+	}{
+		{"gpu", nil, 0, ""},
+		{"no GPU", []string{"LINGER_FAKECUDA_DEVICES=0"}, 1, "no CUDA GPU: cuInit: CUDA_ERROR_NO_DEVICE"},
+		{"index out of range", []string{"LINGER_CUDA_DEVICE=3"}, 1, "device 3: CUDA device index out of range: the driver reports 1 device(s)"},
+		{"bad index", []string{"LINGER_CUDA_DEVICE=first"}, 1, `LINGER_CUDA_DEVICE="first"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(bin, "probe")
+			cmd.Env = append(os.Environ(), c.env...)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != c.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, c.code, out.String(), errb.String())
+			}
+			if c.code != 0 {
+				if out.Len() != 0 || !strings.Contains(errb.String(), c.want) {
+					t.Errorf("stdout %q, stderr %q; want nothing and %q", out.String(), errb.String(), c.want)
+				}
+				return
+			}
+			if strings.Count(out.String(), "\n") != 1 || !strings.HasSuffix(out.String(), "\n") {
+				t.Errorf("stdout %q is not one line", out.String())
+			}
+			var m map[string]any
+			if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+				t.Fatalf("stdout %q: %v", out.String(), err)
+			}
+			keys := slices.Sorted(func(yield func(string) bool) {
+				for k := range m {
+					if !yield(k) {
+						return
+					}
+				}
+			})
+			if want := []string{"compute_capability", "device", "driver_version", "free_bytes", "total_bytes"}; !reflect.DeepEqual(keys, want) {
+				t.Errorf("keys %v, want %v", keys, want)
+			}
+			if m["device"] != "Linger Fake GPU" || m["compute_capability"] != "9.0" || m["driver_version"] != 12080.0 {
+				t.Errorf("probe = %s", out.String())
+			}
+			if total, free := m["total_bytes"].(float64), m["free_bytes"].(float64); total <= 0 || free <= 0 || free >= total {
+				t.Errorf("total %v, free %v: want 0 < free < total (the context takes some)", total, free)
+			}
+		})
+	}
+}
+
+// shape is the allocator's part of a trace: every block and segment event
+// with its sizes and category, addresses left out.
+func shape(t *testing.T, path string) []event.Event {
+	t.Helper()
+	r, err := timeline.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []event.Event
+	for {
+		e, err := r.ReadEvent()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e.Kind {
+		case event.KindAlloc, event.KindFree, event.KindSegmentAlloc, event.KindSegmentFree, event.KindOOM:
+			out = append(out, event.Event{Kind: e.Kind, Size: e.Size, Requested: e.Requested, Category: e.Category, Extra: e.Extra})
+		}
+	}
+	return out
+}
+
+// TestGenerateSameAsMeta: a request on the cuda device (accounting mode)
+// gives the trace of the same request on meta: the same block and segment
+// events in the same order, and the same peaks.
+func TestGenerateSameAsMeta(t *testing.T) {
+	dir := t.TempDir()
+	memory := map[string]string{}
+	for _, dev := range []string{"meta", "cuda"} {
+		trace := filepath.Join(dir, dev+".ltrace")
+		code, out, stderr := runCLI(t, "generate", "--model", "tiny", "--device", dev, "--prompt-tokens", "300",
+			"--chunk-size", "64", "--max-new-tokens", "5", "--trace", trace)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s\n%s", dev, code, out, stderr)
+		}
+		if !strings.Contains(out, "tiny on "+dev) {
+			t.Errorf("%s: output %q", dev, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "memory ") {
+				memory[dev] = l
+			}
+		}
+	}
+	if memory["meta"] == "" || memory["cuda"] != memory["meta"] {
+		t.Errorf("cuda: %q\nmeta: %q", memory["cuda"], memory["meta"])
+	}
+	meta, cuda := shape(t, filepath.Join(dir, "meta.ltrace")), shape(t, filepath.Join(dir, "cuda.ltrace"))
+	if len(meta) == 0 || !reflect.DeepEqual(meta, cuda) {
+		t.Errorf("the cuda trace's allocator events (%d) differ from meta's (%d)", len(cuda), len(meta))
+	}
+}
+
+func TestGenerateBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  string
+		code int
+		want string
+	}{
+		{[]string{"--device", "cuda", "--capacity", "1GiB"}, "", 2, "--capacity does not apply to cuda"},
+		{[]string{"--device", "gpu"}, "", 2, `unknown device "gpu" (valid: meta, cpu, cuda)`},
+		{[]string{"--device", "cuda"}, "7", 1, "device 7: CUDA device index out of range"},
+	} {
+		if c.env != "" {
+			t.Setenv("LINGER_CUDA_DEVICE", c.env)
+		}
+		code, _, stderr := runCLI(t, append([]string{"generate", "--prompt-tokens", "8"}, c.args...)...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+}
+
+// TestOOMAtCapacity: on a card of 256 MiB a model that does not fit fails
+// with the allocator's OOM, naming the device's free memory.
+func TestOOMAtCapacity(t *testing.T) {
+	bin := binary(t)
+	cmd := exec.Command(bin, "generate", "--device", "cuda", "--model", "qwen2-1.5b", "--prompt-tokens", "16")
+	cmd.Env = append(os.Environ(), "LINGER_FAKECUDA_BYTES=268435456")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "out of memory: tried to allocate") || !strings.Contains(string(out), "device free") {
+		t.Errorf("%v\n%s", err, out)
+	}
+}
+
+// cell runs code in k and returns its stream output and error, if any.
+func cell(t *testing.T, k *kernel.Kernel, msgs <-chan *msg.Message, code string) (stdout, evalue string) {
+	t.Helper()
+	req := msg.New(msg.Shell, "execute_request", "linger-cuda-test", map[string]any{
+		"code": code, "silent": false, "store_history": true, "user_expressions": map[string]any{},
+		"allow_stdin": false, "stop_on_error": true})
+	if err := k.Send(req); err != nil {
+		t.Fatal(err)
+	}
+	replied, idle := false, false
+	deadline := time.After(60 * time.Second)
+	for !replied || !idle {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				t.Fatal("kernel gone")
+			}
+			if m.ParentHeader.MsgID != req.Header.MsgID {
+				continue
+			}
+			var c map[string]any
+			_ = json.Unmarshal(m.Content, &c)
+			switch m.Header.MsgType {
+			case "stream":
+				stdout += c["text"].(string)
+			case "error":
+				evalue = c["ename"].(string) + ": " + c["evalue"].(string)
+			case "execute_reply":
+				replied = true
+			case "status":
+				idle = c["execution_state"] == "idle"
+			}
+		case <-deadline:
+			t.Fatalf("cell %q did not finish", code)
+		}
+	}
+	return stdout, evalue
+}
+
+// TestKernel runs cells in the linger-cuda kernel process: an engine on
+// the cuda device, whose card's used memory covers the allocator's
+// reserved bytes and the context; and a device index out of range, an
+// error in the cell that leaves the kernel working.
+func TestKernel(t *testing.T) {
+	bin := binary(t)
+	for _, c := range []struct {
+		name, env, code, want, evalue string
+	}{
+		{"cuda", "0", `e = engine(model="tiny", device="cuda")
+r = e.generate(prompt_tokens=300, chunk_size=64, max_new_tokens=4)
+d = mem.device()
+s = mem.stats()
+print(e.device, d.name, len(r.tokens), d.used > s.reserved, s.reserved > 0)`, "cuda cuda 4 True True\n", ""},
+		{"meta still the default", "0", `e = engine(model="tiny")
+print(e.device)`, "meta\n", ""},
+		{"index out of range", "5", `e = engine(model="tiny", device="cuda")`, "", "CUDA device index out of range"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{bin, "kernel"}, TraceDir: t.TempDir(), Dir: t.TempDir(),
+				Env: []string{"LINGER_CUDA_DEVICE=" + c.env}})
+			defer mgr.Close()
+			k, err := mgr.Start(context.Background(), kernel.StartOptions{Path: "cuda.ipynb"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs, unsub := k.Subscribe()
+			defer unsub()
+			out, evalue := cell(t, k, msgs, c.code)
+			if c.evalue != "" {
+				if !strings.Contains(evalue, c.evalue) {
+					t.Errorf("error %q, want %q", evalue, c.evalue)
+				}
+				// The kernel lives on, with its other devices.
+				if out, evalue := cell(t, k, msgs, `print(engine(model="tiny", device="cpu").device)`); out != "cpu\n" || evalue != "" {
+					t.Errorf("after the error: %q, %q", out, evalue)
+				}
+				return
+			}
+			if evalue != "" || out != c.want {
+				t.Errorf("output %q, error %q; want %q", out, evalue, c.want)
+			}
+		})
+	}
+}

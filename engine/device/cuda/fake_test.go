@@ -1,0 +1,79 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"testing"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// TestFakeDriverCalls drives the fake driver's streams, events, modules
+// and launches through gorgonia.org/cu, as the engine's kernels will: a
+// launch is recorded, not run (the fake is the meta device of GPUs), and
+// an event pair times the work between.
+func TestFakeDriverCalls(t *testing.T) {
+	d := open(t)
+	fake(t, d)
+	err := d.do(func() error {
+		s, err := cu.MakeStream(cu.NonBlocking)
+		if err != nil {
+			return err
+		}
+		defer s.Destroy()
+		start, err := cu.MakeEvent(cu.DefaultEvent)
+		if err != nil {
+			return err
+		}
+		end, err := cu.MakeEvent(cu.DefaultEvent)
+		if err != nil {
+			return err
+		}
+		mod, err := cu.LoadData("// PTX: not read by the fake\n")
+		if err != nil {
+			return err
+		}
+		defer mod.Unload()
+		fn, err := mod.Function("linger_noop")
+		if err != nil {
+			return err
+		}
+		if err := start.Record(s); err != nil {
+			return err
+		}
+		n := uint64(42)
+		before := fakeLaunches()
+		if err := fn.Launch(1, 1, 1, 32, 1, 1, 0, s, []unsafe.Pointer{unsafe.Pointer(&n)}); err != nil {
+			return err
+		}
+		if got := fakeLaunches() - before; got != 1 {
+			t.Errorf("%d launches recorded, want 1", got)
+		}
+		if err := end.Record(s); err != nil {
+			return err
+		}
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+		if ms, err := start.Elapsed(end); err != nil || ms < 0 {
+			t.Errorf("elapsed %v ms, %v", ms, err)
+		}
+		if err := cu.DestroyEvent(&start); err != nil {
+			return err
+		}
+		return cu.DestroyEvent(&end)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A driver function the fake does not implement answers
+	// CUDA_ERROR_NOT_SUPPORTED, not a crash.
+	err = d.do(func() error {
+		_, err := cu.MemAllocManaged(1<<20, cu.AttachGlobal)
+		return err
+	})
+	if err == nil || cuErr("cuMemAllocManaged", err).Error() != "cuMemAllocManaged: CUDA_ERROR_NOT_SUPPORTED (operation not supported)" {
+		t.Errorf("cuMemAllocManaged on the fake: %v", err)
+	}
+}
