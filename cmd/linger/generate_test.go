@@ -110,7 +110,7 @@ func TestGenerateBadInput(t *testing.T) {
 		{"prompt too long", []string{"--prompt-tokens", "5000"}, 1, "5000"},
 		{"bad device", []string{"--prompt-tokens", "3", "--device", "tpu"}, 2, `"tpu"`},
 		{"cuda device", []string{"--prompt-tokens", "3", "--device", "cuda"}, 2,
-			`linger generate: usage: device "cuda" needs the CUDA build: run linger-cuda generate (built with make cuda); linger has meta and cpu`},
+			`linger generate: usage: device "cuda" needs the CUDA build: run linger-cuda generate (built with make cuda); this binary has meta, cpu`},
 		{"bad kv", []string{"--prompt-tokens", "3", "--kv", "ring"}, 2, `"ring"`},
 		{"bad limit", []string{"--prompt-tokens", "3", "--memory-limit", "lots"}, 2, `"lots"`},
 		{"unwritable trace", []string{"--prompt-tokens", "3", "--trace", filepath.Join(dir, "missing", "t.ltrace")}, 1, "missing"},
