@@ -209,20 +209,30 @@ func TestTimelineReconnect(t *testing.T) {
 		t.Errorf("before the drop the timeline holds %v of the kernel's %v events (%v owed, next %v): the live stream did not keep up", before.Received, before.Events, before.Skipped, before.Next)
 	}
 
-	// Drop the stream for long enough (the source's next retry delay) that
-	// the next cell runs while the timeline is disconnected. The resumed
-	// stream is then far more than max_delay_ms (1 ms now) behind.
+	// Drop the stream and hold its reconnection until the next cell has
+	// run and the server's index holds all of its events: the resumed
+	// stream is then a whole cell, far more than max_delay_ms (1 ms now),
+	// behind what the server knows, whatever the load on the machine.
 	p.step(t, "drop the timeline's websocket", 10*time.Second,
-		void(chromedp.Evaluate[any](`(() => { const s = [...window.linger.timeline.views.values()][0].source; s.maxDelayMs = 1; s.retry = 4000; s.ws.close(); })()`)),
+		void(chromedp.Evaluate[any](`(() => {
+			const s = [...window.linger.timeline.views.values()][0].source;
+			window.heldConnect = s.connect;
+			s.connect = () => {};
+			s.maxDelayMs = 1;
+			s.ws.close();
+		})()`)),
 		void(chromedp.Poll[bool](`[...window.linger.timeline.views.values()][0].source.state === "disconnected"`)))
 	p.run(t, 1)
 	p.step(t, "second cell ran while disconnected", 60*time.Second,
 		void(chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q)?.textContent.includes("512")`, p.cell(1)+` .outputs`))),
 		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
-	if st := eval[string](t, p, "state after the cell", `[...window.linger.timeline.views.values()][0].source.state`); st != "disconnected" {
-		t.Logf("the timeline reconnected before the cell ended (state %s): the test shows less", st)
-	}
+	indexSettled(t, p, before.LastSeq)
 	screenshot(t, p.ctx, "timeline-disconnected.png")
+	p.step(t, "reconnect", 10*time.Second, void(chromedp.Evaluate[any](`(() => {
+		const s = [...window.linger.timeline.views.values()][0].source;
+		s.connect = window.heldConnect;
+		s.connect();
+	})()`)))
 
 	// Caught up: the timeline's last sequence number is the kernel's, and
 	// it has the events of every summary.
@@ -263,6 +273,31 @@ type streamCounts struct {
 // caughtUp waits (up to 20 s) for the timeline to have every event the
 // kernel's trace had when asked, none of them owed, and answers the counts
 // then.
+// indexSettled waits until the server's index of the kernel's trace has
+// grown past seq and stopped growing: the kernel is idle and every event
+// it sent is indexed.
+func indexSettled(t *testing.T, p *page, seq float64) {
+	t.Helper()
+	const last = `(async () => {
+		const s = [...window.linger.timeline.views.values()][0].source;
+		const res = await fetch(s.prefix + "/lod?t0=0&t1=0&px=1", { credentials: "same-origin" });
+		return (await res.json()).last_seq;
+	})()`
+	deadline := time.Now().Add(20 * time.Second)
+	prev := 0.0
+	for {
+		n := eval[float64](t, p, "the index's last event", last)
+		if n > seq && n == prev {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's index did not settle past seq %v (last %v)", seq, n)
+		}
+		prev = n
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 func caughtUp(t *testing.T, p *page) streamCounts {
 	t.Helper()
 	const counts = `(async () => {
