@@ -370,8 +370,11 @@ func TestInFlightTraceTime(t *testing.T) {
 	next(500 * time.Millisecond)
 	sent := len(f.got) - int(acked) // events, not summaries
 	t.Logf("acknowledged %d, then sent %d events before waiting (%d summaries)", acked, sent, f.summaries)
-	if acked != 1000 || sent == 0 || sent > 5000+4096 {
-		t.Errorf("%d events sent past the acknowledged %d; want 1..%d (5 ms of trace time and a batch)", sent, acked, 5000+4096)
+	// None sent is right too when the server indexed the 99 ms before its
+	// first live batch went out: the client was already behind and got a
+	// summary instead (as a loaded machine makes happen).
+	if acked != 1000 || sent > 5000+4096 || (sent == 0 && f.summaries == 0) {
+		t.Errorf("%d events sent past the acknowledged %d (%d summaries); want 1..%d (5 ms of trace time and a batch), or a summary", sent, acked, f.summaries, 5000+4096)
 	}
 	ack()
 	next(500 * time.Millisecond)
