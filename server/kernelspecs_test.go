@@ -80,6 +80,47 @@ func TestKernelspecsList(t *testing.T) {
 	}
 }
 
+// TestNotebookPageKernelPicker: the notebook page's picker lists the
+// server's specs and shows the one the notebook's metadata asks for when
+// it is offered, else the default; with the plain kernel alone it is
+// disabled.
+func TestNotebookPageKernelPicker(t *testing.T) {
+	nb := func(name string) json.RawMessage {
+		return json.RawMessage(`{"cells":[],"metadata":{"kernelspec":{"name":"` + name + `","display_name":"x","language":"starlark"}},"nbformat":4,"nbformat_minor":5}`)
+	}
+	option := func(name, display string, selected bool) string {
+		o := `<option value="` + name + `" data-language="starlark"`
+		if selected {
+			o += ` selected`
+		}
+		return o + `>` + display + `</option>`
+	}
+	for _, tt := range []struct {
+		specs []kernel.Spec
+		path  string
+		want  []string
+	}{
+		{nil, "gpu.ipynb", []string{`<select id="kernel-picker" data-testid="kernel-picker" disabled`, option("linger", "Linger (Starlark)", true)}},
+		{[]kernel.Spec{kernel.LingerSpec("linger", "kernel"), kernel.CUDASpec("/opt/linger-cuda", testGPU)}, "gpu.ipynb",
+			[]string{option("linger", "Linger (Starlark)", false), option("linger-cuda", "Linger (CUDA)", true)}},
+		{[]kernel.Spec{kernel.LingerSpec("linger", "kernel"), kernel.CUDASpec("/opt/linger-cuda", testGPU)}, "py.ipynb",
+			[]string{option("linger", "Linger (Starlark)", true), option("linger-cuda", "Linger (CUDA)", false)}},
+	} {
+		ts := newTestServer(t, nil)
+		ts.ks.specs = tt.specs
+		ts.cs.files["gpu.ipynb"], ts.cs.files["py.ipynb"] = nb("linger-cuda"), nb("python3")
+		code, b := ts.do(t, "GET", "/notebooks/"+tt.path, "")
+		if code != 200 {
+			t.Fatalf("GET /notebooks/%s: %d %s", tt.path, code, b)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%d specs, %s: the page lacks %s", len(tt.specs), tt.path, w)
+			}
+		}
+	}
+}
+
 // fakeCUDA writes a linger-cuda shell script into a fresh directory: its
 // probe runs probe (shell), and its kernel is the real linger's. It
 // returns the path a linger binary in that directory would have.

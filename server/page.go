@@ -105,7 +105,11 @@ func (s *Server) handleNotebookPage(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badRequest("notebook %q: %v", p, err))
 		return
 	}
-	s.render(w, r, web.Notebook(notebookView(s.page(path.Base(p)), p, nb)))
+	v := notebookView(s.page(path.Base(p)), p, nb)
+	for _, sp := range s.kernels.Specs() {
+		v.Kernels = append(v.Kernels, web.KernelView{Name: sp.Name, DisplayName: sp.DisplayName, Language: sp.Language})
+	}
+	s.render(w, r, web.Notebook(v))
 }
 
 // handleTimelinePage renders the page of a saved trace.
@@ -146,9 +150,13 @@ func (s *Server) renderStatus(w http.ResponseWriter, r *http.Request, code int, 
 	_, _ = buf.WriteTo(w)
 }
 
-// notebookView converts a notebook into the page's view model.
+// notebookView converts a notebook into the page's view model (all but
+// the kernelspecs, which are the server's).
 func notebookView(pg web.Page, p string, nb *nbformat.Notebook) web.NotebookView {
 	v := web.NotebookView{Page: pg, Path: p}
+	if ks, ok := nb.KernelSpec(); ok {
+		v.Wants = ks.Name
+	}
 	for _, c := range nb.Cells {
 		cv := web.CellView{ID: c.ID, Type: c.Type, Source: c.Source}
 		if c.ExecutionCount != nil {

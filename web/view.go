@@ -107,6 +107,42 @@ type NotebookView struct {
 	Path string
 	// Cells in notebook order.
 	Cells []CellView
+	// Kernels are the kernelspecs the server offers, its default first:
+	// the toolbar's kernel picker lists them.
+	Kernels []KernelView
+	// Wants is the kernelspec name the notebook's metadata asks for ("" for
+	// none).
+	Wants string
+}
+
+// KernelView is one kernelspec the server offers.
+type KernelView struct {
+	// Name is the spec's name ("linger-cuda"); DisplayName what the picker
+	// shows ("Linger (CUDA)"); Language the cells' language ("starlark").
+	Name, DisplayName, Language string
+}
+
+// KernelName is the spec the picker shows before the page's script starts
+// a kernel, which starts the same: the one the notebook asks for when the
+// server offers it, else the server's default.
+func (v NotebookView) KernelName() string {
+	for _, k := range v.Kernels {
+		if k.Name == v.Wants {
+			return k.Name
+		}
+	}
+	if len(v.Kernels) > 0 {
+		return v.Kernels[0].Name
+	}
+	return ""
+}
+
+// pickerTitle is the kernel picker's tooltip.
+func pickerTitle(v NotebookView) string {
+	if len(v.Kernels) == 1 {
+		return "The only kernel this server offers"
+	}
+	return "Change the kernel"
 }
 
 // Name is the notebook's base name.

@@ -193,6 +193,94 @@ func TestNotebook(t *testing.T) {
 	})
 }
 
+// TestKernelPicker: the toolbar's picker is a labelled select of the
+// server's kernelspecs, showing the one the page starts (the notebook's
+// when offered, else the default); with one spec it is disabled, never
+// empty; the kernel notice is there, hidden.
+func TestKernelPicker(t *testing.T) {
+	plain := KernelView{Name: "linger", DisplayName: "Linger (Starlark)", Language: "starlark"}
+	cuda := KernelView{Name: "linger-cuda", DisplayName: "Linger (CUDA)", Language: "starlark"}
+	type option struct{ Value, Text, Language string }
+	for _, tt := range []struct {
+		name     string
+		kernels  []KernelView
+		wants    string
+		options  []option
+		selected string
+		disabled bool
+	}{
+		{"notebook's spec offered", []KernelView{plain, cuda}, "linger-cuda",
+			[]option{{"linger", "Linger (Starlark)", "starlark"}, {"linger-cuda", "Linger (CUDA)", "starlark"}}, "linger-cuda", false},
+		{"notebook's spec missing", []KernelView{plain, cuda}, "python3",
+			[]option{{"linger", "Linger (Starlark)", "starlark"}, {"linger-cuda", "Linger (CUDA)", "starlark"}}, "linger", false},
+		{"no kernelspec in the notebook", []KernelView{plain, cuda}, "",
+			[]option{{"linger", "Linger (Starlark)", "starlark"}, {"linger-cuda", "Linger (CUDA)", "starlark"}}, "linger", false},
+		{"one spec", []KernelView{plain}, "linger-cuda",
+			[]option{{"linger", "Linger (Starlark)", "starlark"}}, "linger", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v := NotebookView{Path: "gpu.ipynb", Kernels: tt.kernels, Wants: tt.wants}
+			if got := v.KernelName(); got != tt.selected {
+				t.Errorf("KernelName() = %q, want %q", got, tt.selected)
+			}
+			doc := render(t, Notebook(v))
+			sel := one(t, doc, "kernel-picker")
+			if sel.Data != "select" {
+				t.Fatalf("kernel-picker is a <%s>, want a <select>", sel.Data)
+			}
+			if _, dis := attr(sel, "disabled"); dis != tt.disabled {
+				t.Errorf("disabled = %v, want %v", dis, tt.disabled)
+			}
+			// Labelled: a <label for> its id, in the toolbar.
+			id, _ := attr(sel, "id")
+			labelled := false
+			for d := range one(t, doc, "toolbar").Descendants() {
+				if d.Type == html.ElementNode && d.Data == "label" {
+					if f, _ := attr(d, "for"); f == id && id != "" && strings.TrimSpace(text(d)) == "Kernel" {
+						labelled = true
+					}
+				}
+			}
+			if !labelled {
+				t.Errorf("no <label for=%q>Kernel</label> in the toolbar", id)
+			}
+			var got []option
+			var selected []string
+			for d := range sel.Descendants() {
+				if d.Type != html.ElementNode || d.Data != "option" {
+					continue
+				}
+				val, _ := attr(d, "value")
+				lang, _ := attr(d, "data-language")
+				got = append(got, option{val, text(d), lang})
+				if _, ok := attr(d, "selected"); ok {
+					selected = append(selected, val)
+				}
+			}
+			if !slices.Equal(got, tt.options) {
+				t.Errorf("options %q, want %q", got, tt.options)
+			}
+			if !slices.Equal(selected, []string{tt.selected}) {
+				t.Errorf("selected %q, want %q", selected, tt.selected)
+			}
+			notice := one(t, doc, "kernel-notice")
+			if _, hidden := attr(notice, "hidden"); !hidden {
+				t.Error("the kernel notice shows before the script said anything")
+			}
+			if r, _ := attr(notice, "role"); r != "status" {
+				t.Errorf("kernel notice role = %q, want status", r)
+			}
+			one(t, notice, "kernel-notice-text")
+			one(t, notice, "kernel-notice-dismiss")
+		})
+	}
+	t.Run("no specs", func(t *testing.T) {
+		if got := byTestID(render(t, Notebook(NotebookView{Path: "a.ipynb"})), "kernel-picker"); len(got) != 0 {
+			t.Errorf("a picker without specs: %d", len(got))
+		}
+	})
+}
+
 func TestTree(t *testing.T) {
 	mod := time.Date(2026, 12, 2, 9, 30, 0, 0, time.UTC)
 	tests := []struct {

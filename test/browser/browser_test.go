@@ -44,12 +44,18 @@ func startServer(t *testing.T, dir string) string {
 // serve serves the notebook directory dir with kernels' traces in traces.
 func serve(t *testing.T, dir, traces string) string {
 	t.Helper()
+	return serveSpecs(t, dir, traces, nil)
+}
+
+// serveSpecs is serve with these kernelspecs (nil: the plain kernel alone).
+func serveSpecs(t *testing.T, dir, traces string, specs []kernel.Spec) string {
+	t.Helper()
 	store, err := contents.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{testbin.Linger(t), "kernel"}, TraceDir: traces, Dir: dir})
+	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, Command: []string{testbin.Linger(t), "kernel"}, TraceDir: traces, Dir: dir})
 	t.Cleanup(func() { mgr.Close() })
 	srv, err := server.New(server.Options{Dir: dir, Token: token, Manager: mgr, Contents: store, TraceDir: traces})
 	if err != nil {

@@ -68,8 +68,14 @@ export const kernels = {
 };
 
 export const sessions = {
-  /** Starts (or finds, as Jupyter does) the session of a notebook. */
-  create: (path) => api("POST", "api/sessions", { path, type: "notebook", name: path.split("/").pop(), kernel: { name: "linger" } }),
+  /**
+   * Starts (or finds, as Jupyter does) the session of a notebook, on the
+   * kernelspec of that name ("" for the server's default).
+   */
+  create: (path, kernelName) =>
+    api("POST", "api/sessions", { path, type: "notebook", name: path.split("/").pop(), ...(kernelName ? { kernel: { name: kernelName } } : {}) }),
+  /** Replaces the session's kernel with a new one of that spec, as @jupyterlab/services' changeKernel does. */
+  changeKernel: (id, kernelName) => api("PATCH", `api/sessions/${encodeURIComponent(id)}`, { kernel: { name: kernelName } }),
 };
 
 /** A short random id (hex), for cell ids and message ids. */

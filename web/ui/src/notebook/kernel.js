@@ -89,10 +89,11 @@ export class KernelClient {
     this.timer = setTimeout(() => this.connect(), wait);
   }
 
-  /** Stops reconnecting and closes the socket. */
-  close() {
+  /** Stops reconnecting and closes the socket; executions still waiting fail with why. */
+  close(why = "the connection to the kernel was closed") {
     this.closed = true;
     clearTimeout(this.timer);
+    this.failPending(why);
     if (this.ws) this.ws.close();
   }
 

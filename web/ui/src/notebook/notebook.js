@@ -1,6 +1,9 @@
 // The notebook page's controller: loads the notebook, takes over the cells
 // the server rendered, runs cells on the kernel, saves, and keeps the kernel
-// status and the banner honest.
+// status and the banner honest. The toolbar's kernel picker starts the
+// kernelspec the notebook's metadata asks for when the server offers it
+// (else the default, saying so in the kernel notice), and changes the
+// session's kernel, recording the choice in metadata.kernelspec.
 //
 // For the timeline (another bundle) it dispatches on document:
 //   linger:kernel  {kernelId, sessionId, path}  when a kernel is connected
@@ -12,6 +15,7 @@ import { contents, sessions, kernels } from "./api.js";
 import { KernelClient } from "./kernel.js";
 import { Cell } from "./cell.js";
 import { toOutput } from "./outputs.js";
+import { startName, kernelNotice, kernelspecMetadata } from "./kernelspecs.js";
 
 const AUTOSAVE_MS = 30000;
 
@@ -33,6 +37,8 @@ export class Notebook {
     this.statusEl = root.querySelector("[data-testid=kernel-status]");
     this.saveEl = root.querySelector("[data-testid=save-state]");
     this.banner = root.querySelector("[data-testid=banner]");
+    this.picker = root.querySelector("[data-testid=kernel-picker]");
+    this.notice = root.querySelector("[data-testid=kernel-notice]");
     this.cells = [];
     this.selected = null;
     this.dirty = false;
@@ -42,6 +48,7 @@ export class Notebook {
   }
 
   async start() {
+    this.lockPicker(true);
     this.bindToolbar();
     const model = await contents.get(this.path, "notebook");
     this.model = model.content;
@@ -74,15 +81,112 @@ export class Notebook {
     this.select(this.cells[0]);
   }
 
+  /** The kernelspecs the server offers, its default first: the picker's options. */
+  specs() {
+    return [...(this.picker?.options || [])].map((o) => ({ name: o.value, display_name: o.textContent, language: o.dataset.language || "" }));
+  }
+
   async startSession() {
+    const specs = this.specs();
+    const wanted = this.model?.metadata?.kernelspec;
+    this.lockPicker(true);
     try {
-      const s = await sessions.create(this.path);
+      const s = await sessions.create(this.path, startName(specs, wanted));
       this.sessionId = s.id;
       this.connect(s.kernel.id);
+      this.setKernelName(s.kernel.name);
+      this.showNotice(kernelNotice(specs, wanted, s.kernel.name));
     } catch (e) {
       this.setStatus("dead");
       this.showBanner(`Could not start a kernel: ${e.message}`);
+    } finally {
+      this.lockPicker(false);
     }
+  }
+
+  /**
+   * Changes the kernel to a new one of the named spec, as JupyterLab's
+   * "Change kernel" does: the session's kernel is replaced (the old one
+   * shut down, its variables lost), and metadata.kernelspec records the
+   * spec for the next save.
+   */
+  async changeKernel(name) {
+    // One change at a time; the last one asked for meanwhile follows (the
+    // arrow keys step a focused select through its options, each step a
+    // change). The picker stays enabled, keeping the keyboard's focus.
+    if (this.changing) {
+      this.changeAgain = name;
+      return this.changing;
+    }
+    this.changing = this.replaceKernel(name).finally(() => {
+      this.changing = null;
+      const next = this.changeAgain;
+      this.changeAgain = null;
+      if (next && next !== this.kernelName) this.changeKernel(next);
+    });
+    return this.changing;
+  }
+
+  async replaceKernel(name) {
+    const spec = this.specs().find((s) => s.name === name);
+    if (!spec || (name === this.kernelName && this.kernel)) return;
+    const prev = this.kernel;
+    // The old kernel goes when the new one is up; its socket closing
+    // then is no loss to report.
+    prev?.close("the kernel was changed");
+    this.kernel = null;
+    this.setStatus("starting");
+    try {
+      let s = null;
+      if (this.sessionId) {
+        try {
+          s = await sessions.changeKernel(this.sessionId, name);
+        } catch (e) {
+          if (e.status !== 404) throw e;
+        }
+      }
+      // No session (its start failed, or it went with its kernel): a new one.
+      s ??= await sessions.create(this.path, name);
+      this.sessionId = s.id;
+      this.connect(s.kernel.id);
+      this.setKernelName(s.kernel.name);
+      this.model.metadata = { ...this.model.metadata, kernelspec: kernelspecMetadata(spec) };
+      this.markDirty();
+      this.showNotice("");
+      this.hideBanner();
+    } catch (e) {
+      const why = `Could not change the kernel to "${spec.display_name}": ${e.message}`;
+      this.setKernelName(this.kernelName);
+      if (prev) {
+        // The old kernel runs on (the server replaces it only with one
+        // that started): back to it, saying why in the notice, which its
+        // states do not hide as they do the banner.
+        this.connect(prev.kernelId);
+        const on = this.specs().find((x) => x.name === this.kernelName);
+        this.showNotice(`${why}. Still running "${on?.display_name || this.kernelName}".`);
+      } else {
+        this.setStatus("dead");
+        this.showBanner(why, { restart: true });
+      }
+    }
+  }
+
+  /** Shows the spec of the running kernel in the picker (unless another change is asked for already). */
+  setKernelName(name) {
+    this.kernelName = name;
+    if (this.picker && name && !this.changeAgain) this.picker.value = name;
+  }
+
+  /** Disables the picker while a kernel starts; with one spec it stays disabled. */
+  lockPicker(locked) {
+    if (this.picker) this.picker.disabled = locked || this.picker.options.length < 2;
+  }
+
+  /** Shows the kernel notice with text, or hides it for "". */
+  showNotice(text) {
+    if (!this.notice) return;
+    this.notice.querySelector("[data-testid=kernel-notice-text]").textContent = text;
+    this.notice.hidden = !text;
   }
 
   connect(kernelId) {
@@ -133,9 +237,11 @@ export class Notebook {
         interrupt: () => this.interrupt(),
         restart: () => this.restart(),
         reconnect: () => this.kernel?.connect(),
+        "dismiss-kernel-notice": () => this.showNotice(""),
       }[a];
       act?.();
     });
+    this.picker?.addEventListener("change", () => this.changeKernel(this.picker.value));
     document.addEventListener("keydown", (ev) => {
       if ((ev.ctrlKey || ev.metaKey) && ev.key === "s") {
         ev.preventDefault();
