@@ -76,13 +76,25 @@ fakecuda:
 	$(CC) -shared -Wl,-soname,libcuda.so.1 -o $(FAKECUDA)/libcuda.so.1 $(FAKECUDA)/fakecuda.o $(FAKECUDA)/stubs.o -lpthread
 
 # linger-cuda compiled and linked against the stub, and the cuda device
-# and linger-cuda tested on the fake driver.
+# and linger-cuda tested on the fake driver. Then every scenario notebook
+# on device "cuda" in linger-cuda on the fake (test/scenarios, the /cuda
+# subtests): LINGER_REQUIRE_CUDA=1 turns their skip into a failure, and the
+# cuda subtests that passed must be as many as the notebooks, so a cuda
+# run that did not happen never passes.
+SCENARIOS_LOG := $(FAKECUDA)/scenarios-cuda.log
 cuda-check: cuda fakecuda
 	@$(CUDA_ENV) && export LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) && \
 	$(GO) vet -tags cuda ./engine/device/cuda/... ./cmd/linger-cuda/... && \
 	$(GO) test -count=1 -tags cuda ./engine/device/cuda/... ./cmd/linger-cuda/... && \
 	$(GO) test -count=1 -race -tags cuda ./engine/device/cuda/... && \
 	LD_BIND_NOW=1 $(CUDA_BIN) probe >/dev/null
+	@LINGER_REQUIRE_CUDA=1 LINGER_CUDA_BIN=$(CURDIR)/$(CUDA_BIN) LINGER_FAKECUDA_DIR=$(CURDIR)/$(FAKECUDA) \
+	$(GO) test -count=1 -v -run '/^cuda$$' ./test/scenarios >$(SCENARIOS_LOG) 2>&1; rc=$$?; \
+	want=$$(ls examples/*.ipynb | wc -l); passed=$$(grep -c -- '--- PASS: Test[^ ]*/cuda ' $(SCENARIOS_LOG)); \
+	if [ $$rc != 0 ] || [ $$passed != $$want ] || grep -q -- '--- SKIP' $(SCENARIOS_LOG); then \
+		cat $(SCENARIOS_LOG); echo "cuda-check: $$passed of $$want scenario notebooks passed on cuda (go test exit $$rc)"; exit 1; \
+	fi; \
+	echo "ok  	linger/test/scenarios	$$passed scenario notebooks on cuda (fake driver)"
 
 check-fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \

@@ -11,8 +11,10 @@ import (
 // Test00Tour: the tour runs clean, and the one tensor it keeps in a global is
 // the only lingering object, found at its cell and line with its holder;
 // the fixed cell's tensor, freed in its cell, does not linger.
-func Test00Tour(t *testing.T) {
-	r := runNotebook(t, "00-tour.ipynb")
+func Test00Tour(t *testing.T) { onTargets(t, test00Tour) }
+
+func test00Tour(t *testing.T, tg target) {
+	r := runNotebook(t, tg, "00-tour.ipynb")
 	t.Logf("00-tour: %s", r.Elapsed)
 
 	want := uint64(1024 * 1024 * engine.F32.Size()) // tensor([1024, 1024]) of f32

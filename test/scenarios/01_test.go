@@ -13,8 +13,10 @@ import (
 // caches a hook's closure still holds after the loop cleared its own
 // reference, linger with those holders, one request's KV cache per step;
 // the fixed loop (one cache, reset after each request) leaves nothing.
-func Test01KVCacheReference(t *testing.T) {
-	r := runNotebook(t, "01-kv-cache-reference.ipynb")
+func Test01KVCacheReference(t *testing.T) { onTargets(t, test01KVCacheReference) }
+
+func test01KVCacheReference(t *testing.T, tg target) {
+	r := runNotebook(t, tg, "01-kv-cache-reference.ipynb")
 	t.Logf("01-kv-cache-reference: %s", r.Elapsed)
 
 	prompt, newTokens := r.constant(t, "setup-engine", "PROMPT"), r.constant(t, "setup-engine", "NEW")

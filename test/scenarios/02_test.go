@@ -12,8 +12,10 @@ import (
 // per-chunk form allocates 2,048 masks from one line (the analyzer's
 // duplicates family names it), the build-once form one; neither lingers,
 // and the peaks differ by the full mask minus the last chunk's.
-func Test02MaskPerChunk(t *testing.T) {
-	r := runNotebook(t, "02-mask-per-chunk.ipynb")
+func Test02MaskPerChunk(t *testing.T) { onTargets(t, test02MaskPerChunk) }
+
+func test02MaskPerChunk(t *testing.T, tg target) {
+	r := runNotebook(t, tg, "02-mask-per-chunk.ipynb")
 	t.Logf("02-mask-per-chunk: %s", r.Elapsed)
 
 	tokens, chunk := r.constant(t, "setup-engine", "TOKENS"), r.constant(t, "setup-engine", "CHUNK")

@@ -13,8 +13,10 @@ import (
 // lingering under dynamic batching (found from the scheduler's admission
 // rule and the notebook's lengths), nothing under static batching, and
 // the fixed loop nothing at all; residue static vs dynamic from the trace.
-func Test03BatchingScratch(t *testing.T) {
-	r := runNotebook(t, "03-batching-scratch.ipynb")
+func Test03BatchingScratch(t *testing.T) { onTargets(t, test03BatchingScratch) }
+
+func test03BatchingScratch(t *testing.T, tg target) {
+	r := runNotebook(t, tg, "03-batching-scratch.ipynb")
 	t.Logf("03-batching-scratch: %s", r.Elapsed)
 
 	batch, requests := r.constant(t, "setup-engine", "BATCH"), r.constant(t, "setup-engine", "REQUESTS")

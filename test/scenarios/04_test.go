@@ -13,8 +13,10 @@ import (
 // Scenario 4: a tokenizer cache keyed by a fresh key per call and never
 // evicting grows with every call; a bounded LRU with stable keys stays at
 // its bound.
-func Test04TokenizerCache(t *testing.T) {
-	r := runNotebook(t, "04-tokenizer-cache.ipynb")
+func Test04TokenizerCache(t *testing.T) { onTargets(t, test04TokenizerCache) }
+
+func test04TokenizerCache(t *testing.T, tg target) {
+	r := runNotebook(t, tg, "04-tokenizer-cache.ipynb")
 	t.Logf("linger run: %s", r.Elapsed)
 
 	// The loop, as the notebook writes it: REQUESTS requests of

@@ -16,8 +16,10 @@ import (
 // Scenario 5: a workspace guard skipped on an early return leaves its
 // per-call part behind at every rejected request, and the device's free
 // memory falls; a helper that releases on every path leaves nothing.
-func Test05Workspace(t *testing.T) {
-	r := runNotebook(t, "05-workspace.ipynb")
+func Test05Workspace(t *testing.T) { onTargets(t, test05Workspace) }
+
+func test05Workspace(t *testing.T, tg target) {
+	r := runNotebook(t, tg, "05-workspace.ipynb")
 	t.Logf("linger run: %s", r.Elapsed)
 
 	cfg, err := engine.LookupPreset("qwen2-1.5b")

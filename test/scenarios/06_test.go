@@ -90,8 +90,10 @@ func mib(n uint64) float64 { return float64(n) / (1 << 20) }
 // read while every device track is flat (verdict go_heap_grows); copying
 // the kept bytes keeps the heap flat, and copying the leaky index's
 // titles gives the documents back.
-func Test06SubstringRetention(t *testing.T) {
-	r := runNotebook(t, "06-substring-retention.ipynb")
+func Test06SubstringRetention(t *testing.T) { onTargets(t, test06SubstringRetention) }
+
+func test06SubstringRetention(t *testing.T, tg target) {
+	r := runNotebook(t, tg, "06-substring-retention.ipynb")
 	t.Logf("06-substring-retention: %s", r.Elapsed)
 	doc := uint64(r.constant(t, "setup-engine", "DOC"))
 	docs := uint64(r.constant(t, "setup-engine", "DOCS"))

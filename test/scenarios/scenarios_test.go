@@ -70,9 +70,10 @@ type cellMemory struct {
 	Before, Peak, After uint64
 }
 
-// runNotebook runs examples/<name> headless with linger run, fails the
-// test on an invalid notebook or a cell error, and returns the result.
-func runNotebook(t *testing.T, name string) *result {
+// runNotebook runs examples/<name> headless with linger run on the
+// target, fails the test on an invalid notebook or a cell error, and
+// returns the result.
+func runNotebook(t *testing.T, tg target, name string) *result {
 	t.Helper()
 	path := filepath.Join(notebookDir, name)
 	checkCommitted(t, path)
@@ -80,7 +81,10 @@ func runNotebook(t *testing.T, name string) *result {
 	out := filepath.Join(dir, "out.ipynb")
 	trace := filepath.Join(dir, "trace.ltrace")
 	report := filepath.Join(dir, "report.json")
-	cmd := exec.Command(testbin.Linger(t), "run", path, "--out", out, "--trace", trace, "--report", report, "--timeout", "2m")
+	cmd := exec.Command(testbin.Linger(t), append([]string{"run", path, "--out", out, "--trace", trace, "--report", report, "--timeout", "2m"}, tg.args...)...)
+	if tg.env != nil {
+		cmd.Env = append(os.Environ(), tg.env...)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -109,7 +113,35 @@ func runNotebook(t *testing.T, name string) *result {
 	}
 	r.Report, r.Holders = rep.Report, rep.Holders
 	r.replay(t)
+	if tg.Name != meta.Name {
+		r.checkTarget(t, tg)
+	}
 	return r
+}
+
+// checkTarget checks that the run was on the target's device: the
+// parameter linger run injected, and, at the end of the trace, device used
+// − reserved is the device's context (no notebook keeps memory outside the
+// allocator at its end), which only the cuda device has.
+func (r *result) checkTarget(t *testing.T, tg target) {
+	t.Helper()
+	want := fmt.Sprintf("DEVICE = %q", tg.Name)
+	if src := cellSourceOr(r, "injected-parameters"); !strings.Contains(src, want) {
+		t.Errorf("the injected parameters %q, want %s", src, want)
+	}
+	if end := r.Report.Tracks.End; end.OutsideGap != int64(tg.Context) {
+		t.Errorf("at the end: device used %d − reserved %d = %d bytes, want the %s context's %d", end.DeviceUsed, end.Reserved, end.OutsideGap, tg.Name, tg.Context)
+	}
+}
+
+// cellSourceOr is the source of cell id, "" when there is none.
+func cellSourceOr(r *result, id string) string {
+	for _, c := range r.Notebook.Cells {
+		if c.ID == id {
+			return c.Source
+		}
+	}
+	return ""
 }
 
 // checkCommitted validates the committed notebook (nbformat 4.5 schema)
