@@ -135,11 +135,16 @@ func TestRunParam(t *testing.T) {
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	writeCUDA(`echo '{"device":"NVIDIA H200","total_bytes":150000000000,"free_bytes":149000000000,"driver_version":13000,"compute_capability":"9.0"}'`)
-	if stdout, _, err := run("--kernel", "linger-cuda", "--param", "DEVICE=cpu"); err != nil {
+	stdout, got, err = run("--kernel", "linger-cuda", "--param", "DEVICE=cpu")
+	if err != nil {
 		t.Fatalf("--kernel linger-cuda: %v\n%s", err, stdout)
 	}
 	if _, err := os.Stat(mark); err != nil {
 		t.Errorf("--kernel linger-cuda did not start linger-cuda kernel: %v", err)
+	}
+	// The executed notebook names the kernel that ran it, as papermill's -k.
+	if ks, ok := got.KernelSpec(); !ok || ks.Name != "linger-cuda" || ks.DisplayName != "Linger (CUDA)" {
+		t.Errorf("the executed notebook's kernelspec = %+v, %v; want linger-cuda, Linger (CUDA)", ks, ok)
 	}
 	writeCUDA(`echo "linger-cuda: no CUDA device" >&2; exit 1`)
 	if _, _, err := run("--kernel", "linger-cuda"); err == nil || !strings.Contains(err.Error(), "no CUDA kernel: ") || !strings.Contains(err.Error(), "probe: exit status 1: linger-cuda: no CUDA device") {

@@ -67,6 +67,9 @@ func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if f.out != "" {
+		if err := recordKernelSpec(nb, mgr, k); err != nil {
+			return err
+		}
 		if err := nbformat.WriteFile(f.out, nb); err != nil {
 			return err
 		}
@@ -175,6 +178,17 @@ func startRunKernel(ctx context.Context, path, name, traceDir string) (*kernel.M
 		return nil, nil, err
 	}
 	return mgr, k, nil
+}
+
+// recordKernelSpec names in the executed notebook's metadata the kernel
+// that ran it, as papermill does with -k: a notebook run with --kernel
+// linger-cuda says so when opened again.
+func recordKernelSpec(nb *nbformat.Notebook, mgr *kernel.Manager, k *kernel.Kernel) error {
+	spec, ok := mgr.Spec(k.Name())
+	if !ok {
+		return nil
+	}
+	return nb.Metadata.Set("kernelspec", nbformat.KernelSpec{Name: spec.Name, DisplayName: spec.DisplayName, Language: spec.Language})
 }
 
 // executeCells runs the notebook's code cells in order, printing a line
