@@ -185,7 +185,15 @@ func TestTimelineReconnect(t *testing.T) {
 		t.Skip("end-to-end browser test")
 	}
 	t.Parallel()
-	p := openNotebook(t, leakyCell, `r2 = e.generate(prompt_tokens=512, chunk_size=64, max_new_tokens=8)`+"\n"+`r2.prompt_tokens`)
+	// The second cell's events span well over max_delay_ms of trace time
+	// (1 ms below), whatever the machine's speed: on meta one request of
+	// the tiny model can take less, and a resumed stream that is a whole
+	// cell but under 1 ms behind is rightly sent that cell, not a summary.
+	second := "r2 = e.generate(prompt_tokens=512, chunk_size=64, max_new_tokens=8)\n" +
+		"for i in range(300000):\n    pass\n" +
+		"r3 = e.generate(prompt_tokens=512, chunk_size=64, max_new_tokens=8)\n" +
+		"r2.prompt_tokens"
+	p := openNotebook(t, leakyCell, second)
 	p.step(t, "timeline mounted", 20*time.Second,
 		void(chromedp.Poll[bool](`[...(window.linger?.timeline?.views?.values() || [])][0]?.source?.ws?.readyState === WebSocket.OPEN`)))
 	if d := eval[float64](t, p, "flow control", `[...window.linger.timeline.views.values()][0].source.maxDelayMs`); d <= 0 {
