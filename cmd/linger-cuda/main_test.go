@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"linger/internal/cli"
 	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
 	"linger/timeline"
@@ -189,6 +190,33 @@ func TestGenerateSameAsMeta(t *testing.T) {
 	meta, cuda := shape(t, filepath.Join(dir, "meta.ltrace")), shape(t, filepath.Join(dir, "cuda.ltrace"))
 	if len(meta) == 0 || !reflect.DeepEqual(meta, cuda) {
 		t.Errorf("the cuda trace's allocator events (%d) differ from meta's (%d)", len(cuda), len(meta))
+	}
+}
+
+// TestGenerateJSONDeviceUsed: --json on cuda gives meta's peaks, and a
+// peak device used that is the card's view: the allocator's segments and
+// the CUDA context, so more than the peak reserved (the fake's context is
+// LINGER_FAKECUDA_CONTEXT_BYTES, 64 MiB by default).
+func TestGenerateJSONDeviceUsed(t *testing.T) {
+	sum := map[string]cli.Summary{}
+	for _, dev := range []string{"meta", "cuda"} {
+		code, out, stderr := runCLI(t, "generate", "--model", "tiny", "--device", dev, "--prompt-tokens", "300",
+			"--chunk-size", "64", "--max-new-tokens", "5", "--json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s", dev, code, stderr)
+		}
+		var s cli.Summary
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatalf("%s: %q: %v", dev, out, err)
+		}
+		sum[dev] = s
+	}
+	m, c := sum["meta"], sum["cuda"]
+	if c.Device != "cuda" || c.PeakAllocated != m.PeakAllocated || c.PeakReserved != m.PeakReserved || m.PeakDeviceUsed != m.PeakReserved {
+		t.Errorf("cuda %+v\nmeta %+v", c, m)
+	}
+	if ctx := uint64(64 << 20); c.PeakDeviceUsed < c.PeakReserved+ctx {
+		t.Errorf("cuda peak device used %d, want at least the peak reserved %d and the context %d", c.PeakDeviceUsed, c.PeakReserved, ctx)
 	}
 }
 
