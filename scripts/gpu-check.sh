@@ -101,7 +101,7 @@ step() {
 	shift
 	local t0 t1 rc
 	t0=$(date +%s%N)
-	timeout "$STEP_TIMEOUT" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
+	timeout -k 10 "$STEP_TIMEOUT" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
 	rc=$?
 	t1=$(date +%s%N)
 	wall_ms=$(((t1 - t0) / 1000000))
@@ -141,7 +141,7 @@ table() {
 	echo "| check | linger, meta | linger-cuda, cuda | result |"
 	echo "|---|---|---|---|"
 	local r
-	for r in "${rows[@]}"; do echo "$r"; done
+	for r in ${rows[@]+"${rows[@]}"}; do echo "$r"; done
 }
 
 # The binaries, before anything else.
@@ -228,7 +228,7 @@ row "correctness (cuda logits vs cpu)" "" "not yet: no GPU kernels" "TODO"
 
 total=$(($(date +%s) - started))
 failed=0
-for r in "${rows[@]}"; do
+for r in ${rows[@]+"${rows[@]}"}; do
 	case $r in *"| FAIL"*) failed=1 ;; esac
 done
 {
