@@ -62,7 +62,7 @@ CUDA_BIN   := bin/linger-cuda
 FAKECUDA   := bin/fakecuda
 CUDA_ENV    = eval "$$(bash scripts/cuda-sdk.sh '$(CUDA_CACHE)')" && export CGO_CFLAGS CGO_LDFLAGS
 
-.PHONY: cuda fakecuda cuda-check
+.PHONY: cuda fakecuda cuda-check gpu-bundle
 cuda:
 	@$(CUDA_ENV) && $(GO) build -tags cuda -o $(CUDA_BIN) ./cmd/linger-cuda
 
@@ -80,9 +80,11 @@ fakecuda:
 # on device "cuda" in linger-cuda on the fake (test/scenarios, the /cuda
 # subtests): LINGER_REQUIRE_CUDA=1 turns their skip into a failure, and the
 # cuda subtests that passed must be as many as the notebooks, so a cuda
-# run that did not happen never passes.
+# run that did not happen never passes. Last, scripts/gpu-check.sh with its
+# full 128K request on the fake driver, given meta's 80 GiB (the script's
+# own tests, with a small request and its failures, are in cmd/linger-cuda).
 SCENARIOS_LOG := $(FAKECUDA)/scenarios-cuda.log
-cuda-check: cuda fakecuda
+cuda-check: build cuda fakecuda
 	@$(CUDA_ENV) && export LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) && \
 	$(GO) vet -tags cuda ./engine/device/cuda/... ./cmd/linger-cuda/... && \
 	$(GO) test -count=1 -tags cuda ./engine/device/cuda/... ./cmd/linger-cuda/... && \
@@ -95,6 +97,16 @@ cuda-check: cuda fakecuda
 		cat $(SCENARIOS_LOG); echo "cuda-check: $$passed of $$want scenario notebooks passed on cuda (go test exit $$rc)"; exit 1; \
 	fi; \
 	echo "ok  	linger/test/scenarios	$$passed scenario notebooks on cuda (fake driver)"
+	@LD_LIBRARY_PATH=$(CURDIR)/$(FAKECUDA) LINGER_FAKECUDA_BYTES=85899345920 OUT=$(FAKECUDA)/gpu-check \
+	bash scripts/gpu-check.sh >$(FAKECUDA)/gpu-check.log 2>&1 || { cat $(FAKECUDA)/gpu-check.log; echo "cuda-check: scripts/gpu-check.sh failed on the fake driver"; exit 1; }; \
+	echo "ok  	scripts/gpu-check.sh	the 128K check on the fake driver: $(FAKECUDA)/gpu-check/gpu-check.md"
+
+# What a lent GPU machine needs to run scripts/gpu-check.sh (docs/cuda.md):
+# bin/ with linger, linger-cuda and the script, and not the fake driver.
+# Carry bin/ with the working tree; no Go toolchain is needed there.
+gpu-bundle: build cuda
+	@rm -rf $(FAKECUDA) && cp scripts/gpu-check.sh bin/gpu-check.sh && \
+	echo "bin/ is ready to carry: $$(ls bin | tr '\n' ' ')($$(du -sh bin | cut -f1)); run: bash scripts/gpu-check.sh (or bash bin/gpu-check.sh), results in \$$OUT (./out/gpu-check)"
 
 check-fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"linger/internal/cli"
 	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
 	"linger/timeline"
@@ -192,6 +193,33 @@ func TestGenerateSameAsMeta(t *testing.T) {
 	}
 }
 
+// TestGenerateJSONDeviceUsed: --json on cuda gives meta's peaks, and a
+// peak device used that is the card's view: the allocator's segments and
+// the CUDA context, so more than the peak reserved (the fake's context is
+// LINGER_FAKECUDA_CONTEXT_BYTES, 64 MiB by default).
+func TestGenerateJSONDeviceUsed(t *testing.T) {
+	sum := map[string]cli.Summary{}
+	for _, dev := range []string{"meta", "cuda"} {
+		code, out, stderr := runCLI(t, "generate", "--model", "tiny", "--device", dev, "--prompt-tokens", "300",
+			"--chunk-size", "64", "--max-new-tokens", "5", "--json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s", dev, code, stderr)
+		}
+		var s cli.Summary
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatalf("%s: %q: %v", dev, out, err)
+		}
+		sum[dev] = s
+	}
+	m, c := sum["meta"], sum["cuda"]
+	if c.Device != "cuda" || c.PeakAllocated != m.PeakAllocated || c.PeakReserved != m.PeakReserved || m.PeakDeviceUsed != m.PeakReserved {
+		t.Errorf("cuda %+v\nmeta %+v", c, m)
+	}
+	if ctx := uint64(64 << 20); c.PeakDeviceUsed < c.PeakReserved+ctx {
+		t.Errorf("cuda peak device used %d, want at least the peak reserved %d and the context %d", c.PeakDeviceUsed, c.PeakReserved, ctx)
+	}
+}
+
 func TestGenerateBadInput(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -305,6 +333,111 @@ print(e.device)`, "meta\n", ""},
 			}
 			if evalue != "" || out != c.want {
 				t.Errorf("output %q, error %q; want %q", out, evalue, c.want)
+			}
+		})
+	}
+}
+
+// gpuCheckBin puts linger-cuda and linger, built once, in a directory of
+// their own for scripts/gpu-check.sh (GPU_CHECK_BIN).
+func gpuCheckBin(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Symlink(binary(t), filepath.Join(dir, "linger-cuda")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "linger"), "linger/cmd/linger").CombinedOutput(); err != nil {
+		t.Fatalf("go build linger: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// gpuCheck runs scripts/gpu-check.sh on the fake driver with env added and
+// returns its exit code, its output and the table it wrote.
+func gpuCheck(t *testing.T, env ...string) (code int, out, md string) {
+	t.Helper()
+	res := t.TempDir()
+	cmd := exec.Command("bash", "../../scripts/gpu-check.sh")
+	cmd.Env = append(append(os.Environ(), "OUT="+res), env...)
+	b, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := os.ReadFile(filepath.Join(res, "gpu-check.md"))
+	return code, string(b), string(m)
+}
+
+// TestGPUCheck runs the GPU check (docs/cuda.md) on the fake driver with a
+// small request: every row is there, the peaks are equal, the device used
+// comes from the trace's counter and has the context on top, and the rows
+// that need GPU kernels say so; then each way it must fail clearly.
+func TestGPUCheck(t *testing.T) {
+	bin := gpuCheckBin(t)
+	small := []string{"GPU_CHECK_BIN=" + bin, "GPU_CHECK_MODEL=tiny", "GPU_CHECK_TOKENS=4096", "GPU_CHECK_DECODE=4", "GPU_CHECK_REPEAT=2"}
+	code, out, md := gpuCheck(t, small...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if !strings.Contains(out, md) {
+		t.Errorf("the table printed is not the one written:\n%s\n---\n%s", out, md)
+	}
+	for _, want := range []string{
+		"# Linger GPU check: PASS",
+		"**The fake driver**",
+		"| GPU (linger-cuda probe) |  | Linger Fake GPU, 16.00 GiB (17179869184 B) total, ",
+		"| request | tiny, 4096-token prefill in chunks of 2048, 4 decode steps |",
+		"| peak allocated (generate) | 19.80 MiB (20763136 B) | 19.80 MiB (20763136 B) | PASS (equal) |",
+		"| peak reserved (generate) | 26.00 MiB (27262976 B) | 26.00 MiB (27262976 B) | PASS (equal) |",
+		"| peaks in the trace (trace analyze) | 19.80 MiB (20763136 B) allocated, 26.00 MiB (27262976 B) reserved: PASS |",
+		"| device used at peak (cuda trace: device_used counter) | 26.00 MiB (27262976 B) (meta: its segments) | 90.00 MiB (94371840 B); 64.00 MiB (67108864 B) over peak reserved",
+		"| wall time (process, traced run) | ",
+		"| recording overhead on cuda (--trace / none, fastest of 2) |  | ",
+		"| trace | ",
+		" bytes/event | info |",
+		"| not yet: no GPU kernels | TODO |",
+		"| correctness (cuda logits vs cpu) |  | not yet: no GPU kernels | TODO |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the table lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "FAIL") {
+		t.Errorf("a check failed:\n%s", md)
+	}
+
+	// A step that runs out of time: a linger-cuda whose probe hangs.
+	slow := t.TempDir()
+	if err := os.Symlink(filepath.Join(bin, "linger"), filepath.Join(slow, "linger")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(slow, "linger-cuda"), []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"no binaries", []string{"GPU_CHECK_BIN=" + t.TempDir()}, "gpu-check: FAIL: missing "},
+		{"no GPU", append(small, "LINGER_FAKECUDA_DEVICES=0"), "gpu-check: FAIL: step probe failed (exit 1): " + bin + "/linger-cuda probe: linger-cuda probe: cuda: no CUDA GPU: cuInit: CUDA_ERROR_NO_DEVICE"},
+		{"out of time", []string{"GPU_CHECK_BIN=" + slow, "GPU_CHECK_STEP_TIMEOUT=1"}, "gpu-check: FAIL: step probe exceeded its time budget of 1s (GPU_CHECK_STEP_TIMEOUT)"},
+		// The 128K request on a card of 16 GiB, less than the 23 GiB meta
+		// reserves: the allocator frees its cache to fit, so cuda's peak
+		// reserved is not meta's.
+		{"peaks differ", []string{"GPU_CHECK_BIN=" + bin, "LINGER_FAKECUDA_BYTES=17179869184", "GPU_CHECK_REPEAT=1"}, "gpu-check: FAIL: a check above failed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, md := gpuCheck(t, c.env...)
+			if code != 1 || !strings.Contains(out, c.want) {
+				t.Errorf("exit %d; want 1 and %q in\n%s", code, c.want, out)
+			}
+			if c.name == "peaks differ" && !strings.Contains(md, "| peak reserved (generate) | 22.99 GiB (24683479040 B) | 15.93 GiB (17100177408 B) | FAIL (equal) |") {
+				t.Errorf("no failed peak reserved in\n%s", md)
+			}
+			if !strings.Contains(md, "FAIL") {
+				t.Errorf("gpu-check.md does not say it failed:\n%s", md)
 			}
 		})
 	}

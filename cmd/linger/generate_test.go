@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"linger/internal/cli"
+	"linger/internal/units"
 	"linger/timeline"
 	"linger/timeline/event"
 )
@@ -78,6 +82,67 @@ func TestGenerateMetaWritesTrace(t *testing.T) {
 	}
 	if steps != 5+4 {
 		t.Errorf("%d step scopes, want 9", steps)
+	}
+}
+
+// TestGenerateJSON: --json prints one JSON object with the text's figures;
+// the trace has the device_used counter, whose peak on meta is the peak
+// reserved (meta's used memory is its segments) and the summary's.
+func TestGenerateJSON(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "run.ltrace")
+	args := []string{"generate", "--model", "tiny", "--device", "meta", "--prompt-tokens", "300", "--chunk-size", "64", "--max-new-tokens", "5"}
+	code, text, stderr := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	code, out, stderr := runCLI(t, append(args, "--json", "--trace", trace)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Count(out, "\n") != 1 {
+		t.Errorf("stdout is not one line: %q", out)
+	}
+	var s cli.Summary
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		t.Fatalf("%q: %v", out, err)
+	}
+	st, err := os.Stat(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Model != "tiny" || s.Device != "meta" || s.PromptTokens != 300 || s.Chunks != 5 || s.GeneratedTokens != 5 ||
+		s.PeakAllocated == 0 || s.PeakReserved < s.PeakAllocated || s.PeakDeviceUsed != s.PeakReserved ||
+		s.PeakByCategory["kv_cache"] == 0 || s.ElapsedNS <= 0 || s.Events == 0 || s.Trace != trace || s.TraceBytes != st.Size() {
+		t.Errorf("summary %+v (trace %d bytes)", s, st.Size())
+	}
+	want := fmt.Sprintf("memory     peak allocated %s, peak reserved %s;", units.Format(s.PeakAllocated), units.Format(s.PeakReserved))
+	if !strings.Contains(text, want) || !strings.Contains(text, "device     peak used "+units.Format(s.PeakDeviceUsed)) {
+		t.Errorf("the text run:\n%s\nlacks %q or the device's peak", text, want)
+	}
+
+	r, err := timeline.Open(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var n, peak uint64
+	for {
+		e, err := r.ReadEvent()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if e.Kind == event.KindCounter && r.String(e.Label) == event.CounterDeviceUsed {
+			peak = max(peak, e.Size)
+		}
+	}
+	if peak != s.PeakDeviceUsed || n != s.Events {
+		t.Errorf("trace: %d events, device_used peaks at %d; summary: %d events, %d", n, peak, s.Events, s.PeakDeviceUsed)
 	}
 }
 

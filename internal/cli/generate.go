@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"linger/engine"
@@ -68,12 +70,14 @@ func Generate(ctx context.Context, prog string, args []string, devices []Device,
 		sink = tw
 	}
 	em := event.NewEmitter(sink, event.EmitterOptions{})
-	opts.Allocator = alloc.New(d, alloc.Options{Emitter: em, Limit: limit})
+	used := &deviceUsed{dev: d, em: em}
+	opts.Allocator = alloc.New(d, alloc.Options{Emitter: em, Limit: limit, OnSegments: used.sample})
 
 	start := time.Now()
 	res, genErr := generate(ctx, opts, f.request(ids), progressPrinter(stderr))
 	elapsed := time.Since(start)
 	events := em.Seq()
+	peakUsed := used.peakBytes()
 
 	var traceBytes int64
 	if tw != nil {
@@ -87,9 +91,89 @@ func Generate(ctx context.Context, prog string, args []string, devices []Device,
 		}
 		return genErr
 	}
+	if f.json {
+		return printJSON(stdout, opts.Config, d, res, peakUsed, elapsed, events, f.trace, traceBytes)
+	}
 	printResult(stdout, opts.Config, d, tok, res)
+	fmt.Fprintf(stdout, "device     peak used %s (the device's own view)\n", units.Format(peakUsed))
 	printThroughput(stdout, elapsed, events, f.trace, traceBytes)
 	return nil
+}
+
+// deviceUsed samples the device's own view of its used memory (MemInfo
+// total minus free: on a GPU, the CUDA context and every other process on
+// the card too) after every allocator call that took or returned a segment
+// (alloc.Options.OnSegments), keeps its peak, and emits it as the
+// "device_used" counter when it changed, as the kernel process does.
+type deviceUsed struct {
+	dev device.Device
+	em  *event.Emitter
+
+	mu   sync.Mutex
+	last uint64
+	sent bool
+	peak uint64
+}
+
+func (u *deviceUsed) sample() {
+	free, total := u.dev.MemInfo()
+	used := total - free
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.peak = max(u.peak, used)
+	if u.sent && used == u.last {
+		return
+	}
+	u.last, u.sent = used, true
+	u.em.Counter(event.CounterDeviceUsed, used)
+}
+
+func (u *deviceUsed) peakBytes() uint64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.peak
+}
+
+// Summary is generate's --json output: one JSON object on stdout.
+type Summary struct {
+	Model           string            `json:"model"`
+	Device          string            `json:"device"`
+	PromptTokens    int               `json:"prompt_tokens"`
+	Chunks          int               `json:"chunks"`
+	GeneratedTokens int               `json:"generated_tokens"`
+	PeakAllocated   uint64            `json:"peak_allocated"`
+	PeakReserved    uint64            `json:"peak_reserved"`
+	Allocated       uint64            `json:"allocated"` // at the end
+	Reserved        uint64            `json:"reserved"`  // at the end
+	PeakDeviceUsed  uint64            `json:"peak_device_used"`
+	PeakByCategory  map[string]uint64 `json:"peak_by_category"`
+	ElapsedNS       int64             `json:"elapsed_ns"` // the request, engine start to close; not the trace's close
+	Events          uint64            `json:"events"`     // recorded: 0 without --trace
+	Trace           string            `json:"trace,omitempty"`
+	TraceBytes      int64             `json:"trace_bytes,omitempty"`
+}
+
+// printJSON writes the run's Summary as one line.
+func printJSON(w io.Writer, cfg engine.Config, d device.Device, res *engine.Result, peakUsed uint64, elapsed time.Duration, events uint64, trace string, traceBytes int64) error {
+	st := res.Stats
+	s := Summary{
+		Model: cfg.Name, Device: d.Name(),
+		PromptTokens: res.PromptTokens, Chunks: res.Chunks, GeneratedTokens: len(res.Tokens),
+		PeakAllocated: st.PeakAllocated, PeakReserved: st.PeakReserved, Allocated: st.Allocated, Reserved: st.Reserved,
+		PeakDeviceUsed: peakUsed, PeakByCategory: map[string]uint64{},
+		ElapsedNS: elapsed.Nanoseconds(), Events: events, Trace: trace, TraceBytes: traceBytes,
+	}
+	for c := event.Category(1); c < event.NumCategories; c++ {
+		if p := st.PeakByCategory[c]; p > 0 {
+			s.PeakByCategory[c.String()] = p
+		}
+	}
+	line, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", line)
+	return err
 }
 
 // generateFlags are generate's command line.
@@ -101,6 +185,7 @@ type generateFlags struct {
 	seed                              int64
 	temperature                       float64
 	trace                             string // "" for none
+	json                              bool
 }
 
 // parseGenerateFlags reads generate's command line and checks that it
@@ -115,6 +200,7 @@ func parseGenerateFlags(prog string, args []string, devices []Device, stderr io.
 	fs.IntVar(&f.maxNew, "max-new-tokens", 16, "tokens to generate at most")
 	fs.IntVar(&f.chunk, "chunk-size", 2048, "prefill chunk length in tokens")
 	fs.StringVar(&f.trace, "trace", "", "write the trace log to `FILE` (.ltrace)")
+	fs.BoolVar(&f.json, "json", false, "print a JSON summary (peaks, device used, time, events, trace size) on stdout instead of the text")
 	fs.StringVar(&f.dtype, "dtype", "", "element type: f32, bf16, f16 (default bf16 on meta, f32 on cpu)")
 	fs.StringVar(&f.capacity, "capacity", "", "device capacity, e.g. 80GiB (default: 80GiB on meta, the machine's memory on cpu)")
 	fs.StringVar(&f.limit, "memory-limit", "", "allocator limit, simulating a smaller card, e.g. 16GiB")

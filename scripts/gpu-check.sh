@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# gpu-check.sh: what Linger's cuda device shows on a real GPU, in one
+# command (issue 11, item 5). It needs no Go toolchain and no network: it
+# runs bin/linger-cuda and bin/linger, built elsewhere and carried here
+# (make gpu-bundle), on whatever libcuda.so.1 the loader finds: the
+# machine's NVIDIA driver, or in CI the fake driver of
+# engine/device/cuda/fakecuda (LD_LIBRARY_PATH=bin/fakecuda, make cuda-check).
+#
+# What it measures (docs/cuda.md, "The GPU check"):
+#   (a) linger-cuda probe: the card, its memory, the driver, the compute
+#       capability;
+#   (b) the field report's 128K stress: a qwen2-1.5b-shaped model, a
+#       131,072-token chunked prefill (chunks of 2048) and 16 decode steps,
+#       linger-cuda generate --device cuda against linger generate --device
+#       meta with the same flags: peak allocated and peak reserved, which
+#       must be equal (PASS/FAIL: the cuda device is in accounting mode,
+#       every tensor a real cuMemAlloc'd block); the trace's peaks, which
+#       must be the run's; the device used at peak, from the cuda trace's
+#       device_used counter (cuMemGetInfo: the card's own view, the CUDA
+#       context included); each run's wall time; and the cost of recording
+#       on cuda: the run with --trace against the run without, as a ratio,
+#       with the trace's events and bytes per event.
+#   (c) not yet: no GPU kernels. The engine computes nothing on the GPU, so
+#       there is no side by side with PyTorch and no correctness check;
+#       their rows say so. TODO(issue 11): with the GPU kernels, add
+#       PyTorch's torch.cuda.max_memory_allocated/max_memory_reserved for
+#       the same shape, the cost of torch.cuda.memory._record_memory_history
+#       against Linger's recording, and cuda logits against the cpu
+#       device's.
+#
+# Results go under $OUT (default ./out/gpu-check): gpu-check.md (the table
+# printed at the end), probe.json, meta.json and cuda.json (generate
+# --json), meta.ltrace and cuda.ltrace, their analyzer reports
+# (*-analyze.json), overhead.txt, and each step's stderr (*.err).
+#
+# It exits 0 when every check passed, 1 when one failed or a step could not
+# run (the cause on stderr and in gpu-check.md), 2 for a bad setting.
+#
+# Settings (environment):
+#   OUT                     results directory (./out/gpu-check)
+#   GPU_CHECK_BIN           where linger and linger-cuda are (default: next
+#                           to this script, else ../bin from it)
+#   GPU_CHECK_MODEL         model preset (qwen2-1.5b)
+#   GPU_CHECK_TOKENS        prompt tokens (131072)
+#   GPU_CHECK_CHUNK         prefill chunk (2048)
+#   GPU_CHECK_DECODE        decode steps, --max-new-tokens (16)
+#   GPU_CHECK_REPEAT        runs with and without --trace for the overhead (5)
+#   GPU_CHECK_STEP_TIMEOUT  seconds one step may take (120)
+#   GPU_CHECK_BUDGET        seconds the whole check may take (480: 8 minutes)
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-./out/gpu-check}
+MODEL=${GPU_CHECK_MODEL:-qwen2-1.5b}
+TOKENS=${GPU_CHECK_TOKENS:-131072}
+CHUNK=${GPU_CHECK_CHUNK:-2048}
+DECODE=${GPU_CHECK_DECODE:-16}
+REPEAT=${GPU_CHECK_REPEAT:-5}
+STEP_TIMEOUT=${GPU_CHECK_STEP_TIMEOUT:-120}
+BUDGET=${GPU_CHECK_BUDGET:-480}
+if [ -n "${GPU_CHECK_BIN:-}" ]; then
+	BIN=$GPU_CHECK_BIN
+elif [ -e "$here/linger-cuda" ]; then
+	BIN=$here
+else
+	BIN=$here/../bin
+fi
+LINGER=$BIN/linger
+LINGER_CUDA=$BIN/linger-cuda
+
+for v in TOKENS CHUNK DECODE REPEAT STEP_TIMEOUT BUDGET; do
+	case ${!v} in
+	'' | *[!0-9]* | 0) echo "gpu-check: GPU_CHECK_$v=${!v}: want a positive integer" >&2; exit 2 ;;
+	esac
+done
+
+mkdir -p "$OUT" || { echo "gpu-check: cannot create OUT=$OUT" >&2; exit 1; }
+MD=$OUT/gpu-check.md
+started=$(date +%s)
+rows=()
+
+# fail stops the check: the cause on stderr and in gpu-check.md, with the
+# rows measured so far.
+fail() {
+	echo "gpu-check: FAIL: $*" >&2
+	{
+		echo "# Linger GPU check: FAILED"
+		echo
+		echo "$*"
+		echo
+		table
+	} >"$MD"
+	exit 1
+}
+
+# step NAME CMD...: runs CMD under the step's time limit, its stdout to
+# $OUT/NAME.out and stderr to $OUT/NAME.err; sets $wall_ms. Fails the check
+# when CMD fails or runs out of time, or the check runs past its budget.
+step() {
+	local name=$1
+	shift
+	local t0 t1 rc
+	t0=$(date +%s%N)
+	timeout -k 10 "$STEP_TIMEOUT" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
+	rc=$?
+	t1=$(date +%s%N)
+	wall_ms=$(((t1 - t0) / 1000000))
+	if [ $rc = 124 ] || [ $rc = 137 ]; then
+		fail "step $name exceeded its time budget of ${STEP_TIMEOUT}s (GPU_CHECK_STEP_TIMEOUT): $*"
+	fi
+	if [ $rc != 0 ]; then
+		local why
+		why=$(tail -n 5 "$OUT/$name.err")
+		[ $rc = 127 ] && why="$why (exit 127: a missing libcuda.so.1? is the NVIDIA driver installed?)"
+		fail "step $name failed (exit $rc): $*: $why"
+	fi
+	if [ $(($(date +%s) - started)) -gt "$BUDGET" ]; then
+		fail "the check ran past its budget of ${BUDGET}s (GPU_CHECK_BUDGET) at step $name"
+	fi
+}
+
+# num KEY FILE: the number of "KEY":N in a one-line JSON object.
+num() { sed -n "s/.*\"$1\":\([0-9][0-9]*\).*/\1/p" "$2" | head -n 1; }
+# str KEY FILE: the string of "KEY":"S".
+str() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p" "$2" | head -n 1; }
+# trackmax KEY FILE: the largest "KEY": N of an analyzer report's tracks.
+trackmax() { grep -o "\"$1\": [0-9]*" "$2" | sed 's/.*: //' | sort -n | tail -n 1; }
+# size N: bytes as "23.00 GiB (24696061952 B)".
+size() {
+	awk -v b="$1" 'BEGIN {
+		split("B KiB MiB GiB TiB", u, " "); v = b; i = 1
+		while (v >= 1024 && i < 5) { v /= 1024; i++ }
+		if (i == 1) printf "%.0f B", b; else printf "%.2f %s (%.0f B)", v, u[i], b }'
+}
+ms() { awk -v n="$1" 'BEGIN { printf "%.1f ms", n / 1e6 }'; }
+row() { rows+=("| $1 | $2 | $3 | $4 |"); }
+verdict() { # verdict A B: PASS when A and B are the same non-empty value
+	if [ -n "$1" ] && [ "$1" = "$2" ]; then echo PASS; else echo FAIL; fi
+}
+table() {
+	echo "| check | linger, meta | linger-cuda, cuda | result |"
+	echo "|---|---|---|---|"
+	local r
+	for r in ${rows[@]+"${rows[@]}"}; do echo "$r"; done
+}
+
+# The binaries, before anything else.
+for b in "$LINGER" "$LINGER_CUDA"; do
+	[ -x "$b" ] || fail "missing $b: build it with make gpu-bundle (or make build cuda) and carry bin/ along, or set GPU_CHECK_BIN"
+done
+command -v timeout >/dev/null || fail "no timeout command (coreutils)"
+
+# (a) The GPU.
+step probe "$LINGER_CUDA" probe
+cp "$OUT/probe.out" "$OUT/probe.json"
+p=$OUT/probe.json
+gpu="$(str device "$p"), $(size "$(num total_bytes "$p")") total, $(size "$(num free_bytes "$p")") free, driver $(num driver_version "$p"), compute capability $(str compute_capability "$p")"
+row "GPU (linger-cuda probe)" "" "$gpu" "ok"
+flags=(--model "$MODEL" --prompt-tokens "$TOKENS" --chunk-size "$CHUNK" --max-new-tokens "$DECODE" --json)
+row "request" "$MODEL, $TOKENS-token prefill in chunks of $CHUNK, $DECODE decode steps" "the same" ""
+
+# (b) The stress run on meta and on cuda, each traced, then analyzed.
+step meta "$LINGER" generate --device meta "${flags[@]}" --trace "$OUT/meta.ltrace"
+meta_wall=$wall_ms
+step cuda "$LINGER_CUDA" generate --device cuda "${flags[@]}" --trace "$OUT/cuda.ltrace"
+cuda_wall=$wall_ms
+mv "$OUT/meta.out" "$OUT/meta.json"
+mv "$OUT/cuda.out" "$OUT/cuda.json"
+step meta-analyze "$LINGER" trace analyze --json "$OUT/meta.ltrace"
+mv "$OUT/meta-analyze.out" "$OUT/meta-analyze.json"
+step cuda-analyze "$LINGER" trace analyze --json "$OUT/cuda.ltrace"
+mv "$OUT/cuda-analyze.out" "$OUT/cuda-analyze.json"
+m=$OUT/meta.json c=$OUT/cuda.json ma=$OUT/meta-analyze.json ca=$OUT/cuda-analyze.json
+[ "$(str device "$c")" = cuda ] || fail "linger-cuda generate --device cuda ran on '$(str device "$c")'"
+
+for k in peak_allocated peak_reserved; do
+	a=$(num $k "$m") b=$(num $k "$c")
+	row "${k/_/ } (generate)" "$(size "$a")" "$(size "$b")" "$(verdict "$a" "$b") (equal)"
+done
+# The traces' own peaks: the analyzer's tracks, which must be the runs'.
+tpeaks() { echo "$(trackmax allocated_max "$1") $(trackmax reserved_max "$1")"; }
+meta_t=($(tpeaks "$ma")) cuda_t=($(tpeaks "$ca"))
+meta_ok=$(verdict "${meta_t[*]}" "$(num peak_allocated "$m") $(num peak_reserved "$m")")
+cuda_ok=$(verdict "${cuda_t[*]}" "$(num peak_allocated "$c") $(num peak_reserved "$c")")
+row "peaks in the trace (trace analyze)" "$(size "${meta_t[0]}") allocated, $(size "${meta_t[1]}") reserved: $meta_ok" \
+	"$(size "${cuda_t[0]}") allocated, $(size "${cuda_t[1]}") reserved: $cuda_ok" \
+	"$([ "$meta_ok$cuda_ok" = PASSPASS ] && echo PASS || echo FAIL) (the runs' peaks)"
+
+# Device used at peak: the cuda trace's device_used counter (cuMemGetInfo,
+# total - free: the context and every process on the card), else the
+# analyzer's reserved + outside.
+if grep -q '"device_from_counter": true' "$ca"; then src="device_used counter"; else src="reserved + outside: no device_used counter in the trace"; fi
+used=$(trackmax device_used_max "$ca")
+meta_used=$(trackmax device_used_max "$ma")
+res=$(num peak_reserved "$c")
+row "device used at peak (cuda trace: $src)" "$(size "$meta_used") (meta: its segments)" \
+	"$(size "$used"); $(size $((used - res))) over peak reserved (the CUDA context, other processes)" "info"
+row "wall time (process, traced run)" "$(ms $((meta_wall * 1000000)))" "$(ms $((cuda_wall * 1000000)))" "info"
+
+# The cost of recording on cuda: REPEAT runs without --trace and with,
+# alternating; the request's time (generate's elapsed_ns: engine start to
+# close, the process's start and the trace's final flush left out), the
+# fastest of each.
+: >"$OUT/overhead.txt"
+best_plain='' best_traced=''
+for i in $(seq 1 "$REPEAT"); do
+	step overhead-plain "$LINGER_CUDA" generate --device cuda "${flags[@]}"
+	t=$(num elapsed_ns "$OUT/overhead-plain.out")
+	echo "run $i without --trace: elapsed_ns $t, wall ${wall_ms} ms" >>"$OUT/overhead.txt"
+	[ -z "$best_plain" ] || [ "$t" -lt "$best_plain" ] && best_plain=$t
+	step overhead-traced "$LINGER_CUDA" generate --device cuda "${flags[@]}" --trace "$OUT/overhead.ltrace"
+	t=$(num elapsed_ns "$OUT/overhead-traced.out")
+	echo "run $i with --trace:    elapsed_ns $t, wall ${wall_ms} ms" >>"$OUT/overhead.txt"
+	[ -z "$best_traced" ] || [ "$t" -lt "$best_traced" ] && best_traced=$t
+done
+rm -f "$OUT/overhead.ltrace"
+ratio=$(awk -v a="$best_traced" -v b="$best_plain" 'BEGIN { printf "%.2f", a / b }')
+events=$(num events "$c") bytes=$(num trace_bytes "$c")
+per=$(awk -v a="$bytes" -v b="$events" 'BEGIN { printf "%.1f", a / b }')
+row "recording overhead on cuda (--trace / none, fastest of $REPEAT)" "" \
+	"$ratio× ($(ms "$best_traced") / $(ms "$best_plain"))" "info"
+row "trace" "$(num events "$m") events, $(size "$(num trace_bytes "$m")")" \
+	"$events events, $(size "$bytes"), $per bytes/event" "info"
+
+# (c) Not yet: they need the GPU kernels (TODO(issue 11), see the top).
+row "PyTorch side by side (max_memory_allocated, _record_memory_history overhead)" "" "not yet: no GPU kernels" "TODO"
+row "correctness (cuda logits vs cpu)" "" "not yet: no GPU kernels" "TODO"
+
+total=$(($(date +%s) - started))
+failed=0
+for r in ${rows[@]+"${rows[@]}"}; do
+	case $r in *"| FAIL"*) failed=1 ;; esac
+done
+{
+	if [ $failed = 0 ]; then echo "# Linger GPU check: PASS"; else echo "# Linger GPU check: FAIL"; fi
+	echo
+	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), ${total}s; libcuda.so.1 as the loader found it (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})."
+	echo
+	if [ "$(str device "$p")" = "Linger Fake GPU" ]; then
+		echo "**The fake driver** (engine/device/cuda/fakecuda, host memory): no figure here comes from a GPU."
+		echo
+	fi
+	table
+	echo
+	echo "Accounting mode: the cuda device has no GPU kernels yet, so nothing is computed on the GPU; every tensor is a real cuMemAlloc'd block."
+} >"$MD"
+cat "$MD"
+echo
+echo "results in $OUT"
+if [ $failed != 0 ]; then
+	echo "gpu-check: FAIL: a check above failed" >&2
+	exit 1
+fi
