@@ -69,6 +69,7 @@ var policy = map[string][]string{
 
 	// Helpers for tests, imported only by _test.go files (testOnly).
 	"timeline/event/eventtest": {"timeline/event"}, // an in-memory Sink
+	"notebooks/msg/msgtest":    {"notebooks/msg"},  // the messages a test collected from a kernel
 	"internal/testbin":         {},                 // the linger binary, built once per test binary
 	"internal/browsertest":     {},                 // Chromium, axe-core and the UI's bundles
 }
@@ -98,7 +99,7 @@ var stdlibOnly = []string{"timeline/event", "internal/units", "server/httperr", 
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.
-var testOnly = []string{"timeline/event/eventtest", "internal/testbin", "internal/browsertest"}
+var testOnly = []string{"timeline/event/eventtest", "notebooks/msg/msgtest", "internal/testbin", "internal/browsertest"}
 
 func matches(pattern, pkg string) bool {
 	if pattern == "*" {

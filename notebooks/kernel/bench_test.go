@@ -7,6 +7,7 @@ import (
 
 	"linger/internal/testbin"
 	"linger/notebooks/msg"
+	"linger/notebooks/msg/msgtest"
 )
 
 // BenchmarkCellRoundTrip is the time from sending a trivial
@@ -29,7 +30,7 @@ func BenchmarkCellRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 		for m := range ch {
-			if m.ParentHeader.MsgID == req.Header.MsgID && m.Header.MsgType == "status" && statusOf(m) == "idle" {
+			if m.ParentHeader.MsgID == req.Header.MsgID && m.Header.MsgType == "status" && msgtest.Status(m) == "idle" {
 				break
 			}
 		}
@@ -54,7 +55,7 @@ func BenchmarkGenerate128K(b *testing.B) {
 			b.Fatal(err)
 		}
 		for m := range ch {
-			if m.ParentHeader.MsgID == req.Header.MsgID && m.Header.MsgType == "status" && statusOf(m) == "idle" {
+			if m.ParentHeader.MsgID == req.Header.MsgID && m.Header.MsgType == "status" && msgtest.Status(m) == "idle" {
 				return
 			}
 		}

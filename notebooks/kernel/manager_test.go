@@ -12,6 +12,7 @@ import (
 
 	"linger/internal/testbin"
 	"linger/notebooks/msg"
+	"linger/notebooks/msg/msgtest"
 	"linger/timeline"
 )
 
@@ -80,11 +81,11 @@ func (s *session) wait(req *msg.Message, timeout time.Duration) []*msg.Message {
 			if m.Channel != msg.IOPub {
 				reply = true
 			}
-			if m.Header.MsgType == "status" && statusOf(m) == "idle" {
+			if m.Header.MsgType == "status" && msgtest.Status(m) == "idle" {
 				idle = true
 			}
 		case <-deadline:
-			s.t.Fatalf("timeout after %s waiting for %s: got %v", timeout, req.Header.MsgType, types(out))
+			s.t.Fatalf("timeout after %s waiting for %s: got %v", timeout, req.Header.MsgType, msgtest.Types(out))
 		}
 	}
 	return out
@@ -96,7 +97,7 @@ func (s *session) exec(code string) []*msg.Message {
 }
 
 func resultText(ms []*msg.Message) string {
-	r := find(ms, "execute_result")
+	r := msgtest.Find(ms, "execute_result")
 	if r == nil {
 		return ""
 	}
@@ -112,23 +113,23 @@ func TestManagerExecute(t *testing.T) {
 	if _, ok := m.Get(s.k.ID()); !ok || len(m.List()) != 1 {
 		t.Fatal("kernel not listed")
 	}
-	info := find(s.wait(s.send(msg.Shell, "kernel_info_request", nil), 5*time.Second), "kernel_info_reply")
+	info := msgtest.Find(s.wait(s.send(msg.Shell, "kernel_info_request", nil), 5*time.Second), "kernel_info_reply")
 	if info["implementation"] != "linger" || info["protocol_version"] != "5.3" {
 		t.Errorf("kernel_info %v", info)
 	}
 	ms := s.exec("print('hello')\n6 * 7")
-	if got := strings.Join(types(ms), ","); got != "status,execute_input,stream,execute_result,execute_reply,status" {
+	if got := strings.Join(msgtest.Types(ms), ","); got != "status,execute_input,stream,execute_result,execute_reply,status" {
 		t.Errorf("messages %s", got)
 	}
 	if resultText(ms) != "42" {
 		t.Errorf("result %q", resultText(ms))
 	}
 	ms = s.exec("x = 1\ny = [1, 2]\ny[5]")
-	rep := find(ms, "execute_reply")
+	rep := msgtest.Find(ms, "execute_reply")
 	if rep["status"] != "error" || rep["ename"] != "IndexError" || !strings.Contains(fmt.Sprint(rep["traceback"]), "line 3") {
 		t.Errorf("error reply %v", rep)
 	}
-	unknown := find(s.wait(s.send(msg.Shell, "frobnicate_request", nil), 5*time.Second), "frobnicate_reply")
+	unknown := msgtest.Find(s.wait(s.send(msg.Shell, "frobnicate_request", nil), 5*time.Second), "frobnicate_reply")
 	if unknown["ename"] != "UnknownMessageType" {
 		t.Errorf("unknown request: %v", unknown)
 	}
@@ -138,7 +139,7 @@ func TestManagerExecute(t *testing.T) {
 	}
 	select {
 	case r := <-s.msgs:
-		if c := find([]*msg.Message{r}, "execute_reply"); c["ename"] != "InvalidMessage" || r.ParentHeader.MsgID != bad.Header.MsgID {
+		if c := msgtest.Find([]*msg.Message{r}, "execute_reply"); c["ename"] != "InvalidMessage" || r.ParentHeader.MsgID != bad.Header.MsgID {
 			t.Errorf("invalid message: %v", c)
 		}
 	case <-time.After(5 * time.Second):
@@ -162,14 +163,14 @@ func TestManagerInterrupt(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("interrupt took %s to idle", d)
 	}
-	if r := find(ms, "execute_reply"); r["ename"] != "KeyboardInterrupt" {
+	if r := msgtest.Find(ms, "execute_reply"); r["ename"] != "KeyboardInterrupt" {
 		t.Errorf("reply %v", r)
 	}
 	// Through the control channel, as a Jupyter client does.
 	req = s.send(msg.Shell, "execute_request", map[string]any{"code": "while True:\n    pass"})
 	time.Sleep(100 * time.Millisecond)
 	s.send(msg.Control, "interrupt_request", nil)
-	if r := find(s.wait(req, 2*time.Second), "execute_reply"); r["ename"] != "KeyboardInterrupt" {
+	if r := msgtest.Find(s.wait(req, 2*time.Second), "execute_reply"); r["ename"] != "KeyboardInterrupt" {
 		t.Errorf("reply %v", r)
 	}
 	if resultText(s.exec("n > 0")) != "True" {
@@ -195,7 +196,7 @@ t = tensor([1024, 1024], label="big")`)
 	if s.k.TracePath() == first {
 		t.Error("restart kept the trace file")
 	}
-	if r := find(s.exec("x"), "execute_reply"); r["ename"] != "NameError" {
+	if r := msgtest.Find(s.exec("x"), "execute_reply"); r["ename"] != "NameError" {
 		t.Errorf("globals survived the restart: %v", r)
 	}
 	if got := resultText(s.exec("mem.stats().allocated")); got != "0" {
@@ -229,7 +230,7 @@ kept = e.generate(prompt_tokens=1024, chunk_size=256, keep_cache=True)`)
 	for !dead || !replied {
 		select {
 		case msg := <-s.msgs:
-			if msg.Header.MsgType == "status" && statusOf(msg) == "dead" && msg.ParentHeader.IsZero() {
+			if msg.Header.MsgType == "status" && msgtest.Status(msg) == "dead" && msg.ParentHeader.IsZero() {
 				dead = true
 			}
 			if msg.ParentHeader.MsgID == req.Header.MsgID && msg.Header.MsgType == "execute_reply" {
@@ -330,7 +331,7 @@ func TestManagerClientRestartAndSlowSubscriber(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if r := find(s.exec("x"), "execute_reply"); r["ename"] != "NameError" {
+	if r := msgtest.Find(s.exec("x"), "execute_reply"); r["ename"] != "NameError" {
 		t.Errorf("globals survived a client restart: %v", r)
 	}
 }

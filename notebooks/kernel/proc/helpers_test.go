@@ -10,6 +10,7 @@ import (
 
 	"linger/notebooks/kernel/wire"
 	"linger/notebooks/msg"
+	"linger/notebooks/msg/msgtest"
 	"linger/timeline/event/eventtest"
 )
 
@@ -113,11 +114,11 @@ func (c *client) collect(req *msg.Message, timeout time.Duration) []*msg.Message
 			if m.Channel != msg.IOPub {
 				gotReply = true
 			}
-			if m.Header.MsgType == "status" && string(statusOf(m)) == "idle" {
+			if m.Header.MsgType == "status" && string(msgtest.Status(m)) == "idle" {
 				gotIdle = true
 			}
 		case <-deadline:
-			c.t.Fatalf("timeout waiting for %s; got %s", req.Header.MsgType, types(out))
+			c.t.Fatalf("timeout waiting for %s; got %s", req.Header.MsgType, msgtest.Types(out))
 		}
 	}
 	return out
@@ -126,31 +127,4 @@ func (c *client) collect(req *msg.Message, timeout time.Duration) []*msg.Message
 func (c *client) exec(code string) []*msg.Message {
 	c.t.Helper()
 	return c.collect(c.request(msg.Shell, "execute_request", map[string]any{"code": code, "silent": false}, nil), 20*time.Second)
-}
-
-func statusOf(m *msg.Message) string {
-	var s struct {
-		State string `json:"execution_state"`
-	}
-	_ = json.Unmarshal(m.Content, &s)
-	return s.State
-}
-
-func types(ms []*msg.Message) []string {
-	var out []string
-	for _, m := range ms {
-		out = append(out, m.Header.MsgType)
-	}
-	return out
-}
-
-func find(ms []*msg.Message, typ string) map[string]any {
-	for _, m := range ms {
-		if m.Header.MsgType == typ {
-			var v map[string]any
-			_ = json.Unmarshal(m.Content, &v)
-			return v
-		}
-	}
-	return nil
 }

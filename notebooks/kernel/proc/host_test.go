@@ -9,6 +9,7 @@ import (
 	"go.starlark.net/starlark"
 
 	"linger/notebooks/msg"
+	"linger/notebooks/msg/msgtest"
 	"linger/timeline/event"
 )
 
@@ -79,10 +80,10 @@ func TestCounters(t *testing.T) {
 	printed := func(code string) []uint64 {
 		t.Helper()
 		ms := c.exec(code)
-		if rep := find(ms, "execute_reply"); rep["status"] != "ok" {
+		if rep := msgtest.Find(ms, "execute_reply"); rep["status"] != "ok" {
 			t.Fatalf("%s: %v", code, rep)
 		}
-		s := find(ms, "stream")
+		s := msgtest.Find(ms, "stream")
 		var out []uint64
 		for _, f := range strings.Fields(s["text"].(string)) {
 			n, err := strconv.ParseUint(f, 10, 64)
@@ -128,7 +129,7 @@ print(mem.device().used, mem.stats().reserved, mem.stats().outside, int(o.live))
 	if last("device_used") != v[0] || v[0] != v[1] || v[2] != 0 || v[3] != 0 {
 		t.Fatalf("after release: device_used %d, printed %v", last("device_used"), v)
 	}
-	if rep := find(c.exec("o.release()"), "execute_reply"); rep["status"] != "error" {
+	if rep := msgtest.Find(c.exec("o.release()"), "execute_reply"); rep["status"] != "error" {
 		t.Errorf("second release: %v", rep)
 	}
 
@@ -191,16 +192,16 @@ def bad():
     fail("boom")
 inside = len([x for x in timeline.lingering() if x.category == "batch_scratch"])
 print(r, inside)`)
-	if rep := find(ms, "execute_reply"); rep["status"] != "ok" {
+	if rep := msgtest.Find(ms, "execute_reply"); rep["status"] != "ok" {
 		t.Fatalf("reply %v", rep)
 	}
-	if s := find(ms, "stream"); s["text"] != "[0, 10, 20] 3\n" {
+	if s := msgtest.Find(ms, "stream"); s["text"] != "[0, 10, 20] 3\n" {
 		t.Errorf("printed %v", s["text"])
 	}
-	if rep := find(c.exec(`timeline.scope("batch", "x", bad)`), "execute_reply"); rep["status"] != "error" {
+	if rep := msgtest.Find(c.exec(`timeline.scope("batch", "x", bad)`), "execute_reply"); rep["status"] != "error" {
 		t.Errorf("a failing fn: %v", rep)
 	}
-	if rep := find(c.exec(`timeline.scope("cell", "x", one, 1)`), "execute_reply"); rep["status"] != "error" {
+	if rep := msgtest.Find(c.exec(`timeline.scope("cell", "x", one, 1)`), "execute_reply"); rep["status"] != "error" {
 		t.Errorf("kind cell accepted: %v", rep)
 	}
 	begins, ends := 0, 0
@@ -243,13 +244,13 @@ for p in [leak, retain, outside, host_leak]:
     tk = timeline.tracks(run, p)
     print(tk.verdict, tk.allocated, tk.reserved, tk.device_used, tk.go_heap // MiB)
 `)
-	if rep := find(ms, "execute_reply"); rep["status"] != "ok" {
+	if rep := msgtest.Find(ms, "execute_reply"); rep["status"] != "ok" {
 		t.Fatalf("reply %v", rep)
 	}
 	out := ""
 	for _, m := range ms {
 		if m.Header.MsgType == "stream" {
-			out += find([]*msg.Message{m}, "stream")["text"].(string)
+			out += msgtest.Find([]*msg.Message{m}, "stream")["text"].(string)
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -288,13 +289,13 @@ r = e.generate(prompt_tokens=4000, on_error="return")
 print(r.oom.category, r.oom.limit, r.oom.live[0].category, r.oom.top_labels[0].label, "out of memory" in r.error)
 b = [x for s in mem.snapshot().segments for x in s.blocks if x.label == "big"][0]
 print(b.site, b.allocated, b.category)`)
-	if rep := find(ms, "execute_reply"); rep["status"] != "ok" {
+	if rep := msgtest.Find(ms, "execute_reply"); rep["status"] != "ok" {
 		t.Fatalf("reply %v", rep)
 	}
 	out := ""
 	for _, m := range ms {
 		if m.Header.MsgType == "stream" {
-			out += find([]*msg.Message{m}, "stream")["text"].(string)
+			out += msgtest.Find([]*msg.Message{m}, "stream")["text"].(string)
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -304,7 +305,7 @@ print(b.site, b.allocated, b.category)`)
 	if lines[1] != "exec-1:2 True activation" {
 		t.Errorf("snapshot block %q, want exec-1:2 True activation", lines[1])
 	}
-	if rep := find(c.exec(`e.generate(prompt_tokens=4000)`), "execute_reply"); rep["status"] != "error" {
+	if rep := msgtest.Find(c.exec(`e.generate(prompt_tokens=4000)`), "execute_reply"); rep["status"] != "error" {
 		t.Errorf("on_error defaults to raise: %v", rep)
 	}
 }
@@ -319,10 +320,10 @@ def run_batch():
     b.alloc([4, 64], label="row_grad")
 timeline.scope("batch", "b", run_batch)
 print([x.holder for x in timeline.lingering() if x.category == "batch_scratch"])`)
-	if rep := find(ms, "execute_reply"); rep["status"] != "ok" {
+	if rep := msgtest.Find(ms, "execute_reply"); rep["status"] != "ok" {
 		t.Fatalf("reply %v", rep)
 	}
-	if s := find(ms, "stream")["text"]; s != "[\"Engine#1 registry → Engine#1 → BatchContext#1 → row_grad\"]\n" {
+	if s := msgtest.Find(ms, "stream")["text"]; s != "[\"Engine#1 registry → Engine#1 → BatchContext#1 → row_grad\"]\n" {
 		t.Errorf("holders %v", s)
 	}
 }

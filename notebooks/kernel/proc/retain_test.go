@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"linger/notebooks/msg/msgtest"
 )
 
 var cacheID = regexp.MustCompile(`KVCache#\d+`)
@@ -32,13 +34,13 @@ def run():
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := startKernel(t)
-			if r := find(c.exec(setup+tt.code), "execute_reply"); r["status"] != "ok" {
+			if r := msgtest.Find(c.exec(setup+tt.code), "execute_reply"); r["status"] != "ok" {
 				t.Fatalf("cell: %v", r)
 			}
 			ms := c.exec("[l.holder for l in timeline.lingering()]")
-			got := find(ms, "execute_result")
+			got := msgtest.Find(ms, "execute_result")
 			if got == nil {
-				t.Fatalf("no result: %v", find(ms, "execute_reply"))
+				t.Fatalf("no result: %v", msgtest.Find(ms, "execute_reply"))
 			}
 			text := got["data"].(map[string]any)["text/plain"].(string)
 			// Cache ids are unique in the process, not per kernel.

@@ -10,26 +10,27 @@ import (
 
 	"linger/engine/device"
 	"linger/notebooks/msg"
+	"linger/notebooks/msg/msgtest"
 )
 
 func TestExecute(t *testing.T) {
 	c := startKernel(t)
 	ms := c.exec("x = 1\nprint('hi', x)\nx + 41")
-	if got := strings.Join(types(ms), ","); got != "status,execute_input,stream,execute_result,execute_reply,status" {
+	if got := strings.Join(msgtest.Types(ms), ","); got != "status,execute_input,stream,execute_result,execute_reply,status" {
 		t.Fatalf("messages %s", got)
 	}
-	if r := find(ms, "execute_result"); r["data"].(map[string]any)["text/plain"] != "42" {
+	if r := msgtest.Find(ms, "execute_result"); r["data"].(map[string]any)["text/plain"] != "42" {
 		t.Errorf("result %v", r)
 	}
-	if s := find(ms, "stream"); s["text"] != "hi 1\n" {
+	if s := msgtest.Find(ms, "stream"); s["text"] != "hi 1\n" {
 		t.Errorf("stream %v", s)
 	}
 	ms = c.exec("def f(n):\n    return 1 // n\n\nf(0)")
-	rep := find(ms, "execute_reply")
+	rep := msgtest.Find(ms, "execute_reply")
 	if rep["status"] != "error" || rep["ename"] != "ZeroDivisionError" {
 		t.Fatalf("reply %v", rep)
 	}
-	tb := find(ms, "error")["traceback"].([]any)
+	tb := msgtest.Find(ms, "error")["traceback"].([]any)
 	joined := ""
 	for _, l := range tb {
 		joined += l.(string) + "\n"
@@ -38,7 +39,7 @@ func TestExecute(t *testing.T) {
 		t.Errorf("traceback:\n%s", joined)
 	}
 	ms = c.exec("x")
-	if r := find(ms, "execute_result"); r["data"].(map[string]any)["text/plain"] != "1" {
+	if r := msgtest.Find(ms, "execute_result"); r["data"].(map[string]any)["text/plain"] != "1" {
 		t.Errorf("globals did not persist: %v", r)
 	}
 }
@@ -66,35 +67,35 @@ done = sc.run()
 print(len(done), done[0].result.tokens)
 mem.device().total > 0
 `)
-	if rep := find(ms, "execute_reply"); rep["status"] != "ok" {
+	if rep := msgtest.Find(ms, "execute_reply"); rep["status"] != "ok" {
 		t.Fatalf("reply %v", rep)
 	}
 	out := ""
 	for _, m := range ms {
 		if m.Header.MsgType == "stream" {
-			out += fmt.Sprint(find([]*msg.Message{m}, "stream")["text"])
+			out += fmt.Sprint(msgtest.Find([]*msg.Message{m}, "stream")["text"])
 		}
 	}
 	if !strings.HasPrefix(out, "True 0\n2 [") {
 		t.Errorf("printed %q", out)
 	}
-	if find(ms, "update_display_data") == nil {
-		t.Errorf("progress bar never updated: %v", types(ms))
+	if msgtest.Find(ms, "update_display_data") == nil {
+		t.Errorf("progress bar never updated: %v", msgtest.Types(ms))
 	}
-	if r := find(c.exec(`engine(model="tiny", memory_limit="16GiB")
+	if r := msgtest.Find(c.exec(`engine(model="tiny", memory_limit="16GiB")
 mem.snapshot().limit`), "execute_result"); fmt.Sprint(r["data"]) != "map[text/plain:17179869184]" {
 		t.Errorf("memory limit: %v", r)
 	}
 	// "16G" as on the command line (it was an error in a cell).
-	if r := find(c.exec(`engine(model="tiny", memory_limit="16G")
+	if r := msgtest.Find(c.exec(`engine(model="tiny", memory_limit="16G")
 mem.snapshot().limit`), "execute_result"); fmt.Sprint(r["data"]) != "map[text/plain:17179869184]" {
 		t.Errorf("memory limit 16G: %v", r)
 	}
-	if find(ms, "display_data") == nil {
-		t.Errorf("no progress bar: %v", types(ms))
+	if msgtest.Find(ms, "display_data") == nil {
+		t.Errorf("no progress bar: %v", msgtest.Types(ms))
 	}
 	ms = c.exec("timeline.lingering()")
-	t.Log(find(ms, "execute_result"))
+	t.Log(msgtest.Find(ms, "execute_result"))
 }
 
 func TestRequests(t *testing.T) {
@@ -103,7 +104,7 @@ func TestRequests(t *testing.T) {
 	ask := func(typ string, content map[string]any) map[string]any {
 		t.Helper()
 		req := c.request("shell", typ, content, nil)
-		return find(c.collect(req, 5*time.Second), strings.TrimSuffix(typ, "_request")+"_reply")
+		return msgtest.Find(c.collect(req, 5*time.Second), strings.TrimSuffix(typ, "_request")+"_reply")
 	}
 	tests := []struct {
 		name    string
@@ -163,7 +164,7 @@ func TestCellRules(t *testing.T) {
 		{"s = set([1, 2])\nn = 0\nwhile n < 3:\n    n += 1", "", ""},
 	}
 	for _, tt := range tests {
-		r := find(c.exec(tt.code), "execute_reply")
+		r := msgtest.Find(c.exec(tt.code), "execute_reply")
 		if tt.ename == "" {
 			if r["status"] != "ok" {
 				t.Errorf("%q: %v", tt.code, r)
@@ -177,7 +178,7 @@ func TestCellRules(t *testing.T) {
 	// A silent cell shows nothing and does not count.
 	req := c.request("shell", "execute_request", map[string]any{"code": "print(1)\n2", "silent": true}, nil)
 	ms := c.collect(req, 5*time.Second)
-	if got := strings.Join(types(ms), ","); got != "status,execute_reply,status" {
+	if got := strings.Join(msgtest.Types(ms), ","); got != "status,execute_reply,status" {
 		t.Errorf("silent: %s", got)
 	}
 }
@@ -195,10 +196,10 @@ func TestInterruptGenerate(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("interrupt took %s", d)
 	}
-	if r := find(ms, "execute_reply"); r["ename"] != "KeyboardInterrupt" {
+	if r := msgtest.Find(ms, "execute_reply"); r["ename"] != "KeyboardInterrupt" {
 		t.Errorf("reply %v (%s)", r, time.Since(start))
 	}
-	if r := find(c.exec("mem.stats().by_category"), "execute_result"); !strings.Contains(fmt.Sprint(r), `"kv_cache": 0,`) {
+	if r := msgtest.Find(c.exec("mem.stats().by_category"), "execute_result"); !strings.Contains(fmt.Sprint(r), `"kv_cache": 0,`) {
 		t.Errorf("an interrupted generate left its cache: %v", r)
 	}
 }
@@ -208,7 +209,7 @@ func TestInterruptGenerate(t *testing.T) {
 func TestOOMErrorName(t *testing.T) {
 	c := startKernel(t)
 	for _, label := range []string{"scratch", "key cache"} {
-		r := find(c.exec(fmt.Sprintf(`tensor([1048576, 1048576], label=%q)`, label)), "execute_reply")
+		r := msgtest.Find(c.exec(fmt.Sprintf(`tensor([1048576, 1048576], label=%q)`, label)), "execute_reply")
 		if r["ename"] != "Error" || !strings.Contains(fmt.Sprint(r["evalue"]), "out of memory") {
 			t.Errorf("label %q: %v", label, r)
 		}
@@ -222,9 +223,9 @@ func TestPredeclared(t *testing.T) {
 	result := func(code string) string {
 		t.Helper()
 		ms := c.exec(code)
-		r := find(ms, "execute_result")
+		r := msgtest.Find(ms, "execute_result")
 		if r == nil {
-			t.Fatalf("%q: %v", code, find(ms, "execute_reply"))
+			t.Fatalf("%q: %v", code, msgtest.Find(ms, "execute_reply"))
 		}
 		return r["data"].(map[string]any)["text/plain"].(string)
 	}
@@ -255,22 +256,22 @@ func TestPredeclared(t *testing.T) {
 // kernel stays up; a kernel whose Devices have it (linger-cuda) runs it.
 func TestDeviceCUDA(t *testing.T) {
 	c := startKernel(t)
-	r := find(c.exec(`e = engine(model="tiny", device="cuda")`), "execute_reply")
+	r := msgtest.Find(c.exec(`e = engine(model="tiny", device="cuda")`), "execute_reply")
 	want := `engine: device "cuda" needs the CUDA kernel: pick the "Linger (CUDA)" kernel (linger-cuda), built with make cuda`
 	if r["status"] != "error" || r["ename"] != "Error" || r["evalue"] != want {
 		t.Errorf("device cuda: %v", r)
 	}
-	r = find(c.exec(`engine(model="tiny", device="xpu")`), "execute_reply")
+	r = msgtest.Find(c.exec(`engine(model="tiny", device="xpu")`), "execute_reply")
 	if r["evalue"] != `engine: unknown device "xpu" (want "meta" or "cpu")` {
 		t.Errorf("device xpu: %v", r)
 	}
-	if r := find(c.exec(`engine(model="tiny", device="meta").device`), "execute_result"); r["data"].(map[string]any)["text/plain"] != `"meta"` {
+	if r := msgtest.Find(c.exec(`engine(model="tiny", device="meta").device`), "execute_result"); r["data"].(map[string]any)["text/plain"] != `"meta"` {
 		t.Errorf("the kernel after the error: %v", r)
 	}
 
 	gpu := startKernelOpts(t, Options{Devices: []Device{
 		{Name: "cuda", New: func() (device.Device, error) { return device.NewMeta(0), nil }}, DefaultDevices[0]}})
-	if r := find(gpu.exec(`engine(model="tiny", device="cuda").device`), "execute_result"); r["data"].(map[string]any)["text/plain"] != `"cuda"` {
+	if r := msgtest.Find(gpu.exec(`engine(model="tiny", device="cuda").device`), "execute_result"); r["data"].(map[string]any)["text/plain"] != `"cuda"` {
 		t.Errorf("a kernel with a cuda device: %v", r)
 	}
 }

@@ -2,6 +2,8 @@ package proc
 
 import (
 	"testing"
+
+	"linger/notebooks/msg/msgtest"
 )
 
 // TestAttrNames: every name a library value lists in dir() is an
@@ -14,9 +16,9 @@ t = tensor([4, 4])
 values = [e, e.workspace, e.workspace.acquire(2), e.batch(), r, r.cache, e.scheduler(max_batch=2),
     t, t.view(2, 2), tokenizer(), mem.take_outside(1024)]
 [(type(v), len([getattr(v, n) for n in dir(v)])) for v in values]`)
-	r := find(ms, "execute_result")
+	r := msgtest.Find(ms, "execute_result")
 	if r == nil {
-		t.Fatalf("reply %v", find(ms, "execute_reply"))
+		t.Fatalf("reply %v", msgtest.Find(ms, "execute_reply"))
 	}
 	const want = `[("Engine", 11), ("Workspace", 3), ("WorkspaceGuard", 3), ("BatchContext", 3), ("Result", 11), ("KVCache", 7), ("Scheduler", 5), ("Tensor", 9), ("Tensor", 9), ("Tokenizer", 3), ("OutsideMemory", 4)]`
 	if got := r["data"].(map[string]any)["text/plain"]; got != want {
