@@ -605,8 +605,8 @@ func (a *Analyzer) object(o *obj) Object {
 // counter applies a counter event, asking Options.Names for its name when
 // DefineString did not tell it.
 func (a *Analyzer) counter(e *event.Event) {
-	if !a.mem.Follows(e.Label) && a.opts.Names != nil {
-		a.mem.Define(e.Label, a.opts.Names.String(e.Label))
+	if !a.mem.Known(e.Label) && a.opts.Names != nil {
+		a.mem.Learn(e.Label, a.opts.Names.String(e.Label))
 	}
 	a.mem.Apply(e)
 }

@@ -707,8 +707,8 @@ func (c *chromeWriter) scope(e event.Event) {
 // then on (memstate), so that the track is never written from two.
 func (c *chromeWriter) counter(e event.Event) {
 	name := c.label(e.Label)
-	if !c.st.mem.Follows(e.Label) {
-		c.st.mem.Define(e.Label, name)
+	if !c.st.mem.Known(e.Label) {
+		c.st.mem.Learn(e.Label, name)
 	}
 	c.st.apply(e)
 	if name == event.CounterDeviceUsed {

@@ -297,8 +297,8 @@ func (ix *Index) add(e *event.Event) {
 			delete(ix.live, e.Addr)
 		}
 	case event.KindSegmentAlloc, event.KindSegmentFree, event.KindCounter:
-		if e.Kind == event.KindCounter && !ix.mem.Follows(e.Label) {
-			ix.mem.Define(e.Label, ix.dict.String(e.Label)) // a dictionary copied whole (FromFile)
+		if e.Kind == event.KindCounter && !ix.mem.Known(e.Label) {
+			ix.mem.Learn(e.Label, ix.dict.String(e.Label)) // a dictionary copied whole (FromFile)
 		}
 		ix.mem.Apply(e)
 		ix.setDevice()

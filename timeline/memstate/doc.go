@@ -35,14 +35,15 @@ SegmentAlloc and SegmentFree, with what it recorded instead.
 A counter event names its counter by an interned string. The State follows
 the counters whose ids it has been told with Define; a caller that learns
 strings as they are defined calls Define from its DefineString, one that
-resolves names lazily calls it when Follows says an id is unknown. Other
-counters are ignored.
+resolves names lazily calls Learn when Known says an id is unknown, which
+remembers a counter it does not follow too, so that each name is looked up
+once. Other counters are ignored.
 
 # Cost
 
 A State is a fixed-size value of 136 bytes plus a map of the counter
-ids it follows (two entries in a well-formed trace), made by the first
-Define that needs it. Apply and the methods it calls do a constant amount
+ids it follows (two entries in a well-formed trace) or has learned, made
+by the first Define or Learn that needs it. Apply and the methods it calls do a constant amount
 of work, allocate nothing and call no interface: they run once per event
 in every reader of a trace. A State is not safe for concurrent use; its
 owner guards it.

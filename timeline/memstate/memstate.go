@@ -24,8 +24,11 @@ type State struct {
 	Outside  uint64                      // bytes in segments of event.PoolOutside
 
 	counted  [NumTracks]bool          // tracks a counter has set
-	counters map[event.StringID]Track // counters followed, by interned name
+	counters map[event.StringID]Track // counters followed (or ignored, by Learn), by interned name
 }
+
+// ignored, in State.counters, marks an id Learn was told names no track.
+const ignored = NumTracks
 
 // CategoryOf is the category whose live bytes a block of category c
 // counts toward: c itself, or CategoryOther for a category this reader
@@ -63,8 +66,30 @@ func (s *State) Define(id event.StringID, name string) {
 	s.counters[id] = t
 }
 
+// Learn is Define for a caller that resolves counter names as counter
+// events appear: it also remembers an id whose name sets no track, so that
+// Known reports it and the caller looks each counter's name up once, not
+// once per event.
+func (s *State) Learn(id event.StringID, name string) {
+	t, ok := CounterTrack(name)
+	if !ok {
+		t = ignored
+	}
+	if s.counters == nil {
+		s.counters = make(map[event.StringID]Track, 2)
+	}
+	s.counters[id] = t
+}
+
 // Follows reports whether counter events labelled id set a track.
 func (s *State) Follows(id event.StringID) bool {
+	t, ok := s.counters[id]
+	return ok && t != ignored
+}
+
+// Known reports whether s has been told the name of id (by Define, when
+// it names a track, or by Learn).
+func (s *State) Known(id event.StringID) bool {
 	_, ok := s.counters[id]
 	return ok
 }
@@ -134,7 +159,7 @@ func (s *State) segmentsChanged() {
 // Counter records a sample of the counter labelled id.
 func (s *State) Counter(id event.StringID, v uint64) {
 	t, ok := s.counters[id]
-	if !ok {
+	if !ok || t == ignored {
 		return
 	}
 	s.counted[t] = true

@@ -127,3 +127,34 @@ func TestApplyAllocatesNothing(t *testing.T) {
 		t.Errorf("Apply allocates %v times per run", n)
 	}
 }
+
+// TestLearn: a caller resolving names lazily looks an ignored counter up
+// once (Known), and an ignored counter never sets a track.
+func TestLearn(t *testing.T) {
+	var s State
+	if s.Known(temp) {
+		t.Fatal("the zero State knows a counter")
+	}
+	s.Learn(temp, "temperature")
+	if !s.Known(temp) || s.Follows(temp) {
+		t.Fatalf("after Learn of an unfollowed name: Known %v, Follows %v; want true, false", s.Known(temp), s.Follows(temp))
+	}
+	s.Counter(temp, 7)
+	if s.Tracks != ([NumTracks]uint64{}) || s.Counted(DeviceUsed) || s.Counted(GoHeap) {
+		t.Errorf("a learned, unfollowed counter set a track: %v", s.Tracks)
+	}
+	s.Learn(heap, event.CounterGoHeap)
+	s.Counter(heap, 9)
+	if !s.Follows(heap) || s.Tracks[GoHeap] != 9 {
+		t.Errorf("a learned go_heap_inuse counter: Follows %v, go heap %d; want true, 9", s.Follows(heap), s.Tracks[GoHeap])
+	}
+	s.Define(temp, "other") // a redefinition to another unfollowed name forgets it
+	if s.Known(temp) {
+		t.Error("an id Define was told names no track is still Known")
+	}
+	s.Define(temp, event.CounterDeviceUsed) // a redefinition to a followed name follows it
+	s.Counter(temp, 11)
+	if s.Tracks[DeviceUsed] != 11 {
+		t.Errorf("device used %d after a redefined counter; want 11", s.Tracks[DeviceUsed])
+	}
+}
