@@ -58,8 +58,8 @@ export class Pyramid {
     this.extend(t);
     this.count(B_EVENTS);
     const l = this.levels[0], b = l[l.length - 1];
-    if (kind === KIND.alloc) { b[B_ALLOCS]++; memBlock(this.cur, b, true, kind, cat, size); }
-    else if (kind === KIND.free) { b[B_FREES]++; memBlock(this.cur, b, true, kind, cat, size); }
+    if (kind === KIND.alloc) { b[B_ALLOCS]++; memAlloc(this.cur, b, true, cat, size); }
+    else if (kind === KIND.free) { b[B_FREES]++; memFree(this.cur, b, true, cat, size); }
     else memDevice(this.mem, this.counters, b, true, kind, size, label, extra);
   }
 
@@ -84,8 +84,8 @@ export class Pyramid {
       }
       b[B_EVENTS]++;
       const k = kind[i];
-      if (k === KIND.alloc) { b[B_ALLOCS]++; memBlock(cur, b, true, k, category[i], size[i]); }
-      else if (k === KIND.free) { b[B_FREES]++; memBlock(cur, b, true, k, category[i], size[i]); }
+      if (k === KIND.alloc) { b[B_ALLOCS]++; memAlloc(cur, b, true, category[i], size[i]); }
+      else if (k === KIND.free) { b[B_FREES]++; memFree(cur, b, true, category[i], size[i]); }
       else memDevice(mem, counters, b, true, k, size[i], label[i], extra[i]);
     }
     this.lastTime = lastTime;
@@ -171,8 +171,8 @@ export class Pyramid {
       }
       b[B_EVENTS]++;
       const kd = kind[i];
-      if (kd === KIND.alloc) { b[B_ALLOCS]++; memBlock(g.mem.cur, b, lastOK, kd, category[i], size[i]); }
-      else if (kd === KIND.free) { b[B_FREES]++; memBlock(g.mem.cur, b, lastOK, kd, category[i], size[i]); }
+      if (kd === KIND.alloc) { b[B_ALLOCS]++; memAlloc(g.mem.cur, b, lastOK, category[i], size[i]); }
+      else if (kd === KIND.free) { b[B_FREES]++; memFree(g.mem.cur, b, lastOK, category[i], size[i]); }
       else memDevice(g.mem, this.counters, b, lastOK, kd, size[i], label[i], extra[i]);
     }
     if (k >= 0) this.dirty(g.k < 0 ? k : g.k, k);
@@ -345,23 +345,26 @@ function summarised(m) {
   if (!m.deviceCounted) m.outside = Math.max(0, m.cur[V_DEVICE] - m.cur[V_RESERVED]);
 }
 
-// memBlock applies an alloc or free to the values cur, as memstate's
-// Alloc and Free do, and records each value it changes in bucket b: its
-// maximum, and its last value when lastOK. (Split from memDevice so that
-// the hot path stays small.)
-function memBlock(cur, b, lastOK, kind, cat, size) {
+// memAlloc applies an alloc to the values cur, as memstate's Alloc does,
+// and records each value it changes in bucket b: its maximum, and its last
+// value when lastOK. The callers have already told the kinds apart, so
+// memAlloc and memFree do not again. (Split from memDevice so that the hot
+// path stays small.)
+function memAlloc(cur, b, lastOK, cat, size) {
   const c = cat < NUM_CATEGORIES ? cat : CATEGORY.other;
-  if (kind === KIND.alloc) {
-    put(cur, b, lastOK, c, cur[c] + size);
-    put(cur, b, lastOK, V_ALLOCATED, cur[V_ALLOCATED] + size);
-  } else {
-    put(cur, b, lastOK, c, Math.max(0, cur[c] - size));
-    put(cur, b, lastOK, V_ALLOCATED, Math.max(0, cur[V_ALLOCATED] - size));
-  }
+  put(cur, b, lastOK, c, cur[c] + size);
+  put(cur, b, lastOK, V_ALLOCATED, cur[V_ALLOCATED] + size);
+}
+
+// memFree applies a free, as memstate's Free does, recording as memAlloc.
+function memFree(cur, b, lastOK, cat, size) {
+  const c = cat < NUM_CATEGORIES ? cat : CATEGORY.other;
+  put(cur, b, lastOK, c, Math.max(0, cur[c] - size));
+  put(cur, b, lastOK, V_ALLOCATED, Math.max(0, cur[V_ALLOCATED] - size));
 }
 
 // memDevice applies a segment or counter event to m, as memstate's Apply
-// does, recording in b as memBlock does. counters maps counter string ids
+// does, recording in b as memAlloc does. counters maps counter string ids
 // to V_DEVICE or V_GOHEAP. Other events change nothing.
 function memDevice(m, counters, b, lastOK, kind, size, label, extra) {
   const cur = m.cur;
