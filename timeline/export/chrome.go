@@ -428,8 +428,7 @@ func (c *chromeWriter) event(e event.Event) error {
 	}()
 	switch e.Kind {
 	case event.KindAlloc:
-		c.st.apply(e)
-		o := c.st.objs[e.Addr]
+		o := c.st.apply(e)
 		c.setCounter("allocated", e.Time, c.st.track(memstate.Allocated))
 		c.setCounter(c.live[o.cat], e.Time, c.st.mem.Category[o.cat])
 		if !c.aggregated(o) {

@@ -189,9 +189,10 @@ func newState() *state {
 	return &state{objs: make(map[uint64]*object), segs: make(map[uint64]*segment)}
 }
 
-// apply updates s with e and returns the object a free ended (nil for any
-// other event, or a free of a block the trace never allocated). Counter
-// events set the tracks of the names s.mem was told (memstate.Define).
+// apply updates s with e and returns the object an alloc began or a free
+// ended (nil for any other event, or a free of a block the trace never
+// allocated). Counter events set the tracks of the names s.mem was told
+// (memstate.Define).
 func (s *state) apply(e event.Event) *object {
 	switch e.Kind {
 	case event.KindAlloc:
@@ -206,6 +207,7 @@ func (s *state) apply(e event.Event) *object {
 			cat: cat, expect: e.Expect, site: e.Site, label: e.Label, scope: e.Scope}
 		s.objs[e.Addr] = o
 		s.mem.Alloc(o.cat, o.size)
+		return o
 	case event.KindFree:
 		o := s.objs[e.Addr]
 		if o != nil {
