@@ -4,7 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { Pyramid } from "./pyramid.js";
-import { KIND } from "./wire.gen.js";
+import { KIND, SCOPE } from "./wire.gen.js";
 
 function synth(n) {
   let seed = 42;
@@ -71,12 +71,12 @@ test("line stats: allocated, peak and what a cell left lingering", async () => {
   const ls = new LineStats();
   ls.defs({ strings: [], sites: [[1, "c1", 2, []], [2, "c1", 3, []]] });
   const ev = (seq, kind, expect, addr, size, site) => [seq, seq, kind, 2, expect, addr, size, 0, 0, site, 0, 0];
-  ls.add(ev(1, KIND.scopeBegin, 5, 100, 0, 0));
-  ls.add(ev(2, KIND.alloc, 3, 1, 1000, 1)); // request-scoped: lingers if it survives the cell
-  ls.add(ev(3, KIND.alloc, 7, 2, 500, 2)); // engine-scoped: expected to stay
-  ls.add(ev(4, KIND.alloc, 3, 3, 300, 1));
+  ls.add(ev(1, KIND.scopeBegin, SCOPE.cell, 100, 0, 0));
+  ls.add(ev(2, KIND.alloc, SCOPE.request, 1, 1000, 1)); // request-scoped: lingers if it survives the cell
+  ls.add(ev(3, KIND.alloc, SCOPE.engine, 2, 500, 2)); // engine-scoped: expected to stay
+  ls.add(ev(4, KIND.alloc, SCOPE.request, 3, 300, 1));
   ls.add(ev(5, KIND.free, 0, 3, 300, 0));
-  ls.add(ev(6, KIND.scopeEnd, 5, 100, 0, 0));
+  ls.add(ev(6, KIND.scopeEnd, SCOPE.cell, 100, 0, 0));
   ls.flush();
   const m = window.linger.notebook.got.get("c1");
   assert.equal(m.get(2).lingering, true);
@@ -159,6 +159,11 @@ test("the column form follows the same rules", () => {
   const c = { n: g.events.length, first: 1, time: col(1), kind: col(2, Uint8Array), category: col(3, Uint8Array), size: col(6), label: col(10, Uint32Array), extra: col(11) };
   const p = new Pyramid();
   for (const [id, s] of Object.entries(g.strings)) p.defineString(+id, s);
-  p.addColumns(c);
-  assert.deepEqual(Array.from(p.cur), g.values[g.values.length - 1]);
+  // One event a call, so that every intermediate value is checked, not
+  // only the last (device used must follow the segments, then the counter).
+  for (let i = 0; i < c.n; i++) {
+    p.addColumns(c, i, i + 1);
+    assert.deepEqual(Array.from(p.cur), g.values[i], `after event ${g.events[i][0]}`);
+  }
+  assert.equal(p.lastSeq, g.events.length);
 });
