@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -38,9 +37,9 @@ func NewToken() string {
 }
 
 var (
-	errBadToken = httperr.Wrap(httperr.Forbidden, errors.New("missing or wrong token"))
-	errXSRF     = httperr.Wrap(httperr.Forbidden, errors.New("'_xsrf' argument missing from request or not matching the _xsrf cookie"))
-	errOrigin   = httperr.Wrap(httperr.Forbidden, errors.New("websocket origin does not match the host"))
+	errBadToken = httperr.New(httperr.Forbidden, "missing or wrong token")
+	errXSRF     = httperr.New(httperr.Forbidden, "'_xsrf' argument missing from request or not matching the _xsrf cookie")
+	errOrigin   = httperr.New(httperr.Forbidden, "websocket origin does not match the host")
 )
 
 func (s *Server) tokenOK(t string) bool {

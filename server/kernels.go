@@ -10,6 +10,7 @@ import (
 
 	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
+	"linger/server/httperr"
 	"linger/timeline"
 )
 
@@ -153,7 +154,7 @@ func (s *Server) handleKernelspecs(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleKernelspec(w http.ResponseWriter, r *http.Request) {
 	sp, err := s.spec(r.PathValue("name"))
 	if err != nil {
-		s.writeError(w, r, notFound("%v", err))
+		s.writeError(w, r, httperr.Wrap(httperr.NotFound, err)) // a 404 here, though ErrNoSpec is 400 in a start request
 		return
 	}
 	writeJSON(w, http.StatusOK, specModel(sp))

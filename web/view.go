@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"linger/internal/units"
 	"net/url"
 	"regexp"
 	"strings"
 	"time"
+
+	"linger/internal/units"
 )
 
 // Page is what every page needs from the server.
