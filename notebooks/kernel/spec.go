@@ -119,8 +119,9 @@ func ProbeCUDA(ctx context.Context, path string, timeout time.Duration) (GPU, er
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, "probe")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &limited{&stdout, 64 << 10}, &limited{&stderr, 4 << 10}
+	var stdout bytes.Buffer
+	stderr := &tailWriter{max: 4 << 10}
+	cmd.Stdout, cmd.Stderr = &limited{&stdout, 64 << 10}, stderr
 	// A probe that leaves a child holding its output open must not keep
 	// Wait waiting.
 	cmd.WaitDelay = time.Second
@@ -129,11 +130,11 @@ func ProbeCUDA(ctx context.Context, path string, timeout time.Duration) (GPU, er
 		return GPU{}, fmt.Errorf("%s probe: no answer within %v", path, timeout)
 	}
 	if err != nil {
-		why := strings.Join(strings.Fields(stderr.String()), " ")
+		why := stderr.said()
 		if why == "" {
-			why = "no message"
+			why = ": no message"
 		}
-		return GPU{}, fmt.Errorf("%s probe: %v: %s", path, err, why)
+		return GPU{}, fmt.Errorf("%s probe: %v%s", path, err, why)
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(stdout.String()), "\n")
 	var g GPU
