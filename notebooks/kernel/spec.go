@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"linger/internal/units"
 )
 
 // A Spec is a kind of kernel the Manager starts: Jupyter's kernelspec
@@ -68,7 +70,7 @@ func (g GPU) Driver() string {
 // String is one line for people: "NVIDIA H200, 139.7 GiB, driver 13.0,
 // compute capability 9.0".
 func (g GPU) String() string {
-	s := fmt.Sprintf("%s, %.1f GiB, driver %s", g.Device, float64(g.TotalBytes)/(1<<30), g.Driver())
+	s := fmt.Sprintf("%s, %s, driver %s", g.Device, units.Format(g.TotalBytes), g.Driver())
 	if g.ComputeCapability != "" {
 		s += ", compute capability " + g.ComputeCapability
 	}
