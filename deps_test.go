@@ -43,7 +43,7 @@ var policy = map[string][]string{
 	// The kernel's server side (the Manager) and the pipe protocol run in
 	// the server; only the kernel process (proc) runs the engine and
 	// Starlark. See also serverSide.
-	"notebooks/kernel":      {"notebooks/kernel/wire", "notebooks/msg", "timeline/..."},
+	"notebooks/kernel":      {"notebooks/kernel/wire", "notebooks/msg", "timeline/...", "internal/units"},
 	"notebooks/kernel/wire": {"notebooks/msg", "timeline/event"},
 	"notebooks/kernel/proc": {"engine/...", "notebooks/kernel/wire", "notebooks/msg", "timeline/...", "internal/units"},
 	"notebooks/msg":         {},

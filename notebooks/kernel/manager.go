@@ -490,8 +490,7 @@ func (k *Kernel) exited(p *process, waitErr, readErr error) {
 		if req.Header.MsgType == "shutdown_request" {
 			continue
 		}
-		k.announce(req.Reply(req.Channel, msg.ReplyType(req.Header.MsgType), map[string]any{
-			"status": "error", "ename": "KernelDied", "evalue": reason, "traceback": []string{reason}}))
+		k.announce(errorReply(req, req.Channel, "KernelDied", reason))
 	}
 	k.mu.Lock()
 	current := k.proc == p && !k.shut
@@ -510,6 +509,13 @@ func (k *Kernel) exited(p *process, waitErr, readErr error) {
 	k.state = "dead"
 	k.mu.Unlock()
 	k.announce(msg.New(msg.IOPub, "status", "", map[string]any{"execution_state": "dead"}))
+}
+
+// errorReply is the error reply, on channel, that the Manager itself
+// gives to a request the kernel process will never answer.
+func errorReply(req *msg.Message, channel, ename, evalue string) *msg.Message {
+	return req.Reply(channel, msg.ReplyType(req.Header.MsgType), map[string]any{
+		"status": "error", "ename": ename, "evalue": evalue, "traceback": []string{evalue}})
 }
 
 // ID is the kernel's UUID.
@@ -572,15 +578,13 @@ func (k *Kernel) Send(m *msg.Message) error {
 			if ch == "" || ch == msg.IOPub {
 				ch = msg.Shell
 			}
-			k.announce(m.Reply(ch, msg.ReplyType(m.Header.MsgType), map[string]any{
-				"status": "error", "ename": "InvalidMessage", "evalue": err.Error(), "traceback": []string{err.Error()}}))
+			k.announce(errorReply(m, ch, "InvalidMessage", err.Error()))
 		}
 		return nil
 	}
 	p, err := k.current()
 	if err != nil {
-		k.announce(m.Reply(m.Channel, msg.ReplyType(m.Header.MsgType), map[string]any{
-			"status": "error", "ename": "KernelDied", "evalue": err.Error(), "traceback": []string{err.Error()}}))
+		k.announce(errorReply(m, m.Channel, "KernelDied", err.Error()))
 		return err
 	}
 	b, err := json.Marshal(m)
@@ -589,8 +593,7 @@ func (k *Kernel) Send(m *msg.Message) error {
 	}
 	if len(b)+1 > wire.MaxFrame {
 		e := fmt.Sprintf("message of %d bytes is over the %d-byte limit", len(b), wire.MaxFrame)
-		k.announce(m.Reply(m.Channel, msg.ReplyType(m.Header.MsgType), map[string]any{
-			"status": "error", "ename": "MessageTooLarge", "evalue": e, "traceback": []string{e}}))
+		k.announce(errorReply(m, m.Channel, "MessageTooLarge", e))
 		return nil
 	}
 	if m.Channel == msg.Control && m.Header.MsgType == "shutdown_request" {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"linger/internal/units"
 )
 
 // A Spec is a kind of kernel the Manager starts: Jupyter's kernelspec
@@ -68,7 +70,7 @@ func (g GPU) Driver() string {
 // String is one line for people: "NVIDIA H200, 139.7 GiB, driver 13.0,
 // compute capability 9.0".
 func (g GPU) String() string {
-	s := fmt.Sprintf("%s, %.1f GiB, driver %s", g.Device, float64(g.TotalBytes)/(1<<30), g.Driver())
+	s := fmt.Sprintf("%s, %s, driver %s", g.Device, units.Format(g.TotalBytes), g.Driver())
 	if g.ComputeCapability != "" {
 		s += ", compute capability " + g.ComputeCapability
 	}
@@ -119,8 +121,9 @@ func ProbeCUDA(ctx context.Context, path string, timeout time.Duration) (GPU, er
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, "probe")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &limited{&stdout, 64 << 10}, &limited{&stderr, 4 << 10}
+	var stdout bytes.Buffer
+	stderr := &tailWriter{max: 4 << 10}
+	cmd.Stdout, cmd.Stderr = &limited{&stdout, 64 << 10}, stderr
 	// A probe that leaves a child holding its output open must not keep
 	// Wait waiting.
 	cmd.WaitDelay = time.Second
@@ -129,11 +132,11 @@ func ProbeCUDA(ctx context.Context, path string, timeout time.Duration) (GPU, er
 		return GPU{}, fmt.Errorf("%s probe: no answer within %v", path, timeout)
 	}
 	if err != nil {
-		why := strings.Join(strings.Fields(stderr.String()), " ")
+		why := stderr.said()
 		if why == "" {
-			why = "no message"
+			why = ": no message"
 		}
-		return GPU{}, fmt.Errorf("%s probe: %v: %s", path, err, why)
+		return GPU{}, fmt.Errorf("%s probe: %v%s", path, err, why)
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(stdout.String()), "\n")
 	var g GPU

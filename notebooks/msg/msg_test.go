@@ -67,3 +67,20 @@ func TestNullsAndValidate(t *testing.T) {
 		t.Error("a string parent_header was accepted")
 	}
 }
+
+// TestReplyType: a request is answered by its _reply; anything else
+// (a client sending "execute" or a reply) gets error_reply.
+func TestReplyType(t *testing.T) {
+	for in, want := range map[string]string{
+		"execute_request":    "execute_reply",
+		"inspect_request":    "inspect_reply",
+		"frobnicate_request": "frobnicate_reply",
+		"execute":            "error_reply",
+		"execute_reply":      "error_reply",
+		"":                   "error_reply",
+	} {
+		if got := msg.ReplyType(in); got != want {
+			t.Errorf("ReplyType(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -53,19 +52,21 @@ var builtinNames = func() []string {
 }()
 
 // exec runs a parsed cell against the session's globals. ExecREPLChunk
-// takes globals alone, so the predeclared names join them for the run
-// and leave after it, unless the cell bound one to a value of its own.
-// The copy costs one map entry per global and predeclared name per cell.
+// takes globals alone, so the predeclared names a global does not shadow
+// join them for the run and leave after it, unless the cell bound one to
+// a value of its own. That is a few map entries per cell, whatever the
+// number of globals.
 func (s *session) exec(f *syntax.File, thread *starlark.Thread) error {
-	env := maps.Clone(predeclared)
-	maps.Copy(env, s.globals)
-	err := starlark.ExecREPLChunk(f, thread, env)
-	for n, v := range env {
-		if p, ok := predeclared[n]; ok && v == p {
-			delete(s.globals, n) // never shadowed, or given back its own value
-			continue
+	for n, p := range predeclared {
+		if _, ok := s.globals[n]; !ok {
+			s.globals[n] = p
 		}
-		s.globals[n] = v
+	}
+	err := starlark.ExecREPLChunk(f, thread, s.globals)
+	for n, p := range predeclared {
+		if s.globals[n] == p {
+			delete(s.globals, n) // never shadowed, or given back its own value
+		}
 	}
 	return err
 }

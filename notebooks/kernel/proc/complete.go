@@ -54,14 +54,17 @@ func wordAt(code string, cursor int) (string, int) {
 	}
 	start := cursor
 	for start > 0 {
-		r := rs[start-1]
-		if r == '_' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			start--
-			continue
+		if r := rs[start-1]; r != '.' && !isIdentRune(r) {
+			break
 		}
-		break
+		start--
 	}
 	return string(rs[start:cursor]), start
+}
+
+// isIdentRune reports whether r may be part of an (ASCII) identifier.
+func isIdentRune(r rune) bool {
+	return r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
 
 func (k *kernelProc) complete(code string, cursor int) map[string]any {
@@ -129,7 +132,7 @@ func (k *kernelProc) inspect(code string, cursor int) map[string]any {
 	if cursor < 0 || cursor > len(rs) {
 		cursor = len(rs)
 	}
-	for cursor < len(rs) && (rs[cursor] == '_' || rs[cursor] >= 'a' && rs[cursor] <= 'z' || rs[cursor] >= 'A' && rs[cursor] <= 'Z' || rs[cursor] >= '0' && rs[cursor] <= '9') {
+	for cursor < len(rs) && isIdentRune(rs[cursor]) {
 		cursor++
 	}
 	word, _ := wordAt(code, cursor)

@@ -337,20 +337,17 @@ func (k *kernelProc) shell(m *msg.Message) {
 		reply(kernelInfo())
 	case "execute_request":
 		k.execute(m)
-	case "complete_request":
+	case "complete_request", "inspect_request":
 		var c struct {
 			Code      string `json:"code"`
 			CursorPos int    `json:"cursor_pos"`
 		}
 		_ = m.DecodeContent(&c)
-		reply(k.complete(c.Code, c.CursorPos))
-	case "inspect_request":
-		var c struct {
-			Code      string `json:"code"`
-			CursorPos int    `json:"cursor_pos"`
+		if m.Header.MsgType == "complete_request" {
+			reply(k.complete(c.Code, c.CursorPos))
+		} else {
+			reply(k.inspect(c.Code, c.CursorPos))
 		}
-		_ = m.DecodeContent(&c)
-		reply(k.inspect(c.Code, c.CursorPos))
 	case "is_complete_request":
 		var c struct {
 			Code string `json:"code"`

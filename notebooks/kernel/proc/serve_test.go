@@ -94,8 +94,14 @@ mem.snapshot().limit`), "execute_result"); fmt.Sprint(r["data"]) != "map[text/pl
 	if msgtest.Find(ms, "display_data") == nil {
 		t.Errorf("no progress bar: %v", msgtest.Types(ms))
 	}
-	ms = c.exec("timeline.lingering()")
-	t.Log(msgtest.Find(ms, "execute_result"))
+	// The KV cache kept in a global lingers, named by the path that holds
+	// it and the cell line that allocated it.
+	r := fmt.Sprint(msgtest.Find(c.exec("timeline.lingering()"), "execute_result"))
+	for _, want := range []string{`category = "kv_cache"`, `holder = "global last_cache → KVCache#`, `→ layer[0].k"`, `site = "cell exec-1:2 ← `} {
+		if !strings.Contains(r, want) {
+			t.Errorf("timeline.lingering() lacks %s: %.300s", want, r)
+		}
+	}
 }
 
 func TestRequests(t *testing.T) {
