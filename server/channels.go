@@ -229,8 +229,7 @@ func errorReply(to *msg.Message, err error) *msg.Message {
 		if ch != msg.Shell && ch != msg.Control && ch != msg.Stdin {
 			ch = msg.Shell
 		}
-		r := to.Reply(ch, strings.TrimSuffix(to.Header.MsgType, "_request")+"_reply", content)
-		return r
+		return to.Reply(ch, msg.ReplyType(to.Header.MsgType), content)
 	}
 	e := msg.New(msg.IOPub, "error", "", content)
 	if to != nil {
