@@ -3,6 +3,7 @@ package testbin_test
 import (
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"linger/internal/testbin"
@@ -23,8 +24,8 @@ func TestLinger(t *testing.T) {
 	if again := testbin.Linger(t); again != bin {
 		t.Errorf("second call = %s, want the first build %s", again, bin)
 	}
-	if out, err := exec.Command(bin, "help").CombinedOutput(); err != nil && len(out) == 0 {
-		t.Errorf("%s help: %v", bin, err)
+	if out, err := exec.Command(bin, "help").CombinedOutput(); err != nil || !strings.Contains(string(out), "Usage: linger COMMAND") {
+		t.Errorf("%s help: %v\n%s", bin, err, out)
 	}
 	testbin.Remove()
 	if _, err := os.Stat(bin); !os.IsNotExist(err) {
