@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -65,11 +66,11 @@ func TestServe(t *testing.T) {
 }
 
 func TestServeFlags(t *testing.T) {
-	if err := runServe(context.Background(), []string{"--nope"}, io.Discard, io.Discard); err == nil {
-		t.Fatal("bad flag accepted")
+	if err := runServe(context.Background(), []string{"--nope"}, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+		t.Errorf("bad flag: %v, want a usage error (exit 2)", err)
 	}
-	if err := runServe(context.Background(), []string{"--dir", "/does/not/exist"}, io.Discard, io.Discard); err == nil {
-		t.Fatal("missing dir accepted")
+	if err := runServe(context.Background(), []string{"--dir", "/does/not/exist"}, io.Discard, io.Discard); err == nil || errors.Is(err, errUsage) || !strings.Contains(err.Error(), "/does/not/exist") {
+		t.Errorf("missing dir: %v, want a failure naming it", err)
 	}
 }
 
