@@ -129,3 +129,30 @@ func goTool(pkg string) (string, error) {
 	}
 	return p, nil
 }
+
+// FakeProbe is a probe command for FakeCUDA: it prints what linger-cuda
+// probe prints on an H200.
+const FakeProbe = `echo '{"device":"NVIDIA H200","total_bytes":150000000000,"free_bytes":149000000000,"driver_version":13000,"compute_capability":"9.0"}'`
+
+// FakeCUDA writes dir/linger-cuda, a shell script that stands in for
+// cmd/linger-cuda where kernel discovery looks for it, and returns its
+// path: "probe" runs the shell command probe (FakeProbe for a GPU);
+// "kernel", when linger is not "", touches mark (when not "") and runs
+// linger's kernel; anything else exits 2.
+func FakeCUDA(t testing.TB, dir, probe, linger, mark string) string {
+	t.Helper()
+	script := "#!/bin/sh\ncase \"$1\" in\nprobe) " + probe + " ;;\n"
+	if linger != "" {
+		script += "kernel) "
+		if mark != "" {
+			script += "touch '" + mark + "'; "
+		}
+		script += "exec '" + linger + "' kernel ;;\n"
+	}
+	script += "*) echo 'usage: linger-cuda probe|kernel' >&2; exit 2 ;;\nesac\n"
+	path := filepath.Join(dir, "linger-cuda")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
