@@ -4,7 +4,7 @@ package main
 
 // These tests run against the fake driver (make cuda-check puts
 // engine/device/cuda/fakecuda's libcuda.so.1 first on LD_LIBRARY_PATH)
-// and build the linger-cuda binary itself once, with the go command and
+// and build the linger-cuda binary itself once (internal/testbin), with
 // the CGO flags of the environment, to run it as the server would.
 
 import (
@@ -19,49 +19,20 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"linger/internal/cli"
+	"linger/internal/testbin"
 	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
 	"linger/timeline"
 	"linger/timeline/event"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds cmd/linger-cuda into a temporary directory, once.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "linger-cuda-test-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "linger-cuda")
-		out, err := exec.Command("go", "build", "-tags", "cuda", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = errors.Join(err, errors.New(string(out)))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build -tags cuda: %v", buildErr)
-	}
-	return binPath
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	testbin.Remove()
 	os.Exit(code)
 }
 
@@ -76,7 +47,7 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // discovery reads: one JSON line with exactly these keys, exit 0; or
 // nothing on stdout, the cause on stderr, exit 1.
 func TestProbe(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.LingerCUDA(t)
 	for _, c := range []struct {
 		name string
 		env  []string
@@ -244,7 +215,7 @@ func TestGenerateBadInput(t *testing.T) {
 // TestOOMAtCapacity: on a card of 256 MiB a model that does not fit fails
 // with the allocator's OOM, naming the device's free memory.
 func TestOOMAtCapacity(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.LingerCUDA(t)
 	cmd := exec.Command(bin, "generate", "--device", "cuda", "--model", "qwen2-1.5b", "--prompt-tokens", "16")
 	cmd.Env = append(os.Environ(), "LINGER_FAKECUDA_BYTES=268435456")
 	out, err := cmd.CombinedOutput()
@@ -297,7 +268,7 @@ func cell(t *testing.T, k *kernel.Kernel, msgs <-chan *msg.Message, code string)
 // reserved bytes and the context; and a device index out of range, an
 // error in the cell that leaves the kernel working.
 func TestKernel(t *testing.T) {
-	bin := binary(t)
+	bin := testbin.LingerCUDA(t)
 	for _, c := range []struct {
 		name, env, code, want, evalue string
 	}{
@@ -338,18 +309,12 @@ print(e.device)`, "meta\n", ""},
 	}
 }
 
-// gpuCheckBin puts linger-cuda and linger, built once, in a directory of
-// their own for scripts/gpu-check.sh (GPU_CHECK_BIN).
+// gpuCheckBin is the directory of linger-cuda and linger, built once, for
+// scripts/gpu-check.sh (GPU_CHECK_BIN): testbin builds them side by side.
 func gpuCheckBin(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.Symlink(binary(t), filepath.Join(dir, "linger-cuda")); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "linger"), "linger/cmd/linger").CombinedOutput(); err != nil {
-		t.Fatalf("go build linger: %v\n%s", err, out)
-	}
-	return dir
+	testbin.Linger(t)
+	return filepath.Dir(testbin.LingerCUDA(t))
 }
 
 // gpuCheck runs scripts/gpu-check.sh on the fake driver with env added and

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"linger/internal/testbin"
 	"linger/notebooks/nbformat"
 )
 
@@ -127,14 +128,8 @@ func TestRunParam(t *testing.T) {
 	}
 	bin := t.TempDir()
 	mark := filepath.Join(dir, "cuda-kernel-ran")
-	writeCUDA := func(probe string) {
-		script := "#!/bin/sh\ncase \"$1\" in\nprobe) " + probe + " ;;\nkernel) touch '" + mark + "'; exec '" + exe + "' kernel ;;\nesac\n"
-		if err := os.WriteFile(filepath.Join(bin, "linger-cuda"), []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	writeCUDA(`echo '{"device":"NVIDIA H200","total_bytes":150000000000,"free_bytes":149000000000,"driver_version":13000,"compute_capability":"9.0"}'`)
+	testbin.FakeCUDA(t, bin, testbin.FakeProbe, exe, mark)
 	stdout, got, err = run("--kernel", "linger-cuda", "--param", "DEVICE=cpu")
 	if err != nil {
 		t.Fatalf("--kernel linger-cuda: %v\n%s", err, stdout)
@@ -146,7 +141,7 @@ func TestRunParam(t *testing.T) {
 	if ks, ok := got.KernelSpec(); !ok || ks.Name != "linger-cuda" || ks.DisplayName != "Linger (CUDA)" {
 		t.Errorf("the executed notebook's kernelspec = %+v, %v; want linger-cuda, Linger (CUDA)", ks, ok)
 	}
-	writeCUDA(`echo "linger-cuda: no CUDA device" >&2; exit 1`)
+	testbin.FakeCUDA(t, bin, `echo "linger-cuda: no CUDA device" >&2; exit 1`, exe, mark)
 	if _, _, err := run("--kernel", "linger-cuda"); err == nil || !strings.Contains(err.Error(), "no CUDA kernel: ") || !strings.Contains(err.Error(), "probe: exit status 1: linger-cuda: no CUDA device") {
 		t.Errorf("--kernel linger-cuda without a GPU: %v", err)
 	}

@@ -4,16 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"linger/internal/testbin"
 )
 
 func TestServe(t *testing.T) {
@@ -65,11 +67,11 @@ func TestServe(t *testing.T) {
 }
 
 func TestServeFlags(t *testing.T) {
-	if err := runServe(context.Background(), []string{"--nope"}, io.Discard, io.Discard); err == nil {
-		t.Fatal("bad flag accepted")
+	if err := runServe(context.Background(), []string{"--nope"}, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+		t.Errorf("bad flag: %v, want a usage error (exit 2)", err)
 	}
-	if err := runServe(context.Background(), []string{"--dir", "/does/not/exist"}, io.Discard, io.Discard); err == nil {
-		t.Fatal("missing dir accepted")
+	if err := runServe(context.Background(), []string{"--dir", "/does/not/exist"}, io.Discard, io.Discard); err == nil || errors.Is(err, errUsage) || !strings.Contains(err.Error(), "/does/not/exist") {
+		t.Errorf("missing dir: %v, want a failure naming it", err)
 	}
 }
 
@@ -84,7 +86,7 @@ func TestServeKernelSpecs(t *testing.T) {
 		specs       []string
 		log         string
 	}{
-		{"answers", `echo '{"device":"NVIDIA H200","total_bytes":150000000000,"free_bytes":149000000000,"driver_version":13000,"compute_capability":"9.0"}'`,
+		{"answers", testbin.FakeProbe,
 			[]string{"linger", "linger-cuda"}, `level=INFO msg="CUDA kernel: kernelspec linger-cuda" binary=`},
 		{"no GPU", `echo "linger-cuda: no CUDA device: cudaGetDeviceCount: no CUDA-capable device is detected" >&2; exit 1`,
 			[]string{"linger"}, `level=WARN msg="no CUDA kernel: kernelspec linger-cuda not offered" reason=`},
@@ -94,10 +96,7 @@ func TestServeKernelSpecs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			if tt.probe != "" {
-				script := "#!/bin/sh\n[ \"$1\" = probe ] || exit 2\n" + tt.probe + "\n"
-				if err := os.WriteFile(filepath.Join(dir, "linger-cuda"), []byte(script), 0o755); err != nil {
-					t.Fatal(err)
-				}
+				testbin.FakeCUDA(t, dir, tt.probe, "", "")
 			}
 			var buf bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&buf, nil))

@@ -7,11 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"linger/internal/cli"
-	"linger/internal/units"
 	"os"
 	"path/filepath"
 
+	"linger/internal/cli"
+	"linger/internal/units"
 	"linger/timeline"
 	"linger/timeline/analyze"
 	"linger/timeline/export"

@@ -3,10 +3,10 @@ package alloc
 import (
 	"cmp"
 	"fmt"
-	"linger/internal/units"
 	"slices"
 	"strings"
 
+	"linger/internal/units"
 	"linger/timeline/event"
 )
 

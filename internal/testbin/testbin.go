@@ -1,9 +1,9 @@
-// Package testbin builds the linger command for tests that run it as a
-// user would: kernel processes, linger run, linger serve.
+// Package testbin builds the linger command (and linger-cuda) for tests
+// that run it as a user would: kernel processes, linger run, linger serve.
 //
-// The binary is built once per test binary, on the first call to Linger,
-// and shared by every test after it. A package that uses it removes it
-// when its tests are done:
+// Each binary is built once per test binary, on the first call to Linger
+// (LingerCUDA), and shared by every test after it. A package that uses it
+// removes them when its tests are done:
 //
 //	func TestMain(m *testing.M) {
 //		code := m.Run()
@@ -17,20 +17,30 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// pkg is the command built, by import path: the test's working directory
-// (its package's directory) is inside the module.
-const pkg = "linger/cmd/linger"
+// A binary is a command of the module that tests build: its import path
+// (the test's working directory, its package's directory, is inside the
+// module), the name it is built as and its build tags.
+type binary struct {
+	pkg, name string
+	tags      []string
+}
+
+var (
+	linger     = binary{pkg: "linger/cmd/linger", name: "linger"}
+	lingerCUDA = binary{pkg: "linger/cmd/linger-cuda", name: "linger-cuda", tags: []string{"cuda"}}
+)
 
 var (
 	mu    sync.Mutex
-	built string // the binary, once built
-	dir   string // its temporary directory
-	err   error  // why it could not be built; sticky
+	dir   string                // the temporary directory of every binary built
+	built = map[string]string{} // the binaries built, by name
+	errs  = map[string]error{}  // why one could not be built, by name; sticky
 )
 
 // Linger returns the path of the linger binary built from the module's
@@ -39,52 +49,74 @@ var (
 // the same error without building again.
 func Linger(t testing.TB) string {
 	t.Helper()
-	mu.Lock()
-	defer mu.Unlock()
-	if built == "" && err == nil {
-		start := time.Now()
-		built, err = build()
-		if err == nil {
-			t.Logf("testbin: built %s in %v", built, time.Since(start).Round(time.Millisecond))
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return built
+	return get(t, linger)
 }
 
-// Remove removes the binary Linger built, if any. Call it from TestMain
-// after m.Run.
+// LingerCUDA is Linger for cmd/linger-cuda, built with the cuda tag and
+// the CGO flags of the environment (make cuda-check sets them). It lies
+// beside Linger's binary, where linger run looks for it.
+func LingerCUDA(t testing.TB) string {
+	t.Helper()
+	return get(t, lingerCUDA)
+}
+
+func get(t testing.TB, b binary) string {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if built[b.name] == "" && errs[b.name] == nil {
+		start := time.Now()
+		bin, err := build(b)
+		if err == nil {
+			built[b.name] = bin
+			t.Logf("testbin: built %s in %v", bin, time.Since(start).Round(time.Millisecond))
+		} else {
+			errs[b.name] = err
+		}
+	}
+	if err := errs[b.name]; err != nil {
+		t.Fatal(err)
+	}
+	return built[b.name]
+}
+
+// Remove removes the binaries built, if any. Call it from TestMain after
+// m.Run.
 func Remove() {
 	mu.Lock()
 	defer mu.Unlock()
 	if dir != "" {
 		os.RemoveAll(dir)
 	}
-	dir, built = "", ""
+	dir = ""
+	clear(built)
 }
 
-func build() (string, error) {
-	gotool, err := goTool()
+func build(b binary) (string, error) {
+	gotool, err := goTool(b.pkg)
 	if err != nil {
 		return "", err
 	}
-	dir, err = os.MkdirTemp("", "linger-testbin-")
-	if err != nil {
-		return "", err
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "linger-testbin-"); err != nil {
+			return "", err
+		}
 	}
-	bin := filepath.Join(dir, "linger")
-	out, err := exec.Command(gotool, "build", "-o", bin, pkg).CombinedOutput()
+	bin := filepath.Join(dir, b.name)
+	args := []string{"build", "-o", bin}
+	if len(b.tags) > 0 {
+		args = append(args, "-tags", strings.Join(b.tags, ","))
+	}
+	out, err := exec.Command(gotool, append(args, b.pkg)...).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("testbin: go build %s: %v\n%s", pkg, err, out)
+		return "", fmt.Errorf("testbin: go %s: %v\n%s", strings.Join(append(args, b.pkg), " "), err, out)
 	}
 	return bin, nil
 }
 
 // goTool returns the go command to build with: $GOROOT/bin/go when the go
 // command that runs the tests set GOROOT, else the go on $PATH.
-func goTool() (string, error) {
+func goTool(pkg string) (string, error) {
 	if root := os.Getenv("GOROOT"); root != "" {
 		p := filepath.Join(root, "bin", "go")
 		if _, err := os.Stat(p); err == nil {
@@ -96,4 +128,31 @@ func goTool() (string, error) {
 		return "", fmt.Errorf("testbin: no go command to build %s with: %v", pkg, err)
 	}
 	return p, nil
+}
+
+// FakeProbe is a probe command for FakeCUDA: it prints what linger-cuda
+// probe prints on an H200.
+const FakeProbe = `echo '{"device":"NVIDIA H200","total_bytes":150000000000,"free_bytes":149000000000,"driver_version":13000,"compute_capability":"9.0"}'`
+
+// FakeCUDA writes dir/linger-cuda, a shell script that stands in for
+// cmd/linger-cuda where kernel discovery looks for it, and returns its
+// path: "probe" runs the shell command probe (FakeProbe for a GPU);
+// "kernel", when linger is not "", touches mark (when not "") and runs
+// linger's kernel; anything else exits 2.
+func FakeCUDA(t testing.TB, dir, probe, linger, mark string) string {
+	t.Helper()
+	script := "#!/bin/sh\ncase \"$1\" in\nprobe) " + probe + " ;;\n"
+	if linger != "" {
+		script += "kernel) "
+		if mark != "" {
+			script += "touch '" + mark + "'; "
+		}
+		script += "exec '" + linger + "' kernel ;;\n"
+	}
+	script += "*) echo 'usage: linger-cuda probe|kernel' >&2; exit 2 ;;\nesac\n"
+	path := filepath.Join(dir, "linger-cuda")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

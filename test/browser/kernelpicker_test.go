@@ -24,13 +24,7 @@ import (
 func cudaSpec(t *testing.T, mark string) kernel.Spec {
 	t.Helper()
 	dir := t.TempDir()
-	script := "#!/bin/sh\ncase \"$1\" in\n" +
-		`probe) echo '{"device":"NVIDIA H200","total_bytes":150000000000,"free_bytes":149000000000,"driver_version":13000,"compute_capability":"9.0"}' ;;` + "\n" +
-		"kernel) touch '" + mark + "'; exec '" + testbin.Linger(t) + "' kernel ;;\n" +
-		"*) echo 'usage: linger-cuda probe|kernel' >&2; exit 2 ;;\nesac\n"
-	if err := os.WriteFile(filepath.Join(dir, kernel.CUDABinary), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testbin.FakeCUDA(t, dir, testbin.FakeProbe, testbin.Linger(t), mark)
 	spec, _, err := kernel.DiscoverCUDA(t.Context(), filepath.Join(dir, "linger"), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -122,12 +122,7 @@ func startServer(t *testing.T, bin string) *server {
 	// linger's, so the server offers the linger-cuda kernelspec and the
 	// client starts a kernel of it (LINGER_CUDA_FAKE).
 	cuda := t.TempDir()
-	script := "#!/bin/sh\ncase \"$1\" in\n" +
-		"probe) echo '{\"device\":\"NVIDIA H200\",\"total_bytes\":150000000000,\"free_bytes\":149000000000,\"driver_version\":13000,\"compute_capability\":\"9.0\"}' ;;\n" +
-		"kernel) exec '" + bin + "' kernel ;;\n*) exit 2 ;;\nesac\n"
-	if err := os.WriteFile(filepath.Join(cuda, "linger-cuda"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testbin.FakeCUDA(t, cuda, testbin.FakeProbe, bin, "")
 	cmd.Env = append(os.Environ(), "PATH="+cuda+string(os.PathListSeparator)+os.Getenv("PATH"))
 	urls := make(chan string, 1)
 	stdout := newLineLogger(t, "server stdout: ", func(line string) {

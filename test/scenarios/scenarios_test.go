@@ -126,22 +126,12 @@ func runNotebook(t *testing.T, tg target, name string) *result {
 func (r *result) checkTarget(t *testing.T, tg target) {
 	t.Helper()
 	want := fmt.Sprintf("DEVICE = %q", tg.Name)
-	if src := cellSourceOr(r, "injected-parameters"); !strings.Contains(src, want) {
+	if src := cellSource(t, r, "injected-parameters"); !strings.Contains(src, want) {
 		t.Errorf("the injected parameters %q, want %s", src, want)
 	}
 	if end := r.Report.Tracks.End; end.OutsideGap != int64(tg.Context) {
 		t.Errorf("at the end: device used %d − reserved %d = %d bytes, want the %s context's %d", end.DeviceUsed, end.Reserved, end.OutsideGap, tg.Name, tg.Context)
 	}
-}
-
-// cellSourceOr is the source of cell id, "" when there is none.
-func cellSourceOr(r *result, id string) string {
-	for _, c := range r.Notebook.Cells {
-		if c.ID == id {
-			return c.Source
-		}
-	}
-	return ""
 }
 
 // checkCommitted validates the committed notebook (nbformat 4.5 schema)
