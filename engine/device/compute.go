@@ -32,10 +32,15 @@ type Accelerator interface {
 // A Stream is used by one goroutine at a time.
 type Stream interface {
 	// Upload copies src to dst; Download copies len(dst) bytes at src to
-	// dst. Copy copies n bytes between two device addresses.
+	// dst. Both are ordered with the stream's kernels.
 	Upload(dst Ptr, src []byte) error
 	Download(dst []byte, src Ptr) error
-	Copy(dst, src Ptr, n uint64) error
+
+	// Fill sets n elements to v. FillUniform sets element j of n to
+	// Uniform(seed, stream, j)·scale, rounded to bf16: the engine's
+	// random weights, the same values as the cpu device's before rounding.
+	Fill(out Ptr, n int, v float32) error
+	FillUniform(out Ptr, n int, seed, stream uint64, scale float32) error
 
 	// Embed gathers rows of a [vocab, dim] table: out[r] = table[tokens[r]],
 	// out being [len(tokens), dim]. Every token is in [0, vocab).
@@ -55,6 +60,11 @@ type Stream interface {
 	SwiGLU(gate, up Ptr, n int) error
 	// Add adds src into dst, n elements.
 	Add(dst, src Ptr, n int) error
+	// KVWrite copies rows rows of keys and values, k and v [rows, width],
+	// into a cache at positions pos, pos+1, ...: position t goes to page
+	// t/pageTokens, row t%pageTokens, of K and V (pages as in Attention,
+	// each [pageTokens, width]).
+	KVWrite(k, v Ptr, rows, width, pos int, K, V []Ptr, pageTokens int) error
 	// CausalMask fills a [rows, cols] mask: element (i, j) is 1 where
 	// j ≤ i+offset, else 0.
 	CausalMask(out Ptr, rows, cols, offset int) error
@@ -111,4 +121,23 @@ type Attention struct {
 	// partial results); it holds nothing between calls.
 	Workspace      Ptr
 	WorkspaceBytes uint64
+}
+
+// Uniform is the engine's deterministic random number for element j of
+// random stream stream under seed: uniform in [-1, 1), a multiple of
+// 2^-23, computed with 64-bit integer arithmetic only, so a GPU kernel
+// gives the same bits as the host.
+func Uniform(seed, stream, j uint64) float32 {
+	h := mix64(mix64(seed^(stream+1)*0x9e3779b97f4a7c15) + j)
+	return float32(h>>40)/(1<<23) - 1
+}
+
+// mix64 is SplitMix64's finalizer.
+func mix64(z uint64) uint64 {
+	z ^= z >> 30
+	z *= 0xbf58476d1ce4e5b9
+	z ^= z >> 27
+	z *= 0x94d049bb133111eb
+	z ^= z >> 31
+	return z
 }
