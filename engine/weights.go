@@ -3,9 +3,11 @@ package engine
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
+	"runtime"
+	"sync"
 
 	"linger/engine/alloc"
+	"linger/engine/device"
 	"linger/timeline/event"
 )
 
@@ -130,6 +132,12 @@ func newWeights(a *alloc.Allocator, c Config, dt DType, seed int64, path string)
 	return w, nil
 }
 
+// fill sets the weights of spec i: 1 for a norm (fanIn 0), else element j
+// is device.Uniform(seed, i, j)·sqrt(3/fanIn), uniform with variance
+// 1/fanIn. It is the rule an accelerator's FillUniform follows, so cpu
+// and an accelerator start from the same weights (there rounded to bf16).
+// Large tensors are filled by several goroutines: element j's value does
+// not depend on who computes it.
 func fill(d []float32, fanIn int, seed int64, i int) {
 	if d == nil {
 		return
@@ -140,11 +148,22 @@ func fill(d []float32, fanIn int, seed int64, i int) {
 		}
 		return
 	}
-	r := rand.New(rand.NewPCG(uint64(seed), uint64(i)))
 	scale := float32(math.Sqrt(3 / float64(fanIn)))
-	for j := range d {
-		d[j] = (2*r.Float32() - 1) * scale
+	part := func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			d[j] = device.Uniform(uint64(seed), uint64(i), uint64(j)) * scale
+		}
 	}
+	const per = 1 << 16
+	if len(d) <= per || runtime.GOMAXPROCS(0) == 1 {
+		part(0, len(d))
+		return
+	}
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(d); lo += per {
+		wg.Go(func() { part(lo, min(lo+per, len(d))) })
+	}
+	wg.Wait()
 }
 
 func (w *weights) bytes() uint64 {
