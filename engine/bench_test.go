@@ -44,7 +44,7 @@ func benchDecode(b *testing.B, name string, ctxLen int) {
 				b.Fatal(err)
 			}
 			l.Free()
-			smp := newSampler(&Request{}, e.cfg.Vocab)
+			smp := e.newSampler(&Request{})
 			tok := 1
 			events0 := 0
 			if sink != nil {
