@@ -20,3 +20,5 @@
 //
 // It imports gorgonia.org/cu and engine/device, nothing else of Linger.
 package cuda
+
+//go:generate bash kernels/gen.sh kernels.ptx
