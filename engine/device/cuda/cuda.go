@@ -253,9 +253,10 @@ func (d *Device) Name() string { return "cuda" }
 // Index is the device's index among the driver's GPUs.
 func (d *Device) Index() int { return d.index }
 
-// HasData returns false: the engine has no GPU kernels yet, so it runs on
-// the cuda device in accounting mode, as on meta. Segments are real device
-// memory all the same (CopyIn and CopyOut reach them).
+// HasData returns false: the engine does not drive the device's kernels
+// (NewStream) yet, so it runs on the cuda device in accounting mode, as on
+// meta. Segments are real device memory all the same (CopyIn and CopyOut
+// reach them).
 func (d *Device) HasData() bool { return false }
 
 // Alloc takes size bytes of device memory with cuMemAlloc. It fails with

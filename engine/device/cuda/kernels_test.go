@@ -29,8 +29,10 @@ import (
 // a small multiple of the terms' magnitude; fills, gathers, copies, masks,
 // argmax and top-k must be exact.
 
-// kt is a stream on the fake driver with kernels executed, and the
-// segments a test takes.
+// kt is a stream with kernels executed (on the fake driver, with
+// LINGER_FAKECUDA_EXEC=1; on a real one, always), and the segments a test
+// takes. The kernel tests run on a GPU too: build them with go test -c
+// -tags cuda and run the binary where the driver is.
 type kt struct {
 	t  *testing.T
 	d  *Device
@@ -41,7 +43,6 @@ func newKT(t *testing.T) *kt {
 	t.Helper()
 	t.Setenv("LINGER_FAKECUDA_EXEC", "1")
 	d := open(t)
-	fake(t, d)
 	st, err := d.NewStream()
 	if err != nil {
 		t.Fatal(err)
@@ -652,6 +653,7 @@ func TestPTXTooNew(t *testing.T) {
 // code and text, and the stream refuses the calls after it.
 func TestLaunchFails(t *testing.T) {
 	k := newKT(t)
+	fake(t, k.d)
 	t.Setenv("LINGER_FAKECUDA_FAIL_LAUNCH", "linger_gemm")
 	out, x := k.alloc(2*17*24), k.put(make([]float32, 17*40))
 	k.ok(k.st.MatMul(out, x, x, 1, 40, 24)) // m=1: linger_gemv

@@ -304,6 +304,8 @@ func checkInt32(what string, vals ...int) error {
 	return nil
 }
 
+// Upload copies src to dst, ordered with the stream (cuMemcpyHtoDAsync:
+// the driver has taken src when it returns).
 func (st *Stream) Upload(dst device.Ptr, src []byte) error {
 	if len(src) == 0 {
 		return st.ready()
@@ -316,12 +318,15 @@ func (st *Stream) Upload(dst device.Ptr, src []byte) error {
 	})
 }
 
+// Download copies len(dst) bytes at src to dst once the work issued
+// before it is done.
 func (st *Stream) Download(dst []byte, src device.Ptr) error {
 	return st.run(func() error {
 		return st.get(fmt.Sprintf("download %d bytes from %#x", len(dst), src), dst, C.CUdeviceptr(src))
 	})
 }
 
+// Fill launches linger_fill.
 func (st *Stream) Fill(out device.Ptr, n int, v float32) error {
 	if n <= 0 {
 		return st.ready()
@@ -331,6 +336,8 @@ func (st *Stream) Fill(out device.Ptr, n int, v float32) error {
 	})
 }
 
+// FillUniform launches linger_fill_uniform: device.Uniform·scale rounded
+// to bf16, bit for bit.
 func (st *Stream) FillUniform(out device.Ptr, n int, seed, stream uint64, scale float32) error {
 	if n <= 0 {
 		return st.ready()
@@ -340,6 +347,8 @@ func (st *Stream) FillUniform(out device.Ptr, n int, seed, stream uint64, scale 
 	})
 }
 
+// Embed uploads the token ids to the staging buffer and launches
+// linger_embed; a token outside [0, vocab) is an error.
 func (st *Stream) Embed(out, table device.Ptr, tokens []int32, vocab, dim int) error {
 	if err := checkInt32("linger_embed", len(tokens), dim, vocab); err != nil {
 		return err
@@ -362,6 +371,7 @@ func (st *Stream) Embed(out, table device.Ptr, tokens []int32, vocab, dim int) e
 	})
 }
 
+// RMSNorm launches linger_rmsnorm, a block per row.
 func (st *Stream) RMSNorm(out, x, w device.Ptr, rows, dim int, eps float64) error {
 	if err := checkInt32("linger_rmsnorm", rows, dim); err != nil {
 		return err
@@ -398,6 +408,7 @@ func (st *Stream) MatMul(out, x, w device.Ptr, m, k, n int) error {
 	})
 }
 
+// RoPE launches linger_rope; dim must be even.
 func (st *Stream) RoPE(x device.Ptr, rows, heads, dim, pos0 int, theta float64) error {
 	if err := checkInt32("linger_rope", rows, heads, dim, pos0, pos0+rows); err != nil {
 		return err
@@ -414,6 +425,7 @@ func (st *Stream) RoPE(x device.Ptr, rows, heads, dim, pos0 int, theta float64) 
 	})
 }
 
+// SwiGLU launches linger_swiglu.
 func (st *Stream) SwiGLU(gate, up device.Ptr, n int) error {
 	if n <= 0 {
 		return st.ready()
@@ -423,6 +435,7 @@ func (st *Stream) SwiGLU(gate, up device.Ptr, n int) error {
 	})
 }
 
+// Add launches linger_add.
 func (st *Stream) Add(dst, src device.Ptr, n int) error {
 	if n <= 0 {
 		return st.ready()
@@ -459,6 +472,7 @@ func (st *Stream) KVWrite(k, v device.Ptr, rows, width, pos int, K, V []device.P
 	})
 }
 
+// CausalMask launches linger_causal_mask.
 func (st *Stream) CausalMask(out device.Ptr, rows, cols, offset int) error {
 	if err := checkInt32("linger_causal_mask", rows, cols); err != nil {
 		return err
@@ -532,6 +546,8 @@ func (st *Stream) Attention(a *device.Attention) error {
 	})
 }
 
+// Argmax launches linger_argmax, a block per row, and waits for its
+// result.
 func (st *Stream) Argmax(logits device.Ptr, rows, vocab int) ([]int32, error) {
 	if err := checkInt32("linger_argmax", rows, vocab); err != nil {
 		return nil, err
@@ -583,6 +599,7 @@ func (st *Stream) TopK(logits device.Ptr, vocab, k int) ([]float32, []int32, err
 	return vals, idx, nil
 }
 
+// Sync waits for the stream; a failure is kept, and refuses later calls.
 func (st *Stream) Sync() error {
 	return st.run(func() error {
 		if r := C.linger_stream_sync(st.s); r != C.CUDA_SUCCESS {
@@ -593,6 +610,7 @@ func (st *Stream) Sync() error {
 	})
 }
 
+// Mark records one of the stream's two events, in turn.
 func (st *Stream) Mark() error {
 	return st.run(func() error {
 		if r := C.linger_event_record(st.ev[st.marks%2], st.s); r != C.CUDA_SUCCESS {
@@ -603,6 +621,8 @@ func (st *Stream) Mark() error {
 	})
 }
 
+// Elapsed is the device time between the last two Marks, waiting for
+// the second.
 func (st *Stream) Elapsed() (float64, error) {
 	if st.marks < 2 {
 		return 0, fmt.Errorf("cuda: elapsed: %d mark(s) recorded, want 2", st.marks)

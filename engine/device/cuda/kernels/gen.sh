@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # gen.sh OUT: compiles linger.cu to PTX for compute capability 8.0 and up
 # (bf16 tensor cores) and writes OUT with a header naming its source. Run
-# by go generate in engine/device/cuda; without nvcc it leaves OUT as it
-# is and says so; `make
-# ptx-check` regenerates into a temporary file and fails on a difference.
+# by go generate in engine/device/cuda; without nvcc (CI) it leaves OUT as
+# it is and says so. `make ptx-check` regenerates into a temporary file
+# and fails on a difference.
 # The output is reproducible: nvcc's PTX holds no path, date or host.
 set -euo pipefail
 out=$(realpath -m "$1")
