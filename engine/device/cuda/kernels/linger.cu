@@ -325,23 +325,49 @@ KERNEL void __launch_bounds__(32 * LINGER_ATTN_WARPS) linger_attention(bf16 *out
 	float mx = LINGER_NEG_INF, l = 0.f;
 	const bf16 *mrow = mask ? mask + (long long)r * mrs : 0;
 	long long kstride = (long long)kvh * dim;
-	for (int j = j0; j < j1; j++) {
-		if (mrow && __bfloat162float(mrow[(long long)j * mcs]) == 0.f) continue;
-		long long off = (long long)(j % page_tokens) * kstride + (long long)kh * dim;
-		const bf16 *kr = (const bf16 *)kp[j / page_tokens] + off;
-		const bf16 *vr = (const bf16 *)vp[j / page_tokens] + off;
-		float s = 0.f;
-		for (int t = 0; t < E; t++) {
-			int e = lane + 32 * t;
-			if (e < dim) s += qv[t] * __bfloat162float(kr[e]);
+	// Keys go 4 at a time: the four scores' warp sums interleave, and the
+	// running max and sum are rescaled once per group, not once per key.
+	// Visibility depends on the row and key only, so it is the same in
+	// every lane and the shuffles stay warp-uniform.
+	const int G = 4;
+	for (int jb = j0; jb < j1; jb += G) {
+		float s[G];
+		bool vis[G];
+		const bf16 *vr[G];
+		for (int u = 0; u < G; u++) {
+			int j = jb + u;
+			vis[u] = j < j1 && !(mrow && __bfloat162float(mrow[(long long)j * mcs]) == 0.f);
+			s[u] = 0.f;
+			vr[u] = 0;
+			if (!vis[u]) continue;
+			long long off = (long long)(j % page_tokens) * kstride + (long long)kh * dim;
+			const bf16 *kr = (const bf16 *)kp[j / page_tokens] + off;
+			vr[u] = (const bf16 *)vp[j / page_tokens] + off;
+			for (int t = 0; t < E; t++) {
+				int e = lane + 32 * t;
+				if (e < dim) s[u] += qv[t] * __bfloat162float(kr[e]);
+			}
 		}
-		s = warp_sum(s) * scale;
-		float mn = fmaxf(mx, s);
-		float corr = expf(mx - mn), p = expf(s - mn);
-		l = l * corr + p;
-		for (int t = 0; t < E; t++) {
-			int e = lane + 32 * t;
-			if (e < dim) acc[t] = acc[t] * corr + p * __bfloat162float(vr[e]);
+		for (int o = 16; o > 0; o >>= 1)
+			for (int u = 0; u < G; u++) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+		float mn = mx;
+		for (int u = 0; u < G; u++)
+			if (vis[u]) {
+				s[u] *= scale;
+				mn = fmaxf(mn, s[u]);
+			}
+		if (mn == LINGER_NEG_INF) continue; // no visible key in the group
+		float corr = expf(mx - mn);
+		l *= corr;
+		for (int t = 0; t < E; t++) acc[t] *= corr;
+		for (int u = 0; u < G; u++) {
+			if (!vis[u]) continue;
+			float p = expf(s[u] - mn);
+			l += p;
+			for (int t = 0; t < E; t++) {
+				int e = lane + 32 * t;
+				if (e < dim) acc[t] += p * __bfloat162float(vr[u][e]);
+			}
 		}
 		mx = mn;
 	}
