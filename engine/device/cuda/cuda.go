@@ -176,9 +176,12 @@ type Device struct {
 
 	mu   sync.Mutex
 	live map[uint64]uint64 // segment address -> size
+
+	modMu sync.Mutex
+	mod   *module // the kernels, loaded by the first NewStream
 }
 
-var _ device.Device = (*Device)(nil)
+var _ device.Accelerator = (*Device)(nil)
 
 // Open opens the GPU named by EnvDevice (default 0).
 func Open() (*Device, error) {
@@ -214,6 +217,9 @@ func (d *Device) Close() error {
 	}
 	var errs []error
 	err := d.do(func() error {
+		if err := d.unloadKernels(); err != nil {
+			errs = append(errs, err)
+		}
 		for addr := range d.live {
 			if err := cu.MemFree(cu.DevicePtr(addr)); err != nil {
 				errs = append(errs, cuErr("cuMemFree", err))
@@ -247,9 +253,10 @@ func (d *Device) Name() string { return "cuda" }
 // Index is the device's index among the driver's GPUs.
 func (d *Device) Index() int { return d.index }
 
-// HasData returns false: the engine has no GPU kernels yet, so it runs on
-// the cuda device in accounting mode, as on meta. Segments are real device
-// memory all the same (CopyIn and CopyOut reach them).
+// HasData returns false: the engine does not drive the device's kernels
+// (NewStream) yet, so it runs on the cuda device in accounting mode, as on
+// meta. Segments are real device memory all the same (CopyIn and CopyOut
+// reach them).
 func (d *Device) HasData() bool { return false }
 
 // Alloc takes size bytes of device memory with cuMemAlloc. It fails with

@@ -10,10 +10,12 @@ import (
 )
 
 // TestFakeDriverCalls drives the fake driver's streams, events, modules
-// and launches through gorgonia.org/cu, as the engine's kernels will: a
-// launch is recorded, not run (the fake is the meta device of GPUs), and
-// an event pair times the work between.
+// and launches through gorgonia.org/cu: without LINGER_FAKECUDA_EXEC a
+// launch is recorded, not run (the fake is the meta device of GPUs; the
+// pointer argument here points nowhere), and an event pair times the
+// work between.
 func TestFakeDriverCalls(t *testing.T) {
+	t.Setenv("LINGER_FAKECUDA_EXEC", "0")
 	d := open(t)
 	fake(t, d)
 	err := d.do(func() error {
@@ -30,12 +32,18 @@ func TestFakeDriverCalls(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		mod, err := cu.LoadData("// PTX: not read by the fake\n")
+		if _, err := cu.LoadData("// not PTX: no .version directive\n"); err == nil || cuErr("cuModuleLoadData", err).Error() != "cuModuleLoadData: CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed)" {
+			t.Errorf("a module that is not PTX: %v", err)
+		}
+		mod, err := cu.LoadData(ptx)
 		if err != nil {
 			return err
 		}
 		defer mod.Unload()
-		fn, err := mod.Function("linger_noop")
+		if _, err := mod.Function("linger_noop"); err == nil || cuErr("cuModuleGetFunction", err).Error() != "cuModuleGetFunction: CUDA_ERROR_NOT_FOUND (named symbol not found)" {
+			t.Errorf("a kernel the module lacks: %v", err)
+		}
+		fn, err := mod.Function("linger_fill")
 		if err != nil {
 			return err
 		}

@@ -15,13 +15,26 @@
 //   - A context costs LINGER_FAKECUDA_CONTEXT_BYTES (default 64 MiB) of the
 //     device's memory, as a real context does, so that cuMemGetInfo's used
 //     memory is more than the allocator's reserved bytes.
-//   - Copies are memcpy; streams and events are counters; modules and
-//     functions are handles; cuLaunchKernel is recorded, never executed
-//     (fakecuda_launches counts them), like the meta device.
+//   - Copies are memcpy (the Async ones too: the fake is synchronous);
+//     streams and events are handles.
+//   - A module must be PTX text (".version"); LINGER_FAKECUDA_PTX_MAX (say
+//     "7.0") makes the driver refuse a newer PTX ISA with
+//     CUDA_ERROR_UNSUPPORTED_PTX_VERSION, as a driver too old for it does.
+//     Its functions are the engine's kernels, compiled for the host from
+//     the same source as the PTX (kernels.cc, emu.h): cuModuleGetFunction
+//     answers CUDA_ERROR_NOT_FOUND for any other name.
+//   - cuLaunchKernel is recorded (fakecuda_launches counts launches) and,
+//     by default, not run, like the meta device: the scenario notebooks'
+//     128K-token requests stay fast. With LINGER_FAKECUDA_EXEC=1 it runs
+//     the kernel on the host memory behind the device pointers, before
+//     returning. LINGER_FAKECUDA_FAIL_LAUNCH=NAME makes every launch of
+//     kernel NAME fail with CUDA_ERROR_LAUNCH_FAILED.
 //
-// What it does not model: numerics, speed, asynchrony, several processes.
+// What it does not model: speed, asynchrony, tensor cores' summation
+// order, several processes.
 #include <cuda.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +147,12 @@ CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice d) {
 	return CUDA_SUCCESS;
 }
 
+// The emulated kernels (kernels.cc).
+int fakecuda_kernel_count(void);
+const char *fakecuda_kernel_name(int i);
+int fakecuda_kernel_find(const char *name);
+void fakecuda_kernel_run(int i, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void **params);
+
 static const char *names[][2] = {
 	{"CUDA_SUCCESS", "no error"},
 	{"CUDA_ERROR_INVALID_VALUE", "invalid argument"},
@@ -141,16 +160,30 @@ static const char *names[][2] = {
 	{"CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
 };
 
+static const struct {
+	CUresult r;
+	const char *name, *text;
+} more_names[] = {
+	{CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+	{CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+	{CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+	{CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+	{CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+	{CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain."},
+	{CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+	{CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+	{CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+};
+
 CUresult cuGetErrorName(CUresult r, const char **s) {
 	if (!s) return CUDA_ERROR_INVALID_VALUE;
 	switch (r) {
 	case CUDA_SUCCESS: case CUDA_ERROR_INVALID_VALUE: case CUDA_ERROR_OUT_OF_MEMORY: case CUDA_ERROR_NOT_INITIALIZED:
 		*s = names[r][0]; return CUDA_SUCCESS;
-	case CUDA_ERROR_NO_DEVICE: *s = "CUDA_ERROR_NO_DEVICE"; return CUDA_SUCCESS;
-	case CUDA_ERROR_INVALID_DEVICE: *s = "CUDA_ERROR_INVALID_DEVICE"; return CUDA_SUCCESS;
-	case CUDA_ERROR_INVALID_CONTEXT: *s = "CUDA_ERROR_INVALID_CONTEXT"; return CUDA_SUCCESS;
-	case CUDA_ERROR_NOT_SUPPORTED: *s = "CUDA_ERROR_NOT_SUPPORTED"; return CUDA_SUCCESS;
-	default: *s = 0; return CUDA_ERROR_INVALID_VALUE;
+	default:
+		for (size_t i = 0; i < sizeof more_names / sizeof more_names[0]; i++)
+			if (more_names[i].r == r) { *s = more_names[i].name; return CUDA_SUCCESS; }
+		*s = 0; return CUDA_ERROR_INVALID_VALUE;
 	}
 }
 
@@ -159,11 +192,10 @@ CUresult cuGetErrorString(CUresult r, const char **s) {
 	switch (r) {
 	case CUDA_SUCCESS: case CUDA_ERROR_INVALID_VALUE: case CUDA_ERROR_OUT_OF_MEMORY: case CUDA_ERROR_NOT_INITIALIZED:
 		*s = names[r][1]; return CUDA_SUCCESS;
-	case CUDA_ERROR_NO_DEVICE: *s = "no CUDA-capable device is detected"; return CUDA_SUCCESS;
-	case CUDA_ERROR_INVALID_DEVICE: *s = "invalid device ordinal"; return CUDA_SUCCESS;
-	case CUDA_ERROR_INVALID_CONTEXT: *s = "invalid device context"; return CUDA_SUCCESS;
-	case CUDA_ERROR_NOT_SUPPORTED: *s = "operation not supported"; return CUDA_SUCCESS;
-	default: *s = 0; return CUDA_ERROR_INVALID_VALUE;
+	default:
+		for (size_t i = 0; i < sizeof more_names / sizeof more_names[0]; i++)
+			if (more_names[i].r == r) { *s = more_names[i].text; return CUDA_SUCCESS; }
+		*s = 0; return CUDA_ERROR_INVALID_VALUE;
 	}
 }
 
@@ -308,6 +340,38 @@ CUresult cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n) {
 	return CUDA_SUCCESS;
 }
 
+CUresult cuMemsetD32(CUdeviceptr dst, unsigned int v, size_t n) {
+	NEED_CTX();
+	uint32_t *p = (uint32_t *)(uintptr_t)dst;
+	for (size_t i = 0; i < n; i++) p[i] = v;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+	(void)s;
+	return cuMemcpyHtoD(dst, src, n);
+}
+
+CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+	(void)s;
+	return cuMemcpyDtoH(dst, src, n);
+}
+
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+	(void)s;
+	return cuMemcpyDtoD(dst, src, n);
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+	(void)s;
+	return cuMemsetD8(dst, v, n);
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+	(void)s;
+	return cuMemsetD32(dst, v, n);
+}
+
 // Streams and events: handles; work is synchronous, so every stream and
 // event is always complete. An event holds the time it was recorded.
 
@@ -363,12 +427,28 @@ CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
 	return CUDA_SUCCESS;
 }
 
-// Modules and launches: a module is a handle, a function a handle, a
-// launch a count.
+// Modules and launches: a module is a handle; a function is its
+// kernel's index in the registry (kernels.cc), plus one; a launch is
+// counted and, with LINGER_FAKECUDA_EXEC=1, run.
+
+// ptx_version reads the ".version MAJOR.MINOR" directive of a PTX text:
+// major*10+minor, or -1 when the image is not PTX text.
+static int ptx_version(const char *image) {
+	const char *v = strstr(image, ".version");
+	int major, minor;
+	if (!v || sscanf(v, ".version %d.%d", &major, &minor) != 2) return -1;
+	return major * 10 + minor;
+}
 
 CUresult cuModuleLoadData(CUmodule *m, const void *image) {
-	(void)image;
 	NEED_CTX();
+	if (!m || !image) return CUDA_ERROR_INVALID_VALUE;
+	int v = ptx_version((const char *)image);
+	if (v < 0) return CUDA_ERROR_INVALID_PTX;
+	const char *max = getenv("LINGER_FAKECUDA_PTX_MAX");
+	int major, minor;
+	if (max && sscanf(max, "%d.%d", &major, &minor) == 2 && v > major * 10 + minor)
+		return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
 	*m = (CUmodule)calloc(1, 16);
 	return CUDA_SUCCESS;
 }
@@ -379,20 +459,41 @@ CUresult cuModuleUnload(CUmodule m) {
 	return CUDA_SUCCESS;
 }
 
+static int functions[256];
+
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
-	(void)name;
 	NEED_CTX();
-	*f = (CUfunction)m;
+	if (!f || !m || !name) return CUDA_ERROR_INVALID_VALUE;
+	int i = fakecuda_kernel_find(name);
+	if (i < 0 || i >= 256) return CUDA_ERROR_NOT_FOUND;
+	functions[i] = i + 1;
+	*f = (CUfunction)&functions[i];
 	return CUDA_SUCCESS;
+}
+
+CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
+	(void)a; (void)v;
+	NEED_CTX();
+	return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
 	unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream s,
 	void **params, void **extra) {
-	(void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz;
-	(void)shared; (void)s; (void)params; (void)extra;
+	(void)shared; (void)s; (void)extra;
 	NEED_CTX();
+	if (!f) return CUDA_ERROR_INVALID_HANDLE;
+	if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || bx * by * bz > 1024)
+		return CUDA_ERROR_INVALID_VALUE;
 	__atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
+	int i = *(int *)f - 1;
+	const char *fail = getenv("LINGER_FAKECUDA_FAIL_LAUNCH");
+	if (fail && strcmp(fail, fakecuda_kernel_name(i)) == 0) return CUDA_ERROR_LAUNCH_FAILED;
+	const char *exec = getenv("LINGER_FAKECUDA_EXEC");
+	if (exec && strcmp(exec, "1") == 0) {
+		if (!params) return CUDA_ERROR_INVALID_VALUE;
+		fakecuda_kernel_run(i, gx, gy, gz, bx, by, bz, params);
+	}
 	return CUDA_SUCCESS;
 }
 
