@@ -148,6 +148,12 @@ type Summary struct {
 	PeakDeviceUsed  uint64            `json:"peak_device_used"`
 	PeakByCategory  map[string]uint64 `json:"peak_by_category"`
 	ElapsedNS       int64             `json:"elapsed_ns"` // the request, engine start to close; not the trace's close
+	// The engine's own timing: the prefill (to the first token) and the
+	// decode steps after it, and their rates.
+	PrefillNS              int64   `json:"prefill_ns"`
+	DecodeNS               int64   `json:"decode_ns"`
+	PrefillTokensPerSecond float64 `json:"prefill_tokens_per_second"`
+	DecodeTokensPerSecond  float64 `json:"decode_tokens_per_second"`
 	Events          uint64            `json:"events"`     // recorded: 0 without --trace
 	Trace           string            `json:"trace,omitempty"`
 	TraceBytes      int64             `json:"trace_bytes,omitempty"`
@@ -162,6 +168,8 @@ func printJSON(w io.Writer, cfg engine.Config, d device.Device, res *engine.Resu
 		PeakAllocated: st.PeakAllocated, PeakReserved: st.PeakReserved, Allocated: st.Allocated, Reserved: st.Reserved,
 		PeakDeviceUsed: peakUsed, PeakByCategory: map[string]uint64{},
 		ElapsedNS: elapsed.Nanoseconds(), Events: events, Trace: trace, TraceBytes: traceBytes,
+		PrefillNS: res.PrefillTime.Nanoseconds(), DecodeNS: res.DecodeTime.Nanoseconds(),
+		PrefillTokensPerSecond: res.PrefillTokensPerSecond, DecodeTokensPerSecond: res.TokensPerSecond,
 	}
 	for c := event.Category(1); c < event.NumCategories; c++ {
 		if p := st.PeakByCategory[c]; p > 0 {
