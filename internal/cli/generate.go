@@ -154,9 +154,9 @@ type Summary struct {
 	DecodeNS               int64   `json:"decode_ns"`
 	PrefillTokensPerSecond float64 `json:"prefill_tokens_per_second"`
 	DecodeTokensPerSecond  float64 `json:"decode_tokens_per_second"`
-	Events          uint64            `json:"events"`     // recorded: 0 without --trace
-	Trace           string            `json:"trace,omitempty"`
-	TraceBytes      int64             `json:"trace_bytes,omitempty"`
+	Events                 uint64  `json:"events"` // recorded: 0 without --trace
+	Trace                  string  `json:"trace,omitempty"`
+	TraceBytes             int64   `json:"trace_bytes,omitempty"`
 }
 
 // printJSON writes the run's Summary as one line.
