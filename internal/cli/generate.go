@@ -134,9 +134,26 @@ func (u *deviceUsed) peakBytes() uint64 {
 	return u.peak
 }
 
+// Shape is a dense model's shape in Summary, as a config.json names it,
+// for tools that build the same model elsewhere (scripts/gpu-check.sh
+// builds it in PyTorch).
+type Shape struct {
+	Layers    int     `json:"layers"`
+	Hidden    int     `json:"hidden"`
+	Heads     int     `json:"heads"`
+	KVHeads   int     `json:"kv_heads"`
+	HeadDim   int     `json:"head_dim"`
+	FFN       int     `json:"ffn"`
+	Vocab     int     `json:"vocab"`
+	RopeTheta float64 `json:"rope_theta"`
+	NormEps   float64 `json:"norm_eps"`
+	Tied      bool    `json:"tied_embeddings"`
+}
+
 // Summary is generate's --json output: one JSON object on stdout.
 type Summary struct {
 	Model           string            `json:"model"`
+	Shape           Shape             `json:"shape"`
 	Device          string            `json:"device"`
 	PromptTokens    int               `json:"prompt_tokens"`
 	Chunks          int               `json:"chunks"`
@@ -164,6 +181,8 @@ func printJSON(w io.Writer, cfg engine.Config, d device.Device, res *engine.Resu
 	st := res.Stats
 	s := Summary{
 		Model: cfg.Name, Device: d.Name(),
+		Shape: Shape{Layers: cfg.Layers, Hidden: cfg.Hidden, Heads: cfg.Heads, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim,
+			FFN: cfg.FFN, Vocab: cfg.Vocab, RopeTheta: cfg.RopeTheta, NormEps: cfg.NormEps, Tied: cfg.TiedEmbeddings},
 		PromptTokens: res.PromptTokens, Chunks: res.Chunks, GeneratedTokens: len(res.Tokens),
 		PeakAllocated: st.PeakAllocated, PeakReserved: st.PeakReserved, Allocated: st.Allocated, Reserved: st.Reserved,
 		PeakDeviceUsed: peakUsed, PeakByCategory: map[string]uint64{},
