@@ -72,6 +72,7 @@ var policy = map[string][]string{
 	"notebooks/msg/msgtest":    {"notebooks/msg"},  // the messages a test collected from a kernel
 	"internal/testbin":         {},                 // the linger binary, built once per test binary
 	"internal/browsertest":     {},                 // Chromium, axe-core and the UI's bundles
+	"engine/device/devicetest": {"engine/device"},  // an Accelerator over host memory, its kernels in plain Go
 }
 
 // serverSide lists the packages that run in the server process, and
@@ -95,11 +96,11 @@ var (
 
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, but nothing of Linger.)
-var stdlibOnly = []string{"timeline/event", "internal/units", "server/httperr", "timeline/event/eventtest", "internal/testbin"}
+var stdlibOnly = []string{"timeline/event", "internal/units", "server/httperr", "timeline/event/eventtest", "internal/testbin", "engine/device/devicetest"}
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.
-var testOnly = []string{"timeline/event/eventtest", "notebooks/msg/msgtest", "internal/testbin", "internal/browsertest"}
+var testOnly = []string{"timeline/event/eventtest", "notebooks/msg/msgtest", "internal/testbin", "internal/browsertest", "engine/device/devicetest"}
 
 func matches(pattern, pkg string) bool {
 	if pattern == "*" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"linger/engine/alloc"
 	"linger/engine/device"
 	"linger/timeline/event"
 )
@@ -43,7 +44,7 @@ func benchDecode(b *testing.B, name string, ctxLen int) {
 				b.Fatal(err)
 			}
 			l.Free()
-			smp := newSampler(&Request{}, e.cfg.Vocab)
+			smp := e.newSampler(&Request{})
 			tok := 1
 			events0 := 0
 			if sink != nil {
@@ -118,4 +119,18 @@ func BenchmarkPrefillSmall(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(512*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// BenchmarkNewSmall loads small with seeded weights on cpu: the time is
+// the weights' fill.
+func BenchmarkNewSmall(b *testing.B) {
+	b.ReportAllocs()
+	a := alloc.New(device.NewCPU(8<<30), alloc.Options{})
+	for b.Loop() {
+		e, err := New(Options{Model: "small", Allocator: a, Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.Close()
+	}
 }

@@ -14,7 +14,29 @@
 // with shapes only: every allocation is made and freed exactly as on a real
 // device, but no kernel runs, so a 131072-token prefill of qwen2-1.5b, or
 // DeepSeek-V3's 671B parameters, takes well under a second. MLA and MoE are
-// meta-only; New refuses them on cpu with ErrUnsupported.
+// meta-only; New refuses them on cpu and on an accelerator with
+// ErrUnsupported.
+//
+// On an accelerator (a device implementing device.Accelerator, such as
+// cuda, whose memory the host cannot address) the engine takes one
+// device.Stream at New and closes it at Close, its dtype is bf16, and
+// every step of the forward pass is a launch on that stream (accel.go):
+// the weights' fill (FillUniform, Fill) or their upload from a
+// safetensors file (F32 rounded to bf16, or BF16), the embedding,
+// RMSNorm, the projections, RoPE, KV writes into contiguous or paged
+// caches, attention per sequence, the residual adds, the final norm and
+// LM head, the chunk masks (CausalMask), and sampling (Argmax, or TopK
+// with the temperature draw on the host as on cpu). The tensors, and so
+// the trace, are exactly those of meta in bf16: the kernels use no memory
+// the allocator does not account for. Each forward pass ends with a Sync;
+// a stream's error is the call's error, naming the step ("layer 3: kv
+// write: ..."), and everything the call allocated is freed. A tensor's
+// data stays on the device: Float32s is nil, ToHost downloads a copy,
+// At and Set move one element. Random weights are the same on every
+// device (device.Uniform), rounded to bf16 on an accelerator, so cpu is
+// the numerical reference; engine/device/devicetest is an accelerator
+// over host memory, its kernels in plain Go, against which the tests
+// compare the engine and the cuda kernels.
 //
 // # Scopes
 //

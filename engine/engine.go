@@ -41,13 +41,15 @@ type Options struct {
 	// Emitter and Limit configure the allocator New builds.
 	Emitter *event.Emitter
 	Limit   uint64
-	// DType of weights, activations and caches; 0 means F32 on a device
-	// with data and BF16 on meta. Only F32 computes.
+	// DType of weights, activations and caches; 0 means F32 on cpu and
+	// BF16 on meta and on an accelerator. cpu computes in F32 only, an
+	// accelerator in BF16 only.
 	DType DType
 	// Seed makes the random weights (and nothing else) deterministic.
 	Seed int64
 	// Weights is an optional safetensors file to load instead of random
-	// weights (F32 on cpu; on meta only shapes are checked).
+	// weights (F32 on cpu; F32 or BF16 on an accelerator, stored as bf16;
+	// on meta only shapes are checked).
 	Weights string
 	// KVLayout of the caches Generate makes.
 	KVLayout KVLayout
@@ -66,7 +68,8 @@ type Engine struct {
 	dt      DType
 	a       *alloc.Allocator
 	em      *event.Emitter
-	compute bool
+	compute bool          // Go kernels on host memory (cpu)
+	st      device.Stream // the accelerator's kernels; nil on cpu and meta
 	w       *weights
 	ws      *Workspace
 	layout  KVLayout
@@ -81,8 +84,10 @@ type Engine struct {
 
 	peak uint64 // highest allocated bytes seen in the current call
 	// per-call buffers reused across forward calls (not device memory)
-	spanBuf []kvSpan
-	ropeBuf []float32
+	spanBuf        []kvSpan
+	ropeBuf        []float32
+	tokBuf         []int32
+	kPages, vPages []device.Ptr
 }
 
 // New loads a model. It fails with a clear error for an unknown preset,
@@ -111,7 +116,7 @@ func New(opts Options) (*Engine, error) {
 		}
 		a = alloc.New(dev, alloc.Options{Emitter: opts.Emitter, Limit: opts.Limit})
 	}
-	compute := a.Device().HasData()
+	compute, acc := hostData(a), accelerator(a)
 	dt := opts.DType
 	if dt == 0 {
 		dt = BF16
@@ -122,9 +127,12 @@ func New(opts Options) (*Engine, error) {
 	if dt.Size() == 0 {
 		return nil, fmt.Errorf("new engine: invalid dtype %v", dt)
 	}
-	if compute {
-		if dt != F32 {
+	if a.Device().HasData() {
+		switch {
+		case compute && dt != F32:
 			return nil, fmt.Errorf("new engine: dtype %v on %s: %w (only f32)", dt, a.Device().Name(), ErrUnsupported)
+		case acc != nil && dt != BF16:
+			return nil, fmt.Errorf("new engine: dtype %v on %s: %w (only bf16)", dt, a.Device().Name(), ErrUnsupported)
 		}
 		if cfg.MLA() {
 			return nil, fmt.Errorf("new engine: %s: multi-head latent attention on %s: %w (use meta)", cfg.Name, a.Device().Name(), ErrUnsupported)
@@ -141,18 +149,46 @@ func New(opts Options) (*Engine, error) {
 	if !cfg.MLA() {
 		e.freqs = ropeFreqs(cfg.HeadDim, cfg.RopeTheta)
 	}
-	w, err := newWeights(a, cfg, dt, opts.Seed, opts.Weights)
+	if acc != nil {
+		st, err := acc.NewStream()
+		if err != nil {
+			return nil, fmt.Errorf("new engine %s: new stream on %s: %w", cfg.Name, a.Device().Name(), err)
+		}
+		e.st = st
+	}
+	w, err := newWeights(a, cfg, dt, opts.Seed, opts.Weights, e.st)
 	if err != nil {
+		e.closeStream()
 		return nil, fmt.Errorf("new engine %s: %w", cfg.Name, err)
 	}
 	e.w = w
 	ws, err := NewWorkspace(a, cfg.Heads, cfg.MaxContext)
+	if err == nil {
+		err = e.sync() // the weights' fill, on an accelerator
+	}
 	if err != nil {
 		w.free()
+		if ws != nil {
+			ws.Free()
+		}
+		e.closeStream()
 		return nil, fmt.Errorf("new engine %s: %w", cfg.Name, err)
 	}
 	e.ws = ws
 	return e, nil
+}
+
+// closeStream closes the accelerator's stream, if any.
+func (e *Engine) closeStream() error {
+	if e.st == nil {
+		return nil
+	}
+	st := e.st
+	e.st = nil
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("close stream: %w", err)
+	}
+	return nil
 }
 
 // Config returns the model shape.
@@ -212,7 +248,7 @@ func (e *Engine) Close() error {
 	}
 	e.caches = nil
 	e.w.free()
-	return e.ws.Free()
+	return errors.Join(e.ws.Free(), e.closeStream())
 }
 
 // enter starts a call: it fails if the engine is closed or busy, and

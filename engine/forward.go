@@ -68,6 +68,10 @@ func (e *Engine) forward(seqs []seqIn, out fwdOut) (*Tensor, error) {
 				r++
 			}
 		}
+	} else if e.st != nil {
+		if err := e.embedOn(x, seqs); err != nil {
+			return nil, err
+		}
 	}
 	for l := 0; l < c.Layers; l++ {
 		sc := e.em.Begin(event.ScopeLayer, labelLayerScope.get(l))
@@ -81,7 +85,7 @@ func (e *Engine) forward(seqs []seqIn, out fwdOut) (*Tensor, error) {
 		seqs[i].cache.setLen(seqs[i].pos + len(seqs[i].tokens))
 	}
 	if !out.wantLogits {
-		return nil, nil
+		return nil, e.sync()
 	}
 	B := len(seqs)
 	hn, err := emptyAt(e.a, e.em.At(&siteNormOut, 0), []int{B, c.Hidden}, e.dt, event.CategoryActivation, event.ScopeStep, "final_norm_out")
@@ -105,9 +109,34 @@ func (e *Engine) forward(seqs []seqIn, out fwdOut) (*Tensor, error) {
 			rmsNorm(hn.data[i*c.Hidden:(i+1)*c.Hidden], x.data[(r-1)*c.Hidden:r*c.Hidden], e.w.norm.data, 1, c.Hidden, c.NormEps)
 		}
 		matmulT(logits.data, hn.data, B, c.Hidden, e.w.lmHead.data, c.Vocab)
+	} else if e.st != nil {
+		err := e.headOn(x, hn, logits, seqs)
+		if err == nil {
+			err = e.sync()
+		}
+		if err != nil {
+			if out.bc == nil {
+				e.freeAt(&siteFreeLogits, logits)
+			}
+			return nil, err
+		}
 	}
 	e.samplePeak()
 	return logits, nil
+}
+
+// sync waits for an accelerator's stream (nothing on cpu and meta) and
+// returns the first error it reported: launches are asynchronous, so an
+// error may surface only here. Every forward pass ends with it, so its
+// results are in memory when it returns.
+func (e *Engine) sync() error {
+	if e.st == nil {
+		return nil
+	}
+	if err := e.st.Sync(); err != nil {
+		return stepErr("sync", err)
+	}
+	return nil
 }
 
 // layerFrame tracks one layer's temporaries so every path frees them.
@@ -210,6 +239,10 @@ func (e *Engine) attention(f *layerFrame, l int, x *Tensor, seqs []seqIn, g *Wor
 			s.cache.write(l, s.pos, T, k.data[r*kvd:(r+T)*kvd], v.data[r*kvd:(r+T)*kvd])
 			r += T
 		}
+	} else if e.st != nil {
+		if err := e.qkvOn(l, x, h, q, k, v, seqs); err != nil {
+			return err
+		}
 	}
 	f.free(&siteFreeQKV, h, k, v)
 	att, err := f.alloc(labelAttnOut, l, R, qd)
@@ -229,6 +262,10 @@ func (e *Engine) attention(f *layerFrame, l int, x *Tensor, seqs []seqIn, g *Wor
 			})
 			r += T
 		}
+	} else if e.st != nil {
+		if err := e.attnOn(l, att, q, seqs, g); err != nil {
+			return err
+		}
 	}
 	f.free(&siteFreeQ, q)
 	o, err := f.alloc(labelProj, l, R, H)
@@ -238,6 +275,10 @@ func (e *Engine) attention(f *layerFrame, l int, x *Tensor, seqs []seqIn, g *Wor
 	if e.compute {
 		matmulT(o.data, att.data, R, qd, lw.wo.data, H)
 		addInto(x.data, o.data)
+	} else if e.st != nil {
+		if err := e.projOn("o projection", x, o, att, lw.wo, qd); err != nil {
+			return err
+		}
 	}
 	f.free(&siteFreeAttn, att, o)
 	return nil
@@ -303,6 +344,10 @@ func (e *Engine) ffn(f *layerFrame, l int, x *Tensor) error {
 		matmulT(gate.data, h.data, R, H, lw.gate.data, F)
 		matmulT(up.data, h.data, R, H, lw.up.data, F)
 		swiglu(gate.data, up.data)
+	} else if e.st != nil {
+		if err := e.ffnOn(l, x, h, gate, up); err != nil {
+			return err
+		}
 	}
 	f.free(&siteFreeFFN, h, up)
 	down, err := f.alloc(labelDown, l, R, H)
@@ -312,6 +357,10 @@ func (e *Engine) ffn(f *layerFrame, l int, x *Tensor) error {
 	if e.compute {
 		matmulT(down.data, gate.data, R, F, lw.down.data, H)
 		addInto(x.data, down.data)
+	} else if e.st != nil {
+		if err := e.projOn("down projection", x, down, gate, lw.down, F); err != nil {
+			return err
+		}
 	}
 	f.free(&siteFreeGate, gate, down)
 	return nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"linger/engine/alloc"
+	"linger/engine/device"
 	"linger/timeline/event"
 )
 
@@ -121,6 +122,9 @@ func (e *Engine) validate(req *Request) error {
 		if !req.Mask.Live() {
 			return bad("mask: %v", ErrFreed)
 		}
+		if err := e.checkMask(req.Mask); err != nil {
+			return bad("mask: %v", err)
+		}
 	}
 	return nil
 }
@@ -131,22 +135,33 @@ type sampler struct {
 	topK  int
 	temp  float64
 	vocab int
+	st    device.Stream // an accelerator's: logits stay on the device
 	idx   []int
+	vals  []float32
 }
 
-func newSampler(req *Request, vocab int) *sampler {
-	return &sampler{rng: rand.New(rand.NewPCG(uint64(req.Seed), 0x6c696e676572)), topK: req.TopK, temp: req.Temperature, vocab: vocab}
+func (e *Engine) newSampler(req *Request) *sampler {
+	return &sampler{rng: rand.New(rand.NewPCG(uint64(req.Seed), 0x6c696e676572)), topK: req.TopK, temp: req.Temperature, vocab: e.cfg.Vocab, st: e.st}
 }
+
+// greedy reports whether the sampler takes the most likely token.
+func (s *sampler) greedy() bool { return s.topK <= 1 || s.temp == 0 }
 
 // next samples from row r of logits. On meta there are no logits, and the
 // token is drawn from the request's generator, deterministic in its seed.
-func (s *sampler) next(logits *Tensor, r int) int {
+// On an accelerator the device finds the largest logit (greedy) or the
+// top k, and the host draws among those as it does on cpu, so equal
+// logits give the same token on both.
+func (s *sampler) next(logits *Tensor, r int) (int, error) {
+	if s.st != nil {
+		return s.nextOn(logits, r)
+	}
 	if logits.data == nil {
-		return s.rng.IntN(s.vocab)
+		return s.rng.IntN(s.vocab), nil
 	}
 	row := logits.data[r*s.vocab : (r+1)*s.vocab]
-	if s.topK <= 1 || s.temp == 0 {
-		return argmax(row)
+	if s.greedy() {
+		return argmax(row), nil
 	}
 	k := min(s.topK, s.vocab)
 	if cap(s.idx) < s.vocab {
@@ -160,21 +175,49 @@ func (s *sampler) next(logits *Tensor, r int) int {
 		return row[idx[a]] > row[idx[b]] || (row[idx[a]] == row[idx[b]] && idx[a] < idx[b])
 	})
 	idx = idx[:k]
-	m := float64(row[idx[0]])
-	ps := make([]float64, k)
+	vals := s.vals[:0]
+	for _, j := range idx {
+		vals = append(vals, row[j])
+	}
+	s.vals = vals
+	return idx[s.draw(vals)], nil
+}
+
+// nextOn is next on an accelerator.
+func (s *sampler) nextOn(logits *Tensor, r int) (int, error) {
+	row := at(logits, r*s.vocab)
+	if s.greedy() {
+		ids, err := s.st.Argmax(row, 1, s.vocab)
+		if err != nil {
+			return -1, stepErr("argmax", err)
+		}
+		return int(ids[0]), nil
+	}
+	vals, ids, err := s.st.TopK(row, s.vocab, min(s.topK, s.vocab))
+	if err != nil {
+		return -1, stepErr("top-k", err)
+	}
+	return int(ids[s.draw(vals)]), nil
+}
+
+// draw picks one of the top k logits, vals (largest first), with
+// probability softmax(vals/temperature), and returns its position.
+func (s *sampler) draw(vals []float32) int {
+	m := float64(vals[0])
+	ps := make([]float64, len(vals))
 	var sum float64
-	for i, j := range idx {
-		ps[i] = math.Exp((float64(row[j]) - m) / s.temp)
+	for i, v := range vals {
+		ps[i] = math.Exp((float64(v) - m) / s.temp)
 		sum += ps[i]
 	}
 	u := s.rng.Float64() * sum
 	for i, p := range ps {
 		if u < p {
-			return idx[i]
+			return i
 		}
 		u -= p
 	}
-	return idx[k-1]
+	return len(vals) - 1
 }
 
 func (e *Engine) eos() int {
@@ -227,7 +270,7 @@ func (e *Engine) chunk(req *Request, cache KVCache, lo, hi, i int, want bool, sm
 	if req.Mask != nil {
 		mask, err = chunkMask(req.Mask, pos, T)
 	} else {
-		mask, err = CausalMask(e.a, T, pos+T, pos, e.dt, event.ScopeStep, labelMask.get(i))
+		mask, err = e.causalMask(T, pos+T, pos, event.ScopeStep, labelMask.get(i))
 		defer free(mask)
 	}
 	if err != nil {
@@ -238,7 +281,7 @@ func (e *Engine) chunk(req *Request, cache KVCache, lo, hi, i int, want bool, sm
 		return -1, err
 	}
 	defer e.freeAt(&siteFreeLogits, logits)
-	return smp.next(logits, 0), nil
+	return smp.next(logits, 0)
 }
 
 // siteFreeLogits is where a step's logits are freed, once per step.
@@ -251,7 +294,7 @@ func (e *Engine) decode(cache KVCache, tok, step int, smp *sampler) (int, error)
 		return -1, err
 	}
 	defer e.freeAt(&siteFreeLogits, logits)
-	return smp.next(logits, 0), nil
+	return smp.next(logits, 0)
 }
 
 // Generate runs one request: chunked prefill, then decode steps until
@@ -299,7 +342,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 			cache.Free()
 		}()
 	}
-	smp := newSampler(&req, e.cfg.Vocab)
+	smp := e.newSampler(&req)
 	res = &Result{PromptTokens: len(req.Prompt)}
 	tok, chunks, err := e.prefill(ctx, &req, cache, smp, req.MaxNewTokens > 0)
 	res.Chunks = chunks
@@ -335,6 +378,22 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 		res.Cache = cache
 	}
 	return res, nil
+}
+
+// checkMask reports a mask the engine's kernels cannot read: on an
+// accelerator, one of another dtype than the engine's (the Attention
+// kernel reads bf16) or from another allocator's device.
+func (e *Engine) checkMask(m *Tensor) error {
+	if e.st == nil {
+		return nil
+	}
+	if m.a.Device() != e.a.Device() {
+		return fmt.Errorf("on device %s, not the engine's", m.a.Device().Name())
+	}
+	if m.dtype != e.dt {
+		return fmt.Errorf("dtype %v on %s, which reads %v masks", m.dtype, e.a.Device().Name(), e.dt)
+	}
+	return nil
 }
 
 func rate(n int, d time.Duration) float64 {
@@ -395,6 +454,9 @@ func (e *Engine) Forward(tokens []int, cache KVCache, mask *Tensor) (*Tensor, er
 		}
 		if !mask.Live() {
 			return nil, fmt.Errorf("forward: mask: %w", ErrFreed)
+		}
+		if err := e.checkMask(mask); err != nil {
+			return nil, fmt.Errorf("forward: %w: mask: %w", ErrBadRequest, err)
 		}
 	}
 	logits, err := e.forward([]seqIn{{tokens: tokens, cache: cache, mask: mask}}, fwdOut{wantLogits: true, logitsLabel: "logits"})

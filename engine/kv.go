@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"linger/engine/alloc"
+	"linger/engine/device"
 	"linger/timeline/event"
 )
 
@@ -86,6 +87,10 @@ type KVCache interface {
 	write(layer, pos, rows int, k, v []float32)
 	// spans returns the runs covering tokens [0, n) of a layer.
 	spans(layer, n int, buf []kvSpan) []kvSpan
+	// pages returns, on an accelerator, the device addresses of a layer's
+	// key and value pages (appended to k[:0] and v[:0]) covering every
+	// reserved token, and the tokens per page.
+	pages(layer int, k, v []device.Ptr) ([]device.Ptr, []device.Ptr, int)
 	// setLen records that n tokens are cached.
 	setLen(n int)
 	// isFreed reports whether Free was called.
@@ -246,6 +251,11 @@ func (c *contiguousKV) spans(layer, n int, buf []kvSpan) []kvSpan {
 	return append(buf[:0], kvSpan{start: 0, n: n, k: c.k[layer].data[:n*w], v: c.v[layer].data[:n*w]})
 }
 
+// pages returns the layer's one page, of the cache's capacity.
+func (c *contiguousKV) pages(layer int, k, v []device.Ptr) ([]device.Ptr, []device.Ptr, int) {
+	return append(k[:0], c.k[layer].ptr()), append(v[:0], c.v[layer].ptr()), c.max
+}
+
 func (c *contiguousKV) release() {
 	free(c.k...)
 	free(c.v...)
@@ -328,6 +338,17 @@ func (p *pagedKV) spans(layer, n int, buf []kvSpan) []kvSpan {
 		buf = append(buf, kvSpan{start: i * PageSize, n: m, k: d[ko : ko+m*w], v: d[vo : vo+m*w]})
 	}
 	return buf
+}
+
+// pages returns the layer's planes in every block: block addresses plus
+// the plane's offset in the block's [layer][plane][token][width] layout.
+func (p *pagedKV) pages(layer int, k, v []device.Ptr) ([]device.Ptr, []device.Ptr, int) {
+	k, v = k[:0], v[:0]
+	ko, vo := p.planeOff(layer, 0), p.planeOff(layer, 1)
+	for _, b := range p.blocks {
+		k, v = append(k, at(b, ko)), append(v, at(b, vo))
+	}
+	return k, v, PageSize
 }
 
 func (p *pagedKV) Reset() error {

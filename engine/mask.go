@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"linger/engine/alloc"
+	"linger/engine/device"
 	"linger/timeline/event"
 )
 
@@ -17,13 +18,45 @@ import (
 //
 // which is what scenario 2's fixed form does instead of building one mask
 // per chunk. The caller owns the mask and frees it.
+//
+// On an accelerator the mask is made by the CausalMask kernel (bf16) or,
+// for an f32 mask, uploaded.
 func CausalMask(a *alloc.Allocator, rows, cols, offset int, dt DType, expect event.ScopeKind, label string) (*Tensor, error) {
+	return causalMask(a, nil, a.Emitter().Caller(0), rows, cols, offset, dt, expect, label)
+}
+
+// causalMask makes the mask of a prefill chunk, on the engine's stream.
+func (e *Engine) causalMask(rows, cols, offset int, expect event.ScopeKind, label string) (*Tensor, error) {
+	return causalMask(e.a, e.st, e.a.Emitter().Caller(0), rows, cols, offset, e.dt, expect, label)
+}
+
+// causalMask is CausalMask allocated at site, computed on st when a's
+// device is an accelerator (nil: a stream of its own).
+func causalMask(a *alloc.Allocator, st device.Stream, site event.SiteID, rows, cols, offset int, dt DType, expect event.ScopeKind, label string) (*Tensor, error) {
 	if offset < 0 {
 		return nil, fmt.Errorf("causal mask %q: offset must not be negative, got %d", label, offset)
 	}
-	m, err := emptyAt(a, a.Emitter().Caller(0), []int{rows, cols}, dt, event.CategoryAttnMask, expect, label)
+	m, err := emptyAt(a, site, []int{rows, cols}, dt, event.CategoryAttnMask, expect, label)
 	if err != nil {
 		return nil, fmt.Errorf("causal mask: %w", err)
+	}
+	if accelerator(a) != nil {
+		err := onStream(a, st, func(st device.Stream) error {
+			if dt == BF16 {
+				return st.CausalMask(m.ptr(), rows, cols, offset)
+			}
+			v := make([]float32, rows*cols)
+			for i := 0; i < rows; i++ {
+				for j := 0; j < cols && j <= i+offset; j++ {
+					v[i*cols+j] = 1
+				}
+			}
+			return upload(st, m.ptr(), v, dt)
+		})
+		if err != nil {
+			free(m)
+			return nil, fmt.Errorf("causal mask %q: %w", label, err)
+		}
 	}
 	if m.data != nil {
 		for i := 0; i < rows; i++ {

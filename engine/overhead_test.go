@@ -41,7 +41,7 @@ func BenchmarkRecordingOverhead(b *testing.B) {
 					b.Fatal(err)
 				}
 				l.Free()
-				return &side{e: e, cache: cache, smp: newSampler(&Request{}, e.cfg.Vocab), tok: 1}
+				return &side{e: e, cache: cache, smp: e.newSampler(&Request{}), tok: 1}
 			}
 			off, on := mk(nil), mk(event.NewEmitter(w, event.EmitterOptions{}))
 			step := func(s *side, i int) {

@@ -10,6 +10,8 @@ import (
 	"os"
 	"slices"
 	"sort"
+
+	"linger/engine/device"
 )
 
 // ErrSafetensors is wrapped by every error about a malformed safetensors file.
@@ -125,14 +127,18 @@ func openSafetensors(path string) (*stFile, *os.File, error) {
 }
 
 // load checks that tensor name exists with the shape of t and, when t has
-// data, that it is F32, and copies it in.
-func (f *stFile) load(name string, t *Tensor) error {
+// data, that it is F32, and copies it in. With st (an accelerator's
+// stream), F32 is rounded to bf16 and BF16 taken as is, and uploaded.
+func (f *stFile) load(name string, t *Tensor, st device.Stream) error {
 	e, ok := f.tensors[name]
 	if !ok {
 		return fmt.Errorf("missing tensor %q", name)
 	}
 	if !slices.Equal(e.Shape, t.shape) {
 		return fmt.Errorf("tensor %q: shape %v in file, model needs %v", name, e.Shape, t.shape)
+	}
+	if st != nil {
+		return f.upload(name, e, t, st)
 	}
 	if t.data == nil {
 		return nil // meta: shapes only
@@ -148,6 +154,34 @@ func (f *stFile) load(name string, t *Tensor) error {
 		for i := 0; i < len(buf); i += 4 {
 			buf[i], buf[i+1], buf[i+2], buf[i+3] = buf[i+3], buf[i+2], buf[i+1], buf[i]
 		}
+	}
+	return nil
+}
+
+// upload is load on an accelerator.
+func (f *stFile) upload(name string, e stEntry, t *Tensor, st device.Stream) error {
+	n := t.Numel()
+	var buf []byte
+	switch e.DType {
+	case "BF16":
+		buf = make([]byte, 2*n)
+		if _, err := f.r.ReadAt(buf, f.start+e.Offsets[0]); err != nil {
+			return fmt.Errorf("tensor %q: read data: %w", name, err)
+		}
+	case "F32":
+		raw := make([]byte, 4*n)
+		if _, err := f.r.ReadAt(raw, f.start+e.Offsets[0]); err != nil {
+			return fmt.Errorf("tensor %q: read data: %w", name, err)
+		}
+		buf = make([]byte, 2*n)
+		for i := range n {
+			binary.LittleEndian.PutUint16(buf[2*i:], device.ToBF16(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))))
+		}
+	default:
+		return fmt.Errorf("tensor %q: dtype %s in file: %w (an accelerator loads F32 and BF16)", name, e.DType, ErrUnsupported)
+	}
+	if err := st.Upload(t.ptr(), buf); err != nil {
+		return fmt.Errorf("tensor %q: upload: %w", name, err)
 	}
 	return nil
 }

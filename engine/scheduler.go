@@ -198,7 +198,7 @@ func (s *Scheduler) admit(ctx context.Context, j *job) error {
 	j.start = time.Now()
 	j.started = true
 	j.scope = e.em.Begin(event.ScopeRequest, scopeLabel(e.em, "request %d", e.nextRequest()))
-	j.smp = newSampler(&j.req, e.cfg.Vocab)
+	j.smp = e.newSampler(&j.req)
 	j.res = &Result{PromptTokens: len(j.req.Prompt)}
 	c, err := e.NewKVCache(len(j.req.Prompt) + j.req.MaxNewTokens)
 	if err != nil {
@@ -244,7 +244,9 @@ func (s *Scheduler) decodeBatch() error {
 		return fmt.Errorf("batch %d: %w", s.iter, err)
 	}
 	for i, j := range s.running {
-		j.last = j.smp.next(logits, i)
+		if j.last, err = j.smp.next(logits, i); err != nil {
+			return fmt.Errorf("batch %d: sample: %w", s.iter, err)
+		}
 		j.res.Tokens = append(j.res.Tokens, j.last)
 	}
 	return nil

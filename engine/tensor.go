@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"linger/engine/alloc"
+	"linger/engine/device"
 	"linger/timeline/event"
 )
 
@@ -17,8 +18,9 @@ var ErrFreed = errors.New("already freed")
 var ErrUnsupported = errors.New("not supported")
 
 // Tensor is an n-dimensional array whose memory is one allocator block.
-// On a device with data (cpu) it is float32 and Float32s gives its
-// elements; on meta it has a shape and a size but no data.
+// On cpu it is float32 and Float32s gives its elements; on an
+// accelerator it is bf16 or f32 on the device, read with ToHost; on meta
+// it has a shape and a size but no data.
 //
 // A tensor made by Empty or Zeros owns its block and must be freed with
 // Free. A view (View, Slice) shares its base's block, never frees it, and
@@ -57,9 +59,12 @@ func emptyIn(a *alloc.Allocator, scope event.ScopeID, site event.SiteID, shape [
 	if dt.Size() == 0 {
 		return nil, fmt.Errorf("tensor %q: invalid dtype %v", label, dt)
 	}
-	hasData := a.Device().HasData()
-	if hasData && dt != F32 {
+	host := hostData(a)
+	if host && dt != F32 {
 		return nil, fmt.Errorf("tensor %q: dtype %v on %s: %w (only f32 has data)", label, dt, a.Device().Name(), ErrUnsupported)
+	}
+	if accelerator(a) != nil && dt != F32 && dt != BF16 {
+		return nil, fmt.Errorf("tensor %q: dtype %v on %s: %w (f32 and bf16 only)", label, dt, a.Device().Name(), ErrUnsupported)
 	}
 	b, err := a.Alloc(alloc.Request{Size: uint64(n) * uint64(dt.Size()), Category: category, Expect: expect, Label: label, Site: site, Scope: scope})
 	if err != nil {
@@ -67,10 +72,16 @@ func emptyIn(a *alloc.Allocator, scope event.ScopeID, site event.SiteID, shape [
 	}
 	t := &Tensor{shape: append([]int(nil), shape...), dtype: dt, a: a, block: b}
 	t.stride = contiguousStrides(t.shape)
-	if hasData {
+	if host {
 		t.data = b.Float32s()[:n]
 	}
 	return t, nil
+}
+
+// hostData reports whether a's device has data the host addresses (cpu):
+// tensors then carry their float32 elements and the Go kernels run.
+func hostData(a *alloc.Allocator) bool {
+	return a.Device().HasData() && accelerator(a) == nil
 }
 
 // Zeros is Empty with every element set to 0 (reused allocator blocks are
@@ -81,6 +92,14 @@ func Zeros(a *alloc.Allocator, shape []int, dt DType, category event.Category, e
 		return nil, err
 	}
 	clear(t.data)
+	if accelerator(a) != nil {
+		// Zero bits are 0 in f32 and bf16 alike: fill the bytes as bf16s.
+		err := onStream(a, nil, func(st device.Stream) error { return st.Fill(t.ptr(), int(t.Bytes()/2), 0) })
+		if err != nil {
+			free(t)
+			return nil, fmt.Errorf("zeros %q: %w", label, err)
+		}
+	}
 	return t, nil
 }
 
@@ -163,8 +182,8 @@ func (t *Tensor) Contiguous() bool {
 }
 
 // Float32s returns the elements of a contiguous tensor on a device with
-// data, sharing its memory; nil on meta, for a non-contiguous view, or
-// after Free.
+// host data (cpu), sharing its memory; nil on meta, on an accelerator
+// (see ToHost), for a non-contiguous view, or after Free.
 func (t *Tensor) Float32s() []float32 {
 	if t.data == nil || !t.Live() || !t.Contiguous() {
 		return nil
@@ -172,26 +191,116 @@ func (t *Tensor) Float32s() []float32 {
 	return t.data[t.offset : t.offset+t.Numel()]
 }
 
-// At returns the element at the given indices (0 on meta). It panics if
-// the number of indices or one of them is out of range.
+// At returns the element at the given indices (0 on meta). On an
+// accelerator it downloads the one element (bf16 widened to float32). It
+// panics if the number of indices or one of them is out of range, or, on
+// an accelerator, if the copy fails (ToHost returns that as an error).
 func (t *Tensor) At(idx ...int) float32 {
 	off := t.index(idx)
-	if t.data == nil {
+	if t.data != nil {
+		return t.data[off]
+	}
+	if accelerator(t.a) == nil {
 		return 0
 	}
-	return t.data[off]
+	var v []float32
+	err := onStream(t.a, nil, func(st device.Stream) (err error) {
+		v, err = download(st, t.elemPtr(off), 1, t.dtype)
+		return err
+	})
+	if err != nil {
+		panic(fmt.Sprintf("engine: At%v of %v: %v", idx, t, err))
+	}
+	return v[0]
 }
 
-// Set stores v at the given indices (nothing on meta). It panics like At.
+// Set stores v at the given indices (nothing on meta; on an accelerator
+// it uploads the element, rounded to bf16 for a bf16 tensor). It panics
+// like At.
 func (t *Tensor) Set(v float32, idx ...int) {
 	off := t.index(idx)
 	if t.data != nil {
 		t.data[off] = v
+		return
+	}
+	if accelerator(t.a) == nil {
+		return
+	}
+	err := onStream(t.a, nil, func(st device.Stream) error { return upload(st, t.elemPtr(off), []float32{v}, t.dtype) })
+	if err != nil {
+		panic(fmt.Sprintf("engine: Set%v of %v: %v", idx, t, err))
 	}
 }
 
+// ToHost returns a copy of the tensor's elements as float32, row-major
+// whatever its strides: bf16 is widened exactly. It works on cpu and on
+// an accelerator (downloading them); on meta there is no data, an error
+// wrapping ErrUnsupported, and after Free an error wrapping ErrFreed.
+func (t *Tensor) ToHost() ([]float32, error) {
+	if !t.Live() {
+		return nil, fmt.Errorf("tensor %v to host: %w", t.shape, ErrFreed)
+	}
+	n := t.Numel()
+	out := make([]float32, n)
+	if t.data != nil {
+		if t.Contiguous() {
+			copy(out, t.data[t.offset:t.offset+n])
+			return out, nil
+		}
+		t.gather(out, func(off int) float32 { return t.data[off] })
+		return out, nil
+	}
+	if accelerator(t.a) == nil {
+		return nil, fmt.Errorf("tensor %v to host: no data on %s: %w", t.shape, t.a.Device().Name(), ErrUnsupported)
+	}
+	// Download the span from the first element to the last, then pick
+	// the tensor's elements out of it.
+	last := t.offset
+	for i, d := range t.shape {
+		last += (d - 1) * t.stride[i]
+	}
+	var span []float32
+	err := onStream(t.a, nil, func(st device.Stream) (err error) {
+		span, err = download(st, t.elemPtr(t.offset), last-t.offset+1, t.dtype)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tensor %v to host: %w", t.shape, err)
+	}
+	t.gather(out, func(off int) float32 { return span[off-t.offset] })
+	return out, nil
+}
+
+// gather stores at(offset of element i) in out[i] for every element, in
+// row-major order.
+func (t *Tensor) gather(out []float32, at func(off int) float32) {
+	idx := make([]int, len(t.shape))
+	for i := range out {
+		off := t.offset
+		for d, x := range idx {
+			off += x * t.stride[d]
+		}
+		out[i] = at(off)
+		for d := len(idx) - 1; d >= 0; d-- {
+			if idx[d]++; idx[d] < t.shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+}
+
+// ptr returns the device address of the tensor's first element.
+func (t *Tensor) ptr() device.Ptr { return t.elemPtr(t.offset) }
+
+// elemPtr returns the device address of the element at offset off (in
+// elements) of the block.
+func (t *Tensor) elemPtr(off int) device.Ptr {
+	return t.Block().Addr() + uint64(off*t.dtype.Size())
+}
+
 func (t *Tensor) index(idx []int) int {
-	if t.data != nil && !t.Live() {
+	if (t.data != nil || accelerator(t.a) != nil) && !t.Live() {
 		panic("engine: use of a freed tensor")
 	}
 	if len(idx) != len(t.shape) {

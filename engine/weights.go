@@ -3,9 +3,11 @@ package engine
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
+	"runtime"
+	"sync"
 
 	"linger/engine/alloc"
+	"linger/engine/device"
 	"linger/timeline/event"
 )
 
@@ -94,18 +96,20 @@ func weightSpecs(c Config, w *weights) []weightSpec {
 // engine) and fills them from the safetensors file at path, or, when path
 // is empty, with values drawn deterministically from seed: uniform with
 // variance 1/fan-in, so every projection keeps activations near unit scale,
-// and norms at 1.
-func newWeights(a *alloc.Allocator, c Config, dt DType, seed int64, path string) (*weights, error) {
+// and norms at 1. With st (an accelerator's stream) the fill and the load
+// run on the device: FillUniform and Fill, or the file's values uploaded
+// as bf16.
+func newWeights(a *alloc.Allocator, c Config, dt DType, seed int64, path string, st device.Stream) (*weights, error) {
 	w := &weights{}
 	specs := weightSpecs(c, w)
-	var st *stFile
+	var f *stFile
 	if path != "" {
-		f, fd, err := openSafetensors(path)
+		sf, fd, err := openSafetensors(path)
 		if err != nil {
 			return nil, fmt.Errorf("load weights %q: %w", path, err)
 		}
 		defer fd.Close()
-		st = f
+		f = sf
 	}
 	for i, s := range specs {
 		t, err := Empty(a, s.shape, dt, event.CategoryWeights, event.ScopeEngine, s.name)
@@ -115,10 +119,17 @@ func newWeights(a *alloc.Allocator, c Config, dt DType, seed int64, path string)
 		}
 		w.all = append(w.all, t)
 		*s.dst = t
-		if st != nil {
-			if err := st.load(s.name, t); err != nil {
+		if f != nil {
+			if err := f.load(s.name, t, st); err != nil {
 				w.free()
 				return nil, fmt.Errorf("load weights %q: %w", path, err)
+			}
+			continue
+		}
+		if st != nil {
+			if err := fillOn(st, t, s.fanIn, seed, i); err != nil {
+				w.free()
+				return nil, fmt.Errorf("fill weights %s: %w", s.name, err)
 			}
 			continue
 		}
@@ -130,6 +141,12 @@ func newWeights(a *alloc.Allocator, c Config, dt DType, seed int64, path string)
 	return w, nil
 }
 
+// fill sets the weights of spec i: 1 for a norm (fanIn 0), else element j
+// is device.Uniform(seed, i, j)·sqrt(3/fanIn), uniform with variance
+// 1/fanIn. It is the rule an accelerator's FillUniform follows, so cpu
+// and an accelerator start from the same weights (there rounded to bf16).
+// Large tensors are filled by several goroutines: element j's value does
+// not depend on who computes it.
 func fill(d []float32, fanIn int, seed int64, i int) {
 	if d == nil {
 		return
@@ -140,11 +157,34 @@ func fill(d []float32, fanIn int, seed int64, i int) {
 		}
 		return
 	}
-	r := rand.New(rand.NewPCG(uint64(seed), uint64(i)))
-	scale := float32(math.Sqrt(3 / float64(fanIn)))
-	for j := range d {
-		d[j] = (2*r.Float32() - 1) * scale
+	scale := fillScale(fanIn)
+	part := func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			d[j] = device.Uniform(uint64(seed), uint64(i), uint64(j)) * scale
+		}
 	}
+	const per = 1 << 16
+	if len(d) <= per || runtime.GOMAXPROCS(0) == 1 {
+		part(0, len(d))
+		return
+	}
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(d); lo += per {
+		wg.Go(func() { part(lo, min(lo+per, len(d))) })
+	}
+	wg.Wait()
+}
+
+// fillScale is the bound of the uniform weights of a projection with
+// fanIn inputs: uniform in [-s, s) has variance s²/3 = 1/fanIn.
+func fillScale(fanIn int) float32 { return float32(math.Sqrt(3 / float64(fanIn))) }
+
+// fillOn is fill on an accelerator: the same values, rounded to bf16.
+func fillOn(st device.Stream, t *Tensor, fanIn int, seed int64, i int) error {
+	if fanIn == 0 {
+		return st.Fill(t.ptr(), t.Numel(), 1)
+	}
+	return st.FillUniform(t.ptr(), t.Numel(), uint64(seed), uint64(i), fillScale(fanIn))
 }
 
 func (w *weights) bytes() uint64 {

@@ -2,6 +2,7 @@ package device
 
 import (
 	"errors"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -225,5 +226,33 @@ func BenchmarkAllocFree(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestBF16(t *testing.T) {
+	for _, c := range []struct {
+		in   float32
+		want uint16
+	}{
+		{0, 0x0000},
+		{1, 0x3f80},
+		{-2, 0xc000},
+		{1 + 1.0/256, 0x3f80},             // halfway between 1 and 1+2^-7: ties to even (down)
+		{1 + 3.0/256, 0x3f82},             // halfway, odd below: ties to even (up)
+		{1 + 1.0/256 + 1.0/65536, 0x3f81}, // just above halfway: up
+		{float32(math.Inf(1)), 0x7f80},
+		{math.MaxFloat32, 0x7f80}, // rounds past the largest bf16
+	} {
+		if got := ToBF16(c.in); got != c.want {
+			t.Errorf("ToBF16(%g) = %#04x, want %#04x", c.in, got, c.want)
+		}
+	}
+	if got := FromBF16(ToBF16(float32(math.NaN()))); !math.IsNaN(float64(got)) {
+		t.Errorf("NaN round trip = %g", got)
+	}
+	for _, h := range []uint16{0x3f80, 0xc0a0, 0x0001, 0x7f7f} {
+		if got := ToBF16(FromBF16(h)); got != h {
+			t.Errorf("ToBF16(FromBF16(%#04x)) = %#04x", h, got)
+		}
 	}
 }

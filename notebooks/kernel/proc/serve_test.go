@@ -9,6 +9,7 @@ import (
 	"go.starlark.net/starlark"
 
 	"linger/engine/device"
+	"linger/engine/device/devicetest"
 	"linger/notebooks/msg"
 	"linger/notebooks/msg/msgtest"
 )
@@ -279,5 +280,26 @@ func TestDeviceCUDA(t *testing.T) {
 		{Name: "cuda", New: func() (device.Device, error) { return device.NewMeta(0), nil }}, DefaultDevices[0]}})
 	if r := msgtest.Find(gpu.exec(`engine(model="tiny", device="cuda").device`), "execute_result"); r["data"].(map[string]any)["text/plain"] != `"cuda"` {
 		t.Errorf("a kernel with a cuda device: %v", r)
+	}
+}
+
+// TestDeviceAccelerator: on a device that computes on a stream (cuda; here
+// devicetest's host accelerator) a notebook generates, with its own mask
+// (made in the dtype the engine reads, bf16), and tensor() works.
+func TestDeviceAccelerator(t *testing.T) {
+	gpu := startKernelOpts(t, Options{Devices: []Device{
+		{Name: "cuda", New: func() (device.Device, error) { return devicetest.NewHost(1 << 30), nil }}, DefaultDevices[0]}})
+	src := "e = engine(model=\"tiny\", device=\"cuda\")\n" +
+		"m = causal_mask(24, 24)\n" +
+		"r = e.generate(prompt_tokens=24, max_new_tokens=3, chunk_size=8, mask=m)\n" +
+		"t = tensor([4, 4])\n" +
+		"[len(r.tokens), str(m), str(t)]"
+	r := msgtest.Find(gpu.exec(src), "execute_result")
+	if r == nil {
+		t.Fatalf("no result: %v", msgtest.Find(gpu.exec(`1`), "execute_reply"))
+	}
+	got := r["data"].(map[string]any)["text/plain"]
+	if !strings.Contains(got.(string), "[3, ") || !strings.Contains(got.(string), "bf16") {
+		t.Errorf("result %v", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"go.starlark.net/starlark"
 
 	"linger/engine"
+	"linger/engine/device"
 	"linger/timeline/event"
 )
 
@@ -75,17 +76,28 @@ func newCausalMask(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	return s.tensor(t, true), nil
 }
 
-// dtype parses a tensor's dtype for the first allocator's device: only
-// f32 has data, so a device with data gets f32 whatever was asked.
+// dtype parses a tensor's dtype for the first allocator's device: a
+// device with data gets the dtype its engines compute in whatever was
+// asked, f32 on cpu and bf16 on an accelerator (cuda), so that a mask
+// made by causal_mask is one the engine's attention reads.
 func (s *session) dtype(name string) (engine.DType, error) {
 	dt, err := engine.ParseDType(name)
 	if err != nil {
 		return 0, err
 	}
-	if s.mainAllocator().Device().HasData() {
+	switch dev := s.mainAllocator().Device(); {
+	case !dev.HasData():
+	case isAccelerator(dev):
+		dt = engine.BF16
+	default:
 		dt = engine.F32
 	}
 	return dt, nil
+}
+
+func isAccelerator(d device.Device) bool {
+	_, ok := d.(device.Accelerator)
+	return ok
 }
 
 // tensor returns a new value of t; an owned one (made by tensor() or
