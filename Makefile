@@ -130,7 +130,7 @@ cuda-check: build cuda fakecuda ptx-check
 # bin/ with linger, linger-cuda and the script, and not the fake driver.
 # Carry bin/ with the working tree; no Go toolchain is needed there.
 gpu-bundle: build cuda
-	@rm -rf $(FAKECUDA) && cp scripts/gpu-check.sh bin/gpu-check.sh && \
+	@rm -rf $(FAKECUDA) && cp scripts/gpu-check.sh scripts/gpu_check_torch.py bin/ && \
 	echo "bin/ is ready to carry: $$(ls bin | tr '\n' ' ')($$(du -sh bin | cut -f1)); run: bash scripts/gpu-check.sh (or bash bin/gpu-check.sh), results in \$$OUT (./out/gpu-check)"
 
 check-fmt:

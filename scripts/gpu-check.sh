@@ -8,30 +8,38 @@
 #
 # What it measures (docs/cuda.md, "The GPU check"):
 #   (a) linger-cuda probe: the card, its memory, the driver, the compute
-#       capability;
+#       capability; then correctness: linger-cuda check on tiny and small,
+#       the same seeded weights on cuda (bf16) and on the cpu device (f32,
+#       the reference): logits within bf16 tolerance, and the cached decode
+#       against recomputing the whole sequence (PASS/FAIL). On the fake
+#       driver this step sets LINGER_FAKECUDA_EXEC=1, so the kernels run in
+#       its host emulation; a real driver ignores the variable.
 #   (b) the field report's 128K stress: a qwen2-1.5b-shaped model, a
 #       131,072-token chunked prefill (chunks of 2048) and 16 decode steps,
 #       linger-cuda generate --device cuda against linger generate --device
 #       meta with the same flags: peak allocated and peak reserved, which
-#       must be equal (PASS/FAIL: the cuda device is in accounting mode,
-#       every tensor a real cuMemAlloc'd block); the trace's peaks, which
-#       must be the run's; the device used at peak, from the cuda trace's
-#       device_used counter (cuMemGetInfo: the card's own view, the CUDA
-#       context included); each run's wall time; and the cost of recording
-#       on cuda: the run with --trace against the run without, as a ratio,
-#       with the trace's events and bytes per event.
-#   (c) not yet: no GPU kernels. The engine computes nothing on the GPU, so
-#       there is no side by side with PyTorch and no correctness check;
-#       their rows say so. TODO(issue 11): with the GPU kernels, add
-#       PyTorch's torch.cuda.max_memory_allocated/max_memory_reserved for
-#       the same shape, the cost of torch.cuda.memory._record_memory_history
-#       against Linger's recording, and cuda logits against the cpu
-#       device's.
+#       must be equal (PASS/FAIL: the same tensors, bf16 on both); the
+#       trace's peaks, which must be the run's; the device used at peak,
+#       from the cuda trace's device_used counter (cuMemGetInfo: the card's
+#       own view, the CUDA context included); wall time, prefill and decode
+#       tokens/s; and the cost of recording on cuda: a shorter run
+#       (GPU_CHECK_OVERHEAD_TOKENS) with --trace against without, as a ratio
+#       of the fastest of GPU_CHECK_REPEAT each, with the trace's events and
+#       bytes per event.
+#   (c) side by side with PyTorch on the same GPU (scripts/gpu_check_torch.py,
+#       when python3 there imports torch with CUDA): the same shape with
+#       random bf16 weights, the same chunked prefill and decode:
+#       torch.cuda.max_memory_allocated/max_memory_reserved against Linger's
+#       peaks, prefill and decode tokens/s as ratios, and the cost of
+#       torch.cuda.memory._record_memory_history measured as Linger's is,
+#       with its entries and bytes per entry. Without torch the rows say
+#       SKIPPED and the verdict says so: a skipped row never reads as a pass.
 #
 # Results go under $OUT (default ./out/gpu-check): gpu-check.md (the table
-# printed at the end), probe.json, meta.json and cuda.json (generate
-# --json), meta.ltrace and cuda.ltrace, their analyzer reports
-# (*-analyze.json), overhead.txt, and each step's stderr (*.err).
+# printed at the end), probe.json, check.json (linger-cuda check --json),
+# meta.json and cuda.json (generate --json), meta.ltrace and cuda.ltrace,
+# their analyzer reports (*-analyze.json), overhead.txt, torch.json, and
+# each step's stderr (*.err).
 #
 # It exits 0 when every check passed, 1 when one failed or a step could not
 # run (the cause on stderr and in gpu-check.md), 2 for a bad setting.
@@ -44,7 +52,10 @@
 #   GPU_CHECK_TOKENS        prompt tokens (131072)
 #   GPU_CHECK_CHUNK         prefill chunk (2048)
 #   GPU_CHECK_DECODE        decode steps, --max-new-tokens (16)
-#   GPU_CHECK_REPEAT        runs with and without --trace for the overhead (5)
+#   GPU_CHECK_CHECK_MODELS  models of the correctness check (tiny,small)
+#   GPU_CHECK_OVERHEAD_TOKENS prompt tokens of the overhead runs (16384)
+#   GPU_CHECK_REPEAT        runs with and without recording for the overhead (3)
+#   GPU_CHECK_PYTHON        python3 with torch for (c) (python3)
 #   GPU_CHECK_STEP_TIMEOUT  seconds one step may take (120)
 #   GPU_CHECK_BUDGET        seconds the whole check may take (480: 8 minutes)
 set -uo pipefail
@@ -55,7 +66,10 @@ MODEL=${GPU_CHECK_MODEL:-qwen2-1.5b}
 TOKENS=${GPU_CHECK_TOKENS:-131072}
 CHUNK=${GPU_CHECK_CHUNK:-2048}
 DECODE=${GPU_CHECK_DECODE:-16}
-REPEAT=${GPU_CHECK_REPEAT:-5}
+REPEAT=${GPU_CHECK_REPEAT:-3}
+CHECK_MODELS=${GPU_CHECK_CHECK_MODELS:-tiny,small}
+OVERHEAD_TOKENS=${GPU_CHECK_OVERHEAD_TOKENS:-16384}
+PYTHON=${GPU_CHECK_PYTHON:-python3}
 STEP_TIMEOUT=${GPU_CHECK_STEP_TIMEOUT:-120}
 BUDGET=${GPU_CHECK_BUDGET:-480}
 if [ -n "${GPU_CHECK_BIN:-}" ]; then
@@ -68,7 +82,7 @@ fi
 LINGER=$BIN/linger
 LINGER_CUDA=$BIN/linger-cuda
 
-for v in TOKENS CHUNK DECODE REPEAT STEP_TIMEOUT BUDGET; do
+for v in TOKENS CHUNK DECODE REPEAT STEP_TIMEOUT BUDGET OVERHEAD_TOKENS; do
 	case ${!v} in
 	'' | *[!0-9]* | 0) echo "gpu-check: GPU_CHECK_$v=${!v}: want a positive integer" >&2; exit 2 ;;
 	esac
@@ -138,7 +152,7 @@ verdict() { # verdict A B: PASS when A and B are the same non-empty value
 	if [ -n "$1" ] && [ "$1" = "$2" ]; then echo PASS; else echo FAIL; fi
 }
 table() {
-	echo "| check | linger, meta | linger-cuda, cuda | result |"
+	echo "| check | reference (meta, cpu or PyTorch) | linger-cuda, cuda | result |"
 	echo "|---|---|---|---|"
 	local r
 	for r in ${rows[@]+"${rows[@]}"}; do echo "$r"; done
@@ -156,6 +170,25 @@ cp "$OUT/probe.out" "$OUT/probe.json"
 p=$OUT/probe.json
 gpu="$(str device "$p"), $(size "$(num total_bytes "$p")") total, $(size "$(num free_bytes "$p")") free, driver $(num driver_version "$p"), compute capability $(str compute_capability "$p")"
 row "GPU (linger-cuda probe)" "" "$gpu" "ok"
+
+# (a) Correctness: cuda logits against the cpu device's, cached decode
+# against recomputation.
+LINGER_FAKECUDA_EXEC=1 step check "$LINGER_CUDA" check --device cuda --models "$CHECK_MODELS" --json
+mv "$OUT/check.out" "$OUT/check.json"
+while IFS= read -r line; do
+	[ -n "$line" ] || continue
+	f=$OUT/check-line.json
+	echo "$line" >"$f"
+	mdl=$(str model "$f")
+	err=$(sed -n 's/.*"logits_err":\([0-9.eE+-]*\).*/\1/p' "$f")
+	rerr=$(sed -n 's/.*"recompute_err":\([0-9.eE+-]*\).*/\1/p' "$f")
+	pass=$(grep -q '"pass":true' "$f" && echo PASS || echo FAIL)
+	row "correctness, $mdl (linger-cuda check)" "cpu, f32" \
+		"$(str dtype "$f"): logits off by $(awk -v e="$err" 'BEGIN { printf "%.4f", e }') of their scale (tol 0.05), top-1 $(str top1_agree "$f"); cached decode vs recompute $(awk -v e="$rerr" 'BEGIN { printf "%.4f", e }') (tol 0.03), same token $(str recompute_same_token "$f")" \
+		"$pass"
+done <"$OUT/check.json"
+rm -f "$OUT/check-line.json"
+
 flags=(--model "$MODEL" --prompt-tokens "$TOKENS" --chunk-size "$CHUNK" --max-new-tokens "$DECODE" --json)
 row "request" "$MODEL, $TOKENS-token prefill in chunks of $CHUNK, $DECODE decode steps" "the same" ""
 
@@ -196,6 +229,10 @@ res=$(num peak_reserved "$c")
 row "device used at peak (cuda trace: $src)" "$(size "$meta_used") (meta: its segments)" \
 	"$(size "$used"); $(size $((used - res))) over peak reserved (the CUDA context, other processes)" "info"
 row "wall time (process, traced run)" "$(ms $((meta_wall * 1000000)))" "$(ms $((cuda_wall * 1000000)))" "info"
+# rate KEY FILE: a float "KEY":X as tokens/s with one decimal.
+rate() { sed -n "s/.*\"$1\":\([0-9.eE+-]*\).*/\1/p" "$2" | head -n 1 | awk '{ printf "%.1f", $1 }'; }
+lin_prefill=$(rate prefill_tokens_per_second "$c") lin_decode=$(rate decode_tokens_per_second "$c")
+row "prefill, decode (cuda run, engine timing)" "" "$lin_prefill tokens/s prefill, $lin_decode tokens/s decode" "info"
 
 # The cost of recording on cuda: REPEAT runs without --trace and with,
 # alternating; the request's time (generate's elapsed_ns: engine start to
@@ -203,12 +240,13 @@ row "wall time (process, traced run)" "$(ms $((meta_wall * 1000000)))" "$(ms $((
 # fastest of each.
 : >"$OUT/overhead.txt"
 best_plain='' best_traced=''
+oflags=(--model "$MODEL" --prompt-tokens "$OVERHEAD_TOKENS" --chunk-size "$CHUNK" --max-new-tokens "$DECODE" --json)
 for i in $(seq 1 "$REPEAT"); do
-	step overhead-plain "$LINGER_CUDA" generate --device cuda "${flags[@]}"
+	step overhead-plain "$LINGER_CUDA" generate --device cuda "${oflags[@]}"
 	t=$(num elapsed_ns "$OUT/overhead-plain.out")
 	echo "run $i without --trace: elapsed_ns $t, wall ${wall_ms} ms" >>"$OUT/overhead.txt"
 	[ -z "$best_plain" ] || [ "$t" -lt "$best_plain" ] && best_plain=$t
-	step overhead-traced "$LINGER_CUDA" generate --device cuda "${flags[@]}" --trace "$OUT/overhead.ltrace"
+	step overhead-traced "$LINGER_CUDA" generate --device cuda "${oflags[@]}" --trace "$OUT/overhead.ltrace"
 	t=$(num elapsed_ns "$OUT/overhead-traced.out")
 	echo "run $i with --trace:    elapsed_ns $t, wall ${wall_ms} ms" >>"$OUT/overhead.txt"
 	[ -z "$best_traced" ] || [ "$t" -lt "$best_traced" ] && best_traced=$t
@@ -217,14 +255,38 @@ rm -f "$OUT/overhead.ltrace"
 ratio=$(awk -v a="$best_traced" -v b="$best_plain" 'BEGIN { printf "%.2f", a / b }')
 events=$(num events "$c") bytes=$(num trace_bytes "$c")
 per=$(awk -v a="$bytes" -v b="$events" 'BEGIN { printf "%.1f", a / b }')
-row "recording overhead on cuda (--trace / none, fastest of $REPEAT)" "" \
+row "recording overhead on cuda ($OVERHEAD_TOKENS tokens, --trace / none, fastest of $REPEAT)" "" \
 	"$ratio× ($(ms "$best_traced") / $(ms "$best_plain"))" "info"
 row "trace" "$(num events "$m") events, $(size "$(num trace_bytes "$m")")" \
 	"$events events, $(size "$bytes"), $per bytes/event" "info"
 
-# (c) Not yet: they need the GPU kernels (TODO(issue 11), see the top).
-row "PyTorch side by side (max_memory_allocated, _record_memory_history overhead)" "" "not yet: no GPU kernels" "TODO"
-row "correctness (cuda logits vs cpu)" "" "not yet: no GPU kernels" "TODO"
+# (c) PyTorch on the same GPU, the same shape and request.
+skipped=''
+torch_ok=$("$PYTHON" -c 'import torch; print(torch.cuda.is_available())' 2>/dev/null)
+if [ "$torch_ok" != True ]; then
+	skipped="PyTorch side by side: $PYTHON has no torch with CUDA here"
+	row "PyTorch side by side" "SKIPPED: $PYTHON has no torch with CUDA" "" "SKIPPED"
+else
+	torch_py=$here/gpu_check_torch.py
+	[ -e "$torch_py" ] || torch_py=$BIN/gpu_check_torch.py
+	sh=(--layers "$(num layers "$c")" --hidden "$(num hidden "$c")" --heads "$(num heads "$c")" --kv-heads "$(num kv_heads "$c")"
+		--head-dim "$(num head_dim "$c")" --ffn "$(num ffn "$c")" --vocab "$(num vocab "$c")"
+		--rope-theta "$(sed -n 's/.*"rope_theta":\([0-9.eE+-]*\).*/\1/p' "$c")" --eps "$(sed -n 's/.*"norm_eps":\([0-9.eE+-]*\).*/\1/p' "$c")")
+	grep -q '"tied_embeddings":true' "$c" && sh+=(--tied)
+	step torch "$PYTHON" "$torch_py" "${sh[@]}" --tokens "$TOKENS" --chunk "$CHUNK" --decode "$DECODE" \
+		--overhead-tokens "$OVERHEAD_TOKENS" --repeat "$REPEAT" --out "$OUT/torch.json"
+	tj=$OUT/torch.json
+	tf() { sed -n "s/.*\"$1\": \([0-9.eE+-]*\).*/\1/p" "$tj" | head -n 1; }
+	row "PyTorch $(sed -n 's/.*"torch": "\([^"]*\)".*/\1/p' "$tj"), $(sed -n 's/.*"attention": "\([^"]*\)".*/\1/p' "$tj")" "same shape, random bf16 weights" "" "info"
+	row "peak allocated: torch.cuda.max_memory_allocated vs Linger" "$(size "$(tf max_memory_allocated)")" "$(size "$(num peak_allocated "$c")")" "info"
+	row "peak reserved: torch.cuda.max_memory_reserved vs Linger" "$(size "$(tf max_memory_reserved)")" "$(size "$(num peak_reserved "$c")")" "info"
+	tp=$(tf prefill_tokens_per_second) td=$(tf decode_tokens_per_second)
+	row "prefill tokens/s (Linger / PyTorch)" "$(awk -v x="$tp" 'BEGIN { printf "%.1f", x }')" "$lin_prefill" "$(awk -v a="$lin_prefill" -v b="$tp" 'BEGIN { printf "%.2f×", a / b }')"
+	row "decode tokens/s (Linger / PyTorch)" "$(awk -v x="$td" 'BEGIN { printf "%.1f", x }')" "$lin_decode" "$(awk -v a="$lin_decode" -v b="$td" 'BEGIN { printf "%.2f×", a / b }')"
+	row "recording overhead ($OVERHEAD_TOKENS tokens, on / off, fastest of $REPEAT)" \
+		"_record_memory_history: $(awk -v x="$(tf record_overhead_ratio)" 'BEGIN { printf "%.2f×", x }'), $(tf record_entries) entries, $(awk -v x="$(tf record_bytes_per_entry)" 'BEGIN { printf "%.1f", x }') bytes/entry" \
+		"--trace: $ratio×, $per bytes/event" "info"
+fi
 
 total=$(($(date +%s) - started))
 failed=0
@@ -232,7 +294,9 @@ for r in ${rows[@]+"${rows[@]}"}; do
 	case $r in *"| FAIL"*) failed=1 ;; esac
 done
 {
-	if [ $failed = 0 ]; then echo "# Linger GPU check: PASS"; else echo "# Linger GPU check: FAIL"; fi
+	if [ $failed != 0 ]; then echo "# Linger GPU check: FAIL"
+	elif [ -n "$skipped" ]; then echo "# Linger GPU check: PASS, with a part SKIPPED ($skipped)"
+	else echo "# Linger GPU check: PASS"; fi
 	echo
 	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), ${total}s; libcuda.so.1 as the loader found it (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})."
 	echo
@@ -241,8 +305,6 @@ done
 		echo
 	fi
 	table
-	echo
-	echo "Accounting mode: the cuda device has no GPU kernels yet, so nothing is computed on the GPU; every tensor is a real cuMemAlloc'd block."
 } >"$MD"
 cat "$MD"
 echo

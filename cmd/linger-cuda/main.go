@@ -11,6 +11,7 @@
 //	linger-cuda kernel
 //	linger-cuda generate --device meta|cpu|cuda [flags]   (as linger generate)
 //	linger-cuda probe
+//	linger-cuda check [--models tiny,small] [--json]
 //
 // probe prints one JSON line and exits 0 when there is a usable GPU:
 //
@@ -20,8 +21,10 @@
 // decide whether to offer the CUDA kernelspec. LINGER_CUDA_DEVICE picks the
 // GPU (default 0) for all three commands.
 //
-// The engine has no GPU kernels yet: on the cuda device it runs in
-// accounting mode, as on meta, with every segment taken from the card.
+// check runs small models with the same seeded weights on the GPU (bf16)
+// and on the cpu device (f32, the reference) and compares their logits,
+// then the GPU's cached decode with recomputing the sequence; it exits 1
+// when they differ by more than bf16 explains (docs/cuda.md).
 package main
 
 import (
@@ -43,6 +46,7 @@ var commands = map[string]cli.Command{
 	"generate": {Summary: "run one request through the engine (devices meta, cpu, cuda) and write its trace", Run: runGenerate},
 	"kernel":   {Summary: "a kernel process with the cuda device (started by the server)", Run: runKernel},
 	"probe":    {Summary: "print the GPU as one JSON line, or why there is none (exit 1)", Run: runProbe},
+	"check":    {Summary: "compare the GPU's logits with the cpu device's on small models", Run: runCheck},
 }
 
 func main() {
@@ -74,7 +78,7 @@ func kernelDevices() []proc.Device {
 func generateDevices() []cli.Device {
 	return append(append([]cli.Device(nil), cli.DefaultDevices...), cli.Device{
 		Name: "cuda",
-		Help: "the GPU's memory, accounting only: no GPU kernels yet",
+		Help: "the GPU: bf16 kernels",
 		New: func(capacity uint64) (device.Device, error) {
 			if capacity != 0 {
 				return nil, fmt.Errorf("%w: --capacity does not apply to cuda, whose capacity is the card's; use --memory-limit", cli.ErrUsage)
@@ -82,6 +86,10 @@ func generateDevices() []cli.Device {
 			return openCUDA()
 		},
 	})
+}
+
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return cli.Check(ctx, "linger-cuda", args, generateDevices(), stdout, stderr)
 }
 
 func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) error {

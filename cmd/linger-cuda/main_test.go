@@ -340,7 +340,7 @@ func gpuCheck(t *testing.T, env ...string) (code int, out, md string) {
 // that need GPU kernels say so; then each way it must fail clearly.
 func TestGPUCheck(t *testing.T) {
 	bin := gpuCheckBin(t)
-	small := []string{"GPU_CHECK_BIN=" + bin, "GPU_CHECK_MODEL=tiny", "GPU_CHECK_TOKENS=4096", "GPU_CHECK_DECODE=4", "GPU_CHECK_REPEAT=2"}
+	small := []string{"GPU_CHECK_BIN=" + bin, "GPU_CHECK_MODEL=tiny", "GPU_CHECK_TOKENS=4096", "GPU_CHECK_DECODE=4", "GPU_CHECK_REPEAT=2", "GPU_CHECK_OVERHEAD_TOKENS=1024"}
 	code, out, md := gpuCheck(t, small...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)
@@ -349,7 +349,7 @@ func TestGPUCheck(t *testing.T) {
 		t.Errorf("the table printed is not the one written:\n%s\n---\n%s", out, md)
 	}
 	for _, want := range []string{
-		"# Linger GPU check: PASS",
+		"# Linger GPU check: PASS, with a part SKIPPED (PyTorch side by side: python3 has no torch with CUDA here)",
 		"**The fake driver**",
 		"| GPU (linger-cuda probe) |  | Linger Fake GPU, 16.00 GiB (17179869184 B) total, ",
 		"| request | tiny, 4096-token prefill in chunks of 2048, 4 decode steps |",
@@ -358,11 +358,13 @@ func TestGPUCheck(t *testing.T) {
 		"| peaks in the trace (trace analyze) | 19.80 MiB (20763136 B) allocated, 26.00 MiB (27262976 B) reserved: PASS |",
 		"| device used at peak (cuda trace: device_used counter) | 26.00 MiB (27262976 B) (meta: its segments) | 90.00 MiB (94371840 B); 64.00 MiB (67108864 B) over peak reserved",
 		"| wall time (process, traced run) | ",
-		"| recording overhead on cuda (--trace / none, fastest of 2) |  | ",
+		"| recording overhead on cuda (1024 tokens, --trace / none, fastest of 2) |  | ",
 		"| trace | ",
 		" bytes/event | info |",
-		"| not yet: no GPU kernels | TODO |",
-		"| correctness (cuda logits vs cpu) |  | not yet: no GPU kernels | TODO |",
+		"| correctness, tiny (linger-cuda check) | cpu, f32 | bf16: logits off by ",
+		"| correctness, small (linger-cuda check) | cpu, f32 | bf16: logits off by ",
+		"| prefill, decode (cuda run, engine timing) |  | ",
+		"| PyTorch side by side | SKIPPED: python3 has no torch with CUDA |  | SKIPPED |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the table lacks %q:\n%s", want, md)

@@ -134,9 +134,26 @@ func (u *deviceUsed) peakBytes() uint64 {
 	return u.peak
 }
 
+// Shape is a dense model's shape in Summary, as a config.json names it,
+// for tools that build the same model elsewhere (scripts/gpu-check.sh
+// builds it in PyTorch).
+type Shape struct {
+	Layers    int     `json:"layers"`
+	Hidden    int     `json:"hidden"`
+	Heads     int     `json:"heads"`
+	KVHeads   int     `json:"kv_heads"`
+	HeadDim   int     `json:"head_dim"`
+	FFN       int     `json:"ffn"`
+	Vocab     int     `json:"vocab"`
+	RopeTheta float64 `json:"rope_theta"`
+	NormEps   float64 `json:"norm_eps"`
+	Tied      bool    `json:"tied_embeddings"`
+}
+
 // Summary is generate's --json output: one JSON object on stdout.
 type Summary struct {
 	Model           string            `json:"model"`
+	Shape           Shape             `json:"shape"`
 	Device          string            `json:"device"`
 	PromptTokens    int               `json:"prompt_tokens"`
 	Chunks          int               `json:"chunks"`
@@ -148,9 +165,15 @@ type Summary struct {
 	PeakDeviceUsed  uint64            `json:"peak_device_used"`
 	PeakByCategory  map[string]uint64 `json:"peak_by_category"`
 	ElapsedNS       int64             `json:"elapsed_ns"` // the request, engine start to close; not the trace's close
-	Events          uint64            `json:"events"`     // recorded: 0 without --trace
-	Trace           string            `json:"trace,omitempty"`
-	TraceBytes      int64             `json:"trace_bytes,omitempty"`
+	// The engine's own timing: the prefill (to the first token) and the
+	// decode steps after it, and their rates.
+	PrefillNS              int64   `json:"prefill_ns"`
+	DecodeNS               int64   `json:"decode_ns"`
+	PrefillTokensPerSecond float64 `json:"prefill_tokens_per_second"`
+	DecodeTokensPerSecond  float64 `json:"decode_tokens_per_second"`
+	Events                 uint64  `json:"events"` // recorded: 0 without --trace
+	Trace                  string  `json:"trace,omitempty"`
+	TraceBytes             int64   `json:"trace_bytes,omitempty"`
 }
 
 // printJSON writes the run's Summary as one line.
@@ -158,10 +181,14 @@ func printJSON(w io.Writer, cfg engine.Config, d device.Device, res *engine.Resu
 	st := res.Stats
 	s := Summary{
 		Model: cfg.Name, Device: d.Name(),
+		Shape: Shape{Layers: cfg.Layers, Hidden: cfg.Hidden, Heads: cfg.Heads, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim,
+			FFN: cfg.FFN, Vocab: cfg.Vocab, RopeTheta: cfg.RopeTheta, NormEps: cfg.NormEps, Tied: cfg.TiedEmbeddings},
 		PromptTokens: res.PromptTokens, Chunks: res.Chunks, GeneratedTokens: len(res.Tokens),
 		PeakAllocated: st.PeakAllocated, PeakReserved: st.PeakReserved, Allocated: st.Allocated, Reserved: st.Reserved,
 		PeakDeviceUsed: peakUsed, PeakByCategory: map[string]uint64{},
 		ElapsedNS: elapsed.Nanoseconds(), Events: events, Trace: trace, TraceBytes: traceBytes,
+		PrefillNS: res.PrefillTime.Nanoseconds(), DecodeNS: res.DecodeTime.Nanoseconds(),
+		PrefillTokensPerSecond: res.PrefillTokensPerSecond, DecodeTokensPerSecond: res.TokensPerSecond,
 	}
 	for c := event.Category(1); c < event.NumCategories; c++ {
 		if p := st.PeakByCategory[c]; p > 0 {
