@@ -76,7 +76,7 @@ FAKECUDA_SRC := engine/device/cuda/fakecuda
 fakecuda:
 	@$(CUDA_ENV) && mkdir -p $(FAKECUDA) && \
 	$(CC) -O2 -Wall -fPIC $$CGO_CFLAGS -c $(FAKECUDA_SRC)/fakecuda.c -o $(FAKECUDA)/fakecuda.o && \
-	$(CXX) -std=c++17 -O2 -Wall -fPIC -fvisibility=hidden -ffp-contract=off -fno-strict-aliasing \
+	$(CXX) -std=c++17 -O2 -U_FORTIFY_SOURCE -Wall -fPIC -fvisibility=hidden -ffp-contract=off -fno-strict-aliasing \
 		-I$(FAKECUDA_SRC) -Iengine/device/cuda/kernels -c $(FAKECUDA_SRC)/kernels.cc -o $(FAKECUDA)/kernels.o && \
 	bash $(FAKECUDA_SRC)/gen-stubs.sh '$(CUDA_CACHE)/lib/libcuda.so' $(FAKECUDA)/fakecuda.o >$(FAKECUDA)/stubs.c && \
 	$(CC) -O2 -fPIC -c $(FAKECUDA)/stubs.c -o $(FAKECUDA)/stubs.o && \

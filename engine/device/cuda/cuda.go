@@ -253,11 +253,10 @@ func (d *Device) Name() string { return "cuda" }
 // Index is the device's index among the driver's GPUs.
 func (d *Device) Index() int { return d.index }
 
-// HasData returns false: the engine does not drive the device's kernels
-// (NewStream) yet, so it runs on the cuda device in accounting mode, as on
-// meta. Segments are real device memory all the same (CopyIn and CopyOut
-// reach them).
-func (d *Device) HasData() bool { return false }
+// HasData returns true: segments hold data, computed by the engine's
+// kernels on a Stream (NewStream). Segment.Mem is nil: the host reaches
+// device memory only through copies.
+func (d *Device) HasData() bool { return true }
 
 // Alloc takes size bytes of device memory with cuMemAlloc. It fails with
 // device.ErrInvalidSize for 0 and an error wrapping device.ErrOutOfMemory

@@ -70,7 +70,7 @@ func TestAllocFreeMemInfo(t *testing.T) {
 	if _, err := d.Alloc(0); !errors.Is(err, device.ErrInvalidSize) {
 		t.Errorf("Alloc(0): %v, want ErrInvalidSize", err)
 	}
-	if d.Name() != "cuda" || d.HasData() {
+	if d.Name() != "cuda" || !d.HasData() {
 		t.Errorf("Name %q HasData %v", d.Name(), d.HasData())
 	}
 }

@@ -3,7 +3,7 @@
 // so that CI checks their logic without a GPU (LINGER_FAKECUDA_EXEC=1).
 //
 // A launch runs block after block on the calling OS thread. A block's
-// threads are fibers (makecontext/swapcontext, small stacks), run in turn
+// threads are fibers (makecontext, then _setjmp/_longjmp; small stacks), run in turn
 // until each finishes or waits: __syncthreads waits for every live thread
 // of the block, a warp shuffle for every live lane of its warp (each lane
 // writes its value to the warp's exchange, waits, reads its source lane's,
@@ -30,6 +30,7 @@
 #include <functional>
 #include <type_traits>
 #include <vector>
+#include <setjmp.h>
 #include <ucontext.h>
 
 #define __global__
@@ -52,18 +53,26 @@ namespace emu {
 
 enum { RUN, WAIT_BLOCK, WAIT_WARP, DONE };
 
+// A fiber is made once per launch (makecontext) and serves every block of
+// the grid: after the kernel body returns it parks, and the next block
+// resumes it to run the body again. Switches after the first are
+// _setjmp/_longjmp, which leave the signal mask alone: swapcontext's two
+// system calls per switch made a shuffle-heavy kernel cost seconds.
 struct Fiber {
 	ucontext_t ctx;
+	jmp_buf jb;
+	bool started;
 	dim3 tid;
 	int lane, warp, state;
+	int phase; // which of its warp's two exchanges the next shuffle uses
 };
 
 struct Block {
 	std::vector<Fiber> f;
-	ucontext_t sched;
+	jmp_buf sched;
 	int live, block_wait;
 	std::vector<int> warp_live, warp_wait;
-	std::vector<uint64_t> xchg; // 32 slots per warp
+	std::vector<uint64_t> xchg; // two exchanges of 32 slots per warp
 	const std::function<void()> *body;
 };
 
@@ -83,7 +92,11 @@ inline void release_warp(int w) {
 	blk_->warp_wait[w] = 0;
 }
 
-inline void yield() { swapcontext(&cur->ctx, &blk_->sched); }
+// yield goes back to the scheduler; it returns when the scheduler resumes
+// this fiber.
+inline void yield() {
+	if (!_setjmp(cur->jb)) _longjmp(blk_->sched, 1);
+}
 
 inline void syncthreads() {
 	cur->state = WAIT_BLOCK;
@@ -99,14 +112,16 @@ inline void syncwarp() {
 }
 
 inline void entry() {
-	(*blk_->body)();
-	Fiber *f = cur;
-	f->state = DONE;
-	blk_->live--;
-	blk_->warp_live[f->warp]--;
-	if (blk_->block_wait > 0 && blk_->block_wait == blk_->live) release_block();
-	if (blk_->warp_wait[f->warp] > 0 && blk_->warp_wait[f->warp] == blk_->warp_live[f->warp]) release_warp(f->warp);
-	swapcontext(&f->ctx, &blk_->sched); // never resumed
+	for (;;) {
+		(*blk_->body)();
+		Fiber *f = cur;
+		f->state = DONE;
+		blk_->live--;
+		blk_->warp_live[f->warp]--;
+		if (blk_->block_wait > 0 && blk_->block_wait == blk_->live) release_block();
+		if (blk_->warp_wait[f->warp] > 0 && blk_->warp_wait[f->warp] == blk_->warp_live[f->warp]) release_warp(f->warp);
+		yield(); // parked until the next block, or for good after the last
+	}
 }
 
 constexpr size_t kStack = 64 << 10;
@@ -120,10 +135,23 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()> &body) {
 	b.f.resize(n);
 	b.body = &body;
 	int warps = (n + 31) / 32;
-	b.xchg.assign(warps * 32, 0);
+	b.xchg.assign(warps * 64, 0);
 	grid_dim = grid;
 	block_dim = block;
 	blk_ = &b;
+	for (unsigned t = 0; t < n; t++) {
+		Fiber &f = b.f[t];
+		f.tid = dim3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+		f.lane = t % 32;
+		f.warp = t / 32;
+		f.started = false;
+		f.phase = 0;
+		getcontext(&f.ctx);
+		f.ctx.uc_stack.ss_sp = stacks.data() + t * kStack;
+		f.ctx.uc_stack.ss_size = kStack;
+		f.ctx.uc_link = nullptr;
+		makecontext(&f.ctx, entry, 0);
+	}
 	for (unsigned bz = 0; bz < grid.z; bz++)
 		for (unsigned by = 0; by < grid.y; by++)
 			for (unsigned bx = 0; bx < grid.x; bx++) {
@@ -132,26 +160,23 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()> &body) {
 				b.block_wait = 0;
 				b.warp_live.assign(warps, 0);
 				b.warp_wait.assign(warps, 0);
-				for (unsigned t = 0; t < n; t++) {
-					Fiber &f = b.f[t];
-					f.tid = dim3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-					f.lane = t % 32;
-					f.warp = t / 32;
+				for (auto &f : b.f) {
 					f.state = RUN;
 					b.warp_live[f.warp]++;
-					getcontext(&f.ctx);
-					f.ctx.uc_stack.ss_sp = stacks.data() + t * kStack;
-					f.ctx.uc_stack.ss_size = kStack;
-					f.ctx.uc_link = nullptr;
-					makecontext(&f.ctx, entry, 0);
 				}
 				while (b.live > 0) {
 					bool ran = false;
-					for (auto &f : b.f) {
-						if (f.state != RUN) continue;
-						cur = &f;
-						swapcontext(&b.sched, &f.ctx);
+					for (unsigned t = 0; t < n; t++) {
+						if (b.f[t].state != RUN) continue;
 						ran = true;
+						cur = &b.f[t];
+						if (!_setjmp(b.sched)) {
+							if (!cur->started) {
+								cur->started = true;
+								setcontext(&cur->ctx);
+							}
+							_longjmp(cur->jb, 1);
+						}
 					}
 					if (!ran) {
 						fprintf(stderr, "fakecuda: emulated kernel deadlocked in block (%u,%u,%u): threads wait on a barrier others never reach\n", bx, by, bz);
@@ -163,9 +188,15 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()> &body) {
 	cur = nullptr;
 }
 
+// shfl: each lane writes its value to the warp's exchange, waits for the
+// warp, reads its source lane's. Shuffles alternate between two exchanges,
+// so one barrier per shuffle is enough: a lane that hurries on to the next
+// shuffle writes the other exchange, and cannot reach a third before every
+// lane has passed the second's barrier, so before every lane has read.
 template <class T>
 inline T shfl(T v, int src, int width) {
-	uint64_t *x = &blk_->xchg[cur->warp * 32];
+	uint64_t *x = &blk_->xchg[(cur->warp * 2 + cur->phase) * 32];
+	cur->phase ^= 1;
 	uint64_t bits = 0;
 	memcpy(&bits, &v, sizeof v);
 	x[cur->lane] = bits;
@@ -173,7 +204,6 @@ inline T shfl(T v, int src, int width) {
 	int base = cur->lane & ~(width - 1);
 	T r = v;
 	if (src >= base && src < base + width) memcpy(&r, &x[src], sizeof r);
-	syncwarp();
 	return r;
 }
 

@@ -25,7 +25,9 @@
 //     answers CUDA_ERROR_NOT_FOUND for any other name.
 //   - cuLaunchKernel is recorded (fakecuda_launches counts launches) and,
 //     by default, not run, like the meta device: the scenario notebooks'
-//     128K-token requests stay fast. With LINGER_FAKECUDA_EXEC=1 it runs
+//     128K-token requests stay fast. Only argmax and top-k, whose results
+//     the host reads back as token ids, always run (over logits nobody
+//     computed: some index inside the row). With LINGER_FAKECUDA_EXEC=1 it runs
 //     the kernel on the host memory behind the device pointers, before
 //     returning. LINGER_FAKECUDA_FAIL_LAUNCH=NAME makes every launch of
 //     kernel NAME fail with CUDA_ERROR_LAUNCH_FAILED.
@@ -490,7 +492,14 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
 	const char *fail = getenv("LINGER_FAKECUDA_FAIL_LAUNCH");
 	if (fail && strcmp(fail, fakecuda_kernel_name(i)) == 0) return CUDA_ERROR_LAUNCH_FAILED;
 	const char *exec = getenv("LINGER_FAKECUDA_EXEC");
-	if (exec && strcmp(exec, "1") == 0) {
+	// Without EXEC, the kernels whose results the host reads back (the
+	// sampled token ids) still run: over data no kernel computed, they
+	// give some index inside the row, as meta's sampler draws one, where
+	// not running them would hand the host uninitialized memory as token
+	// ids. They read one logits row per sequence: cheap.
+	const char *name = fakecuda_kernel_name(i);
+	int reads_back = strcmp(name, "linger_argmax") == 0 || strcmp(name, "linger_topk") == 0;
+	if ((exec && strcmp(exec, "1") == 0) || reads_back) {
 		if (!params) return CUDA_ERROR_INVALID_VALUE;
 		fakecuda_kernel_run(i, gx, gy, gz, bx, by, bz, params);
 	}
