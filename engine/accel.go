@@ -157,6 +157,7 @@ func (e *Engine) attnOn(l int, att, q *Tensor, seqs []seqIn, g *WorkspaceGuard) 
 		}
 		if s.mask != nil {
 			a.Mask, a.MaskRowStride, a.MaskColStride = s.mask.ptr(), s.mask.stride[0], s.mask.stride[1]
+			a.MaskF32 = s.mask.dtype == F32
 		}
 		if err := e.st.Attention(&a); err != nil {
 			return stepErr("attention", err)

@@ -402,8 +402,9 @@ func TestAcceleratorTensor(t *testing.T) {
 	}
 }
 
-// TestAcceleratorRejects: an accelerator engine computes bf16 only, and
-// its Attention kernel reads bf16 masks.
+// TestAcceleratorRejects: an accelerator engine computes bf16 only; its
+// Attention kernel reads bf16 and f32 masks alike (the same tokens), but
+// not a mask on another device.
 func TestAcceleratorRejects(t *testing.T) {
 	a := alloc.New(devicetest.NewHost(1<<30), alloc.Options{})
 	if _, err := New(Options{Model: "tiny", Allocator: a, DType: F32}); !errors.Is(err, ErrUnsupported) {
@@ -413,14 +414,29 @@ func TestAcceleratorRejects(t *testing.T) {
 		t.Errorf("MLA on an accelerator: %v, want ErrUnsupported", err)
 	}
 	e, _ := newHostEngine(t, preset(t, "tiny"), KVContiguous, nil)
-	m, err := CausalMask(e.Allocator(), 8, 8, 0, F32, event.ScopeCell, "mask")
+	var tokens [][]int
+	for _, dt := range []DType{F32, BF16} {
+		m, err := CausalMask(e.Allocator(), 8, 8, 0, dt, event.ScopeCell, "mask")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Generate(context.Background(), Request{Prompt: prompt(8, 4096, 1), ChunkSize: 4, Mask: m, MaxNewTokens: 1})
+		if err != nil {
+			t.Fatalf("%v mask: %v", dt, err)
+		}
+		tokens = append(tokens, res.Tokens)
+		m.Free()
+	}
+	if !slices.Equal(tokens[0], tokens[1]) {
+		t.Errorf("f32 mask gave %v, bf16 mask %v", tokens[0], tokens[1])
+	}
+	other, err := CausalMask(alloc.New(device.NewMeta(0), alloc.Options{}), 8, 8, 0, BF16, event.ScopeCell, "mask")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Free()
-	_, err = e.Generate(context.Background(), Request{Prompt: prompt(8, 4096, 1), ChunkSize: 4, Mask: m})
+	_, err = e.Generate(context.Background(), Request{Prompt: prompt(8, 4096, 1), ChunkSize: 4, Mask: other})
 	if !errors.Is(err, ErrBadRequest) {
-		t.Errorf("f32 mask: %v, want ErrBadRequest", err)
+		t.Errorf("a meta mask on an accelerator engine: %v, want ErrBadRequest", err)
 	}
 }
 

@@ -381,8 +381,8 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 }
 
 // checkMask reports a mask the engine's kernels cannot read: on an
-// accelerator, one of another dtype than the engine's (the Attention
-// kernel reads bf16) or from another allocator's device.
+// accelerator, one of a dtype other than bf16 and f32 (what the Attention
+// kernel reads) or from another allocator's device.
 func (e *Engine) checkMask(m *Tensor) error {
 	if e.st == nil {
 		return nil
@@ -390,8 +390,8 @@ func (e *Engine) checkMask(m *Tensor) error {
 	if m.a.Device() != e.a.Device() {
 		return fmt.Errorf("on device %s, not the engine's", m.a.Device().Name())
 	}
-	if m.dtype != e.dt {
-		return fmt.Errorf("dtype %v on %s, which reads %v masks", m.dtype, e.a.Device().Name(), e.dt)
+	if m.dtype != BF16 && m.dtype != F32 {
+		return fmt.Errorf("dtype %v on %s, which reads bf16 and f32 masks", m.dtype, e.a.Device().Name())
 	}
 	return nil
 }

@@ -111,8 +111,11 @@ type Attention struct {
 	// Mask, when not 0, is element (0, 0) of a [Rows, Ctx] mask view with
 	// the given strides in elements: 0 masks a key out. When 0, the mask
 	// is causal by position (key j is visible to row r when j ≤ Pos0+r).
+	// Its elements are bf16, or f32 when MaskF32 (a notebook's mask keeps
+	// the dtype it was made with, as on the other devices).
 	Mask                         Ptr
 	MaskRowStride, MaskColStride int
+	MaskF32                      bool
 	// LSE receives each row and head's log-sum-exp, f32 [Rows, Heads];
 	// -Inf for a row with every key masked (its output is zeros).
 	LSE Ptr

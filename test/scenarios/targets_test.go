@@ -51,6 +51,9 @@ type target struct {
 	// engine's start: the CUDA context on cuda, none on meta. The device
 	// used track counts it; allocated and reserved do not.
 	Context uint64
+	// StagingMax bounds the device memory the engines' streams hold
+	// outside the allocator at the end (cuda's staging buffers).
+	StagingMax uint64
 }
 
 var meta = target{Name: "meta"}
@@ -103,7 +106,8 @@ func cudaTarget(t *testing.T) target {
 			fmt.Sprintf("LINGER_FAKECUDA_BYTES=%d", uint64(fakeCapacity)),
 			fmt.Sprintf("LINGER_FAKECUDA_CONTEXT_BYTES=%d", uint64(fakeContext)),
 		},
-		Capacity: fakeCapacity,
-		Context:  fakeContext,
+		Capacity:   fakeCapacity,
+		Context:    fakeContext,
+		StagingMax: 1 << 20,
 	}
 }

@@ -108,6 +108,20 @@ func (k *kt) put(x []float32) device.Ptr {
 	return p
 }
 
+// putF32 uploads x as f32 to a new segment.
+func (k *kt) putF32(x []float32) device.Ptr {
+	k.t.Helper()
+	b := make([]byte, 4*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	p := k.alloc(len(b))
+	if err := k.st.Upload(p, b); err != nil {
+		k.t.Fatal(err)
+	}
+	return p
+}
+
 // get downloads n bf16 values.
 func (k *kt) get(p device.Ptr, n int) []float32 {
 	k.t.Helper()
@@ -464,7 +478,7 @@ func TestKernelAttention(t *testing.T) {
 	heads, kvh := 4, 2
 	type tc struct {
 		rows, pos0, dim, pageTokens int
-		mask                        string // "causal", "mask" (with fully masked rows), "strided"
+		mask                        string // "causal", "mask" (with fully masked rows), "mask32" (the same, f32), "strided"
 		workspace                   string // "none", "fits", "small"
 	}
 	var cases []tc
@@ -472,7 +486,7 @@ func TestKernelAttention(t *testing.T) {
 		for _, pos0 := range []int{0, 37} {
 			for _, dim := range []int{16, 32} {
 				for _, pt := range []int{0, 16} { // 0: contiguous, one page
-					for _, mask := range []string{"causal", "mask", "strided"} {
+					for _, mask := range []string{"causal", "mask", "mask32", "strided"} {
 						for _, ws := range []string{"none", "fits", "small"} {
 							if rows > 3 && ws != "none" {
 								continue // split-K is for decode-sized chunks
@@ -510,9 +524,12 @@ func TestKernelAttention(t *testing.T) {
 			for j := range ctx { // row 0 sees nothing
 				mask[j] = 0
 			}
-			if c.mask == "mask" {
+			switch c.mask {
+			case "mask":
 				a.Mask, a.MaskRowStride, a.MaskColStride = k.put(mask), ctx, 1
-			} else {
+			case "mask32":
+				a.Mask, a.MaskRowStride, a.MaskColStride, a.MaskF32 = k.putF32(mask), ctx, 1, true
+			default:
 				// The transposed view of a [ctx, rows] mask.
 				tr := make([]float32, len(mask))
 				for i := range c.rows {

@@ -181,7 +181,13 @@ func ptrArg(p device.Ptr) arg { return arg{8, p} }
 func stageArg(p C.CUdeviceptr, off uint64) arg {
 	return arg{8, uint64(p) + off}
 }
-func intArg(v int) arg     { return arg{4, uint64(uint32(int32(v)))} }
+func intArg(v int) arg { return arg{4, uint64(uint32(int32(v)))} }
+func boolArg(v bool) arg {
+	if v {
+		return intArg(1)
+	}
+	return intArg(0)
+}
 func longArg(v int) arg    { return arg{8, uint64(int64(v))} }
 func u64Arg(v uint64) arg  { return arg{8, v} }
 func f32Arg(v float32) arg { return arg{4, uint64(math.Float32bits(v))} }
@@ -537,7 +543,7 @@ func (st *Stream) Attention(a *device.Attention) error {
 		err = st.launch(kAttention, (pairs+attnWarps-1)/attnWarps, splits, 32*attnWarps,
 			ptrArg(a.Out), ptrArg(a.Q), intArg(a.Rows), intArg(a.Heads), intArg(a.KVHeads), intArg(a.Dim),
 			intArg(a.Pos0), intArg(a.Ctx), stageArg(st.stage, offs[0]), stageArg(st.stage, offs[1]), intArg(a.PageTokens),
-			ptrArg(a.Mask), longArg(a.MaskRowStride), longArg(a.MaskColStride), ptrArg(a.LSE), ptrArg(a.Workspace), intArg(splits))
+			ptrArg(a.Mask), boolArg(a.MaskF32), longArg(a.MaskRowStride), longArg(a.MaskColStride), ptrArg(a.LSE), ptrArg(a.Workspace), intArg(splits))
 		if err != nil || splits == 1 {
 			return err
 		}

@@ -365,7 +365,15 @@ func (s *Stream) attention(a *device.Attention) error {
 	visible := func(r, j int) (bool, error) { return j <= a.Pos0+r, nil }
 	if a.Mask != 0 {
 		visible = func(r, j int) (bool, error) {
-			m, err := s.load(a.Mask+uint64(2*(r*a.MaskRowStride+j*a.MaskColStride)), 1)
+			off := uint64(r*a.MaskRowStride + j*a.MaskColStride)
+			if a.MaskF32 {
+				b, err := s.h.mem(a.Mask+4*off, 4)
+				if err != nil {
+					return false, fmt.Errorf("mask (%d, %d): %w", r, j, err)
+				}
+				return math.Float32frombits(binary.LittleEndian.Uint32(b)) != 0, nil
+			}
+			m, err := s.load(a.Mask+2*off, 1)
 			if err != nil {
 				return false, fmt.Errorf("mask (%d, %d): %w", r, j, err)
 			}

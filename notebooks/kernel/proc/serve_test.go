@@ -284,22 +284,25 @@ func TestDeviceCUDA(t *testing.T) {
 }
 
 // TestDeviceAccelerator: on a device that computes on a stream (cuda; here
-// devicetest's host accelerator) a notebook generates, with its own mask
-// (made in the dtype the engine reads, bf16), and tensor() works.
+// devicetest's host accelerator) a notebook generates with its own masks,
+// f32 (the default) and bf16, and tensor() keeps the dtype asked, as on
+// meta, so that the notebook's figures are meta's.
 func TestDeviceAccelerator(t *testing.T) {
 	gpu := startKernelOpts(t, Options{Devices: []Device{
 		{Name: "cuda", New: func() (device.Device, error) { return devicetest.NewHost(1 << 30), nil }}, DefaultDevices[0]}})
 	src := "e = engine(model=\"tiny\", device=\"cuda\")\n" +
 		"m = causal_mask(24, 24)\n" +
+		"m16 = causal_mask(24, 24, dtype=\"bf16\")\n" +
 		"r = e.generate(prompt_tokens=24, max_new_tokens=3, chunk_size=8, mask=m)\n" +
+		"r16 = e.generate(prompt_tokens=24, max_new_tokens=3, chunk_size=8, mask=m16)\n" +
 		"t = tensor([4, 4])\n" +
-		"[len(r.tokens), str(m), str(t)]"
+		"[len(r.tokens), r.tokens == r16.tokens, m.dtype, m16.dtype, t.dtype, t.bytes]"
 	r := msgtest.Find(gpu.exec(src), "execute_result")
 	if r == nil {
 		t.Fatalf("no result: %v", msgtest.Find(gpu.exec(`1`), "execute_reply"))
 	}
 	got := r["data"].(map[string]any)["text/plain"]
-	if !strings.Contains(got.(string), "[3, ") || !strings.Contains(got.(string), "bf16") {
+	if got != `[3, True, "f32", "bf16", "f32", 64]` {
 		t.Errorf("result %v", got)
 	}
 }

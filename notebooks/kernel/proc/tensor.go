@@ -76,20 +76,17 @@ func newCausalMask(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	return s.tensor(t, true), nil
 }
 
-// dtype parses a tensor's dtype for the first allocator's device: a
-// device with data gets the dtype its engines compute in whatever was
-// asked, f32 on cpu and bf16 on an accelerator (cuda), so that a mask
-// made by causal_mask is one the engine's attention reads.
+// dtype parses a tensor's dtype for the first allocator's device. The cpu
+// device computes in f32 only, so a tensor there is f32 whatever was
+// asked; meta and an accelerator (cuda) keep the dtype asked, so that a
+// notebook's figures on cuda are the same as on meta (an accelerator's
+// engine reads bf16 and f32 masks alike).
 func (s *session) dtype(name string) (engine.DType, error) {
 	dt, err := engine.ParseDType(name)
 	if err != nil {
 		return 0, err
 	}
-	switch dev := s.mainAllocator().Device(); {
-	case !dev.HasData():
-	case isAccelerator(dev):
-		dt = engine.BF16
-	default:
+	if dev := s.mainAllocator().Device(); dev.HasData() && !isAccelerator(dev) {
 		dt = engine.F32
 	}
 	return dt, nil

@@ -294,14 +294,14 @@ KERNEL void linger_gemv(bf16 *out, const bf16 *x, const bf16 *w, int m, int k, i
 // a lane holds dim/32 (at most 8) elements of q and of the accumulator,
 // and a key's score is a warp-wide sum. Keys come from pages (kp[i], vp[i]
 // hold tokens [i·page_tokens, (i+1)·page_tokens), [tokens, kvh, dim]).
-// mask (bf16, strides mrs, mcs; 0 masks) or, when null, causal by
+// mask (bf16, or f32 when mask_f32; strides mrs, mcs; 0 masks) or, when null, causal by
 // position. Grid: (ceil(rows·heads/4), splits), 128 threads. With one
 // split the kernel writes out and lse (-inf and zeros for a row that sees
 // no key); with several, split s of pair p covers keys [s·c, (s+1)·c),
 // c = ceil(ctx/splits), and writes (m, l, acc[dim]) at
 // ws[(p·splits+s)·(dim+2)], for linger_attention_combine.
 KERNEL void __launch_bounds__(32 * LINGER_ATTN_WARPS) linger_attention(bf16 *out, const bf16 *q, int rows, int heads, int kvh, int dim,
-	int pos0, int ctx, const u64 *kp, const u64 *vp, int page_tokens, const bf16 *mask, long long mrs, long long mcs,
+	int pos0, int ctx, const u64 *kp, const u64 *vp, int page_tokens, const void *mask, int mask_f32, long long mrs, long long mcs,
 	float *lse, float *ws, int splits) {
 	const int E = LINGER_ATTN_MAXDIM / 32;
 	int lane = threadIdx.x & 31;
@@ -323,7 +323,9 @@ KERNEL void __launch_bounds__(32 * LINGER_ATTN_WARPS) linger_attention(bf16 *out
 		acc[t] = 0.f;
 	}
 	float mx = LINGER_NEG_INF, l = 0.f;
-	const bf16 *mrow = mask ? mask + (long long)r * mrs : 0;
+	// The mask row, as bf16 or f32 elements (one of the two is null).
+	const bf16 *mrow = mask && !mask_f32 ? (const bf16 *)mask + (long long)r * mrs : 0;
+	const float *mrow32 = mask && mask_f32 ? (const float *)mask + (long long)r * mrs : 0;
 	long long kstride = (long long)kvh * dim;
 	// Keys go 4 at a time: the four scores' warp sums interleave, and the
 	// running max and sum are rescaled once per group, not once per key.
@@ -336,7 +338,8 @@ KERNEL void __launch_bounds__(32 * LINGER_ATTN_WARPS) linger_attention(bf16 *out
 		const bf16 *vr[G];
 		for (int u = 0; u < G; u++) {
 			int j = jb + u;
-			vis[u] = j < j1 && !(mrow && __bfloat162float(mrow[(long long)j * mcs]) == 0.f);
+			vis[u] = j < j1 && !(mrow && __bfloat162float(mrow[(long long)j * mcs]) == 0.f) &&
+				!(mrow32 && mrow32[(long long)j * mcs] == 0.f);
 			s[u] = 0.f;
 			vr[u] = 0;
 			if (!vis[u]) continue;
