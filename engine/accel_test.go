@@ -499,3 +499,29 @@ func TestAcceleratorScheduler(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceleratorDeviceTime: on an accelerator Generate reports the
+// prefill's and the decode's device time, from events on its stream; on
+// meta there is no device clock and both are 0.
+func TestAcceleratorDeviceTime(t *testing.T) {
+	e, _ := newHostEngine(t, preset(t, "tiny"), KVContiguous, nil)
+	res, err := e.Generate(context.Background(), Request{Prompt: prompt(32, 4096, 1), ChunkSize: 8, MaxNewTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PrefillDeviceTime <= 0 || res.DecodeDeviceTime <= 0 {
+		t.Errorf("device time: prefill %v, decode %v; want both positive", res.PrefillDeviceTime, res.DecodeDeviceTime)
+	}
+	m, err := New(Options{Model: "tiny"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	res, err = m.Generate(context.Background(), Request{Prompt: prompt(32, 4096, 1), ChunkSize: 8, MaxNewTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PrefillDeviceTime != 0 || res.DecodeDeviceTime != 0 {
+		t.Errorf("meta: device time %v, %v; want 0", res.PrefillDeviceTime, res.DecodeDeviceTime)
+	}
+}

@@ -60,7 +60,11 @@ type Result struct {
 	StoppedAtEOS bool // false: stopped at MaxNewTokens
 	PrefillTime  time.Duration
 	DecodeTime   time.Duration // the decode steps after the first token
-	TotalTime    time.Duration
+	// PrefillDeviceTime and DecodeDeviceTime are the same spans as the
+	// device measured them, between events recorded on the engine's
+	// stream (CUDA events on cuda); 0 on meta and cpu.
+	PrefillDeviceTime, DecodeDeviceTime time.Duration
+	TotalTime                           time.Duration
 	// PrefillTokensPerSecond is prompt tokens over PrefillTime;
 	// TokensPerSecond is decode steps over DecodeTime.
 	PrefillTokensPerSecond float64
@@ -344,12 +348,18 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 	}
 	smp := e.newSampler(&req)
 	res = &Result{PromptTokens: len(req.Prompt)}
+	if err := e.mark(nil); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
 	tok, chunks, err := e.prefill(ctx, &req, cache, smp, req.MaxNewTokens > 0)
 	res.Chunks = chunks
 	if err != nil {
 		return nil, err
 	}
 	res.PrefillTime = time.Since(start)
+	if err := e.mark(&res.PrefillDeviceTime); err != nil {
+		return nil, fmt.Errorf("generate: after the prefill: %w", err)
+	}
 	dstart := time.Now()
 	eos := e.eos()
 	if req.MaxNewTokens > 0 {
@@ -370,6 +380,9 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 	}
 	res.StoppedAtEOS = len(res.Tokens) > 0 && tok == eos
 	res.DecodeTime = time.Since(dstart)
+	if err := e.mark(&res.DecodeDeviceTime); err != nil {
+		return nil, fmt.Errorf("generate: after the decode: %w", err)
+	}
 	res.TotalTime = time.Since(start)
 	res.PrefillTokensPerSecond = rate(len(req.Prompt), res.PrefillTime)
 	res.TokensPerSecond = rate(max(0, len(res.Tokens)-1), res.DecodeTime)
@@ -378,6 +391,26 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 		res.Cache = cache
 	}
 	return res, nil
+}
+
+// mark records an event on the engine's stream (nothing without one) and,
+// when d is not nil, sets *d to the device time since the previous mark.
+func (e *Engine) mark(d *time.Duration) error {
+	if e.st == nil {
+		return nil
+	}
+	if err := e.st.Mark(); err != nil {
+		return fmt.Errorf("device timing: %w", err)
+	}
+	if d == nil {
+		return nil
+	}
+	ms, err := e.st.Elapsed()
+	if err != nil {
+		return fmt.Errorf("device timing: %w", err)
+	}
+	*d = time.Duration(ms * float64(time.Millisecond))
+	return nil
 }
 
 // checkMask reports a mask the engine's kernels cannot read: on an

@@ -280,10 +280,18 @@ print(e.device, d.name, len(r.tokens), d.used > s.reserved, s.reserved > 0)`, "c
 		{"meta still the default", "0", `e = engine(model="tiny")
 print(e.device)`, "meta\n", ""},
 		{"index out of range", "5", `e = engine(model="tiny", device="cuda")`, "", "CUDA device index out of range"},
+		// A driver older than the kernels' PTX: the engine cannot load them.
+		{"driver too old", "0 LINGER_FAKECUDA_PTX_MAX=7.0", `e = engine(model="tiny", device="cuda")`, "", "is too old for their PTX ISA 7.8"},
+		// A kernel that fails on the GPU: the cell's error names it and the
+		// driver's code; the kernel process lives on.
+		{"launch fails", "0 LINGER_FAKECUDA_FAIL_LAUNCH=linger_gemm", `e = engine(model="tiny", device="cuda")
+r = e.generate(prompt_tokens=300, chunk_size=64, max_new_tokens=4)`, "", "linger_gemm: cuLaunchKernel: CUDA_ERROR_LAUNCH_FAILED"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			// env is the device index, then any other variables.
+			fields := strings.Fields(c.env)
 			mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{bin, "kernel"}, TraceDir: t.TempDir(), Dir: t.TempDir(),
-				Env: []string{"LINGER_CUDA_DEVICE=" + c.env}})
+				Env: append([]string{"LINGER_CUDA_DEVICE=" + fields[0]}, fields[1:]...)})
 			defer mgr.Close()
 			k, err := mgr.Start(context.Background(), kernel.StartOptions{Path: "cuda.ipynb"})
 			if err != nil {

@@ -171,9 +171,13 @@ type Summary struct {
 	DecodeNS               int64   `json:"decode_ns"`
 	PrefillTokensPerSecond float64 `json:"prefill_tokens_per_second"`
 	DecodeTokensPerSecond  float64 `json:"decode_tokens_per_second"`
-	Events                 uint64  `json:"events"` // recorded: 0 without --trace
-	Trace                  string  `json:"trace,omitempty"`
-	TraceBytes             int64   `json:"trace_bytes,omitempty"`
+	// The same spans on the device's own clock (CUDA events); 0 on meta
+	// and cpu.
+	PrefillDeviceNS int64  `json:"prefill_device_ns"`
+	DecodeDeviceNS  int64  `json:"decode_device_ns"`
+	Events          uint64 `json:"events"` // recorded: 0 without --trace
+	Trace           string `json:"trace,omitempty"`
+	TraceBytes      int64  `json:"trace_bytes,omitempty"`
 }
 
 // printJSON writes the run's Summary as one line.
@@ -189,6 +193,7 @@ func printJSON(w io.Writer, cfg engine.Config, d device.Device, res *engine.Resu
 		ElapsedNS: elapsed.Nanoseconds(), Events: events, Trace: trace, TraceBytes: traceBytes,
 		PrefillNS: res.PrefillTime.Nanoseconds(), DecodeNS: res.DecodeTime.Nanoseconds(),
 		PrefillTokensPerSecond: res.PrefillTokensPerSecond, DecodeTokensPerSecond: res.TokensPerSecond,
+		PrefillDeviceNS: res.PrefillDeviceTime.Nanoseconds(), DecodeDeviceNS: res.DecodeDeviceTime.Nanoseconds(),
 	}
 	for c := event.Category(1); c < event.NumCategories; c++ {
 		if p := st.PeakByCategory[c]; p > 0 {
