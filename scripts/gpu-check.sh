@@ -56,7 +56,8 @@
 #   GPU_CHECK_OVERHEAD_TOKENS prompt tokens of the overhead runs (16384)
 #   GPU_CHECK_REPEAT        runs with and without recording for the overhead (3)
 #   GPU_CHECK_PYTHON        python3 with torch for (c) (python3)
-#   GPU_CHECK_STEP_TIMEOUT  seconds one step may take (120)
+#   GPU_CHECK_STEP_TIMEOUT  seconds one step may take (300: the 128K prefill
+#                           on a GPU, or the check on the fake's emulator)
 #   GPU_CHECK_BUDGET        seconds the whole check may take (480: 8 minutes)
 set -uo pipefail
 
@@ -70,7 +71,7 @@ REPEAT=${GPU_CHECK_REPEAT:-3}
 CHECK_MODELS=${GPU_CHECK_CHECK_MODELS:-tiny,small}
 OVERHEAD_TOKENS=${GPU_CHECK_OVERHEAD_TOKENS:-16384}
 PYTHON=${GPU_CHECK_PYTHON:-python3}
-STEP_TIMEOUT=${GPU_CHECK_STEP_TIMEOUT:-120}
+STEP_TIMEOUT=${GPU_CHECK_STEP_TIMEOUT:-300}
 BUDGET=${GPU_CHECK_BUDGET:-480}
 if [ -n "${GPU_CHECK_BIN:-}" ]; then
 	BIN=$GPU_CHECK_BIN
