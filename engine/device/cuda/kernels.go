@@ -59,6 +59,7 @@ const (
 	kGEMV
 	kAttention
 	kAttentionCombine
+	kAttentionTiled
 	kArgmax
 	kTopK
 	nKernels
@@ -79,6 +80,7 @@ var kernelNames = [nKernels]string{
 	kGEMV:             "linger_gemv",
 	kAttention:        "linger_attention",
 	kAttentionCombine: "linger_attention_combine",
+	kAttentionTiled:   "linger_attention_tiled",
 	kArgmax:           "linger_argmax",
 	kTopK:             "linger_topk",
 }
@@ -94,8 +96,15 @@ const (
 	gemvWarps   = 8
 	attnWarps   = 4   // (row, head) pairs per attention block
 	attnMaxDim  = 256 // the head dimension's limit
-	topKMax     = 64  // linger_topk's limit on k
-	maxBlocks   = 1 << 16
+	// linger_attention_tiled: a block per 32 (row, head) pairs of a kv
+	// head's group, 128 threads; head dims that are multiples of 16 up to
+	// 128; chunks of attnTileMinRows rows and more.
+	attnTileRows    = 32
+	attnTileThreads = 128
+	attnTileMaxDim  = 128
+	attnTileMinRows = 16
+	topKMax         = 64 // linger_topk's limit on k
+	maxBlocks       = 1 << 16
 )
 
 var ptxVersionRE = regexp.MustCompile(`(?m)^\.version\s+(\d+\.\d+)`)

@@ -421,9 +421,11 @@ func TestKernelKVWrite(t *testing.T) {
 
 // attnRef is engine/kernel.go's attention in f64 on the same bf16 inputs:
 // out [rows, heads, dim] and lse [rows, heads]. mask is [rows, ctx] (nil:
-// causal by position).
-func attnRef(q []float32, c *cache, rows, heads, kvh, dim, pos0, ctx int, mask []float32) (out, lse []float32) {
-	out, lse = make([]float32, rows*heads*dim), make([]float32, rows*heads)
+// causal by position). spread [rows, heads, dim] is Σ_j w_j·|v_j| per
+// output element (w the softmax weights): what an error of ε relative in
+// every weight can move the output by.
+func attnRef(q []float32, c *cache, rows, heads, kvh, dim, pos0, ctx int, mask []float32) (out, lse []float32, spread []float64) {
+	out, lse, spread = make([]float32, rows*heads*dim), make([]float32, rows*heads), make([]float64, rows*heads*dim)
 	group, width := heads/kvh, kvh*dim
 	scale := float32(1 / math.Sqrt(float64(dim)))
 	for r := range rows {
@@ -450,7 +452,7 @@ func attnRef(q []float32, c *cache, rows, heads, kvh, dim, pos0, ctx int, mask [
 				continue
 			}
 			var sum float64
-			o := make([]float64, dim)
+			o, a := make([]float64, dim), make([]float64, dim)
 			for j, s := range scores {
 				if math.IsInf(s, -1) {
 					continue
@@ -458,49 +460,76 @@ func attnRef(q []float32, c *cache, rows, heads, kvh, dim, pos0, ctx int, mask [
 				p := math.Exp(s - mx)
 				sum += p
 				for i := range dim {
-					o[i] += p * float64(c.v[j*width+kh*dim+i])
+					v := float64(c.v[j*width+kh*dim+i])
+					o[i] += p * v
+					a[i] += p * math.Abs(v)
 				}
 			}
 			for i := range dim {
 				out[w*dim+i] = float32(o[i] / sum)
+				spread[w*dim+i] = a[i] / sum
 			}
 			lse[w] = float32(mx + math.Log(sum))
 		}
 	}
-	return out, lse
+	return out, lse, spread
 }
 
+// TestKernelAttention runs linger_attention (decode-sized chunks, and
+// head dims the tiles do not take) and linger_attention_tiled (chunks of
+// 16 rows and more), split-K and not, against attnRef.
 func TestKernelAttention(t *testing.T) {
 	k := newKT(t)
 	r := rand.New(rand.NewPCG(13, 14))
 	defer func(n int) { splitKeys = n }(splitKeys)
 	splitKeys = 16
-	heads, kvh := 4, 2
+	kvh := 2
 	type tc struct {
-		rows, pos0, dim, pageTokens int
-		mask                        string // "causal", "mask" (with fully masked rows), "mask32" (the same, f32), "strided"
-		workspace                   string // "none", "fits", "small"
+		rows, pos0, heads, dim, pageTokens int
+		mask                               string // "causal", "mask" (with fully masked rows), "mask32" (the same, f32), "strided"
+		workspace                          string // "none", "fits", "small"
 	}
 	var cases []tc
-	for _, rows := range []int{1, 3, 17} {
+	for _, rows := range []int{1, 3, 17} { // linger_attention
 		for _, pos0 := range []int{0, 37} {
-			for _, dim := range []int{16, 32} {
+			for _, dim := range []int{16, 24, 32} {
 				for _, pt := range []int{0, 16} { // 0: contiguous, one page
 					for _, mask := range []string{"causal", "mask", "mask32", "strided"} {
 						for _, ws := range []string{"none", "fits", "small"} {
-							if rows > 3 && ws != "none" {
-								continue // split-K is for decode-sized chunks
+							if rows > 3 && (ws != "none" || dim != 24) {
+								continue // split-K is for decode-sized chunks; 17 rows of dim 16 or 32 are tiled
 							}
-							cases = append(cases, tc{rows, pos0, dim, pt, mask, ws})
+							cases = append(cases, tc{rows, pos0, 4, dim, pt, mask, ws})
 						}
 					}
 				}
 			}
 		}
 	}
-	splitRuns := 0
+	for _, rows := range []int{16, 17, 33, 64} { // linger_attention_tiled
+		for _, pos0 := range []int{0, 37} {
+			for _, dim := range []int{16, 32, 64, 128} {
+				for _, pt := range []int{0, 16} {
+					for _, mask := range []string{"causal", "mask", "mask32", "strided"} {
+						// Groups of 2 heads tile 32 pairs evenly; of 3, a tile
+						// ends inside a row's group.
+						heads := 4
+						if (dim/16+pt/16+len(mask))%2 == 1 {
+							heads = 6
+						}
+						cases = append(cases, tc{rows, pos0, heads, dim, pt, mask, "none"})
+						if rows == 16 && pt == 16 {
+							cases = append(cases, tc{rows, pos0, heads, dim, pt, mask, "fits"})
+						}
+					}
+				}
+			}
+		}
+	}
+	splitRuns, tiledRuns, tiledSplitRuns := 0, 0, 0
 	for _, c := range cases {
 		name := fmt.Sprintf("%+v", c)
+		heads := c.heads
 		ctx := c.pos0 + c.rows
 		pt := c.pageTokens
 		if pt == 0 {
@@ -548,14 +577,28 @@ func TestKernelAttention(t *testing.T) {
 		case "small": // room for one split only: no split
 			a.Workspace, a.WorkspaceBytes = k.alloc(per), uint64(per)
 		}
-		if attnSplits(a) > 1 {
+		split, tiled := attnSplits(a) > 1, attnTiled(a)
+		if tiled != (c.rows >= 16 && c.dim%16 == 0) {
+			t.Errorf("%s: attnTiled = %v", name, tiled)
+		}
+		if split {
 			splitRuns++
 		}
+		if tiled {
+			tiledRuns++
+			if split {
+				tiledSplitRuns++
+			}
+		}
 		k.ok(k.st.Attention(a))
-		wantOut, wantLSE := attnRef(q, kc, c.rows, heads, kvh, c.dim, c.pos0, ctx, mask)
+		wantOut, wantLSE, spread := attnRef(q, kc, c.rows, heads, kvh, c.dim, c.pos0, ctx, mask)
 		abs := make([]float64, len(wantOut))
 		for i := range abs {
 			abs[i] = 1e-3 // a convex combination of values in [-1, 1]
+			if tiled {
+				// P·V takes the weights rounded to bf16 (2^-8 relative).
+				abs[i] += spread[i] / 256
+			}
 		}
 		near(t, name+" out", k.get(a.Out, len(wantOut)), wantOut, bf16Rel, abs)
 		near(t, name+" lse", k.getF32(a.LSE, len(wantLSE)), wantLSE, 1e-5, slices.Repeat([]float64{1e-4}, len(wantLSE)))
@@ -565,8 +608,39 @@ func TestKernelAttention(t *testing.T) {
 			}
 		}
 	}
-	if splitRuns == 0 {
-		t.Error("no case split the keys")
+	if splitRuns == 0 || tiledRuns == 0 || tiledSplitRuns == 0 {
+		t.Errorf("%d cases split the keys, %d ran tiled, %d both: want some of each", splitRuns, tiledRuns, tiledSplitRuns)
+	}
+}
+
+// TestAttentionTiledLaunch: a chunk of 16 rows or more launches
+// linger_attention_tiled (its launch failing fails the call, naming it),
+// a decode-sized one or a head dim the tiles do not take linger_attention.
+func TestAttentionTiledLaunch(t *testing.T) {
+	k := newKT(t)
+	fake(t, k.d)
+	t.Setenv("LINGER_FAKECUDA_EXEC", "0") // the launch is what counts here
+	t.Setenv("LINGER_FAKECUDA_FAIL_LAUNCH", "linger_attention_tiled")
+	r := rand.New(rand.NewPCG(17, 18))
+	for _, c := range []struct{ rows, dim int }{{1, 64}, {15, 64}, {16, 24}, {64, 256}, {16, 64}} {
+		ctx := 40 + c.rows
+		kc := k.newCache(r, ctx, 2*c.dim, 16)
+		a := &device.Attention{
+			Out: k.alloc(2 * c.rows * 4 * c.dim), Q: k.alloc(2 * c.rows * 4 * c.dim), Rows: c.rows,
+			Heads: 4, KVHeads: 2, Dim: c.dim, Pos0: 40, Ctx: ctx,
+			K: kc.K, V: kc.V, PageTokens: 16, LSE: k.alloc(4 * c.rows * 4),
+		}
+		err := k.st.Attention(a)
+		if c.rows < 16 || c.dim%16 != 0 || c.dim > 128 {
+			if err != nil {
+				t.Errorf("rows %d, dim %d (linger_attention): %v", c.rows, c.dim, err)
+			}
+			continue
+		}
+		const want = "cuda: linger_attention_tiled: cuLaunchKernel: CUDA_ERROR_LAUNCH_FAILED (unspecified launch failure)"
+		if err == nil || err.Error() != want {
+			t.Errorf("rows %d, dim %d: %v, want %q", c.rows, c.dim, err, want)
+		}
 	}
 }
 

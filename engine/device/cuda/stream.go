@@ -511,9 +511,16 @@ func attnSplits(a *device.Attention) int {
 	return want
 }
 
-// Attention runs linger_attention over the cache's pages (their tables
-// uploaded to the staging buffer) and, when it splits the keys
-// (attnSplits), linger_attention_combine.
+// attnTiled says whether a's attention runs linger_attention_tiled
+// (prefill: chunks of attnTileMinRows rows or more, a head dim the tiles
+// take) rather than linger_attention (decode-sized chunks, other dims).
+func attnTiled(a *device.Attention) bool {
+	return a.Rows >= attnTileMinRows && a.Dim%16 == 0 && a.Dim <= attnTileMaxDim
+}
+
+// Attention runs linger_attention_tiled or linger_attention (attnTiled)
+// over the cache's pages (their tables uploaded to the staging buffer)
+// and, when it splits the keys (attnSplits), linger_attention_combine.
 func (st *Stream) Attention(a *device.Attention) error {
 	if err := checkInt32("linger_attention", a.Rows, a.Heads, a.KVHeads, a.Dim, a.Ctx, a.Pos0, a.Rows*a.Heads); err != nil {
 		return err
@@ -540,10 +547,17 @@ func (st *Stream) Attention(a *device.Attention) error {
 		if err != nil {
 			return err
 		}
-		err = st.launch(kAttention, (pairs+attnWarps-1)/attnWarps, splits, 32*attnWarps,
-			ptrArg(a.Out), ptrArg(a.Q), intArg(a.Rows), intArg(a.Heads), intArg(a.KVHeads), intArg(a.Dim),
+		args := []arg{ptrArg(a.Out), ptrArg(a.Q), intArg(a.Rows), intArg(a.Heads), intArg(a.KVHeads), intArg(a.Dim),
 			intArg(a.Pos0), intArg(a.Ctx), stageArg(st.stage, offs[0]), stageArg(st.stage, offs[1]), intArg(a.PageTokens),
-			ptrArg(a.Mask), boolArg(a.MaskF32), longArg(a.MaskRowStride), longArg(a.MaskColStride), ptrArg(a.LSE), ptrArg(a.Workspace), intArg(splits))
+			ptrArg(a.Mask), boolArg(a.MaskF32), longArg(a.MaskRowStride), longArg(a.MaskColStride), ptrArg(a.LSE), ptrArg(a.Workspace), intArg(splits)}
+		if attnTiled(a) {
+			// A block per 32 (row, head) pairs of one kv head's group, and
+			// per split: blockIdx.y = kv head + KVHeads·split.
+			tiles := (a.Rows*(a.Heads/a.KVHeads) + attnTileRows - 1) / attnTileRows
+			err = st.launch(kAttentionTiled, tiles, a.KVHeads*splits, attnTileThreads, args...)
+		} else {
+			err = st.launch(kAttention, (pairs+attnWarps-1)/attnWarps, splits, 32*attnWarps, args...)
+		}
 		if err != nil || splits == 1 {
 			return err
 		}

@@ -43,6 +43,7 @@ const entry registry[] = {
 	K(linger_gemv),
 	K(linger_attention),
 	K(linger_attention_combine),
+	K(linger_attention_tiled),
 	K(linger_argmax),
 	K(linger_topk),
 };

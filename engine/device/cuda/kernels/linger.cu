@@ -423,6 +423,194 @@ KERNEL void __launch_bounds__(32 * LINGER_ATTN_WARPS) linger_attention_combine(b
 	if (lane == 0) lse[pair] = mx + logf(l);
 }
 
+// ---- tiled attention (prefill) ------------------------------------------------------
+
+#ifdef __CUDACC__
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL
+#endif
+
+static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+
+// load8 reads 8 bf16 at p, as one 16-byte load when p is aligned.
+static __device__ __forceinline__ uint4 load8(const bf16 *p) {
+	if (((unsigned long long)p & 15) == 0) return *(const uint4 *)p;
+	uint4 v;
+	bf16 *b = (bf16 *)&v;
+	for (int t = 0; t < 8; t++) b[t] = p[t];
+	return v;
+}
+
+// linger_attention_tiled: the same attention as linger_attention (the
+// same parameters and results, split-K included), FlashAttention-2 style
+// for chunks of many rows: a block takes a tile of BR = 32 (row, head)
+// pairs of one kv head's group (pair g of the tile is row g/group, head
+// kh·group + g%group: a GQA group's heads share the block's key loads),
+// and walks the keys BC = 32 at a time: K and V tiles are loaded from
+// the pages into shared memory once for the 32 pairs, S = Q·Kᵀ on tensor
+// cores (wmma bf16, f32 accumulation; each warp keeps its 16 rows of Q as
+// fragments), the online softmax in f32 (4 threads per row: running max
+// m, sum l, the rescale factor of O), P rounded to bf16, and O·corr + P·V
+// (wmma into a fresh fragment, staged per warp in the scores' buffer)
+// accumulated in f32 in shared memory. A causal tile stops at its last
+// row's last visible key. The head dim is a multiple of 16, at most 128
+// (linger_attention does the others). Shared memory: 42.4 KiB, static.
+// Grid: (ceil(rows·group/32), kvh·splits), 128 threads; blockIdx.y is
+// kh + kvh·split, and split s covers keys [s·c, (s+1)·c), c =
+// ceil(ctx/splits) rounded up to 32, its (m, l, acc) going to ws as
+// linger_attention's do.
+KERNEL void __launch_bounds__(LINGER_ATTN_TILE_THREADS) linger_attention_tiled(bf16 *out, const bf16 *q, int rows, int heads, int kvh,
+	int dim, int pos0, int ctx, const u64 *kp, const u64 *vp, int page_tokens, const void *mask, int mask_f32, long long mrs,
+	long long mcs, float *lse, float *ws, int splits) {
+	using namespace nvcuda;
+	const int BR = LINGER_ATTN_TILE_ROWS, BC = LINGER_ATTN_TILE_KEYS, D = LINGER_ATTN_TILE_MAXDIM;
+	static_assert(BR == 32 && BC == 32 && LINGER_ATTN_TILE_THREADS == 128 && D % 16 == 0, "4 warps: a 16x16 score tile each");
+	__shared__ __align__(32) bf16 ks[BC][D + 8];   // the key tile (first, the block's queries)
+	__shared__ __align__(32) bf16 vs[BC][D + 8];   // the value tile
+	__shared__ __align__(32) float ss[BR][BC + 4]; // scores; then each warp's P·V fragment (256 floats)
+	__shared__ __align__(32) bf16 ps[BR][BC + 8];  // P, bf16
+	__shared__ __align__(32) float os[BR][D + 16]; // O, f32
+	__shared__ float corr_s[BR], m_s[BR], l_s[BR];
+
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int group = heads / kvh;
+	int kh = blockIdx.y % kvh, split = blockIdx.y / kvh;
+	int npairs = rows * group;
+	int g0 = blockIdx.x * BR;
+	int chunk = (ctx + splits - 1) / splits;
+	chunk = (chunk + BC - 1) / BC * BC;
+	int j0 = split * chunk, j1 = imin(j0 + chunk, ctx);
+	if (!mask) j1 = imin(j1, pos0 + (imin(g0 + BR, npairs) - 1) / group + 1);
+	float scale = (float)(1.0 / sqrt((double)dim));
+	long long kstride = (long long)kvh * dim;
+	int koff = kh * dim, nt = dim / 16, per = dim / 8;
+
+	// The block's queries go to ks, zeros past the last pair; O starts at 0.
+	for (int e = threadIdx.x; e < BR * per; e += blockDim.x) {
+		int i = e / per, c = (e % per) * 8, g = g0 + i;
+		uint4 v = make_uint4(0, 0, 0, 0);
+		if (g < npairs) v = load8(q + ((long long)(g / group) * heads + kh * group + g % group) * dim + c);
+		*(uint4 *)&ks[i][c] = v;
+	}
+	for (int e = threadIdx.x; e < BR * dim; e += blockDim.x) os[e / dim][e % dim] = 0.f;
+	__syncthreads();
+	// Warp w computes the scores of rows [16·(w/2), +16) by keys [16·(w%2), +16).
+	int strip = warp >> 1, kcol = warp & 1;
+	wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> qf[D / 16];
+	UNROLL for (int t = 0; t < D / 16; t++) if (t < nt) wmma::load_matrix_sync(qf[t], &ks[16 * strip][16 * t], D + 8);
+
+	// The softmax: thread t has row t/4 and keys t%4 + 4u of each tile.
+	int srow = threadIdx.x >> 2, sq = threadIdx.x & 3, sg = g0 + srow;
+	bool svalid = sg < npairs;
+	int sr = svalid ? sg / group : 0;
+	const bf16 *mrow = mask && !mask_f32 ? (const bf16 *)mask + (long long)sr * mrs : 0;
+	const float *mrow32 = mask && mask_f32 ? (const float *)mask + (long long)sr * mrs : 0;
+	float m = LINGER_NEG_INF, l = 0.f;
+
+	for (int jt = j0; jt < j1; jt += BC) {
+		__syncthreads(); // the last step's reads of ks, vs, ss and ps are done
+		for (int e = threadIdx.x; e < BC * per; e += blockDim.x) {
+			int jr = e / per, c = (e % per) * 8, j = jt + jr;
+			uint4 kv = make_uint4(0, 0, 0, 0), vv = kv; // zeros past j1: 0·garbage could be NaN
+			if (j < j1) {
+				long long off = (long long)(j % page_tokens) * kstride + koff + c;
+				kv = load8((const bf16 *)kp[j / page_tokens] + off);
+				vv = load8((const bf16 *)vp[j / page_tokens] + off);
+			}
+			*(uint4 *)&ks[jr][c] = kv;
+			*(uint4 *)&vs[jr][c] = vv;
+		}
+		__syncthreads();
+		{
+			wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+			wmma::fill_fragment(acc, 0.0f);
+			UNROLL for (int t = 0; t < D / 16; t++) {
+				if (t < nt) {
+					wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> kf;
+					wmma::load_matrix_sync(kf, &ks[16 * kcol][16 * t], D + 8);
+					wmma::mma_sync(acc, qf[t], kf, acc);
+				}
+			}
+			wmma::store_matrix_sync(&ss[16 * strip][16 * kcol], acc, BC + 4, wmma::mem_row_major);
+		}
+		__syncthreads();
+		// Online softmax of row srow over this tile's keys.
+		float s[BC / 4], mx = LINGER_NEG_INF;
+		UNROLL for (int u = 0; u < BC / 4; u++) {
+			int c = sq + 4 * u, j = jt + c;
+			bool vis = svalid && j < j1;
+			if (vis) {
+				if (mrow) vis = __bfloat162float(mrow[(long long)j * mcs]) != 0.f;
+				else if (mrow32) vis = mrow32[(long long)j * mcs] != 0.f;
+				else vis = j <= pos0 + sr;
+			}
+			s[u] = vis ? ss[srow][c] * scale : LINGER_NEG_INF;
+			mx = fmaxf(mx, s[u]);
+		}
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+		float mn = fmaxf(m, mx), corr = 1.f, sum = 0.f;
+		if (mn != LINGER_NEG_INF) corr = expf(m - mn);
+		UNROLL for (int u = 0; u < BC / 4; u++) {
+			float p = mn != LINGER_NEG_INF ? expf(s[u] - mn) : 0.f;
+			sum += p;
+			ps[srow][sq + 4 * u] = __float2bfloat16(p);
+		}
+		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+		l = l * corr + sum; // the f32 p: lse is f32-accurate, P·V uses P in bf16
+		m = mn;
+		if (sq == 0) corr_s[srow] = corr;
+		__syncthreads();
+		// O = O·corr + P·V: warp w takes the 16x16 tiles w, w+4, ... of O.
+		float *scr = &ss[0][0] + warp * 256;
+		for (int t = warp; t < 2 * nt; t += LINGER_ATTN_TILE_THREADS / 32) {
+			int rs = t & 1, cs = t >> 1;
+			wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+			wmma::fill_fragment(acc, 0.0f);
+			UNROLL for (int kk = 0; kk < BC / 16; kk++) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> pf;
+				wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> vf;
+				wmma::load_matrix_sync(pf, &ps[16 * rs][16 * kk], BC + 8);
+				wmma::load_matrix_sync(vf, &vs[16 * kk][16 * cs], D + 8);
+				wmma::mma_sync(acc, pf, vf, acc);
+			}
+			wmma::store_matrix_sync(scr, acc, 16, wmma::mem_row_major);
+			__syncwarp();
+			for (int e = lane; e < 256; e += 32) {
+				int i = 16 * rs + e / 16, c = 16 * cs + e % 16;
+				os[i][c] = os[i][c] * corr_s[i] + scr[e];
+			}
+			__syncwarp();
+		}
+	}
+	if (sq == 0) { m_s[srow] = m; l_s[srow] = l; }
+	__syncthreads();
+	for (int e = threadIdx.x; e < BR * dim; e += blockDim.x) {
+		int i = e / dim, c = e % dim, g = g0 + i;
+		if (g >= npairs) continue;
+		long long pair = (long long)(g / group) * heads + kh * group + g % group;
+		if (splits == 1) {
+			float inv = l_s[i] > 0.f ? 1.0f / l_s[i] : 0.f;
+			out[pair * dim + c] = __float2bfloat16(os[i][c] * inv);
+		} else {
+			ws[(pair * splits + split) * (dim + 2) + 2 + c] = os[i][c];
+		}
+	}
+	if (threadIdx.x < BR && g0 + (int)threadIdx.x < npairs) {
+		int i = threadIdx.x, g = g0 + i;
+		long long pair = (long long)(g / group) * heads + kh * group + g % group;
+		if (splits == 1) {
+			lse[pair] = l_s[i] > 0.f ? m_s[i] + logf(l_s[i]) : LINGER_NEG_INF;
+		} else {
+			float *p = ws + (pair * splits + split) * (dim + 2);
+			p[0] = m_s[i];
+			p[1] = l_s[i];
+		}
+	}
+}
+
 // ---- argmax, top-k -------------------------------------------------------------
 
 // linger_argmax: one block per row of a [rows, vocab] matrix; out[r] is

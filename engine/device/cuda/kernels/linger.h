@@ -29,6 +29,10 @@ typedef unsigned long long u64;
 #define LINGER_GEMV_WARPS 8    // output columns per gemv block, one per warp
 #define LINGER_ATTN_WARPS 4    // (row, head) pairs per attention block
 #define LINGER_ATTN_MAXDIM 256 // head dim limit: 8 elements per lane
+#define LINGER_ATTN_TILE_ROWS 32     // linger_attention_tiled: (row, head) pairs per block
+#define LINGER_ATTN_TILE_KEYS 32     //                         keys per step
+#define LINGER_ATTN_TILE_MAXDIM 128  //                         head dim limit (a multiple of 16)
+#define LINGER_ATTN_TILE_THREADS 128 //                         4 warps
 #define LINGER_TOPK_MAX 64
 
 #endif
