@@ -72,6 +72,7 @@ type Engine struct {
 	st      device.Stream // the accelerator's kernels; nil on cpu and meta
 	w       *weights
 	ws      *Workspace
+	scope   event.ScopeID // the engine's lifetime, from New to Close
 	layout  KVLayout
 	tok     Tokenizer
 	freqs   []float64
@@ -149,9 +150,15 @@ func New(opts Options) (*Engine, error) {
 	if !cfg.MLA() {
 		e.freqs = ropeFreqs(cfg.HeadDim, cfg.RopeTheta)
 	}
+	// The engine's lifetime is a scope beside the cells and requests that
+	// use it: what is expected to die with the engine (its weights and
+	// workspace, a notebook's expect="engine" tensors) lingers when it
+	// closes.
+	e.scope = e.em.Open(event.ScopeEngine, "engine "+cfg.Name)
 	if acc != nil {
 		st, err := acc.NewStream()
 		if err != nil {
+			e.em.End(e.scope)
 			return nil, fmt.Errorf("new engine %s: new stream on %s: %w", cfg.Name, a.Device().Name(), err)
 		}
 		e.st = st
@@ -159,6 +166,7 @@ func New(opts Options) (*Engine, error) {
 	w, err := newWeights(a, cfg, dt, opts.Seed, opts.Weights, e.st)
 	if err != nil {
 		e.closeStream()
+		e.em.End(e.scope)
 		return nil, fmt.Errorf("new engine %s: %w", cfg.Name, err)
 	}
 	e.w = w
@@ -172,8 +180,10 @@ func New(opts Options) (*Engine, error) {
 			ws.Free()
 		}
 		e.closeStream()
+		e.em.End(e.scope)
 		return nil, fmt.Errorf("new engine %s: %w", cfg.Name, err)
 	}
+	ws.scope = e.scope
 	e.ws = ws
 	return e, nil
 }
@@ -213,6 +223,10 @@ func (e *Engine) WeightBytes() uint64 { return e.w.bytes() }
 // to maxTokens tokens. The engine keeps a reference until the cache is
 // freed or the engine closes (Close frees it).
 func (e *Engine) NewKVCache(maxTokens int) (KVCache, error) {
+	return e.newKVCache(maxTokens, e.em.Current(), event.ScopeRequest)
+}
+
+func (e *Engine) newKVCache(maxTokens int, scope event.ScopeID, expect event.ScopeKind) (KVCache, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -223,12 +237,27 @@ func (e *Engine) NewKVCache(maxTokens int) (KVCache, error) {
 			delete(e.caches, c)
 		}
 	}
-	c, err := NewKVCache(e.a, e.cfg, e.dt, e.layout, maxTokens)
+	c, err := newKVCache(e.a, e.cfg, e.dt, e.layout, maxTokens, scope, expect)
 	if err != nil {
 		return nil, err
 	}
 	e.caches[c] = struct{}{}
 	return c, nil
+}
+
+// NewKVCacheFor returns an empty cache, as NewKVCache does, that its
+// caller owns for a lifetime it declares: each block the cache adds is
+// recorded in the scope open when it is added (inside the request that
+// adds it, in the cell that runs that request) and is expected to die with
+// the innermost scope of kind expect around it. A notebook's cache made in
+// one cell and filled by requests in later cells is judged in the cells
+// that fill it (expect cell) or at the end of the session (expect
+// session), never by the cell that made it, which has long ended.
+func (e *Engine) NewKVCacheFor(maxTokens int, expect event.ScopeKind) (KVCache, error) {
+	if !expect.Valid() {
+		return nil, fmt.Errorf("new kv cache: invalid expectation %v", expect)
+	}
+	return e.newKVCache(maxTokens, 0, expect)
 }
 
 // Close frees the weights, the workspace and every KV cache made by
@@ -248,7 +277,9 @@ func (e *Engine) Close() error {
 	}
 	e.caches = nil
 	e.w.free()
-	return errors.Join(e.ws.Free(), e.closeStream())
+	err := errors.Join(e.ws.Free(), e.closeStream())
+	e.em.End(e.scope)
+	return err
 }
 
 // enter starts a call: it fails if the engine is closed or busy, and

@@ -102,6 +102,12 @@ type KVCache interface {
 // NewKVCache returns an empty cache for up to maxTokens tokens of a model
 // of shape cfg, in dtype dt, allocating through a as it fills.
 func NewKVCache(a *alloc.Allocator, cfg Config, dt DType, layout KVLayout, maxTokens int) (KVCache, error) {
+	return newKVCache(a, cfg, dt, layout, maxTokens, a.Emitter().Current(), event.ScopeRequest)
+}
+
+// newKVCache is NewKVCache with the scope its blocks are recorded in (0:
+// the one open when each is added) and what they are expected to die with.
+func newKVCache(a *alloc.Allocator, cfg Config, dt DType, layout KVLayout, maxTokens int, scope event.ScopeID, expect event.ScopeKind) (KVCache, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("new kv cache: %w", err)
 	}
@@ -112,7 +118,7 @@ func NewKVCache(a *alloc.Allocator, cfg Config, dt DType, layout KVLayout, maxTo
 		return nil, fmt.Errorf("new kv cache: invalid dtype %v", dt)
 	}
 	b := kvBase{id: kvIDs.Add(1), a: a, cfg: cfg, dt: dt, max: maxTokens, width: cfg.KVValuesPerToken() / 2,
-		scope: a.Emitter().Current()}
+		scope: scope, expect: expect}
 	if cfg.MLA() {
 		b.width = cfg.KVValuesPerToken()
 	}
@@ -139,15 +145,20 @@ type kvBase struct {
 	// scope is the scope open when the cache was made (its request's, in
 	// Generate and the scheduler). Blocks the cache adds later belong to
 	// it, whatever scope is innermost then: under continuous batching that
-	// is often another request's.
+	// is often another request's. 0 for a cache its caller owns
+	// (Engine.NewKVCacheFor): its blocks belong to the scope open when
+	// they are added, the request that adds them in the cell that runs it.
 	scope event.ScopeID
+	// expect is what the blocks are expected to die with: the request, or
+	// the lifetime the caller declared.
+	expect event.ScopeKind
 }
 
 // alloc allocates one of the cache's tensors in the cache's scope.
 func (b *kvBase) alloc(shape []int, label string) (*Tensor, error) {
 	// Cache tensors are made once per request or per 16 tokens: a stack
 	// walk for the site is affordable, and names the real caller.
-	return emptyIn(b.a, b.scope, b.a.Emitter().Caller(0), shape, b.dt, event.CategoryKVCache, event.ScopeRequest, label)
+	return emptyIn(b.a, b.scope, b.a.Emitter().Caller(0), shape, b.dt, event.CategoryKVCache, b.expect, label)
 }
 
 func (b *kvBase) ID() uint64   { return b.id }

@@ -35,8 +35,9 @@ type Workspace struct {
 	heads   int
 	maxCtx  int
 	mu      sync.Mutex
-	held    int     // guards acquired and not released
-	buf     *Tensor // [attnWorkers, maxCtx] scores rows
+	held    int           // guards acquired and not released
+	buf     *Tensor       // [attnWorkers, maxCtx] scores rows
+	scope   event.ScopeID // its engine's, for the buffer it grows into (0: none)
 	scratch [][]float32
 }
 
@@ -74,7 +75,7 @@ func (w *Workspace) reserve(ctx int) error {
 	}
 	n := (ctx + 1023) &^ 1023
 	free(w.buf)
-	buf, err := Empty(w.a, []int{attnWorkers, n}, F32, event.CategoryWorkspace, event.ScopeEngine, "attn.workspace")
+	buf, err := emptyIn(w.a, w.scope, w.a.Emitter().Caller(-1), []int{attnWorkers, n}, F32, event.CategoryWorkspace, event.ScopeEngine, "attn.workspace")
 	if err != nil {
 		return fmt.Errorf("grow workspace to %d tokens: %w", n, err)
 	}

@@ -61,7 +61,8 @@ type lingeringObject struct {
 	Cell           string
 	Line           int
 	// Freed is set when it was freed later (a late free); otherwise it
-	// was alive at the end of the trace.
+	// was alive when the session ended (frees in the kernel's teardown do
+	// not count).
 	Freed bool
 }
 
@@ -241,6 +242,7 @@ func (r *result) replay(t *testing.T) {
 	var allocated uint64
 	cellScopes := map[uint64]string{}
 	cell := ""
+	teardown := false
 	r.Cells = map[string]cellMemory{}
 	a := analyze.New(analyze.Options{Names: f, OnLinger: func(o analyze.Object) {
 		site, _ := f.Site(o.SiteID)
@@ -264,12 +266,13 @@ func (r *result) replay(t *testing.T) {
 		case event.KindFree:
 			if l := alive[e.Addr]; l != nil {
 				allocated -= l.size
-				if l.obj >= 0 {
+				if l.obj >= 0 && !teardown {
 					r.Objects[l.obj].Freed = true
 				}
 				delete(alive, e.Addr)
 			}
 		case event.KindScopeBegin:
+			teardown = teardown || e.Size&event.ScopeFlagTeardown != 0
 			if e.Expect == event.ScopeCell {
 				cell = f.String(e.Label)
 				cellScopes[e.Addr] = cell

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"slices"
 
 	"linger/timeline/event"
 	"linger/timeline/memstate"
@@ -100,7 +101,9 @@ type scope struct {
 	label  event.StringID
 	parent *scope
 	ended  bool
-	owned  *obj // live objects this scope owns (doubly linked)
+	// teardown is set on the session's teardown (event.ScopeFlagTeardown).
+	teardown bool
+	owned    *obj // live objects this scope owns (doubly linked)
 }
 
 // obj is a live allocation.
@@ -175,8 +178,12 @@ type Analyzer struct {
 	anom     Anomalies
 
 	scopes map[event.ScopeID]*scope
-	live   map[uint64]*obj
-	pool   []*obj // recycled objects
+	// byKind are the open scopes of each kind, in the order they began:
+	// the owner of an object whose scope chain holds no scope of its kind.
+	byKind   [event.ScopeEngine + 1][]*scope
+	teardown int // teardown scopes open
+	live     map[uint64]*obj
+	pool     []*obj // recycled objects
 
 	cats   [event.NumCategories]agg
 	keys   map[uint64]*agg // by siteCatKey
@@ -350,6 +357,9 @@ func (a *Analyzer) alloc(e *event.Event) {
 	a.live[e.Addr] = o
 
 	owner, period := a.walk(a.scopes[e.Scope], o.expect)
+	if owner == nil && o.expect != event.ScopeNone {
+		owner = a.unscoped(a.scopes[e.Scope], o.expect)
+	}
 	if owner != nil && o.expect != event.ScopeNone {
 		o.owner = owner
 		o.next = owner.owned
@@ -446,6 +456,38 @@ func (a *Analyzer) walk(s *scope, k event.ScopeKind) (owner, period *scope) {
 	return owner, period
 }
 
+// unscoped returns the owner of an object expected to die with a scope of
+// kind k when the scopes open around it (from s outwards) hold none of
+// kind k or larger: the latest open scope of kind k anywhere (an engine
+// that is not in a cell's chain), else the outermost scope open around
+// it, so that the object is still judged when that one ends or the
+// session's teardown begins (the outermost scope open, when its own scope
+// has ended). nil when no scope is open at all.
+func (a *Analyzer) unscoped(s *scope, k event.ScopeKind) *scope {
+	if int(k) < len(a.byKind) {
+		if open := a.byKind[k]; len(open) > 0 {
+			return open[len(open)-1]
+		}
+	}
+	var root *scope
+	for ; s != nil; s = s.parent {
+		if !s.ended {
+			root = s
+		}
+	}
+	if root != nil {
+		return root
+	}
+	// Its scope ended before it was made (forgotten, so its chain is
+	// unknown): the outermost scope open.
+	for k := len(a.byKind) - 1; k > int(event.ScopeNone); k-- {
+		if open := a.byKind[k]; len(open) > 0 {
+			return open[0]
+		}
+	}
+	return nil
+}
+
 func (a *Analyzer) free(e *event.Event) {
 	o := a.live[e.Addr]
 	if o == nil {
@@ -466,7 +508,13 @@ func (a *Analyzer) release(o *obj, e *event.Event, freed bool) {
 		x.frees++
 	}
 	a.mem.Free(o.cat, o.size)
-	if o.lingering {
+	if o.lingering && a.teardown > 0 {
+		// The kernel's teardown frees it: it was still held when the
+		// session ended, so it stays leaked.
+		if r := o.rec; r != nil {
+			r.o = nil
+		}
+	} else if o.lingering {
 		delay := e.Time - o.lingerTime
 		for _, x := range [...]*agg{&a.cats[o.cat], o.key} {
 			x.lingLiveN--
@@ -526,7 +574,37 @@ func (a *Analyzer) begin(e *event.Event) {
 		a.anom.UnknownScopes++
 		return
 	}
-	a.scopes[id] = &scope{id: id, kind: e.Expect, label: e.Label, parent: a.scopes[event.ScopeID(e.Extra)]}
+	s := &scope{id: id, kind: e.Expect, label: e.Label, parent: a.scopes[event.ScopeID(e.Extra)],
+		teardown: e.Size&event.ScopeFlagTeardown != 0}
+	a.scopes[id] = s
+	if int(s.kind) < len(a.byKind) {
+		a.byKind[s.kind] = append(a.byKind[s.kind], s)
+	}
+	if s.teardown {
+		a.teardown++
+		a.beginTeardown(s, e)
+	}
+}
+
+// beginTeardown judges, when the session's teardown t begins, the objects
+// the scopes around it own without being expected to die with them: an
+// object whose own scope ended without it (it fell back to a larger
+// owner) or never had an instance. The session is over for them; what
+// the teardown frees stays leaked.
+func (a *Analyzer) beginTeardown(t *scope, e *event.Event) {
+	for s := t.parent; s != nil; s = s.parent {
+		if s.ended {
+			continue
+		}
+		for o := s.owned; o != nil; {
+			next := o.next
+			if o.expect != s.kind {
+				a.unlink(o)
+				a.linger(o, s, e)
+			}
+			o = next
+		}
+	}
 }
 
 func (a *Analyzer) end(e *event.Event) {
@@ -538,6 +616,15 @@ func (a *Analyzer) end(e *event.Event) {
 	}
 	delete(a.scopes, id)
 	s.ended = true
+	if int(s.kind) < len(a.byKind) {
+		open := a.byKind[s.kind]
+		if i := slices.Index(open, s); i >= 0 {
+			a.byKind[s.kind] = slices.Delete(open, i, i+1)
+		}
+	}
+	if s.teardown {
+		a.teardown--
+	}
 	if s.kind == event.ScopeStep {
 		a.stepEnds++
 	}

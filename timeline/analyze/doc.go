@@ -18,8 +18,27 @@
 // innermost whose kind is larger. When the owner ends, the object becomes
 // lingering from that instant. Freed later, it is a late free, with its
 // delay in nanoseconds, events and step ends; still alive at the last event,
-// it is leaked. An allocation with no owner (no enclosing scope of its kind
-// or larger, e.g. weights in a trace without an engine scope) never lingers.
+// it is leaked.
+//
+// An allocation whose scopes hold none of its kind or larger still gets an
+// owner, so that it is judged: the latest open scope of its kind anywhere
+// (an engine's scope, which is beside the cells, not around them), else
+// the outermost scope open around it (else, when its own scope had
+// already ended, the outermost scope open). Only an allocation made with
+// no scope open at all (a trace without scopes) never lingers.
+//
+// # Teardown
+//
+// A scope flagged event.ScopeFlagTeardown is the session's teardown: the
+// kernel shutting down frees what the session left. When it begins, the
+// objects the scopes around it own without being expected to die with
+// them (a request's cache recorded in a cell that had ended, a tensor
+// whose engine had closed) become lingering: the session is over for
+// them. A free inside the teardown does not end a lingering object's
+// story: it was still held when the session ended, so it stays leaked,
+// whoever frees it afterwards. Objects declared to live as long as the
+// session (or an engine the teardown closes) are freed there normally and
+// never reported.
 //
 // Where scopes nest properly this is exactly "when a scope of kind K ends,
 // every live object allocated inside it with Expect ≤ K lingers". It differs

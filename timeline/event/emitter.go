@@ -36,6 +36,7 @@ type Emitter struct {
 	static  map[staticKey]SiteID
 	nsites  SiteID
 	open    []openScope
+	beside  map[ScopeID]ScopeKind // scopes opened with Open
 	nextSc  ScopeID
 	hook    atomic.Pointer[func() (string, int)]
 	scratch [MaxFrames]uintptr
@@ -262,6 +263,28 @@ func (e *Emitter) emitLocked(ev *Event) uint64 {
 // Begin opens a scope of the given kind inside the innermost open scope and
 // returns its id. End it with End. With recording off it returns 0.
 func (e *Emitter) Begin(kind ScopeKind, label string) ScopeID {
+	return e.begin(kind, label, 0, true)
+}
+
+// BeginTeardown opens the session's teardown (see ScopeFlagTeardown): a
+// scope of kind session labelled "teardown", flagged, inside the innermost
+// open scope. The kernel opens it when it shuts down, frees what the
+// session left inside it, ends it, then ends the session.
+func (e *Emitter) BeginTeardown() ScopeID {
+	return e.begin(ScopeSession, "teardown", ScopeFlagTeardown, true)
+}
+
+// Open opens a scope of the given kind beside the open ones, not inside
+// them: events do not default to it (Emit's Scope), and scopes begun
+// later are not inside it. Allocations that belong to it name it in
+// their Scope. An engine's lifetime is such a scope: it spans many cells
+// without containing them. Its scope_begin's parent is the innermost open
+// scope. End it with End; with recording off it returns 0.
+func (e *Emitter) Open(kind ScopeKind, label string) ScopeID {
+	return e.begin(kind, label, 0, false)
+}
+
+func (e *Emitter) begin(kind ScopeKind, label string, flags uint64, push bool) ScopeID {
 	if !e.Enabled() {
 		return 0
 	}
@@ -273,11 +296,18 @@ func (e *Emitter) Begin(kind ScopeKind, label string) ScopeID {
 	}
 	e.nextSc++
 	id := e.nextSc
-	ev := Event{Kind: KindScopeBegin, Expect: kind, Addr: uint64(id), Extra: uint64(parent), Scope: parent}
+	ev := Event{Kind: KindScopeBegin, Expect: kind, Addr: uint64(id), Size: flags, Extra: uint64(parent), Scope: parent}
 	if label != "" {
 		ev.Label = e.internLocked(label)
 	}
 	e.emitLocked(&ev)
+	if !push {
+		if e.beside == nil {
+			e.beside = make(map[ScopeID]ScopeKind)
+		}
+		e.beside[id] = kind
+		return id
+	}
 	e.open = append(e.open, openScope{id: id, kind: kind})
 	return id
 }
@@ -291,6 +321,11 @@ func (e *Emitter) End(id ScopeID) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if kind, ok := e.beside[id]; ok {
+		delete(e.beside, id)
+		e.emitLocked(&Event{Kind: KindScopeEnd, Expect: kind, Addr: uint64(id)})
+		return
+	}
 	for i := len(e.open) - 1; i >= 0; i-- {
 		if e.open[i].id != id {
 			continue

@@ -227,3 +227,39 @@ func TestCallsiteTwoEmitters(t *testing.T) {
 		t.Errorf("second emitter got id %d (first %d), defined: %v", a2, a1, ok)
 	}
 }
+
+// TestEmitterOpenAndTeardown: a scope opened beside the others does not
+// become the default scope, and the teardown is a flagged session scope.
+func TestEmitterOpenAndTeardown(t *testing.T) {
+	sink := eventtest.Strict(t)
+	em := event.NewEmitter(sink, event.EmitterOptions{})
+	sess := em.Begin(event.ScopeSession, "session")
+	eng := em.Open(event.ScopeEngine, "engine tiny")
+	cell := em.Begin(event.ScopeCell, "c1")
+	em.Emit(event.Event{Kind: event.KindAlloc, Addr: 4096, Size: 512})
+	em.End(cell)
+	em.End(eng)
+	em.End(eng) // already ended: nothing
+	td := em.BeginTeardown()
+	em.End(td)
+	em.End(sess)
+	ev := sink.Events()
+	if len(ev) != 9 {
+		t.Fatalf("%d events, want 9: %+v", len(ev), ev)
+	}
+	if e := ev[2]; e.Kind != event.KindScopeBegin || event.ScopeID(e.Extra) != sess {
+		t.Errorf("cell begin %+v: want its parent the session, not the engine", e)
+	}
+	if e := ev[3]; e.Scope != cell {
+		t.Errorf("alloc in scope %d, want the cell %d", e.Scope, cell)
+	}
+	if e := ev[5]; e.Kind != event.KindScopeEnd || event.ScopeID(e.Addr) != eng || e.Expect != event.ScopeEngine {
+		t.Errorf("engine end %+v", e)
+	}
+	if e := ev[6]; e.Kind != event.KindScopeBegin || e.Expect != event.ScopeSession || e.Size != event.ScopeFlagTeardown || event.ScopeID(e.Extra) != sess {
+		t.Errorf("teardown begin %+v: want a flagged session scope inside the session", e)
+	}
+	if e := ev[1]; e.Size != 0 {
+		t.Errorf("engine begin has flags %d", e.Size)
+	}
+}

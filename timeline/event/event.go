@@ -151,7 +151,7 @@ type ScopeID uint64
 //	kind                 Addr          Size             Requested   Category/Expect   Label        Extra
 //	alloc, free          block address rounded bytes    requested   yes               block label  -
 //	segment_alloc/free   segment base  segment bytes    -           -                 -            pool: 0 small, 1 large, 2 outside the allocator
-//	scope_begin/end      scope id      -                -           Expect=scope kind scope label  parent scope id
+//	scope_begin/end      scope id      flags (begin)    -           Expect=scope kind scope label  parent scope id
 //	oom                  -             rounded request  requested   yes               block label  device free bytes
 //	mark                 -             -                -           -                 text         -
 //	counter              -             value            -           -                 name         -
@@ -179,6 +179,18 @@ type Event struct {
 const (
 	CounterDeviceUsed = "device_used"
 	CounterGoHeap     = "go_heap_inuse"
+)
+
+// Scope flags, the value of Event.Size on scope_begin events (0 for an
+// ordinary scope). A reader that does not know a flag reads an ordinary
+// scope of the kind in Expect.
+const (
+	// ScopeFlagTeardown marks the session's teardown: the scope in which
+	// the kernel, shutting down, frees what the session left (its engines,
+	// their caches, the session's own objects). A free inside it is the
+	// kernel's, not the program's: an object that was already lingering
+	// when the teardown began stays a leak, whoever frees it then.
+	ScopeFlagTeardown = 1
 )
 
 // Segment pools, the values of Event.Extra on segment events.

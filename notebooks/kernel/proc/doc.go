@@ -22,7 +22,8 @@
 // KeyboardInterrupt. A failed cell's ename comes from the Go error under
 // it first (an interrupt, an out-of-memory error, an undefined name), and
 // from the message only for Starlark's own runtime errors, which have no
-// type. Each cell is a cell scope inside the kernel's session scope, and
+// type. Each cell is a cell scope inside the kernel's session scope (an
+// engine's lifetime is a scope beside them, from engine() to close()), and
 // every allocation made while it runs has the cell id (the
 // execute_request's metadata cellId, else "exec-N") and the Starlark line
 // in its site.
@@ -47,7 +48,7 @@
 //	      live=[struct(category, bytes, blocks)], top_labels=[struct(label, category, bytes, blocks)])
 //	      Result: .tokens .text .cache .peak .prompt_tokens .chunks .stopped_at_eos .prefill_seconds .decode_seconds .tokens_per_second .allocated
 //	  .tokenize(text) → [ids]
-//	  .kv_cache(max_tokens) → KVCache (.id .len .cap .bytes .layout .reset() .free())
+//	  .kv_cache(max_tokens, expect="cell") → KVCache (.id .len .cap .bytes .layout .reset() .free())
 //	  .workspace (.bytes .outstanding .acquire(rows) → WorkspaceGuard (.release() .released .per_call))
 //	  .batch() → BatchContext (.alloc(shape, label=) .close() .bytes)
 //	  .scheduler(max_batch=8, static=False) → Scheduler (.submit(prompt_tokens=, max_new_tokens=, chunk_size=) .step() .run() → [struct(id, result, error, oom)] .pending .close())
@@ -76,6 +77,25 @@
 //
 // A long prefill shows a progress bar: a display_data output with a
 // transient display_id, updated in place with update_display_data.
+//
+// # Lifetimes
+//
+// A cache a request makes (generate without cache=, keep_cache=True) is
+// expected to die with that request. A cache a cell makes with kv_cache
+// is the notebook's, for the lifetime it declares (expect=, "cell" by
+// default): each block it adds is recorded where it is added, in the
+// request of the cell that fills it, and is expected to die with that
+// cell, or with the session for expect="session". So a cache made in a
+// setup cell and filled by later cells is judged in the cells that fill
+// it, not by the setup cell, long ended.
+//
+// When the kernel shuts down it opens the session's teardown scope
+// (event.Emitter.BeginTeardown), frees there what the session left (the
+// tokenizers' caches, the tensors tensor() and causal_mask() made, the
+// engines with their caches, weights and workspaces), ends it, then ends
+// the session. What was declared to live as long as the session ends with
+// it and is never reported; what was already lingering (a cache a global
+// held to the end) stays a leak, though the teardown frees it.
 //
 // There is one allocator per device per kernel process: the first engine
 // (or tensor) picks the device and every later engine on it shares the

@@ -8,6 +8,7 @@ import (
 
 	"linger/engine"
 	"linger/engine/tokenizer"
+	"linger/timeline/event"
 )
 
 // The engine binding:
@@ -154,10 +155,15 @@ func engineTokenize(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 func engineKVCache(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	e := b.Receiver().(*Engine)
 	var n int
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "max_tokens", &n); err != nil {
+	expect := "cell"
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "max_tokens", &n, "expect?", &expect); err != nil {
 		return nil, err
 	}
-	c, err := e.eng.NewKVCache(n)
+	exp, err := event.ParseScopeKind(expect)
+	if err != nil {
+		return nil, fmt.Errorf("kv_cache: %w", err)
+	}
+	c, err := e.eng.NewKVCacheFor(n, exp)
 	if err != nil {
 		return nil, fmt.Errorf("kv_cache: %w", err)
 	}

@@ -136,7 +136,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	}
 	k.shutdown()
 	wg.Wait()
+	teardown := k.em.BeginTeardown()
 	k.s.close()
+	k.em.End(teardown)
 	k.em.End(sess)
 	k.sink.flush()
 	if errors.Is(err, io.EOF) {

@@ -148,13 +148,24 @@ func (s *session) allocators() []*alloc.Allocator {
 	return slices.Collect(maps.Values(s.allocs))
 }
 
-// close frees what the cells left (engines close their caches and
-// weights); it runs when the kernel shuts down.
+// close frees what the cells left: the tokenizers' caches, the tensors
+// tensor() and causal_mask() made that are still alive, and the engines
+// (their caches, weights and workspaces). It runs when the kernel shuts
+// down, inside the session's teardown scope (event.ScopeFlagTeardown), so
+// that objects declared to live as long as the session end with it, and
+// objects already lingering stay leaks.
 func (s *session) close() {
-	// Cache entries live as long as the session by design; dropping them
-	// before the session scope ends keeps them from counting as lingering.
 	for _, t := range s.toks {
 		t.tok.ClearCache()
+	}
+	s.mu.Lock()
+	tensors := s.tensors
+	s.tensors = nil
+	s.mu.Unlock()
+	for _, t := range tensors {
+		if t.t.Live() {
+			_ = t.t.Free()
+		}
 	}
 	for _, e := range s.engines {
 		_ = e.eng.Close()
