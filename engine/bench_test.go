@@ -134,3 +134,49 @@ func BenchmarkNewSmall(b *testing.B) {
 		e.Close()
 	}
 }
+
+// BenchmarkGenerateSites is the cost per event of recording a Generate on
+// meta (small, 4096 prompt tokens in 512-token chunks, 16 new tokens),
+// with sites cut at 8 Go frames (the limit before event.MaxFrames was
+// raised) and with whole stacks. Each iteration is a new Emitter, so sites
+// are captured and symbolized anew, as in a fresh kernel. Run it under a
+// deeper stack too, as the kernel's Starlark interpreter makes one.
+func BenchmarkGenerateSites(b *testing.B) {
+	p := make([]int, 4096)
+	for _, depth := range []int{0, 30} {
+		for _, frames := range []int{8, event.MaxFrames} {
+			b.Run(fmt.Sprintf("depth=+%d/frames=%d", depth, frames), func(b *testing.B) {
+				var events int
+				b.ReportAllocs()
+				for b.Loop() {
+					sink := &countSink{}
+					e, err := New(Options{Model: "small", Device: device.NewMeta(0), KVLayout: KVPaged,
+						Emitter: event.NewEmitter(sink, event.EmitterOptions{Frames: frames})})
+					if err != nil {
+						b.Fatal(err)
+					}
+					atDepth(depth, func() {
+						_, err = e.Generate(context.Background(), Request{Prompt: p, MaxNewTokens: 16, ChunkSize: 512})
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					e.Close()
+					events += sink.n
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
+			})
+		}
+	}
+}
+
+// atDepth calls f under depth more frames.
+//
+//go:noinline
+func atDepth(depth int, f func()) {
+	if depth == 0 {
+		f()
+		return
+	}
+	atDepth(depth-1, f)
+}

@@ -10,6 +10,7 @@ import (
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
 	"linger/server/httperr"
+	"linger/timeline/export"
 )
 
 // badRequest and notFound format an error of their httperr.Type.
@@ -46,6 +47,9 @@ var sentinels = []struct {
 	{contents.ErrForbidden, httperr.Forbidden},
 	{contents.ErrNotFound, httperr.NotFound},
 	{contents.ErrExists, httperr.Conflict},
+	// A memory_viz JSON too big for the viewer: the client asks for the
+	// pickle instead, which the message names.
+	{export.ErrTooBig, httperr.BadRequest},
 }
 
 // classify returns err with the httperr.Type of its sentinel, if it has

@@ -17,6 +17,7 @@ import (
 
 	"linger/timeline"
 	"linger/timeline/event"
+	"linger/timeline/export"
 )
 
 // The timeline routes through the real server: a kernel that keeps a KV
@@ -100,6 +101,24 @@ kept = r.cache`)
 	if code, _ := ts.do(t, "GET", "/api/timeline/kernels/"+kid+"/export?format=svg", ""); code != 400 {
 		t.Errorf("unknown format: %d, want 400", code)
 	}
+	// A memory_viz JSON past what the viewer opens is refused, naming the
+	// pickle, and its temporary file goes.
+	func() {
+		tmp := t.TempDir()
+		t.Setenv("TMPDIR", tmp)
+		defer func(l int64) { export.MemvizJSONLimit = l }(export.MemvizJSONLimit)
+		export.MemvizJSONLimit = 4 << 10
+		code, body := ts.do(t, "GET", "/api/timeline/kernels/"+kid+"/export?format=memviz-json", "")
+		if code != 400 || !strings.Contains(string(body), "memviz-pickle") {
+			t.Errorf("memviz-json over the limit: %d %.300s; want 400 naming memviz-pickle", code, body)
+		}
+		if left, _ := os.ReadDir(tmp); len(left) != 0 {
+			t.Errorf("export left %v in TMPDIR", left)
+		}
+		if code, body := ts.do(t, "GET", "/api/timeline/kernels/"+kid+"/export?format=memviz-pickle", ""); code != 200 || len(body) == 0 || body[0] != 0x80 {
+			t.Errorf("memviz-pickle under the same limit: %d %.50q", code, body)
+		}
+	}()
 
 	// The same trace by name, as a saved trace.
 	k, _ := ts.s.kernels.Get(kid)

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+
+	"linger/timeline/export"
 )
 
 // genTrace runs generate on the meta device and returns the trace's path.
@@ -127,6 +129,26 @@ func TestTraceExport(t *testing.T) {
 		if code, _, _ := runCLI(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// A memory_viz JSON past what the viewer opens is refused on stderr with
+// the pickle named, leaving no file and no temporary behind.
+func TestTraceExportMemvizTooBig(t *testing.T) {
+	dir := t.TempDir()
+	tr := genTrace(t, dir, "a.ltrace")
+	defer func(l int64) { export.MemvizJSONLimit = l }(export.MemvizJSONLimit)
+	export.MemvizJSONLimit = 64 << 10
+	out := filepath.Join(dir, "snap.json")
+	code, stdout, stderr := runCLI(t, "trace", "export", "--format", "memviz-json", tr, "-o", out)
+	if code != 1 || !strings.Contains(stderr, "memviz-pickle") || !strings.Contains(stderr, "64 KiB") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and a message naming memviz-pickle and the limit", code, stdout, stderr)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*snap.json*")); len(m) != 0 {
+		t.Errorf("files left behind: %v", m)
+	}
+	if code, _, stderr := runCLI(t, "trace", "export", "--format", "memviz-pickle", tr, "-o", filepath.Join(dir, "snap.pickle")); code != 0 {
+		t.Errorf("pickle: exit %d: %s", code, stderr)
 	}
 }
 

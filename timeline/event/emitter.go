@@ -2,14 +2,21 @@ package event
 
 import (
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
-// MaxFrames is the most Go frames a captured site keeps.
-const MaxFrames = 8
+// MaxFrames is the most Go frames a captured site keeps: enough for the
+// whole stack of the engine's and the notebook kernel's call paths (about
+// 20 to 40 frames, Starlark's interpreter included), so that cumulative
+// figures in pprof reach the root; Go's own heap profiles keep 128 by
+// default too. A capture walks only as deep as the stack is, and sites are
+// keyed by the frames there are, so the limit itself costs nothing.
+const MaxFrames = 128
 
 // EmitterOptions configures an Emitter.
 type EmitterOptions struct {
@@ -17,6 +24,10 @@ type EmitterOptions struct {
 	// notebook cell and line running now (empty cell when none). The kernel
 	// sets it; it must be cheap and safe to call while the Emitter is locked.
 	SiteHook func() (cell string, line int)
+	// Frames, if in 1..MaxFrames, is the most Go frames a captured site
+	// keeps instead of MaxFrames: cheaper captures on deep stacks, and
+	// cumulative figures in pprof that stop short of the root.
+	Frames int
 }
 
 // Emitter produces the events of one trace: it numbers them, stamps their
@@ -27,23 +38,26 @@ type EmitterOptions struct {
 // An Emitter with a nil Sink records nothing and costs almost nothing: that
 // is "recording off".
 type Emitter struct {
-	mu      sync.Mutex
-	sink    Sink
-	start   time.Time
-	seq     uint64
-	strs    map[string]StringID
-	sites   map[siteKey]SiteID
-	static  map[staticKey]SiteID
-	nsites  SiteID
-	open    []openScope
-	beside  map[ScopeID]ScopeKind // scopes opened with Open
-	nextSc  ScopeID
-	hook    atomic.Pointer[func() (string, int)]
-	scratch [MaxFrames]uintptr
+	mu     sync.Mutex
+	sink   Sink
+	start  time.Time
+	seq    uint64
+	strs   map[string]StringID
+	sites  map[siteKey]SiteID
+	static map[staticKey]SiteID
+	nsites SiteID
+	open   []openScope
+	beside map[ScopeID]ScopeKind // scopes opened with Open
+	nextSc ScopeID
+	hook   atomic.Pointer[func() (string, int)]
+	frames int // the most Go frames a site keeps
 }
 
+// siteKey keys a captured site: pcs holds the bytes of its program
+// counters. A lookup may alias a caller's array; a stored key owns its
+// bytes.
 type siteKey struct {
-	pcs  [MaxFrames]uintptr
+	pcs  string
 	cell string
 	line int
 }
@@ -68,6 +82,10 @@ func NewEmitter(sink Sink, opts EmitterOptions) *Emitter {
 		strs:   make(map[string]StringID),
 		sites:  make(map[siteKey]SiteID),
 		static: make(map[staticKey]SiteID),
+		frames: MaxFrames,
+	}
+	if opts.Frames > 0 && opts.Frames < MaxFrames {
+		e.frames = opts.Frames
 	}
 	if opts.SiteHook != nil {
 		e.hook.Store(&opts.SiteHook)
@@ -118,32 +136,40 @@ func (e *Emitter) Caller(skip int) SiteID {
 	if !e.Enabled() {
 		return 0
 	}
-	var k siteKey
-	runtime.Callers(skip+3, k.pcs[:])
-	k.cell, k.line = e.where()
+	var pcs [MaxFrames]uintptr
+	n := runtime.Callers(skip+3, pcs[:e.frames])
+	cell, line := e.where()
 	e.mu.Lock()
-	id, ok := e.sites[k]
+	id, ok := e.sites[siteKey{pcsKey(pcs[:n]), cell, line}]
 	if !ok {
-		id = e.defineSiteLocked(k)
+		id = e.defineSiteLocked(pcs[:n], cell, line)
 	}
 	e.mu.Unlock()
 	return id
 }
 
-func (e *Emitter) defineSiteLocked(k siteKey) SiteID {
-	s := Site{Cell: k.cell, Line: k.line}
-	n := 0
-	for n < len(k.pcs) && k.pcs[n] != 0 {
-		n++
+// pcsKey views pcs as a string for a map lookup, without copying: a key
+// that is stored must be cloned (defineSiteLocked does).
+func pcsKey(pcs []uintptr) string {
+	if len(pcs) == 0 {
+		return ""
 	}
-	if n > 0 {
-		frames := runtime.CallersFrames(k.pcs[:n])
+	return unsafe.String((*byte)(unsafe.Pointer(&pcs[0])), len(pcs)*int(unsafe.Sizeof(pcs[0])))
+}
+
+// defineSiteLocked defines the site of the program counters pcs at the
+// cell line, keyed by a copy of them: pcs may be on the caller's stack.
+func (e *Emitter) defineSiteLocked(pcs []uintptr, cell string, line int) SiteID {
+	k := siteKey{pcs: strings.Clone(pcsKey(pcs)), cell: cell, line: line}
+	s := Site{Cell: k.cell, Line: k.line}
+	if n := len(pcs); n > 0 {
+		frames := runtime.CallersFrames(slices.Clone(pcs))
 		for {
 			f, more := frames.Next()
 			if f.Function != "" && !strings.HasPrefix(f.Function, "runtime.") && !strings.HasPrefix(f.Function, "testing.") {
 				s.Frames = append(s.Frames, Frame{Func: f.Function, File: f.File, Line: f.Line})
 			}
-			if !more || len(s.Frames) == MaxFrames {
+			if !more || len(s.Frames) == e.frames {
 				break
 			}
 		}
@@ -172,10 +198,9 @@ func (e *Emitter) siteLocked(k siteKey, s Site) SiteID {
 // Its Go frames are captured the first time any Emitter uses it, so later
 // uses cost a map lookup instead of a stack walk (runtime.Callers costs
 // 100–250 ns, which per-layer allocations cannot afford). The frames above
-// the call site are those of that first use. The zero value is ready to use.
+// the call site are those of its first use in each Emitter at each notebook
+// cell line. The zero value is ready to use.
 type Callsite struct {
-	once sync.Once
-	pcs  [MaxFrames]uintptr
 	last atomic.Pointer[callsiteMemo] // the id most recently given out
 }
 
@@ -198,12 +223,11 @@ func (e *Emitter) where() (string, int) {
 
 // At returns the site of the Callsite c, with the notebook cell and line
 // from the site hook. skip is as for Caller, and only matters on c's first
-// use anywhere.
+// use in e at a cell line, when the stack is captured.
 func (e *Emitter) At(c *Callsite, skip int) SiteID {
 	if !e.Enabled() {
 		return 0
 	}
-	c.once.Do(func() { runtime.Callers(skip+6, c.pcs[:]) })
 	k := staticKey{c: c}
 	k.cell, k.line = e.where()
 	if m := c.last.Load(); m != nil && m.e == e && m.line == k.line && m.cell == k.cell {
@@ -211,11 +235,19 @@ func (e *Emitter) At(c *Callsite, skip int) SiteID {
 	}
 	e.mu.Lock()
 	id, ok := e.static[k]
-	if !ok {
-		id = e.defineSiteLocked(siteKey{pcs: c.pcs, cell: k.cell, line: k.line})
-		e.static[k] = id
-	}
 	e.mu.Unlock()
+	if !ok {
+		// Captured outside the lock, as Caller does; two goroutines that
+		// miss at once define the site once (siteLocked finds the other's).
+		var pcs [MaxFrames]uintptr
+		n := runtime.Callers(skip+3, pcs[:e.frames])
+		e.mu.Lock()
+		if id, ok = e.sites[siteKey{pcsKey(pcs[:n]), k.cell, k.line}]; !ok {
+			id = e.defineSiteLocked(pcs[:n], k.cell, k.line)
+		}
+		e.static[k] = id
+		e.mu.Unlock()
+	}
 	c.last.Store(&callsiteMemo{e: e, cell: k.cell, line: k.line, id: id})
 	return id
 }
@@ -230,9 +262,8 @@ func (e *Emitter) Site(s Site) SiteID {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	// A key no PC capture can produce: PC 1 never appears in a real stack.
-	k := siteKey{cell: s.Cell, line: s.Line}
-	k.pcs[0] = 1
-	k.pcs[1] = uintptr(e.nsites + 1)
+	pcs := [2]uintptr{1, uintptr(e.nsites + 1)}
+	k := siteKey{pcs: strings.Clone(pcsKey(pcs[:])), cell: s.Cell, line: s.Line}
 	return e.siteLocked(k, s)
 }
 

@@ -1,6 +1,7 @@
 package event_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -262,4 +263,39 @@ func TestEmitterOpenAndTeardown(t *testing.T) {
 	if e := ev[1]; e.Size != 0 {
 		t.Errorf("engine begin has flags %d", e.Size)
 	}
+}
+
+// BenchmarkSiteDepth is the cost of an allocation event whose site is
+// captured each time (Caller, then Emit) at the stack depths of the
+// engine's call paths, with sites cut at 8 Go frames (the limit before
+// MaxFrames was raised) and at MaxFrames. Callsite (At) sites are
+// captured once per Emitter and cell line and cost the same at any depth.
+func BenchmarkSiteDepth(b *testing.B) {
+	ev := event.Event{Kind: event.KindAlloc, Addr: 1 << 40, Size: 4096, Requested: 4000, Category: event.CategoryActivation}
+	for _, depth := range []int{10, 40} {
+		for _, limit := range []int{8, event.MaxFrames} {
+			b.Run(fmt.Sprintf("depth=%d/frames=%d", depth, limit), func(b *testing.B) {
+				em := event.NewEmitter(eventtest.Discard, event.EmitterOptions{Frames: limit,
+					SiteHook: func() (string, int) { return "cell", 3 }})
+				b.ReportAllocs()
+				atDepth(depth, func() {
+					for b.Loop() {
+						ev.Site = em.Caller(0)
+						em.Emit(ev)
+					}
+				})
+			})
+		}
+	}
+}
+
+// atDepth calls f under depth more frames.
+//
+//go:noinline
+func atDepth(depth int, f func()) {
+	if depth == 0 {
+		f()
+		return
+	}
+	atDepth(depth-1, f)
 }

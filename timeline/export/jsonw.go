@@ -197,6 +197,8 @@ func (s *jsonSnap) pair(a, b int64) {
 
 func (s *jsonSnap) shared(_ int64, write func()) { write() }
 
+func (s *jsonSnap) failed() error { return s.j.err }
+
 func (s *jsonSnap) close() error {
 	s.j.raw("\n")
 	return s.j.close()

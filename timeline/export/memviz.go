@@ -1,6 +1,7 @@
 package export
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -11,6 +12,20 @@ import (
 // keeps by default: the last ones before the instant, as PyTorch's
 // recording ring buffer does.
 const DefaultMaxEntries = 1_000_000
+
+// MemvizJSONLimit is the largest snapshot MemvizJSON writes, in bytes:
+// memory_viz decodes a file with the browser's TextDecoder, which returns
+// nothing for text past 512 MiB, and the viewer then fails to parse it.
+// The pickle of the same snapshot is about a twentieth of the size (its
+// strings and frames are memoized) and opens. A variable so that tests
+// can lower it.
+var MemvizJSONLimit int64 = 512 << 20
+
+// ErrTooBig is returned (wrapped) by MemvizJSON when the snapshot would
+// pass MemvizJSONLimit. Whatever was written to w by then is a prefix of
+// the JSON, never a whole document: callers write to a temporary file and
+// drop it.
+var ErrTooBig = errors.New("snapshot too big for memory_viz")
 
 // MemvizOptions configures MemvizJSON and MemvizPickle.
 type MemvizOptions struct {
@@ -37,6 +52,8 @@ type snapEncoder interface {
 	// shared writes the list write writes; values with the same key may
 	// be written as references to the first.
 	shared(key int64, write func())
+	// failed is the first write error, so that a long export stops at it.
+	failed() error
 	close() error
 }
 
@@ -62,11 +79,50 @@ type snapEncoder interface {
 // uncategorized blocks are "unknown", which the viewer needs among the
 // categories whenever there are any. Sizes of alloc and free entries are
 // requested bytes, as PyTorch records them; blocks have both.
+//
+// A snapshot that would pass MemvizJSONLimit is refused with ErrTooBig
+// and a message naming the pickle, rather than cut: entries beyond
+// MaxEntries already go as PyTorch's ring buffer drops them, and cutting
+// more would lose the history the pickle keeps whole.
 func MemvizJSON(w io.Writer, tr Trace, opts MemvizOptions) error {
-	if err := memviz(newJSONSnap(w), tr, opts); err != nil {
+	lw := &limitWriter{w: w, left: MemvizJSONLimit}
+	if err := memviz(newJSONSnap(lw), tr, opts); err != nil {
+		if errors.Is(err, ErrTooBig) {
+			return fmt.Errorf("memviz json export: %w: the JSON passes %s, more than memory_viz can open "+
+				"(the browser's text decoder returns nothing for a larger file); export the memviz-pickle format instead: "+
+				"the same snapshot in a fraction of the size, which memory_viz opens", ErrTooBig, mib(MemvizJSONLimit))
+		}
 		return fmt.Errorf("memviz json export: %w", err)
 	}
 	return nil
+}
+
+// limitWriter passes writes to w until left bytes have gone, then fails
+// with ErrTooBig.
+type limitWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.left {
+		return 0, ErrTooBig
+	}
+	n, err := l.w.Write(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+// mib formats a limit of n bytes in MiB or KiB when it is a whole number
+// of them.
+func mib(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // MemvizPickle writes the snapshot of MemvizJSON as a pickle (protocol 4),
@@ -135,6 +191,9 @@ func memviz(enc snapEncoder, tr Trace, opts MemvizOptions) error {
 		}
 		m.event(e, n >= skip)
 		n += memvizEntries(e)
+		if e.Seq%4096 == 0 {
+			return enc.failed()
+		}
 		return nil
 	})
 	if err != nil && err != errStop {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -343,5 +346,35 @@ assert d['xs'] == [[i % 3] for i in range(2500)], d['xs'][:10]
 print('ok')`, path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("python: %v\n%s", err, out)
+	}
+}
+
+// A snapshot whose JSON would pass MemvizJSONLimit is refused with a
+// message naming the pickle, having written no more than the limit; the
+// pickle of the same snapshot is written as usual.
+func TestMemvizJSONTooBig(t *testing.T) {
+	tr := engineTrace(t, true)
+	var whole bytes.Buffer
+	if err := MemvizJSON(&whole, tr, MemvizOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func(l int64) { MemvizJSONLimit = l }(MemvizJSONLimit)
+	for _, limit := range []int64{int64(whole.Len()) - 1, 4 << 10} {
+		MemvizJSONLimit = limit
+		var b bytes.Buffer
+		err := MemvizJSON(&b, tr, MemvizOptions{})
+		if !errors.Is(err, ErrTooBig) || !strings.Contains(err.Error(), "memviz-pickle") {
+			t.Fatalf("limit %d below the JSON's %d bytes: %v, want ErrTooBig naming memviz-pickle", limit, whole.Len(), err)
+		}
+		if int64(b.Len()) > limit {
+			t.Errorf("limit %d: %d bytes written", limit, b.Len())
+		}
+		if err := MemvizPickle(io.Discard, tr, MemvizOptions{}); err != nil {
+			t.Errorf("pickle under the JSON limit: %v", err)
+		}
+	}
+	MemvizJSONLimit = int64(whole.Len())
+	if err := MemvizJSON(io.Discard, tr, MemvizOptions{}); err != nil {
+		t.Errorf("JSON of exactly the limit: %v", err)
 	}
 }

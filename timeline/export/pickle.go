@@ -106,6 +106,8 @@ func newPickler(w io.Writer) *pickler {
 	return p
 }
 
+func (p *pickler) failed() error { return p.err }
+
 func (p *pickler) sync() {
 	if p.err == nil && len(p.buf) > 0 {
 		_, p.err = p.w.Write(p.buf)

@@ -158,3 +158,37 @@ func TestPprofGoTool(t *testing.T) {
 		t.Errorf("go tool pprof -top:\n%s", out)
 	}
 }
+
+// Every sample of a real run's profile goes through the frame that
+// started the run, so its cumulative figure is 100%: sites keep whole Go
+// stacks, written to the trace log and read back. Here the run is
+// started by the test function (the testing package's frames are not
+// kept).
+func TestPprofWholeStacks(t *testing.T) {
+	var b bytes.Buffer
+	if err := Pprof(&b, engineTrace(t, true), AtEnd); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const root = "linger/timeline/export.TestPprofWholeStacks"
+	for i, st := range p.SampleType {
+		if st.Unit != "bytes" {
+			continue
+		}
+		var total, cum int64
+		for _, s := range p.Sample {
+			total += s.Value[i]
+			if outer := s.Location[len(s.Location)-1].Line[0].Function.Name; outer == root {
+				cum += s.Value[i]
+			} else if s.Value[i] != 0 {
+				t.Errorf("%s: a sample of %d bytes ends in %s, not %s", st.Type, s.Value[i], outer, root)
+			}
+		}
+		if total == 0 || cum != total {
+			t.Errorf("%s: %s has %d of %d bytes cumulative (%.1f%%), want all", st.Type, root, cum, total, 100*float64(cum)/float64(total))
+		}
+	}
+}
