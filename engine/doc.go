@@ -25,7 +25,7 @@
 // safetensors file (F32 rounded to bf16, or BF16), the embedding,
 // RMSNorm, the projections, RoPE, KV writes into contiguous or paged
 // caches, attention per sequence, the residual adds, the final norm and
-// LM head, the chunk masks (CausalMask), and sampling (Argmax, or TopK
+// LM head, the masks a caller makes (CausalMask), and sampling (Argmax, or TopK
 // with the temperature draw on the host as on cpu). The tensors, and so
 // the trace, are exactly those of meta in bf16: the kernels use no memory
 // the allocator does not account for. Each forward pass ends with a Sync;
@@ -54,11 +54,20 @@
 //	workspace      engine   the persistent attention workspace (score rows)
 //	workspace      step     its per-call part (log-sum-exp), freed by WorkspaceGuard.Release
 //	kv_cache       request  keys and values (MLA: latents); freed when the request ends
-//	attn_mask      step     the causal mask of a prefill chunk, freed at the end of the chunk
+//	attn_mask      (caller) only a caller's masks (CausalMask): the engine builds none
 //	activation     layer    a block's temporaries (q, k, v, attention out, gate, up, ...)
 //	activation     step     the hidden state of a step and the final norm
 //	logits         step     the last token's logits, freed after sampling
 //	batch_scratch  batch    a batch's stacked hidden state and logits (BatchContext)
+//
+// Attention is causal by position: without Request.Mask (or a mask given to
+// Forward) no mask is built, neither per chunk nor per request, as
+// FlashAttention's causal flag and vLLM's kernels do it. A mask per chunk
+// is scenario 2's leak, one allocation per chunk where none is needed;
+// a mask per request costs N² elements (512 MiB at 16K tokens in bf16,
+// 32 GiB at 128K) to say what the positions already say. A mask pays
+// only when it is not causal, and then a caller's full mask is read
+// through views, one per chunk, which allocate nothing.
 //
 // An object is lingering when the scope it was expected to die with ends
 // while it is alive. A correct Generate or Scheduler run leaves none, and

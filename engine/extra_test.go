@@ -141,8 +141,6 @@ func TestAllocationSites(t *testing.T) {
 		{event.KindFree, "layer.1.q", "(*Engine).attention"},
 		{event.KindAlloc, "layer.0.gate", "(*Engine).ffn"},
 		{event.KindFree, "layer.0.gate", "(*Engine).ffn"},
-		{event.KindAlloc, "mask[chunk=2]", "(*Engine).chunk"},
-		{event.KindFree, "mask[chunk=2]", "(*Engine).chunk"},
 		{event.KindAlloc, "kv.block[1]", "(*pagedKV).reserve"},
 		{event.KindAlloc, "model.layers.0.mlp.up_proj.weight", "newWeights"},
 	} {

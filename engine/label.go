@@ -46,7 +46,6 @@ var (
 	labelV          = newLabels("layer.%d.v")
 	labelLatent     = newLabels("layer.%d.kv_latent")
 	labelBlock      = newLabels("kv.block[%d]")
-	labelMask       = newLabels("mask[chunk=%d]")
 	labelLogits     = newLabels("logits[step=%d]")
 	labelDecode     = newLabels("decode %d")
 

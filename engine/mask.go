@@ -25,11 +25,6 @@ func CausalMask(a *alloc.Allocator, rows, cols, offset int, dt DType, expect eve
 	return causalMask(a, nil, a.Emitter().Caller(0), rows, cols, offset, dt, expect, label)
 }
 
-// causalMask makes the mask of a prefill chunk, on the engine's stream.
-func (e *Engine) causalMask(rows, cols, offset int, expect event.ScopeKind, label string) (*Tensor, error) {
-	return causalMask(e.a, e.st, e.a.Emitter().Caller(0), rows, cols, offset, e.dt, expect, label)
-}
-
 // causalMask is CausalMask allocated at site, computed on st when a's
 // device is an accelerator (nil: a stream of its own).
 func causalMask(a *alloc.Allocator, st device.Stream, site event.SiteID, rows, cols, offset int, dt DType, expect event.ScopeKind, label string) (*Tensor, error) {

@@ -361,12 +361,17 @@ func TestGPUCheck(t *testing.T) {
 		"**The fake driver**",
 		"| GPU (linger-cuda probe) |  | Linger Fake GPU, 16.00 GiB (17179869184 B) total, ",
 		"| request | tiny, 4096-token prefill in chunks of 2048, 4 decode steps |",
-		"| peak allocated (generate) | 19.80 MiB (20763136 B) | 19.80 MiB (20763136 B) | PASS (equal) |",
-		"| peak reserved (generate) | 26.00 MiB (27262976 B) | 26.00 MiB (27262976 B) | PASS (equal) |",
-		"| peaks in the trace (trace analyze) | 19.80 MiB (20763136 B) allocated, 26.00 MiB (27262976 B) reserved: PASS |",
+		// Generate builds no mask (attention is causal by position): these
+		// were 19.80 MiB allocated and 26.00 MiB reserved while each chunk
+		// had its mask, the last [2048, 4096] in bf16 (16 MiB), in a 20 MiB
+		// segment of the large pool (the first mask, 8 MiB, asked for less
+		// than 10 MiB).
+		"| peak allocated (generate) | 3.80 MiB (3985920 B) | 3.80 MiB (3985920 B) | PASS (equal) |",
+		"| peak reserved (generate) | 6.00 MiB (6291456 B) | 6.00 MiB (6291456 B) | PASS (equal) |",
+		"| peaks in the trace (trace analyze) | 3.80 MiB (3985920 B) allocated, 6.00 MiB (6291456 B) reserved: PASS |",
 		// The context (the fake's 64 MiB) and the stream's 64 KiB staging buffer
 		// for token ids and page tables, both outside the allocator.
-		"| device used at peak (cuda trace: device_used counter) | 26.00 MiB (27262976 B) (meta: its segments) | 90.06 MiB (94437376 B); 64.06 MiB (67174400 B) over peak reserved",
+		"| device used at peak (cuda trace: device_used counter) | 6.00 MiB (6291456 B) (meta: its segments) | 70.06 MiB (73465856 B); 64.06 MiB (67174400 B) over peak reserved",
 		"| wall time (process, traced run) | ",
 		"| recording overhead on cuda (1024 tokens, --trace / none, fastest of 2) |  | ",
 		"| trace | ",
@@ -400,17 +405,18 @@ func TestGPUCheck(t *testing.T) {
 		{"no binaries", []string{"GPU_CHECK_BIN=" + t.TempDir()}, "gpu-check: FAIL: missing "},
 		{"no GPU", append(small, "LINGER_FAKECUDA_DEVICES=0"), "gpu-check: FAIL: step probe failed (exit 1): " + bin + "/linger-cuda probe: linger-cuda probe: cuda: no CUDA GPU: cuInit: CUDA_ERROR_NO_DEVICE"},
 		{"out of time", []string{"GPU_CHECK_BIN=" + slow, "GPU_CHECK_STEP_TIMEOUT=1"}, "gpu-check: FAIL: step probe exceeded its time budget of 1s (GPU_CHECK_STEP_TIMEOUT)"},
-		// The 128K request on a card of 16 GiB, less than the 23 GiB meta
-		// reserves: the allocator frees its cache to fit, so cuda's peak
+		// The 128K request on a card of 7000 MiB, less than the 6.78 GiB
+		// meta reserves and the 64 MiB context, more than the 6.46 GiB it
+		// allocates: the allocator frees its cache to fit, so cuda's peak
 		// reserved is not meta's.
-		{"peaks differ", []string{"GPU_CHECK_BIN=" + bin, "LINGER_FAKECUDA_BYTES=17179869184", "GPU_CHECK_REPEAT=1"}, "gpu-check: FAIL: a check above failed"},
+		{"peaks differ", []string{"GPU_CHECK_BIN=" + bin, "LINGER_FAKECUDA_BYTES=7340032000", "GPU_CHECK_REPEAT=1"}, "gpu-check: FAIL: a check above failed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, out, md := gpuCheck(t, c.env...)
 			if code != 1 || !strings.Contains(out, c.want) {
 				t.Errorf("exit %d; want 1 and %q in\n%s", code, c.want, out)
 			}
-			if c.name == "peaks differ" && !strings.Contains(md, "| peak reserved (generate) | 22.99 GiB (24683479040 B) | 15.93 GiB (17100177408 B) | FAIL (equal) |") {
+			if c.name == "peaks differ" && !strings.Contains(md, "| peak reserved (generate) | 6.78 GiB (7281311744 B) | 6.76 GiB (7260340224 B) | FAIL (equal) |") {
 				t.Errorf("no failed peak reserved in\n%s", md)
 			}
 			if !strings.Contains(md, "FAIL") {

@@ -93,7 +93,8 @@ func TestGrowthFallback(t *testing.T) {
 
 // TestDuplicates: a mask allocated and freed in every one of 2048 steps
 // is 2048 duplicates; one buffer reused in every step is none, and so are
-// blocks that accumulate (a paged KV cache) or per-layer temporaries.
+// blocks of categories whose content differs from block to block (KV
+// blocks, per-layer workspace).
 func TestDuplicates(t *testing.T) {
 	b := newBuilder(t)
 	em := b.em

@@ -42,15 +42,17 @@ type Options struct {
 	MaxPoints int
 	// Growth is the rule for growing series.
 	Growth GrowthRule
-	// MinDuplicateSteps is the fewest steps a duplicate family spans
-	// (default 8).
+	// MinDuplicateSteps is the fewest steps a duplicate family built
+	// again and again spans (default 8); copies alive at once need none.
 	MinDuplicateSteps int
-	// MinDuplicateBytes is the least a duplicate family allocates in all
-	// (default 1 MiB): small per-step blocks are what the caching
-	// allocator recycles best.
+	// MinDuplicateBytes is the least reuse must save for a duplicate
+	// family to be reported (default 1 MiB): small per-step blocks are
+	// what the caching allocator recycles best.
 	MinDuplicateBytes uint64
 	// DuplicateCategories, when set, are the categories the duplicates
-	// detector considers; nil means all but activation and logits.
+	// detector considers; nil means attn_mask only, the one category
+	// whose blocks are the same thing when their shapes are (see the
+	// package documentation).
 	DuplicateCategories []event.Category
 	// Truncated, when set, says why the trace ends early (a torn tail);
 	// it is copied into every Report.
@@ -152,9 +154,10 @@ type agg struct {
 	cat           event.Category
 	lastPeriod    event.ScopeID
 	periods       uint64
-	perPeriod     uint64 // allocations in lastPeriod
-	multi         bool   // some period had more than one allocation
-	accumulated   bool   // some block was made while an earlier one lived
+	maxLive       uint64 // most blocks alive at once
+	maxLiveBytes  uint64 // most bytes alive at once
+	firstLabel    event.StringID
+	lastLabel     event.StringID
 	minSize       uint64
 	maxSize       uint64
 	lastAllocSeq  uint64
@@ -238,11 +241,7 @@ func New(opts Options) *Analyzer {
 		a.cats[i].cat = event.Category(i)
 	}
 	if opts.DuplicateCategories == nil {
-		for c := range a.dup {
-			a.dup[c] = true
-		}
-		a.dup[event.CategoryActivation] = false
-		a.dup[event.CategoryLogits] = false
+		a.dup[event.CategoryAttnMask] = true
 	} else {
 		for _, c := range opts.DuplicateCategories {
 			if c.Valid() {
@@ -375,23 +374,14 @@ func (a *Analyzer) alloc(e *event.Event) {
 	if g.allocs == 0 {
 		g.minSize, g.maxSize = o.size, o.size
 		g.firstAllocSeq = o.seq
+		g.firstLabel = o.label
 	}
 	g.minSize, g.maxSize = min(g.minSize, o.size), max(g.maxSize, o.size)
-	if g.liveN > 0 {
-		g.accumulated = true
+	if period != nil && period.id != g.lastPeriod {
+		g.lastPeriod = period.id
+		g.periods++
 	}
-	if period != nil {
-		if period.id != g.lastPeriod {
-			g.lastPeriod = period.id
-			g.periods++
-			g.perPeriod = 0
-		}
-		g.perPeriod++
-		if g.perPeriod > 1 {
-			g.multi = true
-		}
-	}
-	g.lastAllocSeq = o.seq
+	g.lastAllocSeq, g.lastLabel = o.seq, o.label
 
 	for _, x := range [...]*agg{&a.cats[o.cat], g, a.label(o.label)} {
 		a.touch(x)
@@ -400,6 +390,7 @@ func (a *Analyzer) alloc(e *event.Event) {
 		x.allocs++
 		x.allocBytes += o.size
 	}
+	g.maxLive, g.maxLiveBytes = max(g.maxLive, g.liveN), max(g.maxLiveBytes, g.live)
 	a.mem.Alloc(o.cat, o.size)
 	if allocated := a.mem.Tracks[memstate.Allocated]; allocated > a.peak {
 		a.peak, a.peakSeq, a.peakTime = allocated, e.Seq, e.Time

@@ -61,16 +61,37 @@
 //
 // # Duplicates
 //
-// A (site, category) pair is a duplicate family when it allocates a fresh
-// block in at least MinDuplicateSteps distinct steps (the innermost
-// enclosing step scope; request or cell in traces without steps), at most
-// one block per step, and every block after the first is made when all its
-// earlier blocks are already freed: one buffer, or a view of one, would have
-// served. Families allocating less than MinDuplicateBytes in all are left
-// out. Blocks that accumulate (paged KV blocks) are not duplicates.
-// Activations and logits are left out by default: a fresh block per step
-// holding that step's result is their normal life, and the caching
-// allocator already recycles their memory.
+// A duplicates finding means what scenario 2 means: copies of the same
+// thing alive at the same time, or the same thing built again and again
+// where one buffer, or a view of one, would have served.
+//
+// "The same thing" is what a trace can vouch for: blocks whose content is
+// fixed by their shape. That is the attention mask (attn_mask), a
+// function of its rows, columns and offset, so the detector considers
+// only attn_mask unless Options.DuplicateCategories says otherwise. The
+// other categories hold data that differs from block to block even when
+// sizes and sites agree, and a fresh block per step is their normal life:
+// KV blocks hold other tokens (a paged cache adds one per PageSize
+// tokens), activations, logits and batch scratch hold one step's results
+// (the caching allocator recycles their memory), the per-call workspace
+// holds one call's softmax sums, weights and tokenizer cache entries are
+// distinct tensors and keys (a cache that never evicts is growth).
+//
+// A (site, category) pair of a considered category is a duplicate family
+// when it allocated two blocks or more and either allocated in at least
+// MinDuplicateSteps distinct periods (the innermost enclosing step scope;
+// the request, or the cell, in traces without steps), or had two blocks or
+// more alive at once; and one buffer of its largest block, reused for
+// every other, would have saved at least MinDuplicateBytes: its bytes
+// allocated less that block (Duplicate.SavedBytes). The finding gives the
+// family's label (a pattern when labels differ by numbers, "mask[chunk=*]"),
+// its sizes, and the most blocks and bytes alive at once
+// (Duplicate.MaxLive above 1: copies alive at the same time, as masks kept
+// by an autograd graph are).
+//
+// The engine itself builds no mask unless a caller gives one (its
+// attention is causal by position), so a correct run of it, with either
+// KV layout, Generate or the scheduler, reports no duplicates.
 //
 // # Peak
 //

@@ -117,18 +117,31 @@ type Growth struct {
 	Last           uint64  `json:"last_bytes"`
 }
 
-// Duplicate is a (site, category) that allocated a fresh block step after
-// step where one would have served.
+// Duplicate is a (site, category) that built the same thing again and
+// again where one buffer or a view of one would have served, or kept
+// copies of it alive at once (see the package documentation).
 type Duplicate struct {
-	Category   string `json:"category"`
-	Site       string `json:"site"`
+	Category string `json:"category"`
+	Site     string `json:"site"`
+	// Label is the blocks' label, or its pattern with every run of
+	// digits as "*" when the labels differ by numbers ("layer.*.k"),
+	// else the first and last labels ("a … b").
+	Label      string `json:"label"`
 	Count      uint64 `json:"count"` // blocks allocated
 	Steps      uint64 `json:"steps"` // distinct steps they were allocated in
 	MinSize    uint64 `json:"min_size"`
 	MaxSize    uint64 `json:"max_size"`
 	TotalBytes uint64 `json:"total_bytes"`
-	FirstSeq   uint64 `json:"first_seq"`
-	LastSeq    uint64 `json:"last_seq"`
+	// SavedBytes is what one buffer of the largest block, reused (or
+	// viewed) by every other, would have saved: TotalBytes − MaxSize.
+	SavedBytes uint64 `json:"saved_bytes"`
+	// MaxLive and MaxLiveBytes are the most blocks, and the most bytes,
+	// of the family alive at once: MaxLive above 1 means copies alive at
+	// the same time.
+	MaxLive      uint64 `json:"max_live"`
+	MaxLiveBytes uint64 `json:"max_live_bytes"`
+	FirstSeq     uint64 `json:"first_seq"`
+	LastSeq      uint64 `json:"last_seq"`
 }
 
 // Peak is what was alive at the first instant allocated bytes reached
@@ -376,11 +389,9 @@ func (a *Analyzer) reportStats(rep *Report, r *resolver) {
 		if gr, ok := a.growth(g, site); ok {
 			rep.Growth = append(rep.Growth, gr)
 		}
-		if a.dup[g.cat] && g.periods >= uint64(a.opts.MinDuplicateSteps) && !g.multi && !g.accumulated &&
-			g.allocBytes >= a.opts.MinDuplicateBytes {
-			rep.Duplicates = append(rep.Duplicates, Duplicate{Category: g.cat.String(), Site: site,
-				Count: g.allocs, Steps: g.periods, MinSize: g.minSize, MaxSize: g.maxSize,
-				TotalBytes: g.allocBytes, FirstSeq: g.firstAllocSeq, LastSeq: g.lastAllocSeq})
+		if d, ok := a.duplicate(g, r); ok {
+			d.Site = site
+			rep.Duplicates = append(rep.Duplicates, d)
 		}
 	}
 	slices.SortFunc(rep.Sites, func(x, y Stat) int {
@@ -392,6 +403,54 @@ func (a *Analyzer) reportStats(rep *Report, r *resolver) {
 	slices.SortFunc(rep.Duplicates, func(x, y Duplicate) int {
 		return cmp.Or(cmp.Compare(y.TotalBytes, x.TotalBytes), cmp.Compare(x.Site, y.Site))
 	})
+}
+
+// duplicate returns g's duplicates finding, if it is one: a family of a
+// duplicate category whose blocks were built again and again (in at least
+// MinDuplicateSteps periods) or alive two or more at once, where reuse of
+// one buffer would save at least MinDuplicateBytes.
+func (a *Analyzer) duplicate(g *agg, r *resolver) (Duplicate, bool) {
+	if !a.dup[g.cat] || g.allocs < 2 || (g.periods < uint64(a.opts.MinDuplicateSteps) && g.maxLive < 2) {
+		return Duplicate{}, false
+	}
+	saved := g.allocBytes - g.maxSize
+	if saved < a.opts.MinDuplicateBytes {
+		return Duplicate{}, false
+	}
+	return Duplicate{Category: g.cat.String(), Label: labelPattern(r.str(g.firstLabel), r.str(g.lastLabel)),
+		Count: g.allocs, Steps: g.periods, MinSize: g.minSize, MaxSize: g.maxSize,
+		TotalBytes: g.allocBytes, SavedBytes: saved, MaxLive: g.maxLive, MaxLiveBytes: g.maxLiveBytes,
+		FirstSeq: g.firstAllocSeq, LastSeq: g.lastAllocSeq}, true
+}
+
+// labelPattern names a family's labels from its first and last: the label
+// when they agree, the pattern with each run of digits as "*" when only
+// numbers differ ("mask[chunk=*]"), else both.
+func labelPattern(first, last string) string {
+	if first == last {
+		return first
+	}
+	if p := digitsAsStar(first); p == digitsAsStar(last) {
+		return p
+	}
+	return first + " … " + last
+}
+
+func digitsAsStar(s string) string {
+	var b strings.Builder
+	digit := false
+	for _, c := range s {
+		if c >= '0' && c <= '9' {
+			if !digit {
+				b.WriteByte('*')
+			}
+			digit = true
+			continue
+		}
+		digit = false
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 func (a *Analyzer) reportPeak(rep *Report, r *resolver) {

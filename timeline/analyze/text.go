@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strings"
+
 	"linger/internal/units"
 )
 
@@ -87,13 +89,53 @@ func writeDuplicates(p printer, dups []Duplicate, unit string) {
 		return
 	}
 	p("duplicates:")
-	for _, d := range dups[:min(len(dups), textRows)] {
+	dups = dups[:min(len(dups), textRows)]
+	sites := make([]string, len(dups))
+	for i, d := range dups {
+		sites[i] = d.Site
+	}
+	sites = distinctSites(sites)
+	for i, d := range dups {
 		size := fmtBytes(d.MinSize)
 		if d.MaxSize != d.MinSize {
 			size += "–" + fmtBytes(d.MaxSize)
 		}
-		p("  %-10s %d copies in %d %ss, %s each, %s in all  at %s", d.Category, d.Count, d.Steps, unit, size, fmtBytes(d.TotalBytes), shortSite(d.Site))
+		live := ""
+		if d.MaxLive > 1 {
+			live = fmt.Sprintf(", up to %d alive at once (%s)", d.MaxLive, fmtBytes(d.MaxLiveBytes))
+		}
+		p("  %-10s %q %d copies in %d %ss, %s each, %s in all%s; one buffer would save %s  at %s",
+			d.Category, d.Label, d.Count, d.Steps, unit, size, fmtBytes(d.TotalBytes), live, fmtBytes(d.SavedBytes), sites[i])
 	}
+}
+
+// distinctSites shortens sites as shortSite does, keeping as many more
+// places of each as it takes for lines with different sites to read
+// differently (the k and v tensors of one loop differ in a deeper frame).
+func distinctSites(sites []string) []string {
+	out := make([]string, len(sites))
+	for i, s := range sites {
+		out[i] = shortSite(s)
+	}
+	for i := range sites {
+		for j := range sites {
+			if i == j || sites[i] == sites[j] {
+				continue
+			}
+			a, b := strings.Split(sites[i], " ← "), strings.Split(sites[j], " ← ")
+			n := 0
+			for n < len(a) && n < len(b) && a[n] == b[n] {
+				n++
+			}
+			if n+1 > len(strings.Split(strings.TrimSuffix(out[i], " ← …"), " ← ")) {
+				out[i] = strings.Join(a[:min(n+1, len(a))], " ← ")
+				if n+1 < len(a) {
+					out[i] += " ← …"
+				}
+			}
+		}
+	}
+	return out
 }
 
 func writePeak(p printer, pk *Peak) {

@@ -47,6 +47,9 @@
 //	      OOM: struct(requested, size, category, label, limit, reserved, allocated, device_free,
 //	      live=[struct(category, bytes, blocks)], top_labels=[struct(label, category, bytes, blocks)])
 //	      Result: .tokens .text .cache .peak .prompt_tokens .chunks .stopped_at_eos .prefill_seconds .decode_seconds .tokens_per_second .allocated
+//	  .forward(tokens, cache, mask=None) → Tensor: one forward pass of tokens (ids, or a count of synthetic ones)
+//	      after those in cache, appending to it, attending through mask (a [len(tokens), cache.len+len(tokens)]
+//	      tensor or view; None: causal by position); returns the last token's logits, which the caller frees
 //	  .tokenize(text) → [ids]
 //	  .kv_cache(max_tokens, expect="cell") → KVCache (.id .len .cap .bytes .layout .reset() .free())
 //	  .workspace (.bytes .outstanding .acquire(rows) → WorkspaceGuard (.release() .released .per_call))

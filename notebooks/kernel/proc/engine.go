@@ -86,6 +86,7 @@ var (
 
 var engineMethods = methods{
 	"generate":  starlark.NewBuiltin("generate", engineGenerate),
+	"forward":   starlark.NewBuiltin("forward", engineForward),
 	"tokenize":  starlark.NewBuiltin("tokenize", engineTokenize),
 	"kv_cache":  starlark.NewBuiltin("kv_cache", engineKVCache),
 	"batch":     starlark.NewBuiltin("batch", engineBatch),

@@ -635,7 +635,13 @@ export class TimelineView {
       go_heap_grows: "the Go heap grows while the device is flat: a host-memory leak",
     };
     if (verdicts[r.tracks?.verdict]) item(`tracks: ${verdicts[r.tracks.verdict]}`, () => this.fit());
-    for (const d of r.duplicates || []) item(`duplicates: ${d.count} × ${bytes(d.max_size)} ${d.category} at ${short(d.site)}`, null, d.site);
+    // A duplicates family: the same thing (a mask) built again and again,
+    // or copies alive at once; the label tells families of one site apart.
+    for (const d of r.duplicates || []) {
+      const size = d.min_size === d.max_size ? bytes(d.max_size) : `${bytes(d.min_size)}–${bytes(d.max_size)}`;
+      const live = d.max_live > 1 ? `, up to ${d.max_live} alive at once` : "";
+      item(`duplicates: ${d.category}${d.label ? ` ${d.label}` : ""} ${d.count} × ${size} (${bytes(d.total_bytes)}${live}; one buffer would save ${bytes(d.saved_bytes)}) at ${short(d.site)}`, null, d.site);
+    }
     if (r.peak?.bytes) item(`peak: ${bytes(r.peak.bytes)} at ${duration(r.peak.time_ns)}`, () => this.jump(r.peak.time_ns, r.peak.time_ns));
     if (!list.children.length) item("Nothing lingers, grows or repeats.");
     this.findings.replaceChildren(el("h2", { class: "lt-h" }, "Findings"), list);
