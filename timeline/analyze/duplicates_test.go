@@ -83,6 +83,9 @@ func TestEngineNoDuplicates(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("forward-views/%v", layout), func(t *testing.T) {
 			e, tr, em := dupEngine(t, layout)
+			// A notebook cell's loop, in the cell's scope as the kernel
+			// runs it: the cache and the mask live for the cell.
+			cell := em.Begin(event.ScopeCell, "cell-1")
 			const n, c = 2048, 64
 			full, err := engine.CausalMask(e.Allocator(), n, n, 0, e.DType(), event.ScopeCell, "full_mask")
 			if err != nil {
@@ -112,6 +115,7 @@ func TestEngineNoDuplicates(t *testing.T) {
 			}
 			cache.Free()
 			full.Free()
+			em.End(cell)
 			e.Close()
 			noDuplicates(t, tr)
 		})
