@@ -66,7 +66,7 @@
 //	  its memory, so keeping any slice keeps the whole document
 //	host.clone(s) → a copy of s in fresh memory (strings.Clone): keeps only its own bytes
 //	host.gc() → Go heap in use after a full collection (and a go_heap_inuse sample); host.heap() → it now
-//	timeline.mark(label), timeline.lingering() → [struct(addr, size, category, label, site, holder)]
+//	timeline.mark(label), timeline.lingering() → [struct(addr, size, requested, category, label, site, holder)]
 //	timeline.scope(kind, label, fn, *args, **kwargs) → fn(*args, **kwargs) run inside a scope of kind
 //	  "layer"|"step"|"request"|"batch", ended on every path (a user's own batch loop gets batch scopes)
 //	timeline.tracks(fn, *args, **kwargs) → struct(verdict, allocated_per_step, reserved_per_step,
