@@ -132,7 +132,9 @@
 //	global d["runs"][1] → KVCache#3 → layer[0].k
 //	global h → closure hook captures c → KVCache#3 → layer[0].k
 //
-// timeline.lingering() returns these paths in a cell; Kernel.Lingering
-// asks a live kernel from the server. The walk costs time in the number of
+// timeline.lingering() returns these paths in a cell (with each object's
+// size, its requested bytes and its allocator block); Kernel.Lingering
+// asks a live kernel from the server, and linger run says them once per
+// cause (kernel.GroupHolders: "global stop_state[*]", 24 objects). The walk costs time in the number of
 // values reachable from the roots, and runs only when asked.
 package proc
