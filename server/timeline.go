@@ -63,14 +63,18 @@ type liveAnalysis struct {
 	a    *analyze.Analyzer // nil once ended
 	dict timeline.Dict
 	ling map[uint64]bool // alloc seqs of the objects that became lingering
+	late map[uint64]bool // alloc seqs of those freed late (the others are leaks)
 
 	final     *analyze.Report // once ended
 	finalLing []uint64        // once ended, ascending
+	finalLate []uint64        // once ended, ascending
 }
 
 func newLiveAnalysis() *liveAnalysis {
-	l := &liveAnalysis{ling: map[uint64]bool{}}
-	l.a = analyze.New(analyze.Options{Names: &l.dict, OnLinger: func(o analyze.Object) { l.ling[o.AllocSeq] = true }})
+	l := &liveAnalysis{ling: map[uint64]bool{}, late: map[uint64]bool{}}
+	l.a = analyze.New(analyze.Options{Names: &l.dict,
+		OnLinger:   func(o analyze.Object) { l.ling[o.AllocSeq] = true },
+		OnLateFree: func(o analyze.Object) { l.late[o.AllocSeq] = true }})
 	return l
 }
 
@@ -98,7 +102,8 @@ func (l *liveAnalysis) End(stop error) {
 		l.final.Truncated = stop.Error()
 	}
 	l.finalLing = slices.Sorted(maps.Keys(l.ling))
-	l.a, l.ling = nil, nil
+	l.finalLate = slices.Sorted(maps.Keys(l.late))
+	l.a, l.ling, l.late = nil, nil, nil
 }
 
 // Lingering returns the allocation seqs of the objects that became
@@ -110,6 +115,17 @@ func (l *liveAnalysis) Lingering() []uint64 {
 		return l.finalLing
 	}
 	return slices.Sorted(maps.Keys(l.ling))
+}
+
+// LateFrees returns the allocation seqs of the lingering objects freed
+// late (not by the session's teardown), in ascending order.
+func (l *liveAnalysis) LateFrees() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.a == nil {
+		return l.finalLate
+	}
+	return slices.Sorted(maps.Keys(l.late))
 }
 
 func (l *liveAnalysis) report() *analyze.Report {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,9 +66,10 @@ func rounded(n uint64) uint64 {
 	return (n + alloc.MinBlockSize - 1) / alloc.MinBlockSize * alloc.MinBlockSize
 }
 
-// summary is linger run's first lingering line.
+// summary is linger run's first lingering line, for objects whose
+// requests the allocator did not round (bytes requested = bytes in blocks).
 func summary(count int, bytes, alive uint64) string {
-	return fmt.Sprintf("lingering: %d objects, %s (%s still alive at the end)", count, units.Format(bytes), units.Format(alive))
+	return fmt.Sprintf("lingering: %d objects, %s; %s still alive at the end", count, units.Format(bytes), units.Format(alive))
 }
 
 // TestRunChatHistory: a paged cache made in the setup cell, continued by
@@ -279,4 +281,64 @@ func readRunReport(t *testing.T, path string) runReport {
 		t.Fatalf("report without a report: %.200s", b)
 	}
 	return r
+}
+
+// TestRunHolders: linger run says who holds the lingering objects once
+// per cause, with the bytes requested first and the allocator's blocks
+// beside them. Three abandoned caches are three lines, each telling its k
+// blocks from its v blocks; the 24 items of one list are one line.
+func TestRunHolders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kernel process")
+	}
+	r := runLifetimes(t, "holders.ipynb")
+	cfg := engine.Presets["qwen2-1.5b"]
+	const tokens = 1024 + 16 // PROMPT + NEW: the cache's capacity
+	kvReq := uint64(tokens * cfg.KVHeads * cfg.HeadDim * engine.BF16.Size())
+	kvBlock := rounded(kvReq)
+	perCache := uint64(2 * cfg.Layers)
+	stopReq := uint64(100 * 3 * engine.F32.Size())
+	stopBlock := rounded(stopReq)
+	const stops = 24
+	count := 3*perCache + stops
+	req, blocks := 3*perCache*kvReq+stops*stopReq, 3*perCache*kvBlock+stops*stopBlock
+
+	if r.err == nil {
+		t.Errorf("linger run exits 0, want the lingering error")
+	}
+	var lines []string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	has := func(line string) bool { return slices.Contains(lines, strings.Join(strings.Fields(line), " ")) }
+	want := []string{
+		fmt.Sprintf("lingering: %d objects, %s; %s still alive at the end", count, units.FormatBlocks(req, blocks), units.FormatBlocks(req, blocks)),
+		fmt.Sprintf("other %s %d objects", units.Format(stops*stopReq)+" ("+units.Format(stops*stopBlock)+" allocated)", stops),
+		fmt.Sprintf("held by global stop_state[*]: %d objects, %s (%s allocated): stop.* (%d)", stops, units.Format(stops*stopReq), units.Format(stops*stopBlock), stops),
+	}
+	for _, line := range want {
+		if !has(line) {
+			t.Errorf("output lacks the line %q:\n%s", line, r.stdout)
+		}
+	}
+	caches := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "held by engine registry → KVCache#") {
+			caches++
+			tail := fmt.Sprintf(": %d objects, %s: layer.*.k (%d), layer.*.v (%d)", perCache, units.FormatBlocks(perCache*kvReq, perCache*kvBlock), cfg.Layers, cfg.Layers)
+			if !strings.HasSuffix(l, tail) {
+				t.Errorf("cache holder %q, want it to end %q", l, tail)
+			}
+		}
+		if strings.HasPrefix(l, "held by global stop_state[") && !strings.HasPrefix(l, "held by global stop_state[*]:") {
+			t.Errorf("a line per list item: %q", l)
+		}
+	}
+	if caches != 3 {
+		t.Errorf("%d lines for the engine registry's caches, want 3:\n%s", caches, r.stdout)
+	}
+	l := r.report.Lingering
+	if l.Requested != req || l.Bytes != blocks || l.LeakedRequested != req {
+		t.Errorf("report: requested %d (leaked %d) in %d bytes; want %d in %d", l.Requested, l.LeakedRequested, l.Bytes, req, blocks)
+	}
 }

@@ -268,22 +268,27 @@ func checkLingering(rep *analyze.Report, limit int64) error {
 	if len(rep.Lingering.BySite) > 0 {
 		where = fmt.Sprintf(" (most at %s)", cellSite(rep.Lingering.BySite[0].Site))
 	}
-	return fmt.Errorf("%w: %s lingered, limit %s%s", errLingering, units.Format(rep.Lingering.Bytes), units.Format(uint64(limit)), where)
+	return fmt.Errorf("%w: %s lingered, limit %s%s", errLingering, units.FormatBlocks(rep.Lingering.Requested, rep.Lingering.Bytes), units.Format(uint64(limit)), where)
 }
 
 // runReport is the JSON --report writes: the analyzer's verdict over the
 // whole trace and who held the lingering objects alive when the last cell
 // ended (HoldersError says why they are unknown, when they are).
+// HolderGroups are the same holders once per cause.
 type runReport struct {
-	Report       *analyze.Report `json:"report"`
-	Holders      []kernel.Holder `json:"holders"`
-	HoldersError string          `json:"holders_error,omitempty"`
+	Report       *analyze.Report      `json:"report"`
+	Holders      []kernel.Holder      `json:"holders"`
+	HolderGroups []kernel.HolderGroup `json:"holder_groups"`
+	HoldersError string               `json:"holders_error,omitempty"`
 }
 
 func writeRunReport(path string, rep *analyze.Report, holders []kernel.Holder, herr error) error {
-	r := runReport{Report: rep, Holders: holders}
+	r := runReport{Report: rep, Holders: holders, HolderGroups: kernel.GroupHolders(holders)}
 	if r.Holders == nil {
 		r.Holders = []kernel.Holder{}
+	}
+	if r.HolderGroups == nil {
+		r.HolderGroups = []kernel.HolderGroup{}
 	}
 	if herr != nil {
 		r.HoldersError = herr.Error()
@@ -296,47 +301,54 @@ func writeRunReport(path string, rep *analyze.Report, holders []kernel.Holder, h
 }
 
 // printLingering writes the run's lingering summary: bytes by category and
-// by site (cell and line first), and who held the objects alive at the end.
+// by site (cell and line first), and who held the objects alive at the
+// end, once per cause (kernel.GroupHolders). Bytes are those the code
+// asked for, the allocator's blocks beside them when they differ.
 func printLingering(w io.Writer, rep *analyze.Report, holders []kernel.Holder, herr error) {
 	l := rep.Lingering
-	fmt.Fprintf(w, "lingering: %d objects, %s (%s still alive at the end)\n", l.Count, units.Format(l.Bytes), units.Format(l.LeakedBytes))
+	fmt.Fprintf(w, "lingering: %d objects, %s; %s still alive at the end\n", l.Count,
+		units.FormatBlocks(l.Requested, l.Bytes), units.FormatBlocks(l.LeakedRequested, l.LeakedBytes))
 	for _, c := range l.ByCategory {
-		fmt.Fprintf(w, "  %-16s %10s  %d objects\n", c.Category, units.Format(c.Bytes), c.Count)
+		fmt.Fprintf(w, "  %-16s %10s  %d objects\n", c.Category, units.FormatBlocks(c.Requested, c.Bytes), c.Count)
 	}
 	// Sites differ in their Go frames; people want the cell and line.
 	type key struct{ cat, site string }
 	var order []key
-	bytes := map[key]uint64{}
+	bytes := map[key][2]uint64{} // requested, blocks
 	for _, s := range l.BySite {
 		k := key{s.Category, cellSite(s.Site)}
 		if _, ok := bytes[k]; !ok {
 			order = append(order, k)
 		}
-		bytes[k] += s.Bytes
+		b := bytes[k]
+		bytes[k] = [2]uint64{b[0] + s.Requested, b[1] + s.Bytes}
 	}
 	for i, k := range order {
 		if i == 10 {
 			fmt.Fprintf(w, "  ... %d more sites\n", len(order)-i)
 			break
 		}
-		fmt.Fprintf(w, "  %-16s %10s  at %s\n", k.cat, units.Format(bytes[k]), k.site)
+		fmt.Fprintf(w, "  %-16s %10s  at %s\n", k.cat, units.FormatBlocks(bytes[k][0], bytes[k][1]), k.site)
 	}
 	if herr != nil {
 		fmt.Fprintf(w, "  (holders unknown: %v)\n", herr)
 		return
 	}
-	// One line per distinct holder root.
-	seen := map[string]bool{}
-	for _, h := range holders {
-		root := h.Path
-		if j := strings.Index(root, " → "); j >= 0 {
-			root = root[:j]
+	groups := kernel.GroupHolders(holders)
+	for i, g := range groups {
+		if i == 10 {
+			fmt.Fprintf(w, "  ... held by %d more\n", len(groups)-i)
+			break
 		}
-		if root == "" || seen[root] {
-			continue
+		what := make([]string, 0, len(g.What))
+		for j, k := range g.What {
+			if j == 4 {
+				what = append(what, "…")
+				break
+			}
+			what = append(what, fmt.Sprintf("%s (%d)", k.Name, k.Count))
 		}
-		seen[root] = true
-		fmt.Fprintf(w, "  held by %s\n", h.Path)
+		fmt.Fprintf(w, "  held by %s: %d objects, %s: %s\n", g.Path, g.Count, units.FormatBlocks(g.Requested, g.Bytes), strings.Join(what, ", "))
 	}
 }
 

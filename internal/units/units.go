@@ -51,6 +51,18 @@ func Parse(s string) (uint64, error) {
 // 1 KiB, whole bytes: "1023 B".
 func Format(n uint64) string { return FormatPrec(n, 1) }
 
+// FormatBlocks prints bytes as code asked for them (requested) first and,
+// beside them, the bytes of the blocks the caching allocator handed out
+// for them (rounded up to 512 B, or a whole cached block), when the two
+// read differently: "56.0 MiB (98.0 MiB allocated)", else "56.0 MiB".
+func FormatBlocks(requested, allocated uint64) string {
+	r, a := Format(requested), Format(allocated)
+	if r == a {
+		return r
+	}
+	return r + " (" + a + " allocated)"
+}
+
 // FormatPrec is Format with prec decimals. The allocator's out-of-memory
 // message uses two, as PyTorch's does ("Tried to allocate 20.00 MiB").
 func FormatPrec(n uint64, prec int) string {

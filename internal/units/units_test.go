@@ -67,6 +67,17 @@ func TestFormat(t *testing.T) {
 	if got := FormatInt(-1); got != "" {
 		t.Errorf("FormatInt(-1) = %q, want empty", got)
 	}
+	for _, c := range []struct {
+		req, alloc uint64
+		want       string
+	}{
+		{56 << 20, 98 << 20, "56.0 MiB (98.0 MiB allocated)"}, {600, 1024, "600 B (1.0 KiB allocated)"},
+		{24<<20 - 100, 24 << 20, "24.0 MiB"}, {0, 0, "0 B"},
+	} {
+		if got := FormatBlocks(c.req, c.alloc); got != c.want {
+			t.Errorf("FormatBlocks(%d, %d) = %q, want %q", c.req, c.alloc, got, c.want)
+		}
+	}
 }
 
 func TestRoundTrip(t *testing.T) {

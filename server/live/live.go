@@ -105,6 +105,11 @@ type Follower interface {
 	// the objects that linger so far. The objects routes mark them and
 	// show them ahead of larger ones (lod.ObjectsOptions.Prefer).
 	Lingering() []uint64
+	// LateFrees returns the allocation sequence numbers, ascending, of
+	// the lingering objects freed late so far. The other lingering
+	// objects are leaks: still held when the session ended (or now),
+	// whoever freed them afterwards (the kernel's teardown does).
+	LateFrees() []uint64
 }
 
 // Handler serves the timeline routes; see Register. It is safe for
@@ -389,9 +394,13 @@ type objectAnswer struct {
 	Label    string    `json:"label"`
 	SiteID   uint32    `json:"site_id"`
 	Site     *siteJSON `json:"site,omitempty"`
-	Leak     bool      `json:"leak"` // not freed by the end of the trace (or yet, live)
-	Lifetime int64     `json:"lifetime"`
-	LabelID  uint32    `json:"label_id"`
+	// Leak is the analysis's verdict: the object lingers and was still
+	// held when the session ended (or is now, live), even if the kernel's
+	// teardown freed it afterwards. A lingering object that is not a leak
+	// was freed late.
+	Leak     bool   `json:"leak"`
+	Lifetime int64  `json:"lifetime"`
+	LabelID  uint32 `json:"label_id"`
 }
 
 type siteJSON struct {
@@ -414,10 +423,12 @@ func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request, ix *lod.I
 		return
 	}
 	var opts lod.ObjectsOptions
+	var late []uint64
 	if fol != nil {
 		if seqs := fol.Lingering(); len(seqs) > 0 {
 			opts.Prefer = seqs
 			opts.Lingering = func(seq uint64) bool { _, ok := slices.BinarySearch(seqs, seq); return ok }
+			late = fol.LateFrees()
 		}
 	}
 	_, _, end := ix.Last()
@@ -427,7 +438,10 @@ func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request, ix *lod.I
 		a := objectAnswer{
 			Object: o, Category: o.Category.String(), Expect: o.Expect.String(),
 			Label: ix.String(o.Label), SiteID: uint32(o.Site), LabelID: uint32(o.Label),
-			Leak: o.FreeTime < 0,
+		}
+		if o.Lingering {
+			_, freedLate := slices.BinarySearch(late, o.Seq)
+			a.Leak = !freedLate
 		}
 		if o.FreeTime >= 0 {
 			a.Lifetime = o.FreeTime - o.AllocTime

@@ -370,7 +370,7 @@ func TestObjects(t *testing.T) {
 	}
 	found := false
 	for _, o := range body.Objects {
-		if o.Lingering != (o.Seq == 4999) || o.Leak != (o.FreeTime < 0) {
+		if o.Lingering != (o.Seq == 4999) || o.Leak != o.Lingering { // lingers lists no late frees: a leak
 			t.Errorf("object %+v", o)
 		}
 		found = found || o.Seq == 4999
@@ -543,6 +543,7 @@ type lingers []uint64
 func (lingers) Follow(timeline.Batch) {}
 func (lingers) End(error)             {}
 func (l lingers) Lingering() []uint64 { return l }
+func (lingers) LateFrees() []uint64   { return nil }
 
 // counter is a Follower that counts what it is given.
 type counter struct {
@@ -568,6 +569,8 @@ func (c *counter) Lingering() []uint64 {
 	c.asked++
 	return nil
 }
+
+func (c *counter) LateFrees() []uint64 { return nil }
 
 func (c *counter) Follow(b timeline.Batch) {
 	c.mu.Lock()

@@ -66,6 +66,13 @@ type Options struct {
 	// the object as it is then (FreeSeq 0). Exporters use it to mark
 	// lingering objects: Object.AllocSeq identifies the allocation.
 	OnLinger func(o Object)
+	// OnLateFree, if set, is called when a lingering object is freed late,
+	// with FreeSeq, FreeTime and the delays set. A free inside the
+	// session's teardown is not a late free (the object stays leaked), so
+	// with OnLinger it tells leaks from late frees object by object: an
+	// object that lingered and was never freed late is leaked. The
+	// timeline and the exports draw their verdicts from these two.
+	OnLateFree func(o Object)
 }
 
 func (o *Options) fill() {
@@ -146,6 +153,8 @@ type agg struct {
 	lingN, lingBytes         uint64 // ever lingered
 	lingLiveN, lingLiveBytes uint64 // lingering and not freed
 	lateN, lateBytes         uint64
+	// the same bytes as requested, before the allocator's rounding
+	lingReq, lingLiveReq, lateReq uint64
 
 	fit fit
 
@@ -225,6 +234,8 @@ type lingTotals struct {
 	n, bytes         uint64
 	liveN, liveBytes uint64
 	lateN, lateBytes uint64
+	// requested bytes of the same objects
+	req, liveReq, lateReq uint64
 }
 
 // New returns an Analyzer with the given options.
@@ -510,13 +521,17 @@ func (a *Analyzer) release(o *obj, e *event.Event, freed bool) {
 		for _, x := range [...]*agg{&a.cats[o.cat], o.key} {
 			x.lingLiveN--
 			x.lingLiveBytes -= o.size
+			x.lingLiveReq -= o.req
 			x.lateN++
 			x.lateBytes += o.size
+			x.lateReq += o.req
 		}
 		a.ling.liveN--
 		a.ling.liveBytes -= o.size
+		a.ling.liveReq -= o.req
 		a.ling.lateN++
 		a.ling.lateBytes += o.size
+		a.ling.lateReq += o.req
 		a.lateSum += float64(delay)
 		if delay > a.lateMax {
 			a.lateMax = delay
@@ -529,6 +544,12 @@ func (a *Analyzer) release(o *obj, e *event.Event, freed bool) {
 			r.obj.DelayEvents = e.Seq - o.lingerSeq
 			r.obj.DelaySteps = a.stepEnds - o.lingerStep
 			r.o = nil
+		}
+		if a.opts.OnLateFree != nil {
+			ob := a.object(o)
+			ob.FreeSeq, ob.FreeTime = e.Seq, e.Time
+			ob.DelayNS, ob.DelayEvents, ob.DelaySteps = delay, e.Seq-o.lingerSeq, a.stepEnds-o.lingerStep
+			a.opts.OnLateFree(ob)
 		}
 	}
 	*o = obj{}
@@ -637,13 +658,17 @@ func (a *Analyzer) linger(o *obj, s *scope, e *event.Event) {
 	for _, x := range [...]*agg{&a.cats[o.cat], o.key} {
 		x.lingN++
 		x.lingBytes += o.size
+		x.lingReq += o.req
 		x.lingLiveN++
 		x.lingLiveBytes += o.size
+		x.lingLiveReq += o.req
 	}
 	a.ling.n++
 	a.ling.bytes += o.size
+	a.ling.req += o.req
 	a.ling.liveN++
 	a.ling.liveBytes += o.size
+	a.ling.liveReq += o.req
 	a.keep(o)
 	if a.opts.OnLinger != nil {
 		a.opts.OnLinger(a.object(o))

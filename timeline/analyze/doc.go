@@ -18,7 +18,15 @@
 // innermost whose kind is larger. When the owner ends, the object becomes
 // lingering from that instant. Freed later, it is a late free, with its
 // delay in nanoseconds, events and step ends; still alive at the last event,
-// it is leaked.
+// it is leaked. Options.OnLinger and Options.OnLateFree tell each verdict as
+// it is made, for views that mark objects one by one (the timeline, the
+// exports): an object that lingered and was never freed late is leaked.
+//
+// Byte figures of lingering objects come twice: as requested (the bytes
+// the code asked for) and as the allocator's blocks (rounded up to 512 B,
+// or a whole cached block when what was left was too small to split). The
+// text report gives the requested bytes first and the blocks beside them
+// when they read differently: "11.3 MiB (12.0 MiB allocated)".
 //
 // An allocation whose scopes hold none of its kind or larger still gets an
 // owner, so that it is judged: the latest open scope of its kind anywhere

@@ -37,17 +37,24 @@ type Report struct {
 }
 
 // Lingering summarizes the objects that outlived their expected scope.
+// Each byte figure comes twice: as the objects asked for it (Requested,
+// LeakedRequested, LateFreeRequested: what the code holds) and as the
+// allocator's blocks (Bytes, LeakedBytes, LateFreeBytes: rounded to
+// 512 B, or a whole cached block when the rest was too small to split).
 type Lingering struct {
-	Count          uint64 `json:"count"` // objects that became lingering
-	Bytes          uint64 `json:"bytes"`
-	Leaked         uint64 `json:"leaked"` // of those, still alive at the last event
-	LeakedBytes    uint64 `json:"leaked_bytes"`
-	LateFrees      uint64 `json:"late_frees"` // of those, freed after lingering
-	LateFreeBytes  uint64 `json:"late_free_bytes"`
-	MeanDelayNS    int64  `json:"mean_delay_ns"` // of late frees
-	MaxDelayNS     int64  `json:"max_delay_ns"`
-	MaxDelayEvents uint64 `json:"max_delay_events"`
-	MaxDelaySteps  uint64 `json:"max_delay_steps"`
+	Count             uint64 `json:"count"` // objects that became lingering
+	Bytes             uint64 `json:"bytes"`
+	Requested         uint64 `json:"requested"`
+	Leaked            uint64 `json:"leaked"` // of those, still held when the session ended
+	LeakedBytes       uint64 `json:"leaked_bytes"`
+	LeakedRequested   uint64 `json:"leaked_requested"`
+	LateFrees         uint64 `json:"late_frees"` // of those, freed after lingering
+	LateFreeBytes     uint64 `json:"late_free_bytes"`
+	LateFreeRequested uint64 `json:"late_free_requested"`
+	MeanDelayNS       int64  `json:"mean_delay_ns"` // of late frees
+	MaxDelayNS        int64  `json:"max_delay_ns"`
+	MaxDelayEvents    uint64 `json:"max_delay_events"`
+	MaxDelaySteps     uint64 `json:"max_delay_steps"`
 	// ByCategory and BySite hold every category and (site, category)
 	// with lingering objects, most bytes first.
 	ByCategory []Total `json:"by_category"`
@@ -58,19 +65,24 @@ type Lingering struct {
 	Omitted uint64   `json:"omitted"`
 }
 
-// Total is the lingering objects of a category or a (site, category).
+// Total is the lingering objects of a category or a (site, category),
+// their bytes requested and rounded as in Lingering.
 type Total struct {
-	Category      string `json:"category"`
-	Site          string `json:"site,omitempty"`
-	Count         uint64 `json:"count"`
-	Bytes         uint64 `json:"bytes"`
-	Leaked        uint64 `json:"leaked"`
-	LeakedBytes   uint64 `json:"leaked_bytes"`
-	LateFrees     uint64 `json:"late_frees"`
-	LateFreeBytes uint64 `json:"late_free_bytes"`
+	Category          string `json:"category"`
+	Site              string `json:"site,omitempty"`
+	Count             uint64 `json:"count"`
+	Bytes             uint64 `json:"bytes"`
+	Requested         uint64 `json:"requested"`
+	Leaked            uint64 `json:"leaked"`
+	LeakedBytes       uint64 `json:"leaked_bytes"`
+	LeakedRequested   uint64 `json:"leaked_requested"`
+	LateFrees         uint64 `json:"late_frees"`
+	LateFreeBytes     uint64 `json:"late_free_bytes"`
+	LateFreeRequested uint64 `json:"late_free_requested"`
 }
 
-// Object is a lingering object. In an OnLinger callback the names (Label,
+// Object is a lingering object: Requested bytes asked for, in a block of
+// Size bytes (the allocator's rounding). In an OnLinger callback the names (Label,
 // Site, ScopeLabel) are empty and LabelID, SiteID and ScopeLabelID say
 // them; in a Report both are set.
 type Object struct {
@@ -309,17 +321,18 @@ func (a *Analyzer) Report(names Names) *Report {
 
 func (a *Analyzer) reportLingering(rep *Report, r *resolver) {
 	l := &rep.Lingering
-	l.Count, l.Bytes = a.ling.n, a.ling.bytes
-	l.Leaked, l.LeakedBytes = a.ling.liveN, a.ling.liveBytes
-	l.LateFrees, l.LateFreeBytes = a.ling.lateN, a.ling.lateBytes
+	l.Count, l.Bytes, l.Requested = a.ling.n, a.ling.bytes, a.ling.req
+	l.Leaked, l.LeakedBytes, l.LeakedRequested = a.ling.liveN, a.ling.liveBytes, a.ling.liveReq
+	l.LateFrees, l.LateFreeBytes, l.LateFreeRequested = a.ling.lateN, a.ling.lateBytes, a.ling.lateReq
 	if a.ling.lateN > 0 {
 		l.MeanDelayNS = int64(a.lateSum / float64(a.ling.lateN))
 	}
 	l.MaxDelayNS, l.MaxDelayEvents, l.MaxDelaySteps = a.lateMax, a.lateMaxE, a.lateMaxS
 	l.ByCategory, l.BySite = []Total{}, []Total{}
 	total := func(g *agg) Total {
-		return Total{Category: g.cat.String(), Count: g.lingN, Bytes: g.lingBytes,
-			Leaked: g.lingLiveN, LeakedBytes: g.lingLiveBytes, LateFrees: g.lateN, LateFreeBytes: g.lateBytes}
+		return Total{Category: g.cat.String(), Count: g.lingN, Bytes: g.lingBytes, Requested: g.lingReq,
+			Leaked: g.lingLiveN, LeakedBytes: g.lingLiveBytes, LeakedRequested: g.lingLiveReq,
+			LateFrees: g.lateN, LateFreeBytes: g.lateBytes, LateFreeRequested: g.lateReq}
 	}
 	for i := range a.cats {
 		if g := &a.cats[i]; g.lingN > 0 {

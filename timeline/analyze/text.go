@@ -48,12 +48,13 @@ func writeLingering(p printer, l *Lingering) {
 	}
 	late := "none freed late"
 	if l.LateFrees > 0 {
-		late = fmt.Sprintf("freed late %d, %s, mean delay %s, max %s / %d events / %d steps", l.LateFrees, fmtBytes(l.LateFreeBytes),
+		late = fmt.Sprintf("freed late %d, %s, mean delay %s, max %s / %d events / %d steps", l.LateFrees, fmtBlocks(l.LateFreeRequested, l.LateFreeBytes),
 			fmtDuration(l.MeanDelayNS), fmtDuration(l.MaxDelayNS), l.MaxDelayEvents, l.MaxDelaySteps)
 	}
-	p("lingering: %d objects, %s (leaked %d, %s; %s)", l.Count, fmtBytes(l.Bytes), l.Leaked, fmtBytes(l.LeakedBytes), late)
+	p("lingering: %d objects, %s; leaked %d, %s; %s", l.Count, fmtBlocks(l.Requested, l.Bytes), l.Leaked, fmtBlocks(l.LeakedRequested, l.LeakedBytes), late)
 	for _, t := range l.BySite[:min(len(l.BySite), textRows)] {
-		p("  %-10s %10s in %d objects (leaked %s)  at %s", t.Category, fmtBytes(t.Bytes), t.Count, fmtBytes(t.LeakedBytes), shortSite(t.Site))
+		p("  %-10s %10s in %d objects, leaked %s  at %s", t.Category, fmtBlocks(t.Requested, t.Bytes), t.Count,
+			fmtBlocks(t.LeakedRequested, t.LeakedBytes), shortSite(t.Site))
 	}
 	for _, o := range l.Objects[:min(len(l.Objects), textRows)] {
 		state := "leaked"
@@ -61,7 +62,7 @@ func writeLingering(p printer, l *Lingering) {
 			state = fmt.Sprintf("freed %s late", fmtDuration(o.DelayNS))
 		}
 		p("  - %s %q %s, expected to die with %s %q (ended seq %d); %s; at %s",
-			o.Category, o.Label, fmtBytes(o.Size), o.ScopeKind, o.ScopeLabel, o.LingerSeq, state, shortSite(o.Site))
+			o.Category, o.Label, fmtBlocks(o.Requested, o.Size), o.ScopeKind, o.ScopeLabel, o.LingerSeq, state, shortSite(o.Site))
 	}
 }
 
@@ -181,8 +182,12 @@ func verdictText(v string) string {
 }
 
 // fmtBytes and fmtSigned are the byte figures of reports: "24.0 MiB",
-// "+24.0 MiB".
-func fmtBytes(n uint64) string   { return units.Format(n) }
+// "+24.0 MiB"; fmtBlocks the bytes requested, then the allocator's
+// blocks when they differ: "56.0 MiB (98.0 MiB allocated)".
+func fmtBytes(n uint64) string { return units.Format(n) }
+func fmtBlocks(requested, size uint64) string {
+	return units.FormatBlocks(requested, size)
+}
 func fmtSigned(v float64) string { return units.FormatSigned(v) }
 
 func fmtDuration(ns int64) string {

@@ -61,7 +61,10 @@ const (
 //     object has cat "lingering,<category>", a name starting "lingering: ",
 //     and a nested slice from the end of the scope it outlived, whose args
 //     name that scope; one never freed ends at the end of the trace with
-//     args.leak true;
+//     args.leak true, and one still held when the session ended and freed
+//     by the kernel's teardown ends there with args.leak and
+//     args.freed_by_teardown true (the analysis's verdict: a leak, not a
+//     late free);
 //   - scopes as complete events (ph "X") on one thread per scope kind (more
 //     when scopes of a kind overlap), named by ph "M" thread_name events;
 //   - OOMs and marks as global instant events (ph "i", s "g").
@@ -214,6 +217,10 @@ func (sc *chromeScan) read(tr Trace) (*sizeGroups, error) {
 		sc.ling[allocSeq] = l
 		sc.lingering++
 		p.linger(addr)
+	}, func(allocSeq uint64) {
+		l := sc.ling[allocSeq]
+		l.late = true
+		sc.ling[allocSeq] = l
 	})
 	err := tr.Replay(func(e event.Event) error {
 		if sc.events == 0 {
@@ -590,6 +597,10 @@ func (c *chromeWriter) objectEnd(o *object, ts int64, atEnd bool) {
 	switch {
 	case atEnd && lingers:
 		c.j.raw(`,"args":{"leak":true}}`)
+	case lingers && !l.late:
+		// Freed by the kernel's teardown: still held when the session
+		// ended.
+		c.j.raw(`,"args":{"leak":true,"freed_by_teardown":true}}`)
 	case atEnd:
 		c.j.raw(`,"args":{"alive_at_end":true}}`)
 	case lingers && l.started:

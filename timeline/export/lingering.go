@@ -16,6 +16,10 @@ type lingering struct {
 	kind     event.ScopeKind
 	label    string
 	started  bool // its nested slice has been written
+	// late is set when it was freed late; a lingering object that is not
+	// is a leak: still held when the session ended, though the kernel's
+	// teardown may free it afterwards.
+	late bool
 }
 
 func (l lingering) describe() string {
@@ -32,15 +36,17 @@ type lingerFinder interface {
 }
 
 // newLingerFinder returns an analyze.Analyzer that reports each object
-// as it becomes lingering: exports mark exactly what the analysis reports.
-func newLingerFinder(n Names, found func(allocSeq, addr uint64, l lingering)) lingerFinder {
+// as it becomes lingering (found) and each lingering object freed late
+// (freedLate): exports mark exactly what the analysis reports, leaks and
+// late frees alike.
+func newLingerFinder(n Names, found func(allocSeq, addr uint64, l lingering), freedLate func(allocSeq uint64)) lingerFinder {
 	a := analyze.New(analyze.Options{Names: n, OnLinger: func(o analyze.Object) {
 		kind, _ := event.ParseScopeKind(o.ScopeKind)
 		found(o.AllocSeq, o.Addr, lingering{
 			sinceSeq: o.LingerSeq, since: o.LingerTime,
 			scope: event.ScopeID(o.ScopeID), kind: kind, label: n.String(o.ScopeLabelID),
 		})
-	}})
+	}, OnLateFree: func(o analyze.Object) { freedLate(o.AllocSeq) }})
 	return analyzerFinder{a}
 }
 

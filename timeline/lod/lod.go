@@ -126,7 +126,8 @@ type Bucket struct {
 type Object struct {
 	Seq       uint64          `json:"seq"` // the alloc event's
 	Addr      uint64          `json:"addr"`
-	Size      uint64          `json:"size"`
+	Size      uint64          `json:"size"`      // the allocator's block
+	Requested uint64          `json:"requested"` // bytes asked for
 	Category  event.Category  `json:"category"`
 	Expect    event.ScopeKind `json:"expect"`
 	Scope     event.ScopeID   `json:"scope"`
@@ -404,7 +405,7 @@ func (ix *Index) keep(e *event.Event, t int64) {
 	}
 	ix.live[e.Addr] = len(ix.objs)
 	ix.objs = append(ix.objs, Object{
-		Seq: e.Seq, Addr: e.Addr, Size: e.Size, Category: e.Category, Expect: e.Expect,
+		Seq: e.Seq, Addr: e.Addr, Size: e.Size, Requested: e.Requested, Category: e.Category, Expect: e.Expect,
 		Scope: e.Scope, Site: e.Site, Label: e.Label, AllocTime: t, FreeTime: -1,
 	})
 }

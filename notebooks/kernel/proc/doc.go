@@ -69,7 +69,7 @@
 //	  its memory, so keeping any slice keeps the whole document
 //	host.clone(s) → a copy of s in fresh memory (strings.Clone): keeps only its own bytes
 //	host.gc() → Go heap in use after a full collection (and a go_heap_inuse sample); host.heap() → it now
-//	timeline.mark(label), timeline.lingering() → [struct(addr, size, category, label, site, holder)]
+//	timeline.mark(label), timeline.lingering() → [struct(addr, size, requested, category, label, site, holder)]
 //	timeline.scope(kind, label, fn, *args, **kwargs) → fn(*args, **kwargs) run inside a scope of kind
 //	  "layer"|"step"|"request"|"batch", ended on every path (a user's own batch loop gets batch scopes)
 //	timeline.tracks(fn, *args, **kwargs) → struct(verdict, allocated_per_step, reserved_per_step,
@@ -135,7 +135,9 @@
 //	global d["runs"][1] → KVCache#3 → layer[0].k
 //	global h → closure hook captures c → KVCache#3 → layer[0].k
 //
-// timeline.lingering() returns these paths in a cell; Kernel.Lingering
-// asks a live kernel from the server. The walk costs time in the number of
+// timeline.lingering() returns these paths in a cell (with each object's
+// size, its requested bytes and its allocator block); Kernel.Lingering
+// asks a live kernel from the server, and linger run says them once per
+// cause (kernel.GroupHolders: "global stop_state[*]", 24 objects). The walk costs time in the number of
 // values reachable from the roots, and runs only when asked.
 package proc

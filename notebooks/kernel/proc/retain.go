@@ -170,7 +170,7 @@ func (s *session) lingering() []wire.Holder {
 		if o.FreeSeq != 0 {
 			continue
 		}
-		out = append(out, wire.Holder{Addr: o.Addr, Size: o.Size, Category: o.Category, Label: o.Label, Site: o.Site, Path: paths[o.Addr]})
+		out = append(out, wire.Holder{Addr: o.Addr, Size: o.Size, Requested: o.Requested, Category: o.Category, Label: o.Label, Site: o.Site, Path: paths[o.Addr]})
 	}
 	return out
 }

@@ -13,7 +13,7 @@ import (
 // the kernel's own event stream.
 //
 //	timeline.mark(label) → seq
-//	timeline.lingering() → [struct(addr, size, category, label, site, holder)]
+//	timeline.lingering() → [struct(addr, size, requested, category, label, site, holder)]
 //	timeline.scope(kind, label, fn, *args, **kwargs) → fn(*args, **kwargs)
 //	timeline.tracks(fn, *args, **kwargs) → struct(verdict, ..., result)
 var timelineModule = &starlarkstruct.Module{
@@ -44,7 +44,7 @@ func timelineLingering(thread *starlark.Thread, b *starlark.Builtin, args starla
 	out := make([]starlark.Value, len(hs))
 	for i, h := range hs {
 		out[i] = starlarkstruct.FromStringDict(starlark.String("lingering"), starlark.StringDict{
-			"addr": starlark.MakeUint64(h.Addr), "size": starlark.MakeUint64(h.Size),
+			"addr": starlark.MakeUint64(h.Addr), "size": starlark.MakeUint64(h.Size), "requested": starlark.MakeUint64(h.Requested),
 			"category": starlark.String(h.Category), "label": starlark.String(h.Label),
 			"site": starlark.String(h.Site), "holder": starlark.String(h.Path),
 		})

@@ -34,11 +34,13 @@ type Control struct {
 // Holder is one lingering object and the reference path that keeps it
 // alive in the kernel.
 type Holder struct {
-	Addr     uint64 `json:"addr"`
-	Size     uint64 `json:"size"`
-	Category string `json:"category"`
-	Label    string `json:"label"`
-	Site     string `json:"site"`
+	Addr uint64 `json:"addr"`
+	// Size is the allocator's block; Requested the bytes asked for.
+	Size      uint64 `json:"size"`
+	Requested uint64 `json:"requested"`
+	Category  string `json:"category"`
+	Label     string `json:"label"`
+	Site      string `json:"site"`
 	// Path is the chain of references from a root (a global, a closure, an
 	// engine registry) to the object, e.g.
 	// "global last_cache → KVCache#3 → layer[5].k"; empty when no path was

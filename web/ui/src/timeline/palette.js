@@ -65,6 +65,16 @@ export function bytes(n) {
   return `${n.toFixed(i && Math.abs(n) < 10 ? 1 : 0)} ${u[i]}`;
 }
 
+// sizes is an object's bytes as the code asked for them first, and the
+// allocator's block beside them when the two read differently (a request
+// rounded up to 512 B, or handed a whole cached block): "600 B (1.0 KiB
+// allocated)". Without a requested figure, the block's.
+export function sizes(requested, size) {
+  if (!requested) return bytes(size);
+  const r = bytes(requested), s = bytes(size);
+  return r === s ? r : `${r} (${s} allocated)`;
+}
+
 export function duration(ns) {
   const a = Math.abs(ns);
   if (a < 1e3) return `${ns.toFixed(0)} ns`;

@@ -65,3 +65,10 @@ test("a red/green pair fails", () => {
 test("every category has a colour", () => {
   CATEGORIES.forEach((c, i) => assert.match(CATEGORY_COLOURS[i] ?? "", /^#[0-9A-F]{6}$/, `category ${c}`));
 });
+
+test("sizes: requested first, the allocator's block beside it when it reads differently", async () => {
+  const { sizes } = await import("./palette.js");
+  assert.equal(sizes(1200, 1536), "1.2 KiB (1.5 KiB allocated)");
+  assert.equal(sizes(2 * 1024 * 1024 - 100, 2 * 1024 * 1024), "2.0 MiB");
+  assert.equal(sizes(0, 1536), "1.5 KiB"); // a trace without requested sizes
+});

@@ -4,7 +4,7 @@
 // tooltip, a detail panel and a findings panel. Large data never becomes
 // DOM nodes: everything per event or per bucket is drawn on the canvas.
 
-import { CATEGORIES, CATEGORY_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, duration } from "./palette.js";
+import { CATEGORIES, CATEGORY_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, sizes, duration } from "./palette.js";
 import { stack, axisTicks } from "./layout.js";
 import { HOST_H, drawHostLane, hostTooltip } from "./hostlane.js";
 
@@ -489,7 +489,7 @@ export class TimelineView {
   /** select marks o on the canvas and says what it is. */
   select(o) {
     this.selected = o;
-    this.said.textContent = `${o.label || "(no label)"}: ${bytes(o.size)} ${o.category}${o.lingering ? (o.leak ? ", leak, never freed" : ", lingering, freed late") : ""}. Enter shows its details.`;
+    this.said.textContent = `${o.label || "(no label)"}: ${sizes(o.requested, o.size)} ${o.category}${o.lingering ? (o.leak ? ", leak, never freed" : ", lingering, freed late") : ""}. Enter shows its details.`;
     this.schedule();
   }
 
@@ -511,7 +511,7 @@ export class TimelineView {
     let html = null;
     const o = p.y >= this.tracks.obj ? this.objectAt(p) : null;
     if (o) {
-      html = `<b>${esc(o.label || "(no label)")}</b><br>${bytes(o.size)} · ${esc(o.category)}${o.lingering ? (o.leak ? " · <b>leak</b>" : " · <b>lingering</b>") : ""}`;
+      html = `<b>${esc(o.label || "(no label)")}</b><br>${sizes(o.requested, o.size)} · ${esc(o.category)}${o.lingering ? (o.leak ? " · <b>leak</b>" : " · <b>lingering</b>") : ""}`;
     } else if (p.y >= this.tracks.mem && p.y < this.tracks.mem + MEM_H) {
       const t = this.t(p.x), b = this.buckets.find((b) => b.t0 <= t && t < b.t1);
       if (b) {
@@ -556,7 +556,7 @@ export class TimelineView {
     }
     if (site?.frames?.length) rows.push(["Go frames", el("code", {}, site.frames.map((f) => `${f.func} ${f.file}:${f.line}`).join("\n"))]);
     if (!site) rows.push(["site", "unknown"]);
-    rows.push(["size", `${bytes(o.size)} (${o.category})`]);
+    rows.push(["size", el("span", { "data-testid": "detail-size" }, `${sizes(o.requested, o.size)}, ${o.category}`)]);
     rows.push(["lifetime", `${duration(o.alloc_time)} → ${o.free_time >= 0 ? duration(o.free_time) : "never freed (leak)"} (${duration(o.lifetime)})`]);
     rows.push(["expected to die with", `${o.expect} (scope #${o.scope})`]);
     if (o.lingering) rows.push(["status", o.leak ? "lingering, never freed" : "lingering, freed late"]);
@@ -595,36 +595,37 @@ export class TimelineView {
     // report's per-site ones (exact); each line jumps to the group's first
     // listed object (the report lists the first ones only).
     const groups = new Map();
+    // Bytes are those requested first, the allocator's blocks beside them.
     const group = (leaked, category, site) => {
       const key = `${leaked}\0${category}\0${short(site)}`;
       let g = groups.get(key);
-      if (!g) groups.set(key, (g = { leaked, category, site, first: null, count: 0, bytes: 0, labels: new Set() }));
+      if (!g) groups.set(key, (g = { leaked, category, site, first: null, count: 0, bytes: 0, requested: 0, labels: new Set() }));
       return g;
     };
     for (const t of r.lingering?.by_site || []) {
-      if (t.leaked) { const g = group(true, t.category, t.site); g.count += t.leaked; g.bytes += t.leaked_bytes; }
-      if (t.late_frees) { const g = group(false, t.category, t.site); g.count += t.late_frees; g.bytes += t.late_free_bytes; }
+      if (t.leaked) { const g = group(true, t.category, t.site); g.count += t.leaked; g.bytes += t.leaked_bytes; g.requested += t.leaked_requested || 0; }
+      if (t.late_frees) { const g = group(false, t.category, t.site); g.count += t.late_frees; g.bytes += t.late_free_bytes; g.requested += t.late_free_requested || 0; }
     }
     for (const o of r.lingering?.objects || []) {
       const g = group(o.leaked, o.category, o.site);
-      if (!g.count) { g.count = 1; g.bytes = o.size; } // a report without per-site totals
+      if (!g.count) { g.count = 1; g.bytes = o.size; g.requested = o.requested || 0; } // a report without per-site totals
       g.first ??= o;
       if (g.labels.size < 4 && o.label) g.labels.add(o.label);
     }
-    const ranked = [...groups.values()].sort((a, b) => b.bytes - a.bytes);
+    const ranked = [...groups.values()].sort((a, b) => (b.requested || b.bytes) - (a.requested || a.bytes));
     for (const g of ranked.slice(0, 50)) {
       const o = g.first;
       // The category always shows: a label alone ("layer.0.k") does not
       // say that it is a KV cache.
       const labels = [...g.labels];
-      const what = g.count === 1 ? `${labels[0] ? ` ${labels[0]}` : ""} ${bytes(g.bytes)}` :
-        ` ${bytes(g.bytes)} in ${g.count} objects${labels.length ? ` (${labels.join(", ")}${g.count > labels.length ? ", …" : ""})` : ""}`;
+      const what = g.count === 1 ? `${labels[0] ? ` ${labels[0]}` : ""} ${sizes(g.requested, g.bytes)}` :
+        ` ${sizes(g.requested, g.bytes)} in ${g.count} objects${labels.length ? ` (${labels.join(", ")}${g.count > labels.length ? ", …" : ""})` : ""}`;
       item(`${g.leaked ? "∞ leak" : "▲ lingering"}: ${g.category}${what} (${short(g.site) || "unknown site"})`,
         // From its allocation to when it should have died (its scope's
         // end): a window narrow enough that it is among the objects drawn.
         o ? () => this.jump(o.alloc_time_ns, o.linger_time_ns || (o.leaked ? end : (o.free_time_ns || end)), o) : () => this.fit(), g.site);
     }
-    if (ranked.length > 50) item(`… and ${ranked.length - 50} more places (${bytes(r.lingering.bytes)} lingered in all)`);
+    if (ranked.length > 50) item(`… and ${ranked.length - 50} more places (${sizes(r.lingering.requested, r.lingering.bytes)} lingered in all)`);
     for (const g of r.growth || []) item(`growth: ${g.category}${g.site ? ` at ${short(g.site)}` : ""} +${bytes(g.bytes_per_step)}/${r.growth_unit || "step"}`, () => this.fit(), g.site);
     // Which track grows tells which kind of growth it is (two-track
     // monitoring): the analyzer's verdict over the whole trace.
