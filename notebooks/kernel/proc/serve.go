@@ -291,9 +291,29 @@ func (k *kernelProc) siteHook() event.Where {
 		return event.Where{Cell: cur.cell}
 	}
 	w := event.Where{Cell: cur.cell}
+	depth := th.CallStackDepth()
+	// At a cell's top level (one Starlark function on the stack: the
+	// cell's own code) there is no stack to build: the innermost frame
+	// with a position is the place. Telling the cases apart costs no
+	// position decoding.
+	fns := 0
+	for i := 0; i < depth && fns < 2; i++ {
+		if _, ok := th.DebugFrame(i).Callable().(*starlark.Function); ok {
+			fns++
+		}
+	}
+	if fns < 2 {
+		for i := 0; i < depth; i++ {
+			fr := th.CallFrame(i)
+			if fr.Pos.Line > 0 && !strings.HasPrefix(fr.Pos.Filename(), "<") {
+				w.Cell, w.Line = fr.Pos.Filename(), int(fr.Pos.Line)
+				break
+			}
+		}
+		return w
+	}
 	k.stackMu.Lock()
 	buf, n := k.stackBuf[:0], 0
-	depth := th.CallStackDepth()
 	for i := depth - 1; i >= 0; i-- {
 		if depth > maxStack && i < depth-maxStack/2 && i >= maxStack/2 {
 			continue
