@@ -130,6 +130,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	var eb EventBuffer
 	eb.DefineString(1, "layer.0.k")
 	eb.DefineSite(1, event.Site{Cell: "c", Line: 2})
+	eb.DefineSite(2, event.Site{Cell: "a", Line: 3, Stack: []event.Frame{{Func: "<toplevel>", File: "b", Line: 2}, {Func: "f", File: "a", Line: 3}}})
 	eb.Emit(event.Event{Seq: 1, Kind: event.KindAlloc, Addr: 4096, Size: 512, Label: 1, Site: 1})
 	eb.Emit(event.Event{Seq: 2, Kind: event.KindFree, Addr: 4096, Size: 512, Label: 1, Site: 1})
 	_ = WriteFrame(&buf, FrameEvents, eb.Take())
