@@ -127,7 +127,7 @@ func TestForwardRejectsForeignCache(t *testing.T) {
 
 func TestAllocationSites(t *testing.T) {
 	sink := newRecSink(true)
-	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() (string, int) { return "cell-1", 3 }})
+	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() event.Where { return event.Where{Cell: "cell-1", Line: 3} }})
 	e := newTestEngine(t, preset(t, "tiny"), KVPaged, em)
 	if _, err := e.Generate(context.Background(), Request{Prompt: prompt(20, 4096, 1), MaxNewTokens: 2, ChunkSize: 8}); err != nil {
 		t.Fatal(err)

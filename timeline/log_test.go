@@ -73,6 +73,7 @@ func TestRoundTrip(t *testing.T) {
 	gappy.DefineString(math.MaxUint32, "big id")
 	gappy.DefineSite(1, event.Site{})
 	gappy.DefineSite(2, event.Site{Cell: "c", Line: -3, Frames: []event.Frame{{Func: "f", File: "x.go", Line: 9}}})
+	gappy.DefineSite(3, stackSite)
 
 	tests := []struct {
 		name   string
@@ -116,6 +117,51 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("ReadEvent after end: %v", err)
 			}
 		})
+	}
+}
+
+// stackSite is a helper's site: make_cache, defined in cell a, called
+// from cell b's line 3.
+var stackSite = event.Site{Cell: "a", Line: 2, Frames: []event.Frame{{Func: "proc.engineKVCache", File: "engine.go", Line: 160}},
+	Stack: []event.Frame{{Func: "<toplevel>", File: "b", Line: 3}, {Func: "make_cache", File: "a", Line: 2}}}
+
+// TestStacksOlderReader: a site's notebook call stack is in a frame of its
+// own (type 5) that readers before it skip as any unknown frame type; they
+// read the rest of a new trace as before, the site's innermost cell line
+// and Go frames included.
+func TestStacksOlderReader(t *testing.T) {
+	rec := record(4, 2, 64, 32, 4)
+	rec.DefineSite(3, stackSite)
+	data := writeTrace(t, rec, BatchEvents, "")
+	// An older reader: frames of type 5 are unknown to it. Renumber them
+	// to a type no reader knows, and fix their crc.
+	old := bytes.Clone(data)
+	stacks := 0
+	for off := headerSize; off < len(old); {
+		n := int(binary.LittleEndian.Uint32(old[off+1:]))
+		end := off + frameHeaderSize + n
+		if old[off] == frameStacks {
+			stacks++
+			old[off] = 200
+			binary.LittleEndian.PutUint32(old[end:], crc32.Checksum(old[off:end], castagnoli))
+		}
+		off = end + frameCRCSize
+	}
+	if stacks != 1 {
+		t.Fatalf("%d stacks frames, want 1", stacks)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want event.Site
+	}{{"this reader", data, stackSite}, {"older reader", old, event.Site{Cell: "a", Line: 2, Frames: stackSite.Frames}}} {
+		r, evs, err := readAll(t, tc.data)
+		if err != io.EOF || len(evs) != len(rec.events) {
+			t.Fatalf("%s: %d events, %v; want %d, io.EOF", tc.name, len(evs), err, len(rec.events))
+		}
+		if got, _ := r.Site(3); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: site %+v, want %+v", tc.name, got, tc.want)
+		}
 	}
 }
 

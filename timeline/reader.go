@@ -77,6 +77,15 @@ func (d *Dict) DefineSite(id event.SiteID, s event.Site) {
 	d.sites[id] = s
 }
 
+// setStack gives the site id its notebook call stack; a stack for a site
+// not defined is dropped.
+func (d *Dict) setStack(id event.SiteID, stack []event.Frame) {
+	if s, ok := d.sites[id]; ok {
+		s.Stack = stack
+		d.sites[id] = s
+	}
+}
+
 // Reader reads a trace log as a stream of events. It is not safe for
 // concurrent use.
 //
@@ -340,6 +349,15 @@ func (r *Reader) apply(typ byte, p []byte) error {
 				return err
 			}
 			r.dict.DefineSite(id, s)
+			p = p[n:]
+		}
+	case frameStacks:
+		for len(p) > 0 {
+			id, st, n, err := event.DecodeStackDef(p)
+			if err != nil {
+				return err
+			}
+			r.dict.setStack(id, st)
 			p = p[n:]
 		}
 	case frameEvents:

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"slices"
 
 	"linger/timeline/event"
 )
@@ -51,6 +52,7 @@ const (
 	frameSites   = 2
 	frameEvents  = 3
 	frameEnd     = 4
+	frameStacks  = 5
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -88,9 +90,10 @@ type Writer struct {
 	next  uint64 // seq the next event must have to join the batch
 	limit int    // events per batch
 
-	strs  []byte // pending string definitions (a frame payload)
-	sites []byte // pending site definitions (a frame payload)
-	out   []byte // assembles frames for one write
+	strs   []byte // pending string definitions (a frame payload)
+	sites  []byte // pending site definitions (a frame payload)
+	stacks []byte // pending site stacks (a frame payload), after sites
+	out    []byte // assembles frames for one write
 }
 
 // NewWriter returns a Writer that writes a trace log to w. The header is
@@ -131,12 +134,32 @@ func clipSite(s event.Site) event.Site {
 	if !big {
 		return s
 	}
-	c := event.Site{Cell: clip(s.Cell), Line: s.Line}
+	c := event.Site{Cell: clip(s.Cell), Line: s.Line, Stack: s.Stack}
 	for i, f := range s.Frames {
 		if i == maxSiteFrames {
 			break
 		}
 		c.Frames = append(c.Frames, event.Frame{Func: clip(f.Func), File: clip(f.File), Line: f.Line})
+	}
+	return c
+}
+
+// clipStack is clipSite for a site's notebook call stack: its outermost
+// and innermost frames are kept.
+func clipStack(st []event.Frame) []event.Frame {
+	big := len(st) > maxSiteFrames
+	for _, f := range st {
+		big = big || len(f.Func) > maxDefString || len(f.File) > maxDefString
+	}
+	if !big {
+		return st
+	}
+	if len(st) > maxSiteFrames {
+		st = append(slices.Clone(st[:maxSiteFrames/2]), st[len(st)-maxSiteFrames/2:]...)
+	}
+	c := make([]event.Frame, len(st))
+	for i, f := range st {
+		c[i] = event.Frame{Func: clip(f.Func), File: clip(f.File), Line: f.Line}
 	}
 	return c
 }
@@ -152,14 +175,19 @@ func (w *Writer) DefineString(id event.StringID, s string) {
 	}
 }
 
-// DefineSite implements event.Sink. A site keeps at most 256 frames and
-// each of its strings at most 1 MiB.
+// DefineSite implements event.Sink. A site keeps at most 256 Go frames,
+// 256 notebook frames and each of its strings at most 1 MiB. Its notebook
+// call stack, if any, goes in a stacks frame after the sites frame, which
+// readers that predate it skip.
 func (w *Writer) DefineSite(id event.SiteID, s event.Site) {
 	if w.closed || w.err != nil {
 		return
 	}
 	w.sites = event.AppendSiteDef(w.sites, id, clipSite(s))
-	if len(w.sites) >= defFrameTarget {
+	if len(s.Stack) > 0 {
+		w.stacks = event.AppendStackDef(w.stacks, id, clipStack(s.Stack))
+	}
+	if len(w.sites)+len(w.stacks) >= defFrameTarget {
 		w.flushDefs()
 	}
 }
@@ -261,6 +289,10 @@ func (w *Writer) appendDefs(dst []byte) []byte {
 	if len(w.sites) > 0 {
 		dst = appendFrame(dst, frameSites, w.sites)
 		w.sites = w.sites[:0]
+	}
+	if len(w.stacks) > 0 {
+		dst = appendFrame(dst, frameStacks, w.stacks)
+		w.stacks = w.stacks[:0]
 	}
 	return dst
 }

@@ -408,6 +408,15 @@ type siteJSON struct {
 	Line   int         `json:"line,omitempty"`
 	Text   string      `json:"text"`
 	Frames []frameJSON `json:"frames,omitempty"`
+	// Stack is the notebook call stack, outermost first (a helper's
+	// caller before the helper); absent at a cell's top level.
+	Stack []stackJSON `json:"stack,omitempty"`
+}
+
+type stackJSON struct {
+	Func string `json:"func"`
+	Cell string `json:"cell"`
+	Line int    `json:"line"`
 }
 
 type frameJSON struct {
@@ -452,6 +461,9 @@ func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request, ix *lod.I
 			sj := &siteJSON{Cell: s.Cell, Line: s.Line, Text: s.String()}
 			for _, f := range s.Frames {
 				sj.Frames = append(sj.Frames, frameJSON(f))
+			}
+			for _, f := range s.Stack {
+				sj.Stack = append(sj.Stack, stackJSON{Func: f.Func, Cell: f.File, Line: f.Line})
 			}
 			a.Site = sj
 		}

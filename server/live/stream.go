@@ -625,7 +625,25 @@ func (c *conn) writeDefs(b timeline.Batch) error {
 			p = strconv.AppendInt(p, int64(f.Line), 10)
 			p = append(p, ']')
 		}
-		p = append(p, "]]"...)
+		p = append(p, ']')
+		if len(d.Site.Stack) > 0 {
+			// The notebook call stack, outermost first, [func, cell, line] each.
+			p = append(p, ",["...)
+			for j, f := range d.Site.Stack {
+				if j > 0 {
+					p = append(p, ',')
+				}
+				p = append(p, '[')
+				p = appendString(p, f.Func)
+				p = append(p, ',')
+				p = appendString(p, f.File)
+				p = append(p, ',')
+				p = strconv.AppendInt(p, int64(f.Line), 10)
+				p = append(p, ']')
+			}
+			p = append(p, ']')
+		}
+		p = append(p, ']')
 	}
 	p = append(p, "]}"...)
 	c.buf = p

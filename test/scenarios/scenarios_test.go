@@ -347,7 +347,7 @@ func (r *result) lines(cellPrefix, cat string) []string {
 func (r *result) holders(cellPrefix, cat string) []string {
 	var out []string
 	for _, h := range r.Holders {
-		if (cat == "" || h.Category == cat) && strings.HasPrefix(h.Site, "cell "+cellPrefix) && !slices.Contains(out, h.Path) {
+		if (cat == "" || h.Category == cat) && inCell(h.Site, cellPrefix) && !slices.Contains(out, h.Path) {
 			out = append(out, h.Path)
 		}
 	}
@@ -379,10 +379,29 @@ func (r *result) output(cellID string) string {
 	return b.String()
 }
 
-// inCell reports whether a site string is in a cell whose id starts with
-// cellPrefix.
+// inCell reports whether a site string's notebook place is in a cell
+// whose id starts with cellPrefix (with ":N " after it, at line N): the
+// innermost notebook frame, where a helper allocated, not the lines that
+// called it, which a site string names first ("cell b:2 → cell a:3 (f)
+// ← ...").
 func inCell(site, cellPrefix string) bool {
-	return strings.HasPrefix(site, "cell "+cellPrefix)
+	return strings.HasPrefix(innermost(site), "cell "+cellPrefix)
+}
+
+// innermost drops the calling lines from a site string: "cell b:2 →
+// cell a:3 (f) ← go frames" reads "cell a:3 ← go frames".
+func innermost(site string) string {
+	head, tail := site, ""
+	if i := strings.Index(site, " ← "); i >= 0 {
+		head, tail = site[:i], site[i:]
+	}
+	if j := strings.LastIndex(head, " → "); j >= 0 {
+		head = head[j+len(" → "):]
+		if k := strings.Index(head, " ("); k >= 0 {
+			head = head[:k]
+		}
+	}
+	return head + tail
 }
 
 // duplicates is the blocks allocated by the analyzer's duplicate families

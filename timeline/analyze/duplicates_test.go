@@ -18,7 +18,7 @@ import (
 func dupEngine(t *testing.T, layout engine.KVLayout) (*engine.Engine, *memTrace, *event.Emitter) {
 	t.Helper()
 	tr := &memTrace{}
-	em := event.NewEmitter(tr, event.EmitterOptions{SiteHook: func() (string, int) { return "cell-1", 2 }})
+	em := event.NewEmitter(tr, event.EmitterOptions{SiteHook: func() event.Where { return event.Where{Cell: "cell-1", Line: 2} }})
 	e, err := engine.New(engine.Options{Model: "qwen2-1.5b", Device: device.NewMeta(0), Emitter: em, KVLayout: layout, Seed: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -79,6 +79,17 @@ type Total struct {
 	LateFrees         uint64 `json:"late_frees"`
 	LateFreeBytes     uint64 `json:"late_free_bytes"`
 	LateFreeRequested uint64 `json:"late_free_requested"`
+	// Stack is the site's notebook call stack, outermost first.
+	Stack []StackFrame `json:"stack,omitempty"`
+}
+
+// StackFrame is one notebook (Starlark) frame of a site's call stack:
+// the cell, the line in it, and the function running there ("<toplevel>"
+// for the cell's own code).
+type StackFrame struct {
+	Cell string `json:"cell"`
+	Line int    `json:"line"`
+	Func string `json:"func"`
 }
 
 // Object is a lingering object: Requested bytes asked for, in a block of
@@ -114,6 +125,10 @@ type Object struct {
 	LabelID      event.StringID `json:"-"`
 	SiteID       event.SiteID   `json:"-"`
 	ScopeLabelID event.StringID `json:"-"`
+
+	// Stack is the site's notebook call stack, outermost first: the
+	// calling cell's line before a helper's.
+	Stack []StackFrame `json:"stack,omitempty"`
 }
 
 // Growth is a category (Site empty) or (site, category) whose live bytes
@@ -270,8 +285,28 @@ type Anomalies struct {
 }
 
 type resolver struct {
-	names Names
-	sites map[event.SiteID]string
+	names  Names
+	sites  map[event.SiteID]string
+	stacks map[event.SiteID][]StackFrame
+}
+
+// stack is the notebook call stack of site id, outermost first; nil when
+// unknown.
+func (r *resolver) stack(id event.SiteID) []StackFrame {
+	if id == 0 || r.names == nil {
+		return nil
+	}
+	if st, ok := r.stacks[id]; ok {
+		return st
+	}
+	var st []StackFrame
+	if site, ok := r.names.Site(id); ok {
+		for _, f := range site.Starlark() {
+			st = append(st, StackFrame{Cell: f.File, Line: f.Line, Func: f.Func})
+		}
+	}
+	r.stacks[id] = st
+	return st
 }
 
 func (r *resolver) site(id event.SiteID) string {
@@ -303,7 +338,7 @@ func (r *resolver) str(id event.StringID) string {
 // O(live lingering records + sites + labels + points), not O(events), so
 // a live stream may ask every second.
 func (a *Analyzer) Report(names Names) *Report {
-	r := &resolver{names: names, sites: make(map[event.SiteID]string)}
+	r := &resolver{names: names, sites: make(map[event.SiteID]string), stacks: make(map[event.SiteID][]StackFrame)}
 	rep := &Report{
 		Events: a.events, FirstSeq: a.firstSeq, LastSeq: a.lastSeq, DurationNS: a.lastTime,
 		Truncated: a.opts.Truncated, Anomalies: a.anom,
@@ -344,7 +379,7 @@ func (a *Analyzer) reportLingering(rep *Report, r *resolver) {
 	for _, g := range a.keyOrd {
 		if g.lingN > 0 {
 			t := total(g)
-			t.Site = r.site(g.site)
+			t.Site, t.Stack = r.site(g.site), r.stack(g.site)
 			l.BySite = append(l.BySite, t)
 		}
 	}
@@ -357,6 +392,7 @@ func (a *Analyzer) reportLingering(rep *Report, r *resolver) {
 	for _, rec := range a.recs {
 		o := rec.obj
 		o.Label, o.Site, o.ScopeLabel = r.str(o.LabelID), r.site(o.SiteID), r.str(o.ScopeLabelID)
+		o.Stack = r.stack(o.SiteID)
 		o.Leaked = o.FreeSeq == 0
 		l.Objects = append(l.Objects, o)
 	}

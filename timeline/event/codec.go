@@ -371,20 +371,40 @@ func DecodeStringDef(src []byte) (id StringID, s string, n int, err error) {
 }
 
 // AppendSiteDef appends the encoding of a site definition: uvarint id,
-// string cell, zig-zag varint line, uvarint frame count, then per frame
-// string func, string file, zig-zag varint line. A string is a uvarint
-// length and the bytes.
+// string cell, zig-zag varint line, then the Go frames as AppendFrames
+// writes them. A string is a uvarint length and the bytes. The site's
+// Stack is not part of it (see AppendStackDef).
 func AppendSiteDef(dst []byte, id SiteID, s Site) []byte {
 	dst = binary.AppendUvarint(dst, uint64(id))
 	dst = appendString(dst, s.Cell)
 	dst = binary.AppendVarint(dst, int64(s.Line))
-	dst = binary.AppendUvarint(dst, uint64(len(s.Frames)))
-	for _, f := range s.Frames {
-		dst = appendString(dst, f.Func)
-		dst = appendString(dst, f.File)
-		dst = binary.AppendVarint(dst, int64(f.Line))
+	return AppendFrames(dst, s.Frames)
+}
+
+// AppendFrames appends a frame list: uvarint count, then per frame
+// string func, string file, zig-zag varint line.
+func AppendFrames(dst []byte, frames []Frame) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(frames)))
+	for _, f := range frames {
+		dst = AppendStackFrame(dst, f)
 	}
 	return dst
+}
+
+// AppendStackFrame appends one frame (string func, string file, zig-zag
+// varint line). Frames appended back to back, outermost first, make the
+// key Where.Stack holds; a site hook builds it in a buffer it reuses.
+func AppendStackFrame(dst []byte, f Frame) []byte {
+	dst = appendString(dst, f.Func)
+	dst = appendString(dst, f.File)
+	return binary.AppendVarint(dst, int64(f.Line))
+}
+
+// AppendStackDef appends the encoding of a site's notebook call stack:
+// uvarint site id, then the frames as AppendFrames writes them.
+func AppendStackDef(dst []byte, id SiteID, stack []Frame) []byte {
+	dst = binary.AppendUvarint(dst, uint64(id))
+	return AppendFrames(dst, stack)
 }
 
 // minFrameEncoding is the fewest bytes a Frame takes: two empty strings and
@@ -399,9 +419,6 @@ func DecodeSiteDef(src []byte) (id SiteID, s Site, n int, err error) {
 		return 0, Site{}, 0, fmt.Errorf("site definition: %w: bad id", ErrMalformed)
 	}
 	id = SiteID(v)
-	bad := func(what string) error {
-		return fmt.Errorf("site definition %d: %w: bad %s", id, ErrMalformed, what)
-	}
 	cell, m, err := decodeString(src[i:])
 	if err != nil {
 		return 0, Site{}, 0, fmt.Errorf("site definition %d: cell: %w", id, err)
@@ -409,36 +426,86 @@ func DecodeSiteDef(src []byte) (id SiteID, s Site, n int, err error) {
 	i += m
 	line, m := binary.Varint(src[i:])
 	if m <= 0 || line != int64(int(line)) {
-		return 0, Site{}, 0, bad("line")
-	}
-	i += m
-	nf, m := binary.Uvarint(src[i:])
-	if m <= 0 || nf > uint64(len(src)-i-m)/minFrameEncoding {
-		return 0, Site{}, 0, bad("frame count")
+		return 0, Site{}, 0, fmt.Errorf("site definition %d: %w: bad line", id, ErrMalformed)
 	}
 	i += m
 	s = Site{Cell: cell, Line: int(line)}
+	if s.Frames, m, err = DecodeFrames(src[i:]); err != nil {
+		return 0, Site{}, 0, fmt.Errorf("site definition %d: %w", id, err)
+	}
+	return id, s, i + m, nil
+}
+
+// DecodeStackDef decodes what AppendStackDef wrote from the start of src
+// and returns it with the number of bytes read.
+func DecodeStackDef(src []byte) (id SiteID, stack []Frame, n int, err error) {
+	v, i := binary.Uvarint(src)
+	if i <= 0 || v > math.MaxUint32 {
+		return 0, nil, 0, fmt.Errorf("stack definition: %w: bad id", ErrMalformed)
+	}
+	stack, m, err := DecodeFrames(src[i:])
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("stack definition %d: %w", v, err)
+	}
+	return SiteID(v), stack, i + m, nil
+}
+
+// DecodeFrames decodes what AppendFrames wrote from the start of src and
+// returns it (nil for none) with the number of bytes read. The strings
+// are copies.
+func DecodeFrames(src []byte) ([]Frame, int, error) {
+	nf, i := binary.Uvarint(src)
+	if i <= 0 || nf > uint64(len(src)-i)/minFrameEncoding {
+		return nil, 0, fmt.Errorf("%w: bad frame count", ErrMalformed)
+	}
+	var frames []Frame
 	if nf > 0 {
-		s.Frames = make([]Frame, nf)
+		frames = make([]Frame, nf)
 	}
-	for k := range s.Frames {
-		f := &s.Frames[k]
-		if f.Func, m, err = decodeString(src[i:]); err != nil {
-			return 0, Site{}, 0, fmt.Errorf("site definition %d: frame %d: %w", id, k, err)
+	for k := range frames {
+		m, err := decodeFrame(src[i:], &frames[k])
+		if err != nil {
+			return nil, 0, fmt.Errorf("frame %d: %w", k, err)
 		}
 		i += m
-		if f.File, m, err = decodeString(src[i:]); err != nil {
-			return 0, Site{}, 0, fmt.Errorf("site definition %d: frame %d: %w", id, k, err)
-		}
-		i += m
-		line, m := binary.Varint(src[i:])
-		if m <= 0 || line != int64(int(line)) {
-			return 0, Site{}, 0, bad("frame line")
-		}
-		i += m
-		f.Line = int(line)
 	}
-	return id, s, i, nil
+	return frames, i, nil
+}
+
+func decodeFrame(src []byte, f *Frame) (int, error) {
+	var i, m int
+	var err error
+	if f.Func, m, err = decodeString(src); err != nil {
+		return 0, err
+	}
+	i += m
+	if f.File, m, err = decodeString(src[i:]); err != nil {
+		return 0, err
+	}
+	i += m
+	line, m := binary.Varint(src[i:])
+	if m <= 0 || line != int64(int(line)) {
+		return 0, fmt.Errorf("%w: bad frame line", ErrMalformed)
+	}
+	f.Line = int(line)
+	return i + m, nil
+}
+
+// stackOf decodes a Where.Stack key; a malformed key gives the frames
+// before the fault.
+func stackOf(key string) []Frame {
+	src := []byte(key)
+	var out []Frame
+	for len(src) > 0 {
+		var f Frame
+		n, err := decodeFrame(src, &f)
+		if err != nil {
+			break
+		}
+		out = append(out, f)
+		src = src[n:]
+	}
+	return out
 }
 
 func appendString(dst []byte, s string) []byte {

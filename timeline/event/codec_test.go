@@ -244,6 +244,26 @@ func TestDefRoundTrip(t *testing.T) {
 			}
 		}
 	}
+	stacks := [][]Frame{nil, {{Func: "<toplevel>", File: "b", Line: 3}, {Func: "make_cache", File: "a", Line: 2}}}
+	for i, st := range stacks {
+		buf := AppendStackDef(nil, SiteID(i+7), st)
+		id, got, n, err := DecodeStackDef(buf)
+		if err != nil || n != len(buf) || id != SiteID(i+7) || !reflect.DeepEqual(got, st) {
+			t.Errorf("stack %d: got %v %+v %d %v, want %+v", i, id, got, n, err, st)
+		}
+		for cut := 0; cut < len(buf); cut++ {
+			if _, _, _, err := DecodeStackDef(buf[:cut]); !errors.Is(err, ErrMalformed) {
+				t.Errorf("stack %d cut at %d: err %v, want ErrMalformed", i, cut, err)
+			}
+		}
+		var key []byte
+		for _, f := range st {
+			key = AppendStackFrame(key, f)
+		}
+		if got := stackOf(string(key)); !reflect.DeepEqual(got, st) {
+			t.Errorf("stack key %d decodes to %+v, want %+v", i, got, st)
+		}
+	}
 	// A frame count larger than the input could hold is refused before
 	// anything is allocated for it.
 	huge := []byte{1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}

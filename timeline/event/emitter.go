@@ -21,13 +21,29 @@ const MaxFrames = 128
 // EmitterOptions configures an Emitter.
 type EmitterOptions struct {
 	// SiteHook, if set, is called for every captured site and returns the
-	// notebook cell and line running now (empty cell when none). The kernel
-	// sets it; it must be cheap and safe to call while the Emitter is locked.
-	SiteHook func() (cell string, line int)
+	// notebook place running now (the zero Where when none). The kernel
+	// sets it; it must be cheap and safe to call from any goroutine that
+	// records events.
+	SiteHook func() Where
 	// Frames, if in 1..MaxFrames, is the most Go frames a captured site
 	// keeps instead of MaxFrames: cheaper captures on deep stacks, and
 	// cumulative figures in pprof that stop short of the root.
 	Frames int
+}
+
+// Where is the notebook place an event is caused at, as a site hook
+// reports it: the innermost notebook frame's cell and line, and the
+// notebook call stack that reached it. Sites are keyed by it (with the Go
+// program counters), so it is comparable.
+type Where struct {
+	Cell string // notebook cell id; empty outside cells
+	Line int    // 1-based line within the cell; 0 if unknown
+	// Stack is the notebook call stack, outermost first and ending with
+	// Cell:Line, as frames appended back to back by AppendStackFrame; ""
+	// when Cell:Line is at a cell's top level. Equal stacks are equal
+	// keys; the Emitter decodes a key once, when it defines a site with it
+	// (Site.Stack).
+	Stack string
 }
 
 // Emitter produces the events of one trace: it numbers them, stamps their
@@ -49,7 +65,7 @@ type Emitter struct {
 	open   []openScope
 	beside map[ScopeID]ScopeKind // scopes opened with Open
 	nextSc ScopeID
-	hook   atomic.Pointer[func() (string, int)]
+	hook   atomic.Pointer[func() Where]
 	frames int // the most Go frames a site keeps
 }
 
@@ -57,15 +73,13 @@ type Emitter struct {
 // counters. A lookup may alias a caller's array; a stored key owns its
 // bytes.
 type siteKey struct {
-	pcs  string
-	cell string
-	line int
+	pcs   string
+	where Where
 }
 
 type staticKey struct {
-	c    *Callsite
-	cell string
-	line int
+	c     *Callsite
+	where Where
 }
 
 type openScope struct {
@@ -97,7 +111,7 @@ func NewEmitter(sink Sink, opts EmitterOptions) *Emitter {
 func (e *Emitter) Enabled() bool { return e != nil && e.sink != nil }
 
 // SetSiteHook replaces the site hook (see EmitterOptions.SiteHook).
-func (e *Emitter) SetSiteHook(h func() (cell string, line int)) {
+func (e *Emitter) SetSiteHook(h func() Where) {
 	if h == nil {
 		e.hook.Store(nil)
 		return
@@ -130,19 +144,19 @@ func (e *Emitter) internLocked(s string) StringID {
 // Caller returns the site of its caller's caller, skip frames further up:
 // Caller(0) called in f names f's caller. Go frames are interned by program
 // counter, so after the first time a site costs a stack capture and a map
-// lookup, not a symbolization. The notebook cell and line come from the
-// site hook.
+// lookup, not a symbolization. The notebook place comes from the site
+// hook.
 func (e *Emitter) Caller(skip int) SiteID {
 	if !e.Enabled() {
 		return 0
 	}
 	var pcs [MaxFrames]uintptr
 	n := runtime.Callers(skip+3, pcs[:e.frames])
-	cell, line := e.where()
+	w := e.where()
 	e.mu.Lock()
-	id, ok := e.sites[siteKey{pcsKey(pcs[:n]), cell, line}]
+	id, ok := e.sites[siteKey{pcsKey(pcs[:n]), w}]
 	if !ok {
-		id = e.defineSiteLocked(pcs[:n], cell, line)
+		id = e.defineSiteLocked(pcs[:n], w)
 	}
 	e.mu.Unlock()
 	return id
@@ -158,10 +172,14 @@ func pcsKey(pcs []uintptr) string {
 }
 
 // defineSiteLocked defines the site of the program counters pcs at the
-// cell line, keyed by a copy of them: pcs may be on the caller's stack.
-func (e *Emitter) defineSiteLocked(pcs []uintptr, cell string, line int) SiteID {
-	k := siteKey{pcs: strings.Clone(pcsKey(pcs)), cell: cell, line: line}
-	s := Site{Cell: k.cell, Line: k.line}
+// notebook place w, keyed by a copy of them: pcs may be on the caller's
+// stack.
+func (e *Emitter) defineSiteLocked(pcs []uintptr, w Where) SiteID {
+	k := siteKey{pcs: strings.Clone(pcsKey(pcs)), where: w}
+	s := Site{Cell: w.Cell, Line: w.Line}
+	if w.Stack != "" {
+		s.Stack = stackOf(w.Stack)
+	}
 	if n := len(pcs); n > 0 {
 		frames := runtime.CallersFrames(slices.Clone(pcs))
 		for {
@@ -198,39 +216,38 @@ func (e *Emitter) siteLocked(k siteKey, s Site) SiteID {
 // Its Go frames are captured the first time any Emitter uses it, so later
 // uses cost a map lookup instead of a stack walk (runtime.Callers costs
 // 100–250 ns, which per-layer allocations cannot afford). The frames above
-// the call site are those of its first use in each Emitter at each notebook
-// cell line. The zero value is ready to use.
+// the call site are those of its first use in each Emitter at each
+// notebook place (cell, line and call stack). The zero value is ready to use.
 type Callsite struct {
 	last atomic.Pointer[callsiteMemo] // the id most recently given out
 }
 
-// callsiteMemo remembers a Callsite's site for one emitter and cell line:
-// allocations in a loop hit it again and again, without a lock or a map.
+// callsiteMemo remembers a Callsite's site for one emitter and notebook
+// place: allocations in a loop hit it again and again, without a lock or
+// a map.
 type callsiteMemo struct {
-	e    *Emitter
-	cell string
-	line int
-	id   SiteID
+	e     *Emitter
+	where Where
+	id    SiteID
 }
 
-// where returns the notebook cell and line the site hook reports.
-func (e *Emitter) where() (string, int) {
+// where returns the notebook place the site hook reports.
+func (e *Emitter) where() Where {
 	if h := e.hook.Load(); h != nil {
 		return (*h)()
 	}
-	return "", 0
+	return Where{}
 }
 
-// At returns the site of the Callsite c, with the notebook cell and line
+// At returns the site of the Callsite c, with the notebook place
 // from the site hook. skip is as for Caller, and only matters on c's first
-// use in e at a cell line, when the stack is captured.
+// use in e at a notebook place, when the stack is captured.
 func (e *Emitter) At(c *Callsite, skip int) SiteID {
 	if !e.Enabled() {
 		return 0
 	}
-	k := staticKey{c: c}
-	k.cell, k.line = e.where()
-	if m := c.last.Load(); m != nil && m.e == e && m.line == k.line && m.cell == k.cell {
+	k := staticKey{c: c, where: e.where()}
+	if m := c.last.Load(); m != nil && m.e == e && m.where == k.where {
 		return m.id
 	}
 	e.mu.Lock()
@@ -242,13 +259,13 @@ func (e *Emitter) At(c *Callsite, skip int) SiteID {
 		var pcs [MaxFrames]uintptr
 		n := runtime.Callers(skip+3, pcs[:e.frames])
 		e.mu.Lock()
-		if id, ok = e.sites[siteKey{pcsKey(pcs[:n]), k.cell, k.line}]; !ok {
-			id = e.defineSiteLocked(pcs[:n], k.cell, k.line)
+		if id, ok = e.sites[siteKey{pcsKey(pcs[:n]), k.where}]; !ok {
+			id = e.defineSiteLocked(pcs[:n], k.where)
 		}
 		e.static[k] = id
 		e.mu.Unlock()
 	}
-	c.last.Store(&callsiteMemo{e: e, cell: k.cell, line: k.line, id: id})
+	c.last.Store(&callsiteMemo{e: e, where: k.where, id: id})
 	return id
 }
 
@@ -263,7 +280,7 @@ func (e *Emitter) Site(s Site) SiteID {
 	defer e.mu.Unlock()
 	// A key no PC capture can produce: PC 1 never appears in a real stack.
 	pcs := [2]uintptr{1, uintptr(e.nsites + 1)}
-	k := siteKey{pcs: strings.Clone(pcsKey(pcs[:])), cell: s.Cell, line: s.Line}
+	k := siteKey{pcs: strings.Clone(pcsKey(pcs[:])), where: Where{Cell: s.Cell, Line: s.Line}}
 	return e.siteLocked(k, s)
 }
 

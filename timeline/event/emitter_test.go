@@ -2,6 +2,7 @@ package event_test
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -69,7 +70,7 @@ func TestEmitterSequenceAndScopes(t *testing.T) {
 func TestEmitterCallerSite(t *testing.T) {
 	sink := eventtest.Strict(t)
 	cell, line := "", 0
-	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() (string, int) { return cell, line }})
+	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() event.Where { return event.Where{Cell: cell, Line: line} }})
 	capture := func() event.SiteID { return em.Caller(0) }
 
 	a := capture()
@@ -190,7 +191,7 @@ var testCallsite event.Callsite
 func TestEmitterAt(t *testing.T) {
 	sink := eventtest.Strict(t)
 	cell := "c1"
-	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() (string, int) { return cell, 2 }})
+	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() event.Where { return event.Where{Cell: cell, Line: 2} }})
 	at := func() event.SiteID { return em.At(&testCallsite, 0) }
 	a, b := at(), at()
 	cell = "c2"
@@ -204,8 +205,46 @@ func TestEmitterAt(t *testing.T) {
 	}
 }
 
+// A site hook's call stack keys sites: the same Go code reached from two
+// notebook call stacks is two sites, each with its stack, outermost first.
+func TestEmitterStackSites(t *testing.T) {
+	sink := eventtest.Strict(t)
+	stack := func(fs ...event.Frame) string {
+		var b []byte
+		for _, f := range fs {
+			b = event.AppendStackFrame(b, f)
+		}
+		return string(b)
+	}
+	helper := event.Frame{Func: "make_cache", File: "a", Line: 2}
+	w := event.Where{Cell: "a", Line: 2, Stack: stack(event.Frame{Func: "<toplevel>", File: "b", Line: 3}, helper)}
+	em := event.NewEmitter(sink, event.EmitterOptions{SiteHook: func() event.Where { return w }})
+	var cs event.Callsite
+	var at, caller [3]event.SiteID
+	for i := range 3 {
+		if i == 2 {
+			w.Stack = stack(event.Frame{Func: "<toplevel>", File: "c", Line: 5}, helper)
+		}
+		at[i], caller[i] = em.At(&cs, 0), em.Caller(0)
+	}
+	if at[0] != at[1] || caller[0] != caller[1] || at[2] == at[0] || caller[2] == caller[0] {
+		t.Fatalf("At ids %v, Caller ids %v: want the same stack to share a site, another stack not", at, caller)
+	}
+	s, _ := sink.Site(at[0])
+	want := []event.Frame{{Func: "<toplevel>", File: "b", Line: 3}, helper}
+	if s.Cell != "a" || s.Line != 2 || !reflect.DeepEqual(s.Stack, want) || !reflect.DeepEqual(s.Starlark(), want) {
+		t.Fatalf("site %+v: want cell a:2 with stack %+v", s, want)
+	}
+	if got := s.String(); got != "cell b:3 → cell a:2 (make_cache)" {
+		t.Errorf("site reads %q, want the caller's line first, then the helper's", got)
+	}
+	if top := (event.Site{Cell: "b", Line: 4}).Starlark(); len(top) != 1 || top[0].File != "b" || top[0].Line != 4 {
+		t.Errorf("a top-level site's stack is %+v, want its cell line alone", top)
+	}
+}
+
 func BenchmarkEmitterAt(b *testing.B) {
-	em := event.NewEmitter(eventtest.Discard, event.EmitterOptions{SiteHook: func() (string, int) { return "cell", 3 }})
+	em := event.NewEmitter(eventtest.Discard, event.EmitterOptions{SiteHook: func() event.Where { return event.Where{Cell: "cell", Line: 3} }})
 	b.ReportAllocs()
 	for b.Loop() {
 		em.At(&testCallsite, 0)
@@ -276,7 +315,7 @@ func BenchmarkSiteDepth(b *testing.B) {
 		for _, limit := range []int{8, event.MaxFrames} {
 			b.Run(fmt.Sprintf("depth=%d/frames=%d", depth, limit), func(b *testing.B) {
 				em := event.NewEmitter(eventtest.Discard, event.EmitterOptions{Frames: limit,
-					SiteHook: func() (string, int) { return "cell", 3 }})
+					SiteHook: func() event.Where { return event.Where{Cell: "cell", Line: 3} }})
 				b.ReportAllocs()
 				atDepth(depth, func() {
 					for b.Loop() {

@@ -200,7 +200,9 @@ const (
 	PoolOutside = 2 // memory taken from the device outside the caching allocator
 )
 
-// Frame is one Go or notebook stack frame.
+// Frame is one Go or notebook stack frame. A notebook (Starlark) frame
+// has the function's name in Func ("<toplevel>" for a cell's top level),
+// the cell id in File and the line in that cell in Line.
 type Frame struct {
 	Func string
 	File string
@@ -213,12 +215,40 @@ type Site struct {
 	Cell   string // notebook cell id; empty outside cells
 	Line   int    // 1-based line within the cell; 0 if unknown
 	Frames []Frame
+	// Stack is the notebook (Starlark) call stack that reached Cell:Line,
+	// outermost first as Python tracebacks are, ending with Cell:Line
+	// itself: a helper defined in one cell and called from another has
+	// the calling cell's line first. It is nil when Cell:Line is at a
+	// cell's top level, where the stack would be that line alone.
+	Stack []Frame
+}
+
+// Starlark returns the site's notebook call stack, outermost first: Stack,
+// or the cell line alone when Stack is nil; nil outside cells.
+func (s Site) Starlark() []Frame {
+	if len(s.Stack) > 0 || s.Cell == "" {
+		return s.Stack
+	}
+	return []Frame{{Func: "<toplevel>", File: s.Cell, Line: s.Line}}
 }
 
 // String formats the site as "cell abc:3 ← engine.(*KVCache).grow kv.go:88 ← ...".
+// A site with a notebook call stack names it first, outermost first, as
+// "cell b:3 → cell a:2 (make_cache) ← engine...": the line that called
+// the helper, then the helper's line.
 func (s Site) String() string {
 	var out string
-	if s.Cell != "" {
+	if len(s.Stack) > 0 {
+		for i, f := range s.Stack {
+			if i > 0 {
+				out += " → "
+			}
+			out += fmt.Sprintf("cell %s:%d", f.File, f.Line)
+			if f.Func != "" && f.Func != "<toplevel>" {
+				out += " (" + f.Func + ")"
+			}
+		}
+	} else if s.Cell != "" {
 		out = fmt.Sprintf("cell %s:%d", s.Cell, s.Line)
 	}
 	for _, f := range s.Frames {

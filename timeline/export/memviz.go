@@ -301,13 +301,20 @@ func (m *memvizWriter) entry(action string, addr, size uint64, t int64, site eve
 	m.enc.endDict()
 }
 
-// frames writes a site's frames: the notebook cell, then Go frames.
+// frames writes a site's frames: the notebook frames, innermost first
+// (a helper's line, then the line of the cell that called it), then Go
+// frames.
 func (m *memvizWriter) frames(id event.SiteID) {
 	m.enc.shared(int64(id), func() {
 		m.enc.beginList()
 		if s, ok := m.tr.Site(id); ok && id != 0 {
-			if s.Cell != "" {
-				m.frame(cellFile(s.Cell), s.Line, s.Cell)
+			st := s.Starlark()
+			for i := len(st) - 1; i >= 0; i-- {
+				name := st[i].Func
+				if name == "" || name == "<toplevel>" {
+					name = st[i].File
+				}
+				m.frame(cellFile(st[i].File), st[i].Line, name)
 			}
 			for _, f := range s.Frames {
 				m.frame(f.File, f.Line, f.Func)

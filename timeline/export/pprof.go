@@ -17,9 +17,12 @@ import (
 // the instant) and inuse_objects/count and inuse_space/bytes (what is alive
 // at it, in allocated, rounded bytes); inuse_space is the default. There
 // is one sample per site, label and category, labelled "category" and
-// "label". A sample's stack is the site: the notebook cell line first, as
-// a function "cell <id>" in file "cell:<id>", then the Go frames,
-// innermost first.
+// "label". A sample's stack is the site: its notebook frames first,
+// innermost first (locations are leaf first), each a function in file
+// "cell:<id>" ("cell <id>" for a cell's top level, else the Starlark
+// function's name), then the Go frames, innermost first. A helper defined
+// in one cell and called from another has the helper's line as the leaf
+// and the calling cell's line below it, above the Go frames.
 func Pprof(w io.Writer, tr Trace, at At) error {
 	p, err := heapProfile(tr, at)
 	if err != nil {
@@ -164,16 +167,22 @@ func newStackBuilder(p *profile.Profile, n Names) *stackBuilder {
 		locs: make(map[locKey]*profile.Location), stacks: make(map[event.SiteID][]*profile.Location)}
 }
 
-// stack is the site's stack: the notebook cell line first, then the Go
-// frames, innermost first; "unknown" when the site is.
+// stack is the site's stack: the notebook frames, innermost first, then
+// the Go frames, innermost first; "unknown" when the site is.
 func (b *stackBuilder) stack(id event.SiteID) []*profile.Location {
 	if s, ok := b.stacks[id]; ok {
 		return s
 	}
 	var out []*profile.Location
 	if s, ok := b.names.Site(id); ok && id != 0 {
-		if s.Cell != "" {
-			out = append(out, b.location("cell "+s.Cell, "cell:"+s.Cell, s.Line))
+		st := s.Starlark()
+		for i := len(st) - 1; i >= 0; i-- {
+			f := st[i]
+			name := f.Func
+			if name == "" || name == "<toplevel>" {
+				name = "cell " + f.File
+			}
+			out = append(out, b.location(name, "cell:"+f.File, f.Line))
 		}
 		for _, f := range s.Frames {
 			out = append(out, b.location(f.Func, f.File, f.Line))

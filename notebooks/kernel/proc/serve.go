@@ -37,6 +37,10 @@ type kernelProc struct {
 	mu  sync.Mutex // guards cur
 	cur *cellRun
 
+	stackMu  sync.Mutex        // guards the site hook's stackBuf and stacks
+	stackBuf []byte            // the stack key being built
+	stacks   map[string]string // stack keys seen, interned
+
 	jobs chan func()
 	stop chan struct{}
 	once sync.Once
@@ -86,7 +90,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	if opts.Devices == nil {
 		opts.Devices = DefaultDevices
 	}
-	k := &kernelProc{out: out, sessionID: msg.NewID(), log: os.Stderr, jobs: make(chan func(), 64), stop: make(chan struct{})}
+	k := &kernelProc{out: out, sessionID: msg.NewID(), log: os.Stderr, jobs: make(chan func(), 64), stop: make(chan struct{}),
+		stacks: make(map[string]string)}
 	k.sink = &pipeSink{an: analyze.New(analyze.Options{MaxObjects: 1 << 16}), write: k.writeFrame}
 	k.em = event.NewEmitter(k.sink, event.EmitterOptions{SiteHook: k.siteHook})
 	k.s = newSession(k.em, k.sink, opts.Devices)
@@ -264,27 +269,73 @@ func (k *kernelProc) interrupt() {
 	}
 }
 
-// siteHook names the cell and line running now: the innermost Starlark
-// frame with a position. It runs on the cell's goroutine, during
-// allocations.
-func (k *kernelProc) siteHook() (string, int) {
+// maxStack bounds the notebook frames a site keeps (deep recursion):
+// the outermost and the innermost half of it.
+const maxStack = 64
+
+// siteHook names the notebook place running now: the innermost Starlark
+// frame with a position, and, when that frame is inside a function, the
+// Starlark call stack that reached it, outermost first. It runs on the
+// goroutine that allocates, during allocations: the stack is built in a
+// buffer and interned, so an event whose stack was seen before allocates
+// nothing.
+func (k *kernelProc) siteHook() event.Where {
 	k.mu.Lock()
 	cur := k.cur
 	k.mu.Unlock()
 	if cur == nil {
-		return "", 0
+		return event.Where{}
 	}
 	th := cur.thread
 	if th == nil {
-		return cur.cell, 0
+		return event.Where{Cell: cur.cell}
 	}
-	for i := 0; i < th.CallStackDepth(); i++ {
-		fr := th.CallFrame(i)
-		if fr.Pos.Line > 0 && !strings.HasPrefix(fr.Pos.Filename(), "<") {
-			return fr.Pos.Filename(), int(fr.Pos.Line)
+	w := event.Where{Cell: cur.cell}
+	depth := th.CallStackDepth()
+	// At a cell's top level (one Starlark function on the stack: the
+	// cell's own code) there is no stack to build: the innermost frame
+	// with a position is the place. Telling the cases apart costs no
+	// position decoding.
+	fns := 0
+	for i := 0; i < depth && fns < 2; i++ {
+		if _, ok := th.DebugFrame(i).Callable().(*starlark.Function); ok {
+			fns++
 		}
 	}
-	return cur.cell, 0
+	if fns < 2 {
+		for i := 0; i < depth; i++ {
+			fr := th.CallFrame(i)
+			if fr.Pos.Line > 0 && !strings.HasPrefix(fr.Pos.Filename(), "<") {
+				w.Cell, w.Line = fr.Pos.Filename(), int(fr.Pos.Line)
+				break
+			}
+		}
+		return w
+	}
+	k.stackMu.Lock()
+	buf, n := k.stackBuf[:0], 0
+	for i := depth - 1; i >= 0; i-- {
+		if depth > maxStack && i < depth-maxStack/2 && i >= maxStack/2 {
+			continue
+		}
+		fr := th.CallFrame(i)
+		if fr.Pos.Line > 0 && !strings.HasPrefix(fr.Pos.Filename(), "<") {
+			w.Cell, w.Line = fr.Pos.Filename(), int(fr.Pos.Line)
+			buf = event.AppendStackFrame(buf, event.Frame{Func: fr.Name, File: w.Cell, Line: w.Line})
+			n++
+		}
+	}
+	k.stackBuf = buf
+	if n > 1 {
+		key, ok := k.stacks[string(buf)]
+		if !ok {
+			key = string(buf)
+			k.stacks[key] = key
+		}
+		w.Stack = key
+	}
+	k.stackMu.Unlock()
+	return w
 }
 
 func (k *kernelProc) errorReply(m *msg.Message, ename, evalue string) {

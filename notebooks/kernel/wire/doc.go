@@ -19,6 +19,8 @@
 //
 //	tagString  event.AppendStringDef encoding
 //	tagSite    event.AppendSiteDef encoding
+//	tagSiteStack (4) a site with a notebook call stack: the tagSite
+//	           encoding, then its Stack as event.AppendFrames writes it
 //	tagEvents  uvarint first seq, uvarint count, uvarint n, then n bytes of
 //	           events encoded by a fresh event.Encoder
 //

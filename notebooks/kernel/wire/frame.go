@@ -24,6 +24,9 @@ const (
 	tagString byte = 1
 	tagSite   byte = 2
 	tagEvents byte = 3
+	// tagSiteStack is a site with a notebook call stack: the tagSite
+	// encoding, then the stack as event.AppendFrames writes it.
+	tagSiteStack byte = 4
 )
 
 // MaxFrame is the largest frame (type byte and payload) either side
@@ -122,6 +125,18 @@ func DecodeEvents(payload []byte, sink event.Sink) error {
 			}
 			sink.DefineSite(id, s)
 			payload = payload[n:]
+		case tagSiteStack:
+			id, s, n, err := event.DecodeSiteDef(payload)
+			if err != nil {
+				return fmt.Errorf("%w: site def: %v", ErrBadFrame, err)
+			}
+			st, m, err := event.DecodeFrames(payload[n:])
+			if err != nil {
+				return fmt.Errorf("%w: site %d stack: %v", ErrBadFrame, id, err)
+			}
+			s.Stack = st
+			sink.DefineSite(id, s)
+			payload = payload[n+m:]
 		case tagEvents:
 			first, n1 := binary.Uvarint(payload)
 			if n1 <= 0 {
@@ -181,11 +196,18 @@ func (b *EventBuffer) DefineString(id event.StringID, s string) {
 	b.out = event.AppendStringDef(b.out, id, s)
 }
 
-// DefineSite adds a site definition.
+// DefineSite adds a site definition, with its notebook call stack if it
+// has one.
 func (b *EventBuffer) DefineSite(id event.SiteID, s event.Site) {
 	b.closeRun()
-	b.out = append(b.out, tagSite)
+	if len(s.Stack) == 0 {
+		b.out = append(b.out, tagSite)
+		b.out = event.AppendSiteDef(b.out, id, s)
+		return
+	}
+	b.out = append(b.out, tagSiteStack)
 	b.out = event.AppendSiteDef(b.out, id, s)
+	b.out = event.AppendFrames(b.out, s.Stack)
 }
 
 // Emit adds an event; one whose Seq does not follow the last starts a new

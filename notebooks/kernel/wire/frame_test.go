@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"reflect"
 	"testing"
 
 	"linger/notebooks/msg"
@@ -68,12 +69,21 @@ func TestEventsRoundTrip(t *testing.T) {
 		site: func(id event.SiteID, s event.Site) { direct.DefineSite(id, s); eb.DefineSite(id, s) },
 		emit: func(e event.Event) { dEvents = append(dEvents, e); eb.Emit(e) },
 	}
-	em := event.NewEmitter(tee, event.EmitterOptions{SiteHook: func() (string, int) { return "cell-1", 3 }})
+	em := event.NewEmitter(tee, event.EmitterOptions{SiteHook: func() event.Where { return event.Where{Cell: "cell-1", Line: 3} }})
 	scope := em.Begin(event.ScopeCell, "cell-1")
 	for i := 0; i < 100; i++ {
 		em.Emit(event.Event{Kind: event.KindAlloc, Addr: uint64(i) << 12, Size: 4096, Requested: 4000, Category: event.CategoryKVCache, Expect: event.ScopeRequest, Label: em.Intern("layer.1.k"), Site: em.Caller(0)})
 	}
 	em.Mark("half")
+	// A helper's allocation: its site carries the notebook call stack.
+	stack := []event.Frame{{Func: "<toplevel>", File: "cell-2", Line: 5}, {Func: "make_cache", File: "cell-1", Line: 3}}
+	var key []byte
+	for _, f := range stack {
+		key = event.AppendStackFrame(key, f)
+	}
+	em.SetSiteHook(func() event.Where { return event.Where{Cell: "cell-1", Line: 3, Stack: string(key)} })
+	helper := em.Caller(0)
+	em.Emit(event.Event{Kind: event.KindAlloc, Addr: 1 << 30, Size: 512, Site: helper})
 	em.End(scope)
 	sink := sinkFunc{
 		str:  piped.DefineString,
@@ -92,8 +102,11 @@ func TestEventsRoundTrip(t *testing.T) {
 		}
 	}
 	s, _ := piped.Site(dEvents[1].Site)
-	if s.Cell != "cell-1" || s.Line != 3 {
+	if s.Cell != "cell-1" || s.Line != 3 || s.Stack != nil {
 		t.Errorf("site %+v", s)
+	}
+	if s, _ := piped.Site(helper); s.Cell != "cell-1" || s.Line != 3 || !reflect.DeepEqual(s.Stack, stack) {
+		t.Errorf("helper's site %+v, want its stack %+v", s, stack)
 	}
 }
 
@@ -117,6 +130,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	var eb EventBuffer
 	eb.DefineString(1, "layer.0.k")
 	eb.DefineSite(1, event.Site{Cell: "c", Line: 2})
+	eb.DefineSite(2, event.Site{Cell: "a", Line: 3, Stack: []event.Frame{{Func: "<toplevel>", File: "b", Line: 2}, {Func: "f", File: "a", Line: 3}}})
 	eb.Emit(event.Event{Seq: 1, Kind: event.KindAlloc, Addr: 4096, Size: 512, Label: 1, Site: 1})
 	eb.Emit(event.Event{Seq: 2, Kind: event.KindFree, Addr: 4096, Size: 512, Label: 1, Site: 1})
 	_ = WriteFrame(&buf, FrameEvents, eb.Take())

@@ -6,14 +6,17 @@
 // ended. (The server's analyzer applies the full rule to every scope; this
 // is its cell-level part, computed in the browser as events arrive.)
 // Events of a range the stream summarised first are counted when they
-// arrive later (the stream backfills them in order).
+// arrive later (the stream backfills them in order). An allocation made
+// in a notebook function counts at the function's line and at every line
+// of its call stack, as a line profiler's inclusive figures: a helper
+// defined in one cell and called from another marks the calling line too.
 
 import { KIND, SCOPE } from "./wire.gen.js";
 import { bytes } from "./palette.js";
 
 export class LineStats {
   constructor() {
-    this.sites = new Map(); // site id → "cell\0line"
+    this.sites = new Map(); // site id → ["cell\0line", ...]: the site's line, then its callers' lines
     this.strings = new Map();
     this.stats = new Map(); // "cell\0line" → {cell, line, alloc, live, peak, lingering}
     this.live = new Map(); // addr → {st, size, expect, run}
@@ -24,36 +27,47 @@ export class LineStats {
 
   defs(m) {
     for (const [id, s] of m.strings) this.strings.set(id, s);
-    for (const [id, cell, line] of m.sites) if (cell) this.sites.set(id, `${cell}\0${line}`);
+    for (const [id, cell, line, , stack] of m.sites) {
+      if (!cell) continue;
+      const keys = [`${cell}\0${line}`];
+      for (const [, c, l] of stack || []) if (c && !keys.includes(`${c}\0${l}`)) keys.push(`${c}\0${l}`);
+      this.sites.set(id, keys);
+    }
   }
 
   add(e) {
     const kind = e[2], expect = e[4], addr = e[5], size = e[6], site = e[9];
     switch (kind) {
       case KIND.alloc: {
-        const key = this.sites.get(site);
-        if (!key) return;
-        let st = this.stats.get(key);
-        if (!st) {
-          const [cell, line] = key.split("\0");
-          st = { cell, line: +line, alloc: 0, live: 0, peak: 0, lingering: 0 };
-          this.stats.set(key, st);
-        }
-        st.alloc += size; st.live += size; st.peak = Math.max(st.peak, st.live);
+        const keys = this.sites.get(site);
+        if (!keys) return;
+        const sts = keys.map((key, i) => {
+          let st = this.stats.get(key);
+          if (!st) {
+            const [cell, line] = key.split("\0");
+            st = { cell, line: +line, alloc: 0, live: 0, peak: 0, lingering: 0, via: 0 };
+            this.stats.set(key, st);
+          }
+          st.alloc += size; st.live += size; st.peak = Math.max(st.peak, st.live);
+          if (i > 0) st.via += size;
+          this.dirty.add(st.cell);
+          return st;
+        });
         const run = this.openRuns[this.openRuns.length - 1];
-        this.live.set(addr, { st, size, expect, run, lingering: false });
+        this.live.set(addr, { sts, size, expect, run, lingering: false });
         if (run !== undefined) this.runs.get(run)?.add(addr);
-        this.dirty.add(st.cell);
         break;
       }
       case KIND.free: {
         const o = this.live.get(addr);
         if (!o) return;
         this.live.delete(addr);
-        o.st.live -= o.size;
-        if (o.lingering) o.st.lingering -= o.size;
+        for (const st of o.sts) {
+          st.live -= o.size;
+          if (o.lingering) st.lingering -= o.size;
+          this.dirty.add(st.cell);
+        }
         if (o.run !== undefined) this.runs.get(o.run)?.delete(addr);
-        this.dirty.add(o.st.cell);
         break;
       }
       case KIND.scopeBegin:
@@ -65,7 +79,8 @@ export class LineStats {
         for (const a of this.runs.get(addr) || []) {
           const o = this.live.get(a);
           if (o && o.expect >= SCOPE.layer && o.expect <= SCOPE.cell && !o.lingering) {
-            o.lingering = true; o.st.lingering += o.size; this.dirty.add(o.st.cell);
+            o.lingering = true;
+            for (const st of o.sts) { st.lingering += o.size; this.dirty.add(st.cell); }
           }
         }
         this.runs.delete(addr);
@@ -84,7 +99,8 @@ export class LineStats {
       if (!byCell.has(st.cell)) byCell.set(st.cell, new Map());
       byCell.get(st.cell).set(st.line, {
         text: st.lingering > 0 ? `▲ ${bytes(st.lingering)}` : bytes(st.alloc),
-        title: `allocated ${bytes(st.alloc)}, peak ${bytes(st.peak)}, alive ${bytes(st.live)}, left lingering ${bytes(st.lingering)}`,
+        title: `allocated ${bytes(st.alloc)}, peak ${bytes(st.peak)}, alive ${bytes(st.live)}, left lingering ${bytes(st.lingering)}` +
+          (st.via ? `; ${bytes(st.via)} of it allocated in functions this line called` : ""),
         lingering: st.lingering > 0,
       });
     }

@@ -554,6 +554,17 @@ export class TimelineView {
       a.addEventListener("click", (ev) => { ev.preventDefault(); document.dispatchEvent(new CustomEvent("linger:goto-cell", { detail: { cellId: site.cell, line: site.line } })); });
       rows.push(["site", a]);
     }
+    // A helper's allocation: its notebook call stack, outermost first (as
+    // a Python traceback), each line a link to its cell.
+    if (site?.stack?.length > 1) {
+      const ol = el("ol", { class: "lt-stack", "data-testid": "detail-stack" });
+      for (const f of site.stack) {
+        const a = el("a", { href: `#cell-${f.cell}`, class: "lt-link" }, `cell ${f.cell}, line ${f.line}${f.func && f.func !== "<toplevel>" ? `, in ${f.func}` : ""}`);
+        a.addEventListener("click", (ev) => { ev.preventDefault(); document.dispatchEvent(new CustomEvent("linger:goto-cell", { detail: { cellId: f.cell, line: f.line } })); });
+        ol.append(el("li", {}, a));
+      }
+      rows.push(["call stack", ol]);
+    }
     if (site?.frames?.length) rows.push(["Go frames", el("code", {}, site.frames.map((f) => `${f.func} ${f.file}:${f.line}`).join("\n"))]);
     if (!site) rows.push(["site", "unknown"]);
     rows.push(["size", el("span", { "data-testid": "detail-size" }, `${sizes(o.requested, o.size)}, ${o.category}`)]);
@@ -676,6 +687,7 @@ function injectStyle() {
 .lt-panels{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,24em),1fr));gap:1em;font:13px system-ui,sans-serif}
 .lt-detail dl{display:grid;grid-template-columns:auto minmax(0,1fr);gap:.2em .8em}
 .lt-detail dd{margin:0;min-width:0;overflow-wrap:anywhere}
+.lt-stack{margin:0;padding-left:1.4em}
 .lt-detail code{display:block;white-space:pre-wrap;overflow-wrap:anywhere}
 .lt-findings li{overflow-wrap:anywhere}
 .lt-findings ul{list-style:none;padding:0;margin:0}

@@ -1,0 +1,84 @@
+package browser
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestHelperStack: a helper defined in the first cell makes a request's
+// cache, the second cell calls it and keeps the cache in a global. The
+// gutter marks the calling line (cell 2, line 2) as well as the helper's,
+// and the detail panel of a lingering block lists the call stack, the
+// calling line first.
+func TestHelperStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	t.Parallel()
+	p := openNotebook(t, `e = engine(model="tiny", device="meta")
+def prefill(e, n):
+    return e.generate(prompt_tokens=n, chunk_size=64, max_new_tokens=2, keep_cache=True).cache`,
+		`n = 256
+cache = prefill(e, n)   # kept for the next request
+print(cache.len)`)
+	p.step(t, "timeline mounted", 20*time.Second,
+		chromedp.WaitVisible(css(`[data-testid=timeline-canvas]`)),
+		void(chromedp.Poll[bool](`window.linger?.timeline?.views?.size > 0`)))
+	for i := range 2 {
+		p.run(t, i)
+		p.step(t, fmt.Sprintf("cell %d ran", i), 60*time.Second,
+			chromedp.WaitVisible(css(p.cell(i)+` [data-testid=prompt]:not(:empty)`)),
+			chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
+	}
+	if out := p.text(t, p.cell(1)+` .outputs`); !strings.Contains(out, "\n257\n") {
+		t.Fatalf("the calling cell's output %q, want the cache's 257 tokens", out)
+	}
+
+	// 1. The gutter marks the calling line, line 2 of the second cell, as
+	// leaving bytes lingering (and the helper's line in the first cell).
+	marked := func(cell int) string {
+		return fmt.Sprintf(`(() => {
+			const c = document.querySelector(%q);
+			const lines = [...c.querySelectorAll(".cm-line")].map((l) => l.getBoundingClientRect().top);
+			return [...c.querySelectorAll(".cm-mem-gutter .cm-gutterElement")].filter((g) => g.textContent.includes("▲")).
+				map((g) => 1 + lines.findIndex((y) => Math.abs(y - g.getBoundingClientRect().top) < 4));
+		})()`, p.cell(cell))
+	}
+	p.step(t, "the calling line is marked lingering", 20*time.Second,
+		void(chromedp.Poll[bool](marked(1)+`.includes(2)`)))
+	if got := eval[[]int](t, p, "helper's gutter", marked(0)); len(got) != 1 || got[0] != 3 {
+		t.Errorf("lines marked lingering in the helper's cell: %v, want [3]", got)
+	}
+	if got := eval[[]int](t, p, "caller's gutter", marked(1)); len(got) != 1 || got[0] != 2 {
+		t.Errorf("lines marked lingering in the calling cell: %v, want [2]", got)
+	}
+
+	// 2. A lingering block's detail panel lists the call stack, outermost
+	// first.
+	var at struct{ X, Y float64 }
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	raw, err := chromedp.Run(ctx, chromedp.Poll[json.RawMessage](lingeringAt, chromedp.WithPollingInterval(200*time.Millisecond)))
+	if err != nil || json.Unmarshal(raw, &at) != nil || at.X == 0 {
+		screenshot(t, p.ctx, "helper-stack-failed.png")
+		t.Fatalf("a lingering object drawn on the canvas: %s (%v)", raw, err)
+	}
+	p.step(t, "click the lingering object", 20*time.Second,
+		chromedp.MouseClickXY(at.X, at.Y),
+		chromedp.WaitVisible(css(`[data-testid=timeline-detail] [data-testid=detail-stack]`)))
+	got := eval[[]string](t, p, "call stack", `[...document.querySelectorAll("[data-testid=detail-stack] li")].map((li) => li.textContent)`)
+	want := []string{fmt.Sprintf("cell %s, line 2", p.ids[1]), fmt.Sprintf("cell %s, line 3, in prefill", p.ids[0])}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("detail panel's call stack %q, want %q", got, want)
+	}
+	if site := p.text(t, `[data-testid=detail-cell]`); site != fmt.Sprintf("cell %s, line 3", p.ids[0]) {
+		t.Errorf("detail panel's site %q, want the helper's line", site)
+	}
+	screenshot(t, p.ctx, "helper-stack.png")
+}
