@@ -54,6 +54,7 @@
 //	workspace      engine   the persistent attention workspace (score rows)
 //	workspace      step     its per-call part (log-sum-exp), freed by WorkspaceGuard.Release
 //	kv_cache       request  keys and values (MLA: latents); freed when the request ends
+//	kv_cache       engine   a Scheduler's prefix cache blocks ("prefix.block[HASH]"), freed by eviction or Close
 //	attn_mask      (caller) only a caller's masks (CausalMask): the engine builds none
 //	activation     layer    a block's temporaries (q, k, v, attention out, gate, up, ...)
 //	activation     step     the hidden state of a step and the final norm
@@ -68,6 +69,25 @@
 // 32 GiB at 128K) to say what the positions already say. A mask pays
 // only when it is not causal, and then a caller's full mask is read
 // through views, one per chunk, which allocate nothing.
+//
+// # Failures and the prefix cache
+//
+// A forward pass that fails (out of memory in a chunk, a device error)
+// frees what it allocated and gives back the KV blocks it reserved for
+// its tokens, so a caller's cache (Request.Cache) after a failed prefill
+// holds exactly the chunks done: the caller resets it, or keeps it, a
+// partial cache lingering. A Scheduler serves on when one request fails:
+// the request completes with its error.
+//
+// With SchedulerOptions.PrefixCache a Scheduler shares prompts' full
+// PageSize-token blocks between requests, as vLLM's automatic prefix
+// caching does (prefix.go): a block is keyed by its tokens' hash chained
+// to its predecessor's, referenced by the running requests that use it,
+// and evicted least recently used once free, when a new block needs room
+// under PrefixCapacity. Its blocks belong to no request, so they are
+// recorded in the engine's scope and expected to die with the engine: a
+// correct cache never lingers, and one without a capacity shows as
+// kv_cache growth, not as lingering objects.
 //
 // An object is lingering when the scope it was expected to die with ends
 // while it is alive. A correct Generate or Scheduler run leaves none, and

@@ -81,6 +81,7 @@ type Engine struct {
 	mu     sync.Mutex // guards closed, caches, nreq
 	closed bool
 	caches map[KVCache]struct{} // made by NewKVCache, freed at Close
+	prefix []*prefixCache       // schedulers' prefix caches, freed at Close
 	nreq   int
 
 	peak uint64 // highest allocated bytes seen in the current call
@@ -223,10 +224,22 @@ func (e *Engine) WeightBytes() uint64 { return e.w.bytes() }
 // to maxTokens tokens. The engine keeps a reference until the cache is
 // freed or the engine closes (Close frees it).
 func (e *Engine) NewKVCache(maxTokens int) (KVCache, error) {
-	return e.newKVCache(maxTokens, e.em.Current(), event.ScopeRequest)
+	return e.newKVCache(maxTokens, e.em.Current(), event.ScopeRequest, e.layout)
 }
 
-func (e *Engine) newKVCache(maxTokens int, scope event.ScopeID, expect event.ScopeKind) (KVCache, error) {
+// newPrefixCache returns a prefix cache that Close frees.
+func (e *Engine) newPrefixCache(capacity int) (*prefixCache, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, fmt.Errorf("new prefix cache: %w", ErrClosed)
+	}
+	pc := newPrefixCache(e, capacity)
+	e.prefix = append(e.prefix, pc)
+	return pc, nil
+}
+
+func (e *Engine) newKVCache(maxTokens int, scope event.ScopeID, expect event.ScopeKind, layout KVLayout) (KVCache, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -237,7 +250,7 @@ func (e *Engine) newKVCache(maxTokens int, scope event.ScopeID, expect event.Sco
 			delete(e.caches, c)
 		}
 	}
-	c, err := newKVCache(e.a, e.cfg, e.dt, e.layout, maxTokens, scope, expect)
+	c, err := newKVCache(e.a, e.cfg, e.dt, layout, maxTokens, scope, expect)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +270,7 @@ func (e *Engine) NewKVCacheFor(maxTokens int, expect event.ScopeKind) (KVCache, 
 	if !expect.Valid() {
 		return nil, fmt.Errorf("new kv cache: invalid expectation %v", expect)
 	}
-	return e.newKVCache(maxTokens, 0, expect)
+	return e.newKVCache(maxTokens, 0, expect, e.layout)
 }
 
 // Close frees the weights, the workspace and every KV cache made by
@@ -276,6 +289,10 @@ func (e *Engine) Close() error {
 		c.Free() // an already-freed cache reports ErrFreed: nothing to do
 	}
 	e.caches = nil
+	for _, pc := range e.prefix {
+		pc.close()
+	}
+	e.prefix = nil
 	e.w.free()
 	err := errors.Join(e.ws.Free(), e.closeStream())
 	e.em.End(e.scope)

@@ -28,8 +28,18 @@ type fwdOut struct {
 // out.wantLogits is false. Without a BatchContext the logits are category
 // logits, expect step, and the caller frees them; with one they belong to
 // the batch. Everything else it allocates is freed before it returns, on
-// every path.
-func (e *Engine) forward(seqs []seqIn, out fwdOut) (*Tensor, error) {
+// every path, and a failed pass leaves each cache holding the tokens it
+// held (the blocks reserved for this pass's tokens are given back), so a
+// caller's cache after a failed prefill chunk holds exactly the chunks
+// done.
+func (e *Engine) forward(seqs []seqIn, out fwdOut) (_ *Tensor, err error) {
+	defer func() {
+		if err != nil {
+			for _, s := range seqs {
+				s.cache.trim()
+			}
+		}
+	}()
 	c := e.cfg
 	R, ctxMax := 0, 0
 	for i := range seqs {

@@ -58,6 +58,9 @@ type Request struct {
 type Result struct {
 	Tokens       []int // generated ids, the EOS included when it stopped the request
 	PromptTokens int
+	// CachedTokens is how many prompt tokens a scheduler's prefix cache
+	// held already: the prefill ran over the others only.
+	CachedTokens int
 	Chunks       int  // prefill steps
 	StoppedAtEOS bool // false: stopped at MaxNewTokens
 	PrefillTime  time.Duration

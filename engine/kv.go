@@ -93,6 +93,10 @@ type KVCache interface {
 	pages(layer int, k, v []device.Ptr) ([]device.Ptr, []device.Ptr, int)
 	// setLen records that n tokens are cached.
 	setLen(n int)
+	// trim frees the storage that holds none of the Len cached tokens
+	// (what a failed forward pass reserved), so that a failed call leaves
+	// the cache holding exactly the tokens it cached.
+	trim()
 	// isFreed reports whether Free was called.
 	isFreed() bool
 	// fits reports whether the cache was made for this model shape and dtype.
@@ -273,6 +277,14 @@ func (c *contiguousKV) release() {
 	c.k, c.v, c.n = nil, nil, 0
 }
 
+// trim releases the cache's tensors when it holds no token: its one
+// allocation covers its whole capacity, cached tokens or not.
+func (c *contiguousKV) trim() {
+	if c.n == 0 {
+		c.release()
+	}
+}
+
 func (c *contiguousKV) Reset() error {
 	if c.freed {
 		return fmt.Errorf("reset kv cache: %w", ErrFreed)
@@ -292,9 +304,17 @@ func (c *contiguousKV) Free() error {
 
 // pagedKV keeps a block table: block i holds tokens [16i, 16i+16) of every
 // layer, laid out [layer][plane][token][width].
+//
+// Under a scheduler's prefix cache (prefix.go) the first len(refs) blocks
+// are the cache's, shared by reference count, and the blocks of its first
+// len(prefix) full prompt blocks are allocated as prefix blocks (engine
+// lifetime, labelled by their hash) so that they can join it.
 type pagedKV struct {
 	kvBase
 	blocks []*Tensor
+	pc     *prefixCache
+	prefix []prefixKey    // the full prompt blocks' keys
+	refs   []*prefixBlock // blocks[:len(refs)] are pc's
 }
 
 func (p *pagedKV) Layout() KVLayout { return KVPaged }
@@ -315,7 +335,13 @@ func (p *pagedKV) reserve(n int) error {
 	}
 	shape := []int{p.cfg.Layers, p.planes(), PageSize, p.width}
 	for len(p.blocks)*PageSize < n {
-		t, err := p.alloc(shape, labelBlock.get(len(p.blocks)))
+		var t *Tensor
+		var err error
+		if i := len(p.blocks); i < len(p.prefix) {
+			t, err = p.pc.alloc(shape, p.prefix[i])
+		} else {
+			t, err = p.alloc(shape, labelBlock.get(i))
+		}
 		if err != nil {
 			return fmt.Errorf("kv cache: %w", err)
 		}
@@ -362,12 +388,33 @@ func (p *pagedKV) pages(layer int, k, v []device.Ptr) ([]device.Ptr, []device.Pt
 	return k, v, PageSize
 }
 
+// drop gives up blocks[keep:], last first: the prefix cache's blocks go
+// back to it (the tail of a sequence becomes the least recently used, as
+// in vLLM), the others are freed.
+func (p *pagedKV) drop(keep int) {
+	for i := len(p.blocks) - 1; i >= keep; i-- {
+		if i < len(p.refs) {
+			p.pc.release(p.refs[i])
+		} else {
+			free(p.blocks[i])
+		}
+		p.blocks[i] = nil
+	}
+	p.blocks = p.blocks[:keep]
+	if len(p.refs) > keep {
+		clear(p.refs[keep:])
+		p.refs = p.refs[:keep]
+	}
+}
+
+func (p *pagedKV) trim() { p.drop((p.n + PageSize - 1) / PageSize) }
+
 func (p *pagedKV) Reset() error {
 	if p.freed {
 		return fmt.Errorf("reset kv cache: %w", ErrFreed)
 	}
-	free(p.blocks...)
-	p.blocks, p.n = nil, 0
+	p.drop(0)
+	p.n = 0
 	return nil
 }
 
@@ -375,7 +422,7 @@ func (p *pagedKV) Free() error {
 	if p.freed {
 		return fmt.Errorf("free kv cache: %w", ErrFreed)
 	}
-	free(p.blocks...)
-	p.blocks, p.n, p.freed = nil, 0, true
+	p.drop(0)
+	p.n, p.freed = 0, true
 	return nil
 }

@@ -72,6 +72,21 @@ type SchedulerOptions struct {
 	// previous batch has wholly finished, as a static-batching server
 	// does, instead of as soon as a slot frees.
 	Static bool
+	// PrefixCache turns on automatic prefix caching, as vLLM's: every
+	// request gets a paged cache (whatever the engine's layout) whose full
+	// prompt blocks are shared, by the hash of their token prefix, with
+	// later requests whose prompts start with the same tokens, which then
+	// prefill only the rest. Blocks no running request uses are kept and
+	// evicted least recently used first when a new block needs room (see
+	// PrefixCapacity). Tokens are the same as without it.
+	PrefixCache bool
+	// PrefixCapacity bounds the blocks the prefix cache holds (each
+	// PageSize tokens of every layer's keys and values); 0 leaves it
+	// unbounded, so that it grows with every distinct prefix served, a
+	// leak by retention. Blocks in use are never evicted: when all the
+	// cache holds are in use, a new block stays its request's and is
+	// freed with it.
+	PrefixCapacity int
 }
 
 // Completion is a finished request of a Scheduler.
@@ -109,6 +124,7 @@ type Scheduler struct {
 	e       *Engine
 	max     int
 	static  bool
+	pc      *prefixCache // nil without PrefixCache
 	next    int
 	waiting []*job
 	running []*job
@@ -123,7 +139,45 @@ func NewScheduler(e *Engine, opts SchedulerOptions) (*Scheduler, error) {
 	if opts.MaxBatch == 0 {
 		opts.MaxBatch = 8
 	}
-	return &Scheduler{e: e, max: opts.MaxBatch, static: opts.Static}, nil
+	if opts.PrefixCapacity < 0 {
+		return nil, fmt.Errorf("new scheduler: prefix capacity must not be negative, got %d", opts.PrefixCapacity)
+	}
+	s := &Scheduler{e: e, max: opts.MaxBatch, static: opts.Static}
+	if opts.PrefixCache {
+		pc, err := e.newPrefixCache(opts.PrefixCapacity)
+		if err != nil {
+			return nil, fmt.Errorf("new scheduler: %w", err)
+		}
+		s.pc = pc
+	}
+	return s, nil
+}
+
+// PrefixStats returns the prefix cache's counters, and false without
+// one.
+func (s *Scheduler) PrefixStats() (PrefixStats, bool) {
+	if s.pc == nil {
+		return PrefixStats{}, false
+	}
+	return s.pc.stats(), true
+}
+
+// PrefixTensors returns the blocks the prefix cache holds (nil without
+// one), for retention paths: the least recently used free blocks first,
+// then those running requests use.
+func (s *Scheduler) PrefixTensors() []*Tensor {
+	if s.pc == nil {
+		return nil
+	}
+	return s.pc.tensors()
+}
+
+// ClearPrefixCache frees every block of the prefix cache that no running
+// request uses.
+func (s *Scheduler) ClearPrefixCache() {
+	if s.pc != nil {
+		s.pc.clear()
+	}
 }
 
 // Submit queues a request and returns its id (ids count from 1 in
@@ -200,15 +254,30 @@ func (s *Scheduler) admit(ctx context.Context, j *job) error {
 	j.scope = e.em.Begin(event.ScopeRequest, scopeLabel(e.em, "request %d", e.nextRequest()))
 	j.smp = e.newSampler(&j.req)
 	j.res = &Result{PromptTokens: len(j.req.Prompt)}
-	c, err := e.NewKVCache(len(j.req.Prompt) + j.req.MaxNewTokens)
+	layout := e.layout
+	if s.pc != nil {
+		layout = KVPaged
+	}
+	c, err := e.newKVCache(len(j.req.Prompt)+j.req.MaxNewTokens, e.em.Current(), event.ScopeRequest, layout)
 	if err != nil {
 		return err
 	}
 	j.cache = c
-	tok, chunks, err := e.prefill(ctx, &j.req, c, j.smp, j.req.MaxNewTokens > 0)
+	req := &j.req
+	if s.pc != nil {
+		// The prefill runs over the tokens the prefix cache does not hold.
+		j.res.CachedTokens = s.pc.attach(c.(*pagedKV), j.req.Prompt)
+		rest := j.req
+		rest.Prompt = j.req.Prompt[j.res.CachedTokens:]
+		req = &rest
+	}
+	tok, chunks, err := e.prefill(ctx, req, c, j.smp, j.req.MaxNewTokens > 0)
 	j.res.Chunks = chunks
 	if err != nil {
 		return err
+	}
+	if s.pc != nil {
+		s.pc.commit(c.(*pagedKV))
 	}
 	j.res.PrefillTime = time.Since(j.start)
 	j.dstart = time.Now()

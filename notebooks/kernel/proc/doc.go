@@ -43,10 +43,12 @@
 //
 //	engine(model="qwen2-1.5b", device="meta"|"cpu", dtype=, memory_limit="16GiB", kv_layout="contiguous"|"paged", seed=0) → Engine
 //	  .generate(prompt_tokens=N | prompt="text", max_new_tokens=0, chunk_size=2048, keep_cache=False, mask=None, cache=None, top_k=, temperature=, seed=, on_error="raise"|"return") → Result
-//	      with on_error="return" a failed call returns struct(error=text, oom=OOM or None) instead of ending the cell;
+//	      with on_error="return" a failed call returns struct(error=text, oom=OOM or None, cache=the cache= given or None)
+//	      instead of ending the cell (a Result answers .error "" and .oom None, so one test of r.error serves both);
+//	      a caller's cache after a failed prefill holds the chunks done, which the cell resets or keeps;
 //	      OOM: struct(requested, size, category, label, limit, reserved, allocated, device_free,
 //	      live=[struct(category, bytes, blocks)], top_labels=[struct(label, category, bytes, blocks)])
-//	      Result: .tokens .text .cache .peak .prompt_tokens .chunks .stopped_at_eos .prefill_seconds .decode_seconds .tokens_per_second .allocated
+//	      Result: .tokens .text .cache .cached_tokens .peak .prompt_tokens .chunks .stopped_at_eos .prefill_seconds .decode_seconds .tokens_per_second .allocated
 //	  .forward(tokens, cache, mask=None) → Tensor: one forward pass of tokens (ids, or a count of synthetic ones)
 //	      after those in cache, appending to it, attending through mask (a [len(tokens), cache.len+len(tokens)]
 //	      tensor or view; None: causal by position); returns the last token's logits, which the caller frees
@@ -54,7 +56,12 @@
 //	  .kv_cache(max_tokens, expect="cell") → KVCache (.id .len .cap .bytes .layout .reset() .free())
 //	  .workspace (.bytes .outstanding .acquire(rows) → WorkspaceGuard (.release() .released .per_call))
 //	  .batch() → BatchContext (.alloc(shape, label=) .close() .bytes)
-//	  .scheduler(max_batch=8, static=False) → Scheduler (.submit(prompt_tokens=, max_new_tokens=, chunk_size=) .step() .run() → [struct(id, result, error, oom)] .pending .close())
+//	  .scheduler(max_batch=8, static=False, prefix_cache=False, prefix_capacity=0) → Scheduler
+//	      (.submit(prompt_tokens=N | prompt="text" | tokens=[ids], max_new_tokens=, chunk_size=, keep_cache=False, on_error="raise"|"return")
+//	      .step() .run() → [struct(id, result, error, oom)]: a failed request completes with its error, the others are served on;
+//	      .pending .close() .prefix_stats() → struct(blocks, in_use, capacity, bytes, hits, misses, evictions) or None
+//	      .clear_prefix_cache()); prefix_cache shares prompts' full 16-token blocks between requests, reference-counted,
+//	      evicted least recently used past prefix_capacity blocks (0: never); the blocks are the engine's (expect engine)
 //	  .close(), .config, .model, .device, .weight_bytes
 //	tensor(shape, category="activation", expect="cell", label="tensor", dtype="f32") → Tensor (.free() .view(*sizes) .slice(dim, start, end) .shape .bytes .live .label)
 //	causal_mask(rows, cols, offset=0, label="mask", expect="cell") → Tensor

@@ -186,11 +186,12 @@ func engineBatch(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 
 func engineScheduler(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	e := b.Receiver().(*Engine)
-	maxBatch, static := 0, false
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "max_batch?", &maxBatch, "static?", &static); err != nil {
+	maxBatch, static, prefix, prefixCap := 0, false, false, 0
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "max_batch?", &maxBatch, "static?", &static,
+		"prefix_cache?", &prefix, "prefix_capacity?", &prefixCap); err != nil {
 		return nil, err
 	}
-	sc, err := engine.NewScheduler(e.eng, engine.SchedulerOptions{MaxBatch: maxBatch, Static: static})
+	sc, err := engine.NewScheduler(e.eng, engine.SchedulerOptions{MaxBatch: maxBatch, Static: static, PrefixCache: prefix, PrefixCapacity: prefixCap})
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}

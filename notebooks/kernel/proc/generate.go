@@ -36,16 +36,9 @@ func engineGenerate(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 		return nil, fmt.Errorf("generate: on_error %q: want \"raise\" or \"return\"", onError)
 	}
 	req := engine.Request{MaxNewTokens: maxNew, ChunkSize: chunk, KeepCache: keep, TopK: topK, Temperature: float64(temp), Seed: seed}
-	vocab := e.eng.Config().Vocab
-	switch {
-	case prompt != "" && promptTokens != 0:
-		return nil, errors.New("generate: give prompt or prompt_tokens, not both")
-	case prompt != "":
-		for _, id := range e.tokenizer().Encode(prompt) {
-			req.Prompt = append(req.Prompt, id%vocab)
-		}
-	default:
-		req.Prompt = syntheticPrompt(promptTokens, vocab)
+	var err error
+	if req.Prompt, err = e.prompt(promptTokens, prompt, starlark.None); err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
 	}
 	switch m := mask.(type) {
 	case *Tensor:
@@ -67,11 +60,40 @@ func engineGenerate(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 	if err != nil {
 		err = fmt.Errorf("generate: %w", err)
 		if onError == "return" && s.cellCtx().Err() == nil { // an interrupt still ends the cell
-			return failedValue(err), nil
+			return failedValue(err, cache), nil
 		}
 		return nil, err
 	}
 	return e.result(res), nil
+}
+
+// prompt is a request's token ids from one of prompt_tokens (synthetic
+// ids), prompt (text, tokenized) or tokens (a list of ids).
+func (e *Engine) prompt(promptTokens int, prompt string, tokens starlark.Value) ([]int, error) {
+	vocab := e.eng.Config().Vocab
+	given := 0
+	for _, set := range []bool{promptTokens != 0, prompt != "", tokens != starlark.None} {
+		if set {
+			given++
+		}
+	}
+	switch {
+	case given > 1:
+		return nil, errors.New("give one of prompt, prompt_tokens and tokens")
+	case prompt != "":
+		var ids []int
+		for _, id := range e.tokenizer().Encode(prompt) {
+			ids = append(ids, id%vocab)
+		}
+		return ids, nil
+	case tokens != starlark.None:
+		l, ok := tokens.(*starlark.List)
+		if !ok {
+			return nil, fmt.Errorf("tokens must be a list of ids, not %s", tokens.Type())
+		}
+		return intsOf(l)
+	}
+	return syntheticPrompt(promptTokens, vocab), nil
 }
 
 // syntheticPrompt is n deterministic token ids that avoid the specials at
@@ -106,8 +128,10 @@ var (
 	_ referrer          = (*Result)(nil)
 )
 
-var resultAttrs = []string{"allocated", "cache", "chunks", "decode_seconds", "peak", "prefill_seconds",
-	"prompt_tokens", "stopped_at_eos", "text", "tokens", "tokens_per_second"}
+// A Result answers error ("") and oom (None) as the value of a failed
+// call (on_error="return") does, so that one test of r.error serves both.
+var resultAttrs = []string{"allocated", "cache", "cached_tokens", "chunks", "decode_seconds", "error", "oom", "peak",
+	"prefill_seconds", "prompt_tokens", "stopped_at_eos", "text", "tokens", "tokens_per_second"}
 
 func (r *Result) String() string {
 	return fmt.Sprintf("Result#%d(prompt_tokens=%d, tokens=%d, chunks=%d, peak=%d)", r.n, r.res.PromptTokens, len(r.res.Tokens), r.res.Chunks, r.res.PeakAllocated)
@@ -136,6 +160,12 @@ func (r *Result) Attr(name string) (starlark.Value, error) {
 		return starlark.MakeInt(res.PromptTokens), nil
 	case "chunks":
 		return starlark.MakeInt(res.Chunks), nil
+	case "cached_tokens":
+		return starlark.MakeInt(res.CachedTokens), nil
+	case "error":
+		return starlark.String(""), nil
+	case "oom":
+		return starlark.None, nil
 	case "stopped_at_eos":
 		return starlark.Bool(res.StoppedAtEOS), nil
 	case "prefill_seconds":
@@ -172,10 +202,12 @@ var (
 )
 
 var schedulerMethods = methods{
-	"submit": starlark.NewBuiltin("submit", schedulerSubmit),
-	"step":   starlark.NewBuiltin("step", schedulerStep),
-	"run":    starlark.NewBuiltin("run", schedulerRun),
-	"close":  starlark.NewBuiltin("close", schedulerClose),
+	"submit":             starlark.NewBuiltin("submit", schedulerSubmit),
+	"step":               starlark.NewBuiltin("step", schedulerStep),
+	"run":                starlark.NewBuiltin("run", schedulerRun),
+	"close":              starlark.NewBuiltin("close", schedulerClose),
+	"prefix_stats":       starlark.NewBuiltin("prefix_stats", schedulerPrefixStats),
+	"clear_prefix_cache": starlark.NewBuiltin("clear_prefix_cache", schedulerClearPrefix),
 }
 
 var schedulerAttrs = schedulerMethods.attrNames("pending")
@@ -196,21 +228,42 @@ func (sc *Scheduler) Attr(name string) (starlark.Value, error) {
 	return schedulerMethods.bound(sc, name), nil
 }
 
-func (sc *Scheduler) pathName() string       { return fmt.Sprintf("Scheduler#%d", sc.n) }
-func (sc *Scheduler) refs(func(string, any)) {}
+func (sc *Scheduler) pathName() string { return fmt.Sprintf("Scheduler#%d", sc.n) }
+
+// refs yields the prefix cache's blocks.
+func (sc *Scheduler) refs(yield func(string, any)) {
+	for _, t := range sc.sc.PrefixTensors() {
+		yield("prefix_cache", t)
+	}
+}
 
 func schedulerSubmit(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	sc := b.Receiver().(*Scheduler)
 	var promptTokens, maxNew int
+	var prompt string
+	var tokens starlark.Value = starlark.None
 	chunk := 2048
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "prompt_tokens", &promptTokens, "max_new_tokens?", &maxNew, "chunk_size?", &chunk); err != nil {
+	keep := false
+	onError := "raise"
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "prompt_tokens?", &promptTokens, "max_new_tokens?", &maxNew,
+		"chunk_size?", &chunk, "prompt?", &prompt, "tokens?", &tokens, "keep_cache?", &keep, "on_error?", &onError); err != nil {
 		return nil, err
 	}
-	id, err := sc.sc.Submit(engine.Request{Prompt: syntheticPrompt(promptTokens, sc.e.eng.Config().Vocab), MaxNewTokens: maxNew, ChunkSize: chunk})
-	if err != nil {
-		return nil, fmt.Errorf("submit: %w", err)
+	if onError != "raise" && onError != "return" {
+		return nil, fmt.Errorf("submit: on_error %q: want \"raise\" or \"return\"", onError)
 	}
-	return starlark.MakeInt(id), nil
+	ids, err := sc.e.prompt(promptTokens, prompt, tokens)
+	if err == nil {
+		var id int
+		if id, err = sc.sc.Submit(engine.Request{Prompt: ids, MaxNewTokens: maxNew, ChunkSize: chunk, KeepCache: keep}); err == nil {
+			return starlark.MakeInt(id), nil
+		}
+	}
+	err = fmt.Errorf("submit: %w", err)
+	if onError == "return" {
+		return failedValue(err, starlark.None), nil
+	}
+	return nil, err
 }
 
 func schedulerStep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -233,6 +286,31 @@ func schedulerRun(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 
 func schedulerClose(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	return starlark.None, wrapErr("close", b.Receiver().(*Scheduler).sc.Close())
+}
+
+// schedulerPrefixStats is struct(blocks, in_use, capacity, bytes, hits,
+// misses, evictions), or None without a prefix cache.
+func schedulerPrefixStats(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	st, ok := b.Receiver().(*Scheduler).sc.PrefixStats()
+	if !ok {
+		return starlark.None, nil
+	}
+	return starlarkstruct.FromStringDict(starlark.String("prefix_stats"), starlark.StringDict{
+		"blocks": starlark.MakeInt(st.Blocks), "in_use": starlark.MakeInt(st.InUse), "capacity": starlark.MakeInt(st.Capacity),
+		"bytes": starlark.MakeUint64(st.Bytes), "hits": starlark.MakeInt(st.Hits), "misses": starlark.MakeInt(st.Misses),
+		"evictions": starlark.MakeInt(st.Evictions),
+	}), nil
+}
+
+func schedulerClearPrefix(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	b.Receiver().(*Scheduler).sc.ClearPrefixCache()
+	return starlark.None, nil
 }
 
 // completions are [struct(id, result, error, oom)].
@@ -282,9 +360,13 @@ func oomValue(err error) starlark.Value {
 	})
 }
 
-// failedValue is what generate(on_error="return") returns for a failed
-// call: struct(error=text, oom=oomValue(err)).
-func failedValue(err error) starlark.Value {
+// failedValue is what generate(on_error="return") and
+// submit(on_error="return") return for a failed call: struct(error=text,
+// oom=oomValue(err), cache=the caller's cache or None). A caller's cache
+// holds the chunks the prefill did before it failed (the engine gives back
+// what the failed chunk reserved): a cell resets or frees it on this path,
+// as an except clause would, or it lingers with its partial blocks.
+func failedValue(err error, cache starlark.Value) starlark.Value {
 	return starlarkstruct.FromStringDict(starlark.String("failed"), starlark.StringDict{
-		"error": starlark.String(err.Error()), "oom": oomValue(err)})
+		"error": starlark.String(err.Error()), "oom": oomValue(err), "cache": cache})
 }
