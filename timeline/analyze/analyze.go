@@ -143,12 +143,14 @@ type obj struct {
 // label.
 type agg struct {
 	live, liveN uint64
-	// peak and peakN are the values at the latest peak when stamp equals
-	// the analyzer's epoch; otherwise the values then were live and liveN.
-	peak, peakN uint64
-	stamp       uint64
+	liveReq     uint64 // live bytes as requested
+	// peak, peakReq and peakN are the values at the latest peak when
+	// stamp equals the analyzer's epoch; otherwise the values then were
+	// live, liveReq and liveN.
+	peak, peakReq, peakN uint64
+	stamp                uint64
 
-	allocs, allocBytes       uint64
+	allocs, allocBytes, allocReq uint64
 	frees                    uint64
 	lingN, lingBytes         uint64 // ever lingered
 	lingLiveN, lingLiveBytes uint64 // lingering and not freed
@@ -156,7 +158,8 @@ type agg struct {
 	// the same bytes as requested, before the allocator's rounding
 	lingReq, lingLiveReq, lateReq uint64
 
-	fit fit
+	fit    fit // live bytes (the allocator's blocks) at each sample
+	reqFit fit // live bytes requested at each sample
 
 	// duplicates (site aggregates only)
 	site          event.SiteID
@@ -165,10 +168,13 @@ type agg struct {
 	periods       uint64
 	maxLive       uint64 // most blocks alive at once
 	maxLiveBytes  uint64 // most bytes alive at once
+	maxLiveReq    uint64 // most bytes requested alive at once
 	firstLabel    event.StringID
 	lastLabel     event.StringID
 	minSize       uint64
 	maxSize       uint64
+	minReq        uint64
+	maxReq        uint64
 	lastAllocSeq  uint64
 	firstAllocSeq uint64
 }
@@ -338,15 +344,17 @@ func (a *Analyzer) label(id event.StringID) *agg {
 // touch saves g's values at the latest peak before its first change since.
 func (a *Analyzer) touch(g *agg) {
 	if g.stamp != a.epoch {
-		g.peak, g.peakN, g.stamp = g.live, g.liveN, a.epoch
+		g.peak, g.peakReq, g.peakN, g.stamp = g.live, g.liveReq, g.liveN, a.epoch
 	}
 }
 
-func (a *Analyzer) atPeak(g *agg) (bytes, n uint64) {
+// atPeak returns g's live bytes (blocks and requested) and objects at the
+// latest peak.
+func (a *Analyzer) atPeak(g *agg) (bytes, req, n uint64) {
 	if g.stamp == a.epoch {
-		return g.peak, g.peakN
+		return g.peak, g.peakReq, g.peakN
 	}
-	return g.live, g.liveN
+	return g.live, g.liveReq, g.liveN
 }
 
 func (a *Analyzer) alloc(e *event.Event) {
@@ -384,10 +392,12 @@ func (a *Analyzer) alloc(e *event.Event) {
 	// duplicates: judged before this block counts as live
 	if g.allocs == 0 {
 		g.minSize, g.maxSize = o.size, o.size
+		g.minReq, g.maxReq = o.req, o.req
 		g.firstAllocSeq = o.seq
 		g.firstLabel = o.label
 	}
 	g.minSize, g.maxSize = min(g.minSize, o.size), max(g.maxSize, o.size)
+	g.minReq, g.maxReq = min(g.minReq, o.req), max(g.maxReq, o.req)
 	if period != nil && period.id != g.lastPeriod {
 		g.lastPeriod = period.id
 		g.periods++
@@ -397,11 +407,14 @@ func (a *Analyzer) alloc(e *event.Event) {
 	for _, x := range [...]*agg{&a.cats[o.cat], g, a.label(o.label)} {
 		a.touch(x)
 		x.live += o.size
+		x.liveReq += o.req
 		x.liveN++
 		x.allocs++
 		x.allocBytes += o.size
+		x.allocReq += o.req
 	}
 	g.maxLive, g.maxLiveBytes = max(g.maxLive, g.liveN), max(g.maxLiveBytes, g.live)
+	g.maxLiveReq = max(g.maxLiveReq, g.liveReq)
 	a.mem.Alloc(o.cat, o.size)
 	if allocated := a.mem.Tracks[memstate.Allocated]; allocated > a.peak {
 		a.peak, a.peakSeq, a.peakTime = allocated, e.Seq, e.Time
@@ -506,6 +519,7 @@ func (a *Analyzer) release(o *obj, e *event.Event, freed bool) {
 	for _, x := range [...]*agg{&a.cats[o.cat], o.key, a.label(o.label)} {
 		a.touch(x)
 		x.live -= o.size
+		x.liveReq -= o.req
 		x.liveN--
 		x.frees++
 	}
@@ -747,10 +761,12 @@ func (a *Analyzer) sample(k event.ScopeKind, t int64) {
 	for i := range a.cats {
 		if g := &a.cats[i]; g.allocs > 0 {
 			g.fit.add(x, ts, float64(g.live))
+			g.reqFit.add(x, ts, float64(g.liveReq))
 		}
 	}
 	for _, g := range a.keyOrd {
 		g.fit.add(x, ts, float64(g.live))
+		g.reqFit.add(x, ts, float64(g.liveReq))
 	}
 	if !a.started {
 		a.started = true
@@ -764,10 +780,10 @@ func (a *Analyzer) sample(k event.ScopeKind, t int64) {
 func (a *Analyzer) resetFits() {
 	a.samples = 0
 	for i := range a.cats {
-		a.cats[i].fit = fit{}
+		a.cats[i].fit, a.cats[i].reqFit = fit{}, fit{}
 	}
 	for _, g := range a.keyOrd {
-		g.fit = fit{}
+		g.fit, g.reqFit = fit{}, fit{}
 	}
 	a.trackFit = [numTracks]fit{}
 	a.started = false

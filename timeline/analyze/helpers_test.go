@@ -89,6 +89,9 @@ func newStream() *stream {
 
 func (s *stream) emit(e event.Event) {
 	s.seq++
+	if e.Kind == event.KindAlloc && e.Requested == 0 {
+		e.Requested = e.Size // as the trace codec reads a block with no slack
+	}
 	e.Seq, e.Time = s.seq, s.time
 	if e.Scope == 0 && len(s.open) > 0 {
 		e.Scope = s.open[len(s.open)-1]

@@ -132,16 +132,22 @@ type Object struct {
 }
 
 // Growth is a category (Site empty) or (site, category) whose live bytes
-// grow by the rule of Options.Growth.
+// grow by the rule of Options.Growth. The rule is applied to the
+// allocator's blocks (BytesPerStep, R2); the same fit over the bytes the
+// objects asked for gives the Requested figures beside them.
 type Growth struct {
-	Category       string  `json:"category"`
-	Site           string  `json:"site,omitempty"`
-	Samples        int     `json:"samples"`
-	BytesPerStep   float64 `json:"bytes_per_step"` // per sample (see Report.GrowthUnit)
-	BytesPerSecond float64 `json:"bytes_per_second"`
-	R2             float64 `json:"r2"`
-	First          uint64  `json:"first_bytes"` // live bytes at its first and last samples
-	Last           uint64  `json:"last_bytes"`
+	Category           string  `json:"category"`
+	Site               string  `json:"site,omitempty"`
+	Samples            int     `json:"samples"`
+	BytesPerStep       float64 `json:"bytes_per_step"` // per sample (see Report.GrowthUnit)
+	BytesPerSecond     float64 `json:"bytes_per_second"`
+	RequestedPerStep   float64 `json:"requested_per_step"`
+	RequestedPerSecond float64 `json:"requested_per_second"`
+	R2                 float64 `json:"r2"`
+	First              uint64  `json:"first_bytes"` // live bytes at its first and last samples
+	Last               uint64  `json:"last_bytes"`
+	FirstRequested     uint64  `json:"first_requested"`
+	LastRequested      uint64  `json:"last_requested"`
 }
 
 // Duplicate is a (site, category) that built the same thing again and
@@ -167,15 +173,25 @@ type Duplicate struct {
 	// the same time.
 	MaxLive      uint64 `json:"max_live"`
 	MaxLiveBytes uint64 `json:"max_live_bytes"`
-	FirstSeq     uint64 `json:"first_seq"`
-	LastSeq      uint64 `json:"last_seq"`
+	// The same byte figures as the code asked for them, before the
+	// allocator's rounding: SavedRequested is TotalRequested −
+	// MaxRequested.
+	MinRequested     uint64 `json:"min_requested"`
+	MaxRequested     uint64 `json:"max_requested"`
+	TotalRequested   uint64 `json:"total_requested"`
+	SavedRequested   uint64 `json:"saved_requested"`
+	MaxLiveRequested uint64 `json:"max_live_requested"`
+	FirstSeq         uint64 `json:"first_seq"`
+	LastSeq          uint64 `json:"last_seq"`
 }
 
 // Peak is what was alive at the first instant allocated bytes reached
-// their maximum. Its lists are exact; BySite and ByLabel hold the top
-// Options.TopN.
+// their maximum. Bytes is the allocated track then; Requested is what the
+// objects alive then asked for. Its lists are exact; BySite and ByLabel
+// hold the top Options.TopN.
 type Peak struct {
 	Bytes      uint64  `json:"bytes"`
+	Requested  uint64  `json:"requested"`
 	Seq        uint64  `json:"seq"`
 	TimeNS     int64   `json:"time_ns"`
 	Objects    uint64  `json:"objects"`
@@ -185,13 +201,15 @@ type Peak struct {
 }
 
 // Share is the part of the peak held by a category, a (site, category) or
-// a label.
+// a label: Bytes in the allocator's blocks, Requested as the objects
+// asked for them.
 type Share struct {
-	Category string `json:"category,omitempty"`
-	Site     string `json:"site,omitempty"`
-	Label    string `json:"label,omitempty"`
-	Bytes    uint64 `json:"bytes"`
-	Count    uint64 `json:"count"`
+	Category  string `json:"category,omitempty"`
+	Site      string `json:"site,omitempty"`
+	Label     string `json:"label,omitempty"`
+	Bytes     uint64 `json:"bytes"`
+	Requested uint64 `json:"requested"`
+	Count     uint64 `json:"count"`
 }
 
 // Tracks are the allocator's and the device's memory side by side.
@@ -403,7 +421,7 @@ func (a *Analyzer) reportLingering(rep *Report, r *resolver) {
 }
 
 func (a *Analyzer) stat(g *agg) Stat {
-	pb, pn := a.atPeak(g)
+	pb, _, pn := a.atPeak(g)
 	return Stat{Category: g.cat.String(), Allocs: g.allocs, AllocBytes: g.allocBytes, Frees: g.frees,
 		LiveCount: g.liveN, LiveBytes: g.live, Lingering: g.lingN, LingeringBytes: g.lingBytes,
 		Leaked: g.lingLiveN, LeakedBytes: g.lingLiveBytes, PeakCount: pn, PeakBytes: pb}
@@ -414,8 +432,11 @@ func (a *Analyzer) growth(g *agg, site string) (Growth, bool) {
 		return Growth{}, false
 	}
 	ps, pt, r2 := g.fit.slope()
+	rs, rt, _ := g.reqFit.slope()
 	return Growth{Category: g.cat.String(), Site: site, Samples: int(g.fit.n), BytesPerStep: ps,
-		BytesPerSecond: pt, R2: r2, First: uint64(g.fit.first), Last: uint64(g.fit.last)}, true
+		BytesPerSecond: pt, RequestedPerStep: rs, RequestedPerSecond: rt, R2: r2,
+		First: uint64(g.fit.first), Last: uint64(g.fit.last),
+		FirstRequested: uint64(g.reqFit.first), LastRequested: uint64(g.reqFit.last)}, true
 }
 
 func (a *Analyzer) reportStats(rep *Report, r *resolver) {
@@ -469,6 +490,8 @@ func (a *Analyzer) duplicate(g *agg, r *resolver) (Duplicate, bool) {
 	return Duplicate{Category: g.cat.String(), Label: labelPattern(r.str(g.firstLabel), r.str(g.lastLabel)),
 		Count: g.allocs, Steps: g.periods, MinSize: g.minSize, MaxSize: g.maxSize,
 		TotalBytes: g.allocBytes, SavedBytes: saved, MaxLive: g.maxLive, MaxLiveBytes: g.maxLiveBytes,
+		MinRequested: g.minReq, MaxRequested: g.maxReq, TotalRequested: g.allocReq,
+		SavedRequested: g.allocReq - g.maxReq, MaxLiveRequested: g.maxLiveReq,
 		FirstSeq: g.firstAllocSeq, LastSeq: g.lastAllocSeq}, true
 }
 
@@ -507,21 +530,22 @@ func (a *Analyzer) reportPeak(rep *Report, r *resolver) {
 	p.Bytes, p.Seq, p.TimeNS, p.Objects = a.peak, a.peakSeq, a.peakTime, a.peakObjects
 	p.ByCategory, p.BySite, p.ByLabel = []Share{}, []Share{}, []Share{}
 	for i := range a.cats {
-		if b, n := a.atPeak(&a.cats[i]); n > 0 {
-			p.ByCategory = append(p.ByCategory, Share{Category: event.Category(i).String(), Bytes: b, Count: n})
+		if b, req, n := a.atPeak(&a.cats[i]); n > 0 {
+			p.ByCategory = append(p.ByCategory, Share{Category: event.Category(i).String(), Bytes: b, Requested: req, Count: n})
+			p.Requested += req
 		}
 	}
 	for _, g := range a.keyOrd {
-		if b, n := a.atPeak(g); n > 0 {
-			p.BySite = append(p.BySite, Share{Category: g.cat.String(), Site: r.site(g.site), Bytes: b, Count: n})
+		if b, req, n := a.atPeak(g); n > 0 {
+			p.BySite = append(p.BySite, Share{Category: g.cat.String(), Site: r.site(g.site), Bytes: b, Requested: req, Count: n})
 		}
 	}
 	for id, g := range a.labels {
 		if g == nil {
 			continue
 		}
-		if b, n := a.atPeak(g); n > 0 {
-			p.ByLabel = append(p.ByLabel, Share{Label: r.str(event.StringID(id)), Bytes: b, Count: n})
+		if b, req, n := a.atPeak(g); n > 0 {
+			p.ByLabel = append(p.ByLabel, Share{Label: r.str(event.StringID(id)), Bytes: b, Requested: req, Count: n})
 		}
 	}
 	byBytes := func(x, y Share) int {

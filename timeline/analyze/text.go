@@ -79,8 +79,12 @@ func writeGrowth(p printer, growth []Growth, unit string) {
 		if where == "" {
 			where = "(all sites)"
 		}
-		p("  %-10s %s/%s (%s/s, R² %.2f over %d samples, %s → %s)  %s", g.Category, fmtSigned(g.BytesPerStep), unit,
-			fmtSigned(g.BytesPerSecond), g.R2, g.Samples, fmtBytes(g.First), fmtBytes(g.Last), shortSite(where))
+		perStep := fmtSigned(g.RequestedPerStep) + "/" + unit
+		if a := fmtSigned(g.BytesPerStep) + "/" + unit; a != perStep {
+			perStep += " (" + fmtSigned(g.BytesPerStep) + " allocated)"
+		}
+		p("  %-10s %s, %s/s, R² %.2f over %d samples, %s  %s", g.Category, perStep,
+			fmtSigned(g.RequestedPerSecond), g.R2, g.Samples, fmtSpan(g.FirstRequested, g.LastRequested, g.First, g.Last, " → "), shortSite(where))
 	}
 }
 
@@ -97,16 +101,13 @@ func writeDuplicates(p printer, dups []Duplicate, unit string) {
 	}
 	sites = distinctSites(sites)
 	for i, d := range dups {
-		size := fmtBytes(d.MinSize)
-		if d.MaxSize != d.MinSize {
-			size += "–" + fmtBytes(d.MaxSize)
-		}
 		live := ""
 		if d.MaxLive > 1 {
-			live = fmt.Sprintf(", up to %d alive at once (%s)", d.MaxLive, fmtBytes(d.MaxLiveBytes))
+			live = fmt.Sprintf(", up to %d alive at once (%s)", d.MaxLive, fmtBlocks(d.MaxLiveRequested, d.MaxLiveBytes))
 		}
 		p("  %-10s %q %d copies in %d %ss, %s each, %s in all%s; one buffer would save %s  at %s",
-			d.Category, d.Label, d.Count, d.Steps, unit, size, fmtBytes(d.TotalBytes), live, fmtBytes(d.SavedBytes), sites[i])
+			d.Category, d.Label, d.Count, d.Steps, unit, fmtSpan(d.MinRequested, d.MaxRequested, d.MinSize, d.MaxSize, "–"),
+			fmtBlocks(d.TotalRequested, d.TotalBytes), live, fmtBlocks(d.SavedRequested, d.SavedBytes), sites[i])
 	}
 }
 
@@ -140,12 +141,12 @@ func distinctSites(sites []string) []string {
 }
 
 func writePeak(p printer, pk *Peak) {
-	p("peak: %s in %d objects at seq %d (%s)", fmtBytes(pk.Bytes), pk.Objects, pk.Seq, fmtDuration(pk.TimeNS))
+	p("peak: %s in %d objects at seq %d (%s)", fmtBlocks(pk.Requested, pk.Bytes), pk.Objects, pk.Seq, fmtDuration(pk.TimeNS))
 	for _, s := range pk.ByCategory[:min(len(pk.ByCategory), textRows)] {
-		p("  %-10s %10s in %d", s.Category, fmtBytes(s.Bytes), s.Count)
+		p("  %-10s %10s in %d", s.Category, fmtBlocks(s.Requested, s.Bytes), s.Count)
 	}
 	for _, s := range pk.BySite[:min(len(pk.BySite), textRows)] {
-		p("  %-10s %10s in %d  at %s", s.Category, fmtBytes(s.Bytes), s.Count, shortSite(s.Site))
+		p("  %-10s %10s in %d  at %s", s.Category, fmtBlocks(s.Requested, s.Bytes), s.Count, shortSite(s.Site))
 	}
 }
 
@@ -189,6 +190,24 @@ func fmtBlocks(requested, size uint64) string {
 	return units.FormatBlocks(requested, size)
 }
 func fmtSigned(v float64) string { return units.FormatSigned(v) }
+
+// fmtSpan prints two figures joined by sep ("1.0 MiB → 9.0 MiB", or
+// "1.0–2.0 MiB" sizes: one figure when they read the same) as requested,
+// then the allocator's blocks beside them when those read differently:
+// "1.0 MiB → 9.0 MiB (1.5 MiB → 13.5 MiB allocated)".
+func fmtSpan(r0, r1, a0, a1 uint64, sep string) string {
+	span := func(x, y uint64) string {
+		if sx, sy := fmtBytes(x), fmtBytes(y); sx != sy {
+			return sx + sep + sy
+		}
+		return fmtBytes(x)
+	}
+	r, a := span(r0, r1), span(a0, a1)
+	if r == a {
+		return r
+	}
+	return r + " (" + a + " allocated)"
+}
 
 func fmtDuration(ns int64) string {
 	switch {
