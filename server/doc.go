@@ -27,7 +27,7 @@
 //	POST   /api/kernels/{id}/interrupt             → 204
 //	POST   /api/kernels/{id}/restart               → 200 kernel model
 //	GET    /api/kernels/{id}/channels              the kernel websocket
-//	GET    /api/kernels/{id}/lingering             who holds each lingering object (Linger's own)
+//	GET    /api/kernels/{id}/lingering             {holders, groups}: who holds each lingering object, and once per cause (Linger's own)
 //	GET    /api/sessions                           session models
 //	POST   /api/sessions                           create → 201 (or the existing one for the path)
 //	GET    /api/sessions/{id}                      session model

@@ -101,7 +101,7 @@ func TestE2EExecute(t *testing.T) {
 	if !strings.Contains(types(got), "iopub:error") || !strings.Contains(types(got), "shell:execute_reply") {
 		t.Fatalf("syntax error gave %s", types(got))
 	}
-	if code, body := ts.do(t, "GET", "/api/kernels/"+kid+"/lingering", ""); code != 200 || body[0] != '[' {
+	if code, body := ts.do(t, "GET", "/api/kernels/"+kid+"/lingering", ""); code != 200 || !strings.HasPrefix(string(body), `{"holders":[`) {
 		t.Fatalf("lingering: %d %s", code, body)
 	}
 	if _, body := ts.do(t, "GET", "/metrics", ""); !strings.Contains(string(body), `linger_kernel_events_received_total{kernel="`+kid+`"}`) {

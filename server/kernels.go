@@ -242,6 +242,14 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.kernelModel(k))
 }
 
+// lingeringHolders is the lingering route's answer: who holds each
+// lingering object, and the same holders once per cause
+// (kernel.GroupHolders), as linger run says them.
+type lingeringHolders struct {
+	Holders []kernel.Holder      `json:"holders"`
+	Groups  []kernel.HolderGroup `json:"groups"`
+}
+
 // handleLingering answers who holds each lingering object in the live
 // kernel (for the UI; Linger's own route, not Jupyter's).
 func (s *Server) handleLingering(w http.ResponseWriter, r *http.Request) {
@@ -257,8 +265,12 @@ func (s *Server) handleLingering(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if hs == nil {
-		hs = []kernel.Holder{}
+	out := lingeringHolders{Holders: hs, Groups: kernel.GroupHolders(hs)}
+	if out.Holders == nil {
+		out.Holders = []kernel.Holder{}
 	}
-	writeJSON(w, http.StatusOK, hs)
+	if out.Groups == nil {
+		out.Groups = []kernel.HolderGroup{}
+	}
+	writeJSON(w, http.StatusOK, out)
 }

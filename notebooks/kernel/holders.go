@@ -23,6 +23,9 @@ type HolderGroup struct {
 	What []HolderKind `json:"what"`
 	// Example is one holder's whole path.
 	Example string `json:"example"`
+	// Addrs are the objects' addresses, in the order of the holders:
+	// what tells a page which cause holds the object it shows.
+	Addrs []uint64 `json:"addrs"`
 }
 
 // HolderKind is the objects of a HolderGroup with one abstracted label
@@ -91,6 +94,7 @@ func GroupHolders(hs []Holder) []HolderGroup {
 			out = append(out, g)
 		}
 		g.Count++
+		g.Addrs = append(g.Addrs, h.Addr)
 		g.Bytes += h.Size
 		g.Requested += h.Requested
 		name := holderKind(h)

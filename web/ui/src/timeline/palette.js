@@ -75,6 +75,24 @@ export function sizes(requested, size) {
   return r === s ? r : `${r} (${s} allocated)`;
 }
 
+// sizeRange is sizes() for a range of sizes ("2.1–4.1 KiB (2.5–4.5 KiB
+// allocated)"), one figure when both ends read the same.
+export function sizeRange(rmin, rmax, amin, amax) {
+  const span = (x, y) => (bytes(x) === bytes(y) ? bytes(x) : `${bytes(x)}–${bytes(y)}`);
+  if (!rmax) return span(amin, amax);
+  const r = span(rmin, rmax), a = span(amin, amax);
+  return r === a ? r : `${r} (${a} allocated)`;
+}
+
+// rate is a growth per unit, requested first and the allocator's blocks
+// beside: "+28 KiB/step (+36 KiB allocated)".
+export function rate(requested, size, unit) {
+  const s = `+${bytes(size)}`;
+  if (!requested) return `${s}/${unit}`;
+  const r = `+${bytes(requested)}`;
+  return r === s ? `${r}/${unit}` : `${r}/${unit} (${s} allocated)`;
+}
+
 export function duration(ns) {
   const a = Math.abs(ns);
   if (a < 1e3) return `${ns.toFixed(0)} ns`;

@@ -72,3 +72,12 @@ test("sizes: requested first, the allocator's block beside it when it reads diff
   assert.equal(sizes(2 * 1024 * 1024 - 100, 2 * 1024 * 1024), "2.0 MiB");
   assert.equal(sizes(0, 1536), "1.5 KiB"); // a trace without requested sizes
 });
+
+test("sizeRange and rate: requested first, the blocks beside them", async () => {
+  const { sizeRange, rate } = await import("./palette.js");
+  assert.equal(sizeRange(2112, 2112, 2560, 2560), "2.1 KiB (2.5 KiB allocated)");
+  assert.equal(sizeRange(2112, 4200, 2560, 4608), "2.1 KiB–4.1 KiB (2.5 KiB–4.5 KiB allocated)");
+  assert.equal(sizeRange(0, 0, 2560, 4608), "2.5 KiB–4.5 KiB");
+  assert.equal(rate(28800, 36864, "step"), "+28 KiB/step (+36 KiB allocated)");
+  assert.equal(rate(0, 36864, "cell"), "+36 KiB/cell");
+});

@@ -4,7 +4,7 @@
 // tooltip, a detail panel and a findings panel. Large data never becomes
 // DOM nodes: everything per event or per bucket is drawn on the canvas.
 
-import { CATEGORIES, CATEGORY_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, sizes, duration } from "./palette.js";
+import { CATEGORIES, CATEGORY_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, sizes, sizeRange, rate, duration } from "./palette.js";
 import { stack, axisTicks } from "./layout.js";
 import { HOST_H, drawHostLane, hostTooltip } from "./hostlane.js";
 
@@ -578,16 +578,27 @@ export class TimelineView {
     this.detail.replaceChildren(el("h2", { class: "lt-h" }, o.label || "(no label)"), dl);
     if (this.source.lingering) {
       try {
+        // The cause that holds it, as linger run says it (the server's
+        // kernel.GroupHolders), then its own path and how many others the
+        // cause holds.
         const hs = await this.source.lingering();
-        const h = (hs.holders || hs || []).find?.((h) => h.addr === o.addr);
-        held.textContent = h?.path || (o.lingering ? "no reference path found" : "not lingering");
+        const h = (hs.holders || []).find((h) => h.addr === o.addr);
+        const g = (hs.groups || []).find((g) => g.addrs?.includes(o.addr));
+        if (!h || !g) { held.textContent = o.lingering ? "no reference path found" : "not lingering"; return; }
+        held.textContent = holderGroup(g);
+        const others = g.count - 1;
+        const path = el("span", { "data-testid": "detail-held-path" }, `${h.path || "no reference path found"}${others ? `; ${others} other${others === 1 ? "" : "s"} share${others === 1 ? "s" : ""} this cause` : ""}`);
+        dl.append(el("dt", {}, "its path"), el("dd", {}, path));
       } catch (e) { held.textContent = `unavailable (${e.message})`; }
     }
   }
 
   async loadFindings() {
+    // An earlier answer must not land after a later one.
+    const gen = (this.findingsGen = (this.findingsGen || 0) + 1);
     let r;
     try { r = await this.source.report(); } catch (e) {
+      if (gen !== this.findingsGen) return;
       this.findings.replaceChildren(el("h2", { class: "lt-h" }, "Findings"), el("p", { class: "lt-hint" }, `Not available (${e.message}).`));
       return;
     }
@@ -637,7 +648,19 @@ export class TimelineView {
         o ? () => this.jump(o.alloc_time_ns, o.linger_time_ns || (o.leaked ? end : (o.free_time_ns || end)), o) : () => this.fit(), g.site);
     }
     if (ranked.length > 50) item(`… and ${ranked.length - 50} more places (${sizes(r.lingering.requested, r.lingering.bytes)} lingered in all)`);
-    for (const g of r.growth || []) item(`growth: ${g.category}${g.site ? ` at ${short(g.site)}` : ""} +${bytes(g.bytes_per_step)}/${r.growth_unit || "step"}`, () => this.fit(), g.site);
+    // Who holds them, once per cause (the objects of one list are one
+    // line), from the live kernel: the server groups them as linger run
+    // does; each line jumps to the first of its objects the report lists.
+    if (this.source.lingering && r.lingering?.leaked) {
+      let groups = [];
+      try { groups = (await this.source.lingering()).groups || []; } catch { /* a busy kernel: the next findings ask again */ }
+      for (const g of groups.slice(0, 10)) {
+        const o = (r.lingering.objects || []).find((o) => o.leaked && g.addrs?.includes(o.addr));
+        item(`held by ${holderGroup(g)}`, o ? () => this.jump(o.alloc_time_ns, o.linger_time_ns || end, o) : null, g.example);
+      }
+      if (groups.length > 10) item(`… held by ${groups.length - 10} more`);
+    }
+    for (const g of r.growth || []) item(`growth: ${g.category}${g.site ? ` at ${short(g.site)}` : ""} ${rate(g.requested_per_step, g.bytes_per_step, r.growth_unit || "step")}`, () => this.fit(), g.site);
     // Which track grows tells which kind of growth it is (two-track
     // monitoring): the analyzer's verdict over the whole trace.
     const verdicts = {
@@ -650,16 +673,27 @@ export class TimelineView {
     // A duplicates family: the same thing (a mask) built again and again,
     // or copies alive at once; the label tells families of one site apart.
     for (const d of r.duplicates || []) {
-      const size = d.min_size === d.max_size ? bytes(d.max_size) : `${bytes(d.min_size)}–${bytes(d.max_size)}`;
+      const size = sizeRange(d.min_requested, d.max_requested, d.min_size, d.max_size);
       const live = d.max_live > 1 ? `, up to ${d.max_live} alive at once` : "";
-      item(`duplicates: ${d.category}${d.label ? ` ${d.label}` : ""} ${d.count} × ${size} (${bytes(d.total_bytes)}${live}; one buffer would save ${bytes(d.saved_bytes)}) at ${short(d.site)}`, null, d.site);
+      item(`duplicates: ${d.category}${d.label ? ` ${d.label}` : ""} ${d.count} × ${size}; ${sizes(d.total_requested, d.total_bytes)} in all${live}; one buffer would save ${sizes(d.saved_requested, d.saved_bytes)} at ${short(d.site)}`, null, d.site);
     }
-    if (r.peak?.bytes) item(`peak: ${bytes(r.peak.bytes)} at ${duration(r.peak.time_ns)}`, () => this.jump(r.peak.time_ns, r.peak.time_ns));
+    // The peak is the allocated track's highest point (a track value);
+    // beside it, what the objects alive then asked for, first.
+    if (r.peak?.bytes) item(`peak: ${sizes(r.peak.requested, r.peak.bytes)} at ${duration(r.peak.time_ns)}`, () => this.jump(r.peak.time_ns, r.peak.time_ns));
     if (!list.children.length) item("Nothing lingers, grows or repeats.");
+    if (gen !== this.findingsGen) return;
     this.findings.replaceChildren(el("h2", { class: "lt-h" }, "Findings"), list);
   }
 
   destroy() { clearTimeout(this.findingsTimer); this.unsub(); this.source.close(); this.root.replaceChildren(); }
+}
+
+// holderGroup says a cause as linger run does: "global stop_state[*]: 24
+// objects, 28.1 KiB (36.0 KiB allocated): stop.* (24)".
+function holderGroup(g) {
+  const what = (g.what || []).slice(0, 4).map((k) => `${k.name} (${k.count})`);
+  if ((g.what || []).length > 4) what.push("…");
+  return `${g.path}: ${g.count} objects, ${sizes(g.requested, g.bytes)}${what.length ? `: ${what.join(", ")}` : ""}`;
 }
 
 function esc(s) { return String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`); }
