@@ -151,10 +151,10 @@ type agg struct {
 	stamp                uint64
 
 	allocs, allocBytes, allocReq uint64
-	frees                    uint64
-	lingN, lingBytes         uint64 // ever lingered
-	lingLiveN, lingLiveBytes uint64 // lingering and not freed
-	lateN, lateBytes         uint64
+	frees                        uint64
+	lingN, lingBytes             uint64 // ever lingered
+	lingLiveN, lingLiveBytes     uint64 // lingering and not freed
+	lateN, lateBytes             uint64
 	// the same bytes as requested, before the allocator's rounding
 	lingReq, lingLiveReq, lateReq uint64
 

@@ -22,11 +22,20 @@
 // it is made, for views that mark objects one by one (the timeline, the
 // exports): an object that lingered and was never freed late is leaked.
 //
-// Byte figures of lingering objects come twice: as requested (the bytes
-// the code asked for) and as the allocator's blocks (rounded up to 512 B,
-// or a whole cached block when what was left was too small to split). The
-// text report gives the requested bytes first and the blocks beside them
-// when they read differently: "11.3 MiB (12.0 MiB allocated)".
+// Byte figures that are sums of objects' blocks come twice: as requested
+// (the bytes the code asked for) and as the allocator's blocks (rounded up
+// to 512 B, or a whole cached block when what was left was too small to
+// split). That is every lingering figure, the peak's shares (Share.Requested
+// beside Share.Bytes) and Peak.Requested, a duplicates family's sizes,
+// total, saving and most alive at once (the *Requested fields), and a
+// growth's slope and first and last samples (RequestedPerStep,
+// RequestedPerSecond, FirstRequested, LastRequested: the same fit over the
+// bytes requested; the growth rule is applied to the blocks). The text
+// report gives the requested bytes first and the blocks beside them when
+// they read differently: "11.3 MiB (12.0 MiB allocated)". Track values
+// (allocated, reserved, device used and the Go heap over time: Tracks,
+// Peak.Bytes, the allocated track at its highest) are what the allocator
+// and the device hold and have no requested figure: they stay as they are.
 //
 // An allocation whose scopes hold none of its kind or larger still gets an
 // owner, so that it is judged: the latest open scope of its kind anywhere
