@@ -97,7 +97,7 @@ func TestRoutes(t *testing.T) {
 		{"POST", "/api/kernels/" + kid + "/restart", "", 200, kid},
 		{"GET", "/api/kernels/" + kid + "/channels", "", 400, `websocket`},
 		{"GET", "/api/kernels/" + kid + "/lingering", "", 200, `"path":"global last_cache → KVCache#1 → layer[0].k"`},
-		{"GET", "/api/kernels/" + kid + "/lingering", "", 200, `"groups":[{"path":"global last_cache → KVCache#1","count":1,"bytes":1048576,"requested":0,"what":[{"name":"(unlabeled) from ","count":1,"bytes":1048576,"requested":0}],"example":"global last_cache → KVCache#1 → layer[0].k","addrs":[4096]}]`},
+		{"GET", "/api/kernels/" + kid + "/lingering", "", 200, `"groups":[{"path":"global last_cache → KVCache#1","count":1,"bytes":1048576,"requested":0,"what":[{"name":"(unlabeled)","count":1,"bytes":1048576,"requested":0}],"example":"global last_cache → KVCache#1 → layer[0].k","addrs":[4096]}]`},
 		{"GET", "/api/kernels/nope/lingering", "", 404, ``},
 		{"GET", "/api/sessions", "", 200, `[]`},
 		{"GET", "/api/sessions/nope", "", 404, `no such session`},

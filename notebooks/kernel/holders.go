@@ -77,6 +77,9 @@ func holderKind(h Holder) string {
 	if len(frames) > 1 && strings.HasPrefix(frames[0], "cell ") {
 		return "(unlabeled) from " + frames[1]
 	}
+	if frames[0] == "" {
+		return "(unlabeled)" // no site recorded: nothing to add
+	}
 	return "(unlabeled) from " + frames[0]
 }
 

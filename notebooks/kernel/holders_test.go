@@ -49,4 +49,9 @@ func TestGroupHolders(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("groups:\n%+v\nwant\n%+v", got, want)
 	}
+	// An object with neither label nor site is "(unlabeled)", not
+	// "(unlabeled) from " with nothing after it.
+	if g := GroupHolders([]Holder{{Addr: 1, Size: 512, Requested: 512, Path: "global orphan → Tensor#9"}}); len(g) != 1 || len(g[0].What) != 1 || g[0].What[0].Name != "(unlabeled)" {
+		t.Errorf("no label, no site: %+v", g)
+	}
 }
