@@ -2,123 +2,59 @@ package scenarios
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 	"testing"
 
 	"linger/engine"
-	"linger/timeline"
-	"linger/timeline/event"
 )
 
-// Test10FailedPrefill: a request that runs out of memory mid-prefill into
-// a cache its cell owns (generate(cache=, on_error="return")) leaves that
-// cache holding the chunks done; the fixed cell resets it on the error
-// path and leaves nothing, the leaky cell keeps it in a global for a retry
-// and the partial cache lingers, to the byte, at the generate line, held
-// by that global.
-func Test10FailedPrefill(t *testing.T) { onTargets(t, test10FailedPrefill) }
+// Test10PrefixCache: a scheduler's prefix cache without a capacity grows
+// by each request's own full blocks, which the analyzer reports as
+// kv_cache growth at the line that drives the scheduler; bounded, it
+// stays at its capacity with no growth verdict. Cached blocks live as long
+// as the engine: neither form leaves anything lingering.
+func Test10PrefixCache(t *testing.T) { onTargets(t, test10PrefixCache) }
 
-func test10FailedPrefill(t *testing.T, tg target) {
-	r := runNotebook(t, tg, "10-failed-prefill.ipynb")
-	t.Logf("10-failed-prefill: %s", r.Elapsed)
-	chunk := r.constant(t, "setup-engine", "CHUNK")
+func test10PrefixCache(t *testing.T, tg target) {
+	r := runNotebook(t, tg, "10-prefix-cache.ipynb")
+	t.Logf("10-prefix-cache: %s", r.Elapsed)
+	sys, doc := r.constant(t, "setup-engine", "SYSTEM"), r.constant(t, "setup-engine", "DOCUMENT")
+	requests, capacity := r.constant(t, "setup-engine", "REQUESTS"), r.constant(t, "setup-engine", "CAPACITY")
 	cfg := engine.Presets["qwen2-1.5b"]
-	// One paged block: 16 tokens of k and v for every layer, bf16.
 	block := rounded(uint64(cfg.Layers * 2 * engine.PageSize * cfg.KVHeads * cfg.HeadDim * engine.BF16.Size()))
-	perChunk := uint64(chunk/engine.PageSize) * block
+	// Full blocks: the system prompt's, shared, and each request's own
+	// after them (its tail block, not full, is never cached).
+	shared := sys / engine.PageSize
+	own := (sys+doc)/engine.PageSize - shared
+	leaky := shared + own*requests
+	fixed := min(capacity, leaky)
 
-	ooms := r.prefillOOMs(t)
-	for _, part := range []string{"fixed-serve", "leaky-serve"} {
-		if len(ooms[part]) == 0 {
-			t.Fatalf("%s: no out-of-memory during a prefill; the notebook's limit no longer makes its long request fail", part)
+	for _, part := range []struct {
+		cell   string
+		blocks int
+	}{{"fixed-serve", fixed}, {"leaky-serve", leaky}} {
+		at := r.window(t, nil, cellEnd(part.cell))
+		n, b := liveAt(at, part.cell+":", "kv_cache")
+		if n != uint64(part.blocks) || b != uint64(part.blocks)*block {
+			t.Errorf("end of %s: %d kv_cache blocks, %d bytes alive; want %d blocks of %d bytes", part.cell, n, b, part.blocks, block)
 		}
 	}
-	// The leaky cell keeps every failed request's cache: the chunks done
-	// before each OOM, the failed chunk's blocks given back.
-	var want uint64
-	for _, o := range ooms["leaky-serve"] {
-		t.Logf("leaky-serve: out of memory in prefill %d/%d", o.chunk, o.of)
-		want += uint64(o.chunk-1) * perChunk
-	}
-	if f := ooms["fixed-serve"][0]; f.chunk < 2 || f.chunk >= f.of {
-		t.Errorf("fixed-serve: the long request failed in prefill %d/%d, want mid-prefill", f.chunk, f.of)
-	}
-	bytes, n := r.leaked("leaky-", "kv_cache")
-	if bytes != want || uint64(n)*block != want {
-		t.Errorf("leaky: %d kv_cache blocks, %d bytes lingering; want %d bytes in blocks of %d (%d bytes a %d-token chunk)", n, bytes, want, block, perChunk, chunk)
-	}
-	site := fmt.Sprintf("leaky-serve:%d", r.line(t, "leaky-serve", "r = eng.generate("))
-	if got := r.lines("leaky-", "kv_cache"); !slices.Equal(got, []string{site}) {
-		t.Errorf("leaky: lingering at %v, want %s", got, site)
-	}
-	for _, o := range r.objects("leaky-", "kv_cache") {
-		if o.ScopeKind != "cell" {
-			t.Fatalf("leaky: a block outlived a %s scope, want its cell", o.ScopeKind)
+	line := r.line(t, "leaky-serve", "sc.run()")
+	g, ok := growthAt(r.Report, fmt.Sprintf("leaky-serve:%d ", line), "kv_cache")
+	if !ok {
+		t.Errorf("no kv_cache growth at leaky-serve:%d; growth: %+v", line, r.Report.Growth)
+	} else {
+		t.Logf("leaky growth: %.0f bytes/step over %d samples, R² %.3f, %d → %d bytes", g.BytesPerStep, g.Samples, g.R2, g.First, g.Last)
+		if g.Last != uint64(leaky)*block {
+			t.Errorf("leaky growth ends at %d bytes, want %d blocks: %d", g.Last, leaky, uint64(leaky)*block)
 		}
 	}
-	hs := r.holders("leaky-", "kv_cache")
-	if len(hs) != n || !allHavePrefix(hs, "global retry_queue[0].cache → KVCache#") {
-		t.Errorf("leaky: %d holders %q, want %d paths from global retry_queue[0].cache", len(hs), first(hs, 3), n)
-	}
-
-	// Fixed: nothing lingers, and the cell leaves allocated where it was.
-	if bytes, n := r.lingering("fixed-", ""); n != 0 {
-		t.Errorf("fixed: %d objects, %d bytes lingering, want none", n, bytes)
-	}
-	if m := r.Cells["fixed-serve"]; m.After != m.Before {
-		t.Errorf("fixed-serve: allocated %d before, %d after; want back to the start", m.Before, m.After)
-	}
-	if got := r.Report.Lingering.Bytes; got != want {
-		t.Errorf("the whole notebook: %d bytes lingering, want only the leaky partial cache's %d", got, want)
-	}
-	if out := r.output("check-lingering"); !strings.Contains(out, "global retry_queue[0].cache") {
-		t.Errorf("check-lingering printed %q", out)
-	}
-}
-
-// prefillOOM is an out-of-memory error during prefill step chunk of of.
-type prefillOOM struct{ chunk, of int }
-
-// prefillOOMs are the trace's OOM events inside a prefill step, by the
-// cell they happened in.
-func (r *result) prefillOOMs(t *testing.T) map[string][]prefillOOM {
-	t.Helper()
-	f, err := timeline.OpenFile(r.TracePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type scope struct {
-		kind   event.ScopeKind
-		label  string
-		parent event.ScopeID
-	}
-	scopes := map[event.ScopeID]scope{}
-	out := map[string][]prefillOOM{}
-	err = f.Replay(func(e event.Event) error {
-		switch e.Kind {
-		case event.KindScopeBegin:
-			scopes[event.ScopeID(e.Addr)] = scope{kind: e.Expect, label: f.String(e.Label), parent: event.ScopeID(e.Extra)}
-		case event.KindOOM:
-			var o prefillOOM
-			cell := ""
-			for id := e.Scope; id != 0; id = scopes[id].parent {
-				s := scopes[id]
-				if s.kind == event.ScopeStep {
-					fmt.Sscanf(s.label, "prefill %d/%d", &o.chunk, &o.of)
-				}
-				if s.kind == event.ScopeCell {
-					cell = s.label
-				}
-			}
-			if o.chunk > 0 {
-				out[cell] = append(out[cell], o)
-			}
+	fixedOnly := r.window(t, cellStart("fixed-serve"), cellEnd("fixed-serve"))
+	for _, g := range append(fixedOnly.Growth, r.Report.Growth...) {
+		if g.Site != "" && inCell(g.Site, "fixed-") {
+			t.Errorf("fixed: %s growing at %s: %+v", g.Category, g.Site, g)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	return out
+	if got := r.Report.Lingering.Bytes; got != 0 {
+		t.Errorf("%d bytes lingering, want none: cached blocks live as long as the engine", got)
+	}
 }
