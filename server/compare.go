@@ -143,7 +143,7 @@ func (s *Server) handleComparePage(w http.ResponseWriter, r *http.Request) {
 				s.writeError(w, r, err)
 				return
 			}
-			v.Message = err.Error()
+			v.Message = s.errw.Paths.Scrub(err.Error())
 		} else {
 			s.compareView(&v, c)
 		}

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"syscall"
 
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
 	"linger/server/httperr"
+	"linger/timeline"
 	"linger/timeline/export"
 )
 
@@ -42,6 +45,9 @@ var sentinels = []struct {
 	// fail the same way until someone restarts the kernel.
 	{kernel.ErrDead, httperr.Conflict},
 	{contents.ErrBadPath, httperr.BadRequest},
+	// A name longer than the file system takes (a 5,000-character file
+	// name) is a bad path, not a failure of the server.
+	{syscall.ENAMETOOLONG, httperr.BadRequest},
 	{contents.ErrInvalid, httperr.BadRequest},
 	{contents.ErrNotEmpty, httperr.BadRequest},
 	{contents.ErrForbidden, httperr.Forbidden},
@@ -50,6 +56,12 @@ var sentinels = []struct {
 	// A memory_viz JSON too big for the viewer: the client asks for the
 	// pickle instead, which the message names.
 	{export.ErrTooBig, httperr.BadRequest},
+	// A trace file that cannot be read at all (empty, not a trace,
+	// another version, its header torn) is the file's fault: 422.
+	{timeline.ErrNotTrace, httperr.Unprocessable},
+	{timeline.ErrVersion, httperr.Unprocessable},
+	{timeline.ErrTruncated, httperr.Unprocessable},
+	{timeline.ErrCorrupt, httperr.Unprocessable},
 }
 
 // classify returns err with the httperr.Type of its sentinel, if it has
@@ -69,7 +81,18 @@ func classify(err error) error {
 
 // writeError answers err as httperr does, after classify.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	httperr.Write(w, r, s.log, classify(err))
+	s.errw.Write(w, r, classify(err))
+}
+
+// serverPaths are the directories no answer names: a notebook is said
+// relative to the notebook root, a saved trace by its name (as the trace
+// routes take it), a temporary file below $TMPDIR.
+func serverPaths(opts Options) httperr.Paths {
+	return httperr.NewPaths(
+		httperr.Root{Dir: opts.Dir},
+		httperr.Root{Dir: opts.TraceDir},
+		httperr.Root{Dir: os.TempDir(), Name: "$TMPDIR"},
+	)
 }
 
 // writeJSON answers with v as JSON; v nil writes no body.

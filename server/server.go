@@ -17,6 +17,7 @@ import (
 
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
+	"linger/server/httperr"
 	"linger/server/live"
 	"linger/web"
 )
@@ -70,6 +71,7 @@ type Options struct {
 type Server struct {
 	opts     Options
 	log      *slog.Logger
+	errw     httperr.Writer // every route's errors, through writeError
 	kernels  kernels
 	contents contentStore
 	metrics  *metrics
@@ -141,6 +143,7 @@ func newServer(opts Options, ks kernels, cs contentStore) (*Server, error) {
 		return nil, fmt.Errorf("server: register metrics: %w", err)
 	}
 	s.metrics = m
+	s.errw = httperr.Writer{Log: log, Paths: serverPaths(opts)}
 	s.live = s.newLive()
 	s.handler = s.routes()
 	return s, nil

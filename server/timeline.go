@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"linger/server/httperr"
 	"linger/server/live"
 	"linger/timeline"
 	"linger/timeline/analyze"
@@ -40,16 +41,11 @@ func (s *Server) newLive() *live.Handler {
 			}
 			return rec, nil
 		},
-		TracePath: func(name string) (string, error) {
-			p, err := s.tracePath(name)
-			if err != nil {
-				return "", live.ErrNotFound
-			}
-			return p, nil
-		},
-		Follow: func() live.Follower { return newLiveAnalysis() },
-		OnRead: func(string) { s.metrics.traceReads.Inc() },
-		Log:    s.log,
+		TracePath: s.tracePath,
+		Follow:    func() live.Follower { return newLiveAnalysis() },
+		OnRead:    func(string) { s.metrics.traceReads.Inc() },
+		Log:       s.log,
+		Paths:     s.errw.Paths,
 	})
 }
 
@@ -176,7 +172,9 @@ func (s *Server) timelineOverview(ctx context.Context, name string) json.RawMess
 }
 
 // tracePath resolves the name of a saved trace: one file name ending in
-// .ltrace directly inside the trace directory, never a path.
+// .ltrace directly inside the trace directory, never a path, and a regular
+// file, never a symbolic link (403, as the contents API refuses a link
+// out of the notebook root).
 func (s *Server) tracePath(name string) (string, error) {
 	if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".ltrace") {
 		return "", badRequest("trace name %q must be a file name ending in .ltrace", name)
@@ -185,8 +183,14 @@ func (s *Server) tracePath(name string) (string, error) {
 		return "", notFound("no trace directory")
 	}
 	p := filepath.Join(s.opts.TraceDir, name)
-	if _, err := os.Stat(p); err != nil {
+	fi, err := os.Lstat(p)
+	if err != nil {
 		return "", notFound("trace %q not found", name)
+	}
+	// A link planted in the trace directory could serve any file the
+	// server can read; the listing skips links, and so does every route.
+	if !fi.Mode().IsRegular() {
+		return "", httperr.New(httperr.Forbidden, "trace %q is not a regular file", name)
 	}
 	return p, nil
 }

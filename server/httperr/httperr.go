@@ -1,9 +1,11 @@
 // Package httperr is the one vocabulary in which Linger's HTTP routes (the
 // server's Jupyter API and package live's timeline routes) answer errors,
 // as Prometheus's API does: an error carries a Type, Status maps it to an
-// HTTP status, and Write answers it with Jupyter Server's JSON error body
-// {"message", "reason"} (what @jupyterlab/services reads), logging a 5xx
-// once, with the request.
+// HTTP status, and Writer.Write answers it with Jupyter Server's JSON error
+// body {"message", "reason"} (what @jupyterlab/services reads), logging a
+// 5xx once, with the request. No message names a server directory: the
+// Writer's Paths rewrite them as the client knows them (a notebook
+// relative to the notebook root, a trace by its name).
 //
 // An error without a Type is a 500. Packages that httperr may not import
 // keep their own sentinels; the route that knows them gives them a Type
@@ -32,7 +34,12 @@ const (
 	// changing that state first: a name taken, a dead kernel to restart.
 	Conflict Type = "conflict"  // 409
 	TooLarge Type = "too_large" // 413
-	Internal Type = "internal"  // 500
+	// Unprocessable is a well-formed request naming something that cannot
+	// be read: a trace file that is empty, not a trace or of another
+	// version. The file is at fault, not the request's form (400) nor the
+	// server (500).
+	Unprocessable Type = "unprocessable" // 422
+	Internal      Type = "internal"      // 500
 )
 
 var statuses = map[Type]int{
@@ -42,6 +49,7 @@ var statuses = map[Type]int{
 	MethodNotAllowed: http.StatusMethodNotAllowed,
 	Conflict:         http.StatusConflict,
 	TooLarge:         http.StatusRequestEntityTooLarge,
+	Unprocessable:    http.StatusUnprocessableEntity,
 	Internal:         http.StatusInternalServerError,
 }
 
@@ -91,14 +99,26 @@ type Body struct {
 	Reason  string `json:"reason"`
 }
 
-// Write answers err with its Status and Body, and logs it to log (if not
-// nil) with the request when the status is 5xx.
-func Write(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+// Writer answers errors: every route of a server writes its errors
+// through the one Writer, so that each carries its status and none names
+// the server's directories. A Writer is immutable and safe for concurrent
+// use.
+type Writer struct {
+	// Log, if not nil, gets each 5xx with its request.
+	Log *slog.Logger
+	// Paths says the server's directories in the names clients know.
+	Paths Paths
+}
+
+// Write answers err with its Status and Body, the message scrubbed of the
+// server's paths (Paths.Scrub), and logs it (unscrubbed) to wr.Log with the
+// request when the status is 5xx.
+func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
 	code := Status(err)
-	if code >= 500 && log != nil {
-		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	if code >= 500 && wr.Log != nil {
+		wr.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
 	}
-	b, _ := json.Marshal(Body{Message: err.Error(), Reason: http.StatusText(code)})
+	b, _ := json.Marshal(Body{Message: wr.Paths.Scrub(err.Error()), Reason: http.StatusText(code)})
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")

@@ -52,7 +52,8 @@ type Options struct {
 	// Required for the kernel routes.
 	Recorder func(id string) (*timeline.Recorder, error)
 	// TracePath resolves the name of a saved trace, as it appears in the
-	// URL, to a file path, or ErrNotFound. The server decides which names
+	// URL, to a file path, or an error the routes answer (package httperr:
+	// ErrNotFound for an unknown name). The server decides which names
 	// are allowed (it must keep paths inside its directory). Required for
 	// the trace routes.
 	TracePath func(name string) (string, error)
@@ -89,6 +90,9 @@ type Options struct {
 	CheckOrigin func(r *http.Request) bool
 	// Log receives connection errors; nil discards them.
 	Log *slog.Logger
+	// Paths says the server's directories in error messages as clients
+	// know them (httperr.Writer); the zero value leaves them as they are.
+	Paths httperr.Paths
 }
 
 // A Follower consumes a trace's events beside its level-of-detail index;
@@ -510,7 +514,7 @@ func window(r *http.Request, n string, def, limit int) (query, error) {
 // writeError answers err as every route of the server does (package
 // httperr), 5xx logged to Options.Log.
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	httperr.Write(w, r, h.log, err)
+	httperr.Writer{Log: h.log, Paths: h.opts.Paths}.Write(w, r, err)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

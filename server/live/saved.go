@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"linger/server/httperr"
 	"linger/timeline"
 	"linger/timeline/event"
 	"linger/timeline/lod"
@@ -88,7 +89,7 @@ func (h *Handler) readTrace(path string) (*lod.Index, Follower, error) {
 	}
 	r, err := timeline.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, unreadable(err)
 	}
 	defer r.Close()
 	ix := lod.New(h.opts.Index)
@@ -120,13 +121,25 @@ func (h *Handler) readTrace(path string) (*lod.Index, Follower, error) {
 		case errors.Is(err, io.EOF):
 			err = nil
 		case !errors.As(err, &stop):
-			return nil, nil, fmt.Errorf("read trace %q: %w", path, err)
+			return nil, nil, fmt.Errorf("read trace %q: %w", path, unreadable(err))
 		}
 		if fol != nil {
 			fol.End(err)
 		}
 		return ix, fol, nil
 	}
+}
+
+// unreadable gives the errors of a trace file that cannot be read at all
+// (empty, not a trace, another version, its header torn) their status:
+// the file is at fault, not the request nor the server.
+func unreadable(err error) error {
+	for _, e := range []error{timeline.ErrNotTrace, timeline.ErrVersion, timeline.ErrTruncated, timeline.ErrCorrupt} {
+		if errors.Is(err, e) {
+			return httperr.Wrap(httperr.Unprocessable, err)
+		}
+	}
+	return err
 }
 
 // defined tracks the strings and sites a pass has handed on: those its
