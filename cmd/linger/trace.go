@@ -99,6 +99,8 @@ func runTraceAnalyze(_ context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	reason, ok := f.End()
+	rep.Ended = &analyze.Ended{Reason: reason, Clean: ok && reason == "", CutOff: !ok}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -9,6 +9,9 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"linger/timeline"
+	"linger/timeline/analyze"
+	"linger/timeline/event"
 	"linger/timeline/export"
 )
 
@@ -163,5 +166,49 @@ func TestTraceDiff(t *testing.T) {
 	code, out, _ = runCLI(t, "trace", "diff", "--json", a, b)
 	if code != 0 || !json.Valid([]byte(out)) {
 		t.Errorf("diff --json: exit %d, invalid JSON", code)
+	}
+}
+
+// trace analyze says how a trace ended: cleanly, with the end frame's
+// reason (a killed kernel's), or cut off with no end frame; in text and in
+// the JSON's "ended".
+func TestTraceAnalyzeEnded(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, reason string, cut bool) string {
+		path := filepath.Join(dir, name)
+		rec, err := timeline.NewRecorder(path, timeline.RecorderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Emit(event.Event{Kind: event.KindMark, Time: 1})
+		if err := rec.CloseWithReason(reason); err != nil {
+			t.Fatal(err)
+		}
+		if cut {
+			data, _ := os.ReadFile(path)
+			// Drop the end frame: type, length, reason, checksum.
+			os.WriteFile(path, data[:len(data)-len(reason)-(1+4+4)], 0o644)
+		}
+		return path
+	}
+	for _, c := range []struct {
+		name, reason string
+		cut          bool
+		line         string
+		ended        analyze.Ended
+	}{
+		{"clean.ltrace", "", false, "ended: cleanly", analyze.Ended{Clean: true}},
+		{"killed.ltrace", "kernel died: signal: killed", false, "ended: kernel died: signal: killed", analyze.Ended{Reason: "kernel died: signal: killed"}},
+		{"cut.ltrace", "x", true, "ended: cut off (no end frame)", analyze.Ended{CutOff: true}},
+	} {
+		tr := write(c.name, c.reason, c.cut)
+		if code, out, stderr := runCLI(t, "trace", "analyze", tr); code != 0 || !strings.Contains(out, c.line) {
+			t.Errorf("%s: exit %d, want a line %q:\n%s%s", c.name, code, c.line, out, stderr)
+		}
+		code, out, _ := runCLI(t, "trace", "analyze", "--json", tr)
+		var rep struct{ Ended *analyze.Ended }
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Ended == nil || *rep.Ended != c.ended {
+			t.Errorf("%s --json: exit %d, ended %+v, want %+v", c.name, code, rep.Ended, c.ended)
+		}
 	}
 }

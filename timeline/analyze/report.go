@@ -10,6 +10,15 @@ import (
 	"linger/timeline/memstate"
 )
 
+// Ended is how a trace ended: its end frame's reason ("" for a clean
+// close, e.g. "kernel died: signal: killed"), or no end frame at all (cut
+// off: the writer was killed, or is still writing).
+type Ended struct {
+	Reason string `json:"reason"`
+	Clean  bool   `json:"clean"`   // an end frame with no reason
+	CutOff bool   `json:"cut_off"` // no end frame
+}
+
 // Report is what an Analyzer found up to the last event it was given. It
 // is a plain value, independent of the Analyzer; encoding/json writes it
 // with stable lower_snake names. Byte figures are the allocator's rounded
@@ -22,7 +31,10 @@ type Report struct {
 	DurationNS int64  `json:"duration_ns"`
 	// Truncated says why the trace ends early ("" when it does not):
 	// the analysis covers every event up to there.
-	Truncated  string      `json:"truncated,omitempty"`
+	Truncated string `json:"truncated,omitempty"`
+	// Ended says how the trace ended, when the reader of its file knows
+	// (nil for a live trace, still being written).
+	Ended      *Ended      `json:"ended,omitempty"`
 	Lingering  Lingering   `json:"lingering"`
 	GrowthUnit string      `json:"growth_unit"` // the scope kind growth is sampled at: step, request or cell ("" if none ended)
 	Growth     []Growth    `json:"growth"`

@@ -21,6 +21,16 @@ func (rep *Report) WriteText(w io.Writer) error {
 		p("TRUNCATED: %s; analyzed %d events up to seq %d", rep.Truncated, rep.Events, rep.LastSeq)
 	}
 	p("trace: %d events (seq %d–%d), %s", rep.Events, rep.FirstSeq, rep.LastSeq, fmtDuration(rep.DurationNS))
+	if e := rep.Ended; e != nil {
+		switch {
+		case e.CutOff:
+			p("ended: cut off (no end frame)")
+		case e.Clean:
+			p("ended: cleanly")
+		default:
+			p("ended: %s", e.Reason)
+		}
+	}
 	unit := rep.GrowthUnit
 	if unit == "" {
 		unit = "step"
