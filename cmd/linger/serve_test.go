@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -112,6 +113,50 @@ func TestServeKernelSpecs(t *testing.T) {
 				t.Errorf("log %q, want one line with %q", buf.String(), tt.log)
 			}
 			t.Log(buf.String())
+		})
+	}
+}
+
+// TestServeIdleConnections: a client that asks once without a token and
+// then keeps its connection open, or connects and never finishes its
+// headers, is cut off instead of holding a connection forever.
+func TestServeIdleConnections(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "token required", http.StatusUnauthorized)
+	})
+	timeouts := httpTimeouts{readHeader: 200 * time.Millisecond, idle: 200 * time.Millisecond}
+	hs := newHTTPServer(h, slog.New(slog.DiscardHandler), timeouts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(ln)
+	defer hs.Close()
+
+	for _, tc := range []struct {
+		name string
+		send string
+	}{
+		{"idle after a refused request", "GET /api/kernels HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"},
+		{"headers never finished", "GET /api/kernels HTTP/1.1\r\nHost: 127.0.0.1\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, tc.send); err != nil {
+				t.Fatal(err)
+			}
+			// The server closes the connection: the read ends with EOF (after
+			// the 401, if one came) well before the client's own deadline.
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			start := time.Now()
+			_, err = io.Copy(io.Discard, c)
+			if err != nil {
+				t.Fatalf("connection still open after %v: %v", time.Since(start), err)
+			}
 		})
 	}
 }
