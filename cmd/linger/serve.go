@@ -63,6 +63,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		*token = server.NewToken()
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Saves killed mid-way (kill -9, power loss) leave their temporary
+	// files; a minute old, no save of a live server is still writing one.
+	removed, err := store.RemoveStaleTemps(time.Minute)
+	if len(removed) > 0 {
+		log.Info("removed temporary files of interrupted saves", "files", removed)
+	}
+	if err != nil {
+		log.Warn("remove temporary files of interrupted saves", "err", err)
+	}
 	specs := kernelSpecs(ctx, exe, kernel.ProbeTimeout, log)
 	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: *traceDir, Dir: root})
 	defer mgr.Close()

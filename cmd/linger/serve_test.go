@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,11 @@ import (
 
 func TestServe(t *testing.T) {
 	dir := t.TempDir()
+	// A save killed mid-way left its temporary file; serve clears it.
+	stale := filepath.Join(dir, ".~a.ipynb.0123456789ab.tmp")
+	os.WriteFile(stale, []byte("half"), 0o644)
+	an := time.Now().Add(-time.Hour)
+	os.Chtimes(stale, an, an)
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -34,6 +40,9 @@ func TestServe(t *testing.T) {
 		t.Fatalf("read the URL: %v", err)
 	}
 	go io.Copy(io.Discard, pr)
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale temporary file still there: %v", err)
+	}
 	line = strings.TrimSpace(line)
 	base, token, ok := strings.Cut(line, "/?token=")
 	if !ok || !strings.HasPrefix(base, "http://127.0.0.1:") || len(token) != 48 {
