@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -16,8 +17,11 @@ type contentStore interface {
 	// Get returns the model at path; q holds the type, format and content
 	// query parameters.
 	Get(ctx context.Context, path string, q contentsQuery) (any, error)
-	// Save writes the model in body at path; created says it is new.
-	Save(ctx context.Context, path string, body []byte) (model any, created bool, err error)
+	// Save writes the model the client's JSON in body holds at path;
+	// created says it is new. Save reads body as it decodes, so a large
+	// notebook is never held as bytes and decoded besides; an error from
+	// body (an *http.MaxBytesError) is wrapped in the error returned.
+	Save(ctx context.Context, path string, body io.Reader) (model any, created bool, err error)
 	// Create makes a new untitled file, notebook or directory in dir, or
 	// a copy of copy_from there, as body says.
 	Create(ctx context.Context, dir string, body []byte) (any, error)
@@ -75,13 +79,11 @@ func (s *Server) handleContents(w http.ResponseWriter, r *http.Request) {
 			Type: q.Get("type"), Format: q.Get("format"), Content: q.Get("content") != "0", Hash: q.Get("hash") == "1",
 		})
 	case r.Method == http.MethodPut:
-		var body []byte
-		if body, err = s.readBody(w, r); err == nil {
-			var created bool
-			model, created, err = s.contents.Save(ctx, p, body)
-			if created {
-				code = http.StatusCreated
-			}
+		var created bool
+		model, created, err = s.contents.Save(ctx, p, http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+		err = s.bodyError(err)
+		if created {
+			code = http.StatusCreated
 		}
 	case r.Method == http.MethodPost:
 		var body []byte
@@ -119,10 +121,18 @@ func errMethod(r *http.Request) error {
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	if err != nil {
-		if _, ok := err.(*http.MaxBytesError); ok {
-			return nil, httperr.New(httperr.TooLarge, "request body over %d bytes", s.opts.MaxBodyBytes)
+		if err := s.bodyError(err); err != nil {
+			return nil, err
 		}
 		return nil, badRequest("read request body: %v", err)
 	}
 	return b, nil
+}
+
+// bodyError is err, or a 413 when it comes of a body over MaxBodyBytes.
+func (s *Server) bodyError(err error) error {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return httperr.New(httperr.TooLarge, "request body over %d bytes", s.opts.MaxBodyBytes)
+	}
+	return err
 }

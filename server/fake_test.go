@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"sort"
 	"strings"
@@ -312,12 +313,12 @@ func (f *fakeContents) Get(ctx context.Context, p string, q contentsQuery) (any,
 	return f.model(p, c), nil
 }
 
-func (f *fakeContents) Save(ctx context.Context, p string, body []byte) (any, bool, error) {
+func (f *fakeContents) Save(ctx context.Context, p string, body io.Reader) (any, bool, error) {
 	var m struct {
 		Content json.RawMessage `json:"content"`
 	}
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, false, badRequest("bad model: %v", err)
+	if err := json.NewDecoder(body).Decode(&m); err != nil {
+		return nil, false, decodeError("bad model", err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

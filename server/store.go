@@ -1,10 +1,15 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
 
 	"linger/notebooks/contents"
+	"linger/notebooks/nbformat"
 )
 
 // storeContents adapts a *contents.Store to contentStore: it decodes the
@@ -15,12 +20,34 @@ func (a storeContents) Get(_ context.Context, p string, q contentsQuery) (any, e
 	return a.st.Get(p, contents.GetOptions{Type: q.Type, Format: q.Format, Content: q.Content, Hash: q.Hash})
 }
 
-func (a storeContents) Save(_ context.Context, p string, body []byte) (any, bool, error) {
+func (a storeContents) Save(_ context.Context, p string, body io.Reader) (any, bool, error) {
 	var m contents.Model
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, false, badRequest("decode model: %v", err)
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(&m); err != nil {
+		return nil, false, decodeError("decode model", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, false, decodeError("decode model", cmp.Or(err, errors.New("data after the model")))
+	}
+	// The notebook's bytes go as soon as it is decoded, before it is
+	// encoded again for the file.
+	if raw, ok := m.Content.(json.RawMessage); ok && m.Type == contents.TypeNotebook {
+		nb := new(nbformat.Notebook)
+		if err := nb.UnmarshalJSON(raw); err != nil {
+			return nil, false, badRequest("save %q: %v", p, err)
+		}
+		m.Content = nb
 	}
 	return a.st.Save(p, m)
+}
+
+// decodeError is a request body that could not be decoded: a 400, or the
+// body's own read error (too large: a 413) as it is.
+func decodeError(what string, err error) error {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return err
+	}
+	return badRequest("%s: %v", what, err)
 }
 
 func (a storeContents) Create(_ context.Context, dir string, body []byte) (any, error) {

@@ -63,6 +63,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		*token = server.NewToken()
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Saves killed mid-way (kill -9, power loss) leave their temporary
+	// files; a minute old, no save of a live server is still writing one.
+	removed, err := store.RemoveStaleTemps(time.Minute)
+	if len(removed) > 0 {
+		log.Info("removed temporary files of interrupted saves", "files", removed)
+	}
+	if err != nil {
+		log.Warn("remove temporary files of interrupted saves", "err", err)
+	}
 	specs := kernelSpecs(ctx, exe, kernel.ProbeTimeout, log)
 	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: *traceDir, Dir: root})
 	defer mgr.Close()
@@ -81,7 +90,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := newHTTPServer(srv.Handler(), log, defaultTimeouts)
 	// Tests and make run read this line.
 	fmt.Fprintln(stdout, serveURL(ln.Addr(), *baseURL, *token))
 	log.Info("serving", "dir", root, "addr", ln.Addr().String(), "traces", *traceDir)
@@ -115,6 +124,28 @@ func serveURL(addr net.Addr, baseURL, token string) string {
 		host = "127.0.0.1"
 	}
 	return fmt.Sprintf("http://%s%s?token=%s", net.JoinHostPort(host, port), baseURL, token)
+}
+
+// httpTimeouts bound how long a connection may hold the server without
+// sending a request: a slow client dribbling its headers, or a kept-alive
+// connection with nothing more to ask. Neither limits a request in flight
+// (a large save, a websocket).
+type httpTimeouts struct {
+	readHeader time.Duration // from a request's first byte to its last header
+	idle       time.Duration // between requests on a kept-alive connection
+}
+
+// defaultTimeouts are serve's; tests shorten them.
+var defaultTimeouts = httpTimeouts{readHeader: 10 * time.Second, idle: 2 * time.Minute}
+
+// newHTTPServer is the http.Server serve runs h with.
+func newHTTPServer(h http.Handler, log *slog.Logger, t httpTimeouts) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.readHeader,
+		IdleTimeout:       t.idle,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // serveUntilDone serves hs on ln until it fails or ctx is done, then

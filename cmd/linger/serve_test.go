@@ -7,7 +7,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -20,6 +22,11 @@ import (
 
 func TestServe(t *testing.T) {
 	dir := t.TempDir()
+	// A save killed mid-way left its temporary file; serve clears it.
+	stale := filepath.Join(dir, ".~a.ipynb.0123456789ab.tmp")
+	os.WriteFile(stale, []byte("half"), 0o644)
+	an := time.Now().Add(-time.Hour)
+	os.Chtimes(stale, an, an)
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -33,6 +40,9 @@ func TestServe(t *testing.T) {
 		t.Fatalf("read the URL: %v", err)
 	}
 	go io.Copy(io.Discard, pr)
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale temporary file still there: %v", err)
+	}
 	line = strings.TrimSpace(line)
 	base, token, ok := strings.Cut(line, "/?token=")
 	if !ok || !strings.HasPrefix(base, "http://127.0.0.1:") || len(token) != 48 {
@@ -112,6 +122,50 @@ func TestServeKernelSpecs(t *testing.T) {
 				t.Errorf("log %q, want one line with %q", buf.String(), tt.log)
 			}
 			t.Log(buf.String())
+		})
+	}
+}
+
+// TestServeIdleConnections: a client that asks once without a token and
+// then keeps its connection open, or connects and never finishes its
+// headers, is cut off instead of holding a connection forever.
+func TestServeIdleConnections(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "token required", http.StatusUnauthorized)
+	})
+	timeouts := httpTimeouts{readHeader: 200 * time.Millisecond, idle: 200 * time.Millisecond}
+	hs := newHTTPServer(h, slog.New(slog.DiscardHandler), timeouts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(ln)
+	defer hs.Close()
+
+	for _, tc := range []struct {
+		name string
+		send string
+	}{
+		{"idle after a refused request", "GET /api/kernels HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"},
+		{"headers never finished", "GET /api/kernels HTTP/1.1\r\nHost: 127.0.0.1\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, tc.send); err != nil {
+				t.Fatal(err)
+			}
+			// The server closes the connection: the read ends with EOF (after
+			// the 401, if one came) well before the client's own deadline.
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			start := time.Now()
+			_, err = io.Copy(io.Discard, c)
+			if err != nil {
+				t.Fatalf("connection still open after %v: %v", time.Since(start), err)
+			}
 		})
 	}
 }

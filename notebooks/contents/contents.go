@@ -22,7 +22,8 @@
 // not validate writes nothing. Saves are atomic: a temporary file in the
 // same directory, written, synced, renamed over the old file, and the
 // directory synced; on any failure the previous file is intact and the
-// temporary file removed.
+// temporary file removed. A temporary file that a crash left behind is
+// removed by RemoveStaleTemps, which serve runs at start.
 package contents
 
 import (
@@ -40,8 +41,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"linger/notebooks/nbformat"
@@ -458,8 +461,7 @@ func (s *Store) writeAtomic(rel string, data []byte) (err error) {
 	for range 10 {
 		var r [6]byte
 		rand.Read(r[:])
-		// Dot-named, so a leftover after a crash is never listed.
-		tmp = path.Join(dir, ".~"+name+"."+hex.EncodeToString(r[:])+".tmp")
+		tmp = path.Join(dir, tempName(name, r))
 		f, err = s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 		if !errors.Is(err, fs.ErrExist) {
 			break
@@ -496,6 +498,49 @@ func (s *Store) writeAtomic(rel string, data []byte) (err error) {
 		return fsError(rel, err)
 	}
 	return s.syncDir(dir)
+}
+
+// tempName is the temporary file a save of name writes first: dot-named,
+// so a leftover after a crash is never listed, and of a shape isTemp
+// knows, so RemoveStaleTemps can clear it.
+func tempName(name string, r [6]byte) string {
+	return ".~" + name + "." + hex.EncodeToString(r[:]) + ".tmp"
+}
+
+// tempPattern matches the names tempName makes, and nothing a user is
+// likely to have named a file.
+var tempPattern = regexp.MustCompile(`^\.~.+\.[0-9a-f]{12}\.tmp$`)
+
+// RemoveStaleTemps removes the temporary files that saves interrupted by
+// a crash (kill -9, power loss) left anywhere under the root, and returns
+// their paths. Only regular files named as this package names them and
+// last modified more than age ago are removed: a file of another name,
+// a link, or a save in flight (of another server on the same directory)
+// stays. Links to directories are not followed. serve calls it once at
+// start; it is safe for concurrent use with the other methods.
+func (s *Store) RemoveStaleTemps(age time.Duration) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cutoff := time.Now().Add(-age)
+	var removed []string
+	var errs []error
+	// An unreadable directory is skipped: it cannot hold a save of ours.
+	fs.WalkDir(s.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || !tempPattern.MatchString(d.Name()) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil || !fi.ModTime().Before(cutoff) {
+			return nil
+		}
+		if err := s.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove stale temporary file %q: %w", p, err))
+			return nil
+		}
+		removed = append(removed, p)
+		return nil
+	})
+	return removed, errors.Join(errs...)
 }
 
 // resolve returns the path to write for rel: rel itself, or, when rel is a

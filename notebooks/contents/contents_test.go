@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"linger/notebooks/nbformat"
 )
@@ -856,5 +859,80 @@ func BenchmarkSaveNotebook(b *testing.B) {
 		if _, _, err := s.Save("n.ipynb", Model{Type: TypeNotebook, Content: nb}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestRemoveStaleTemps(t *testing.T) {
+	s, dir := newStore(t, "n.ipynb", "sub/m.ipynb")
+	old := time.Now().Add(-time.Hour)
+	plant := func(rel string, mtime time.Time) {
+		t.Helper()
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("half a save"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Left by saves killed mid-way: ours, old.
+	plant(".~n.ipynb.0123456789ab.tmp", old)
+	plant("sub/.~m.ipynb.a1b2c3d4e5f6.tmp", old)
+	plant("sub/.ipynb_checkpoints/.~m-checkpoint.ipynb.ffffffffffff.tmp", old)
+	// Not ours, or not stale: they stay.
+	keep := []string{
+		".~n.ipynb.0123456789ab.tmp.bak",
+		".~n.ipynb.tmp",
+		".~n.ipynb.0123456789AB.tmp",
+		"~n.ipynb.0123456789ab.tmp",
+		"notes.tmp",
+		"sub/.~m.ipynb.000000000000.tmp", // a save in flight
+	}
+	for _, k := range keep[:len(keep)-1] {
+		plant(k, old)
+	}
+	plant(keep[len(keep)-1], time.Now())
+	// A link named like ours, to a file outside the root, stays, and so does
+	// its target; a link to a directory is not entered.
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "target"), []byte("not ours"), 0o644)
+	os.WriteFile(filepath.Join(outside, ".~x.ipynb.0123456789ab.tmp"), nil, 0o644)
+	os.Chtimes(filepath.Join(outside, ".~x.ipynb.0123456789ab.tmp"), old, old)
+	os.Symlink(filepath.Join(outside, "target"), filepath.Join(dir, ".~l.ipynb.0123456789ab.tmp"))
+	os.Symlink(outside, filepath.Join(dir, "linked"))
+	keep = append(keep, ".~l.ipynb.0123456789ab.tmp")
+
+	removed, err := s.RemoveStaleTemps(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{".~n.ipynb.0123456789ab.tmp", "sub/.ipynb_checkpoints/.~m-checkpoint.ipynb.ffffffffffff.tmp", "sub/.~m.ipynb.a1b2c3d4e5f6.tmp"}
+	slices.Sort(removed)
+	if !slices.Equal(removed, want) {
+		t.Errorf("removed %q, want %q", removed, want)
+	}
+	for _, w := range want {
+		if _, err := os.Lstat(filepath.Join(dir, w)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s still there: %v", w, err)
+		}
+	}
+	for _, k := range append(keep, "n.ipynb", "sub/m.ipynb") {
+		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(k))); err != nil {
+			t.Errorf("%s removed: %v", k, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(outside, ".~x.ipynb.0123456789ab.tmp")); err != nil {
+		t.Errorf("file outside the root removed: %v", err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(outside, "target")); string(data) != "not ours" {
+		t.Error("link target changed")
+	}
+
+	// What a save writes is what RemoveStaleTemps clears.
+	if !tempPattern.MatchString(tempName("n.ipynb", [6]byte{1, 2, 3, 4, 5, 6})) {
+		t.Error("tempPattern does not match tempName")
 	}
 }
