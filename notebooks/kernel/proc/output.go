@@ -1,7 +1,7 @@
 package proc
 
 import (
-		"fmt"
+	"fmt"
 	"os"
 	"strconv"
 	"sync"
