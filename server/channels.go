@@ -240,6 +240,8 @@ func errorReply(to *msg.Message, err error) *msg.Message {
 }
 
 func (c *wsConn) writePump(sub <-chan *msg.Message) {
+	o := c.s.opts
+	limit := rateLimit{msgRate: o.IOPubMsgRateLimit, dataRate: o.IOPubDataRateLimit, window: o.RateLimitWindow}
 	ping := time.NewTicker(pingPeriod)
 	defer func() {
 		ping.Stop()
@@ -254,6 +256,15 @@ func (c *wsConn) writePump(sub <-chan *msg.Message) {
 				return
 			}
 			if !c.wants(m) {
+				continue
+			}
+			if ok, notice := limit.allow(m, time.Now()); !ok {
+				c.s.metrics.relayed.WithLabelValues("rate_limited", m.Channel).Inc()
+				if notice != nil {
+					if err := c.write(notice); err != nil {
+						return
+					}
+				}
 				continue
 			}
 			if err := c.write(m); err != nil {

@@ -82,6 +82,14 @@
 // A client that falls behind the kernel's buffer is closed with code 1013
 // and reconnects; a kernel shut down closes its sockets with 1000.
 //
+// Each connection applies Jupyter Server's iopub rate limits (see
+// ratelimit.go; Options.IOPubMsgRateLimit, IOPubDataRateLimit and
+// RateLimitWindow, flags of linger serve): past them, its iopub output is
+// dropped, with Jupyter's "IOPub ... rate exceeded" notice as a stderr
+// stream, until the rate falls to 80% of the limit or the kernel goes
+// idle. Kernels merge print() output into a few stream messages, so the
+// limits meet real floods of data, not of messages.
+//
 // # Auth
 //
 // See auth.go: the token by header, query or cookie on every route; the

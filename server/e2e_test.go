@@ -43,8 +43,9 @@ func newE2EServerB(t testing.TB) *testServer {
 	return newE2EServerSpecs(t, []kernel.Spec{kernel.LingerSpec(linger(t), "kernel")})
 }
 
-// newE2EServerSpecs is a server whose Manager starts these kernelspecs.
-func newE2EServerSpecs(t testing.TB, specs []kernel.Spec) *testServer {
+// newE2EServerSpecs is a server whose Manager starts these kernelspecs,
+// its Options changed by edit.
+func newE2EServerSpecs(t testing.TB, specs []kernel.Spec, edit ...func(*Options)) *testServer {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := contents.New(dir)
@@ -53,7 +54,11 @@ func newE2EServerSpecs(t testing.TB, specs []kernel.Spec) *testServer {
 	}
 	traces := t.TempDir()
 	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: traces, Dir: dir})
-	s, err := New(Options{Dir: dir, Token: testToken, Manager: mgr, Contents: st, TraceDir: traces})
+	opts := Options{Dir: dir, Token: testToken, Manager: mgr, Contents: st, TraceDir: traces}
+	for _, e := range edit {
+		e(&opts)
+	}
+	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

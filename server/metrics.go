@@ -43,7 +43,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 			Name: "linger_websocket_connections_total", Help: "Kernel websocket connections accepted.",
 		}),
 		relayed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "linger_messages_relayed_total", Help: "Jupyter messages relayed, by direction (to_kernel, to_client) and channel.",
+			Name: "linger_messages_relayed_total", Help: "Jupyter messages relayed, by direction (to_kernel, to_client, and rate_limited: kept from a client by the iopub rate limits) and channel.",
 		}, []string{"direction", "channel"}),
 		wsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "linger_websocket_messages_refused_total", Help: "Client websocket messages refused, by reason (malformed, too_large, send).",

@@ -61,6 +61,17 @@ type Options struct {
 	// MaxMessageBytes limits one websocket message from a client; 0 means
 	// DefaultMaxMessageBytes.
 	MaxMessageBytes int64
+	// IOPubMsgRateLimit and IOPubDataRateLimit are Jupyter Server's
+	// iopub_msg_rate_limit and iopub_data_rate_limit: the messages, and
+	// the stream bytes, per second one client may receive, averaged over
+	// RateLimitWindow, above which its output is dropped with a notice
+	// (see rateLimit). 0 means DefaultIOPubMsgRateLimit and
+	// DefaultIOPubDataRateLimit; a negative value, no limit.
+	IOPubMsgRateLimit  float64
+	IOPubDataRateLimit float64
+	// RateLimitWindow is Jupyter Server's rate_limit_window; 0 means
+	// DefaultRateLimitWindow.
+	RateLimitWindow time.Duration
 	// TraceDir holds saved traces (the kernels' own among them), served
 	// by name under /api/timeline/traces/; "" serves none.
 	TraceDir string
@@ -116,6 +127,15 @@ func newServer(opts Options, ks kernels, cs contentStore) (*Server, error) {
 	}
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if opts.IOPubMsgRateLimit == 0 {
+		opts.IOPubMsgRateLimit = DefaultIOPubMsgRateLimit
+	}
+	if opts.IOPubDataRateLimit == 0 {
+		opts.IOPubDataRateLimit = DefaultIOPubDataRateLimit
+	}
+	if opts.RateLimitWindow <= 0 {
+		opts.RateLimitWindow = DefaultRateLimitWindow
 	}
 	log := opts.Logger
 	if log == nil {

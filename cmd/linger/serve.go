@@ -19,6 +19,7 @@ import (
 
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
+	"linger/notebooks/kernel/proc"
 	"linger/server"
 )
 
@@ -34,6 +35,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	token := fs.String("token", "", "auth token (default: a random one, printed with the URL)")
 	traceDir := fs.String("trace-dir", "", "where kernel traces go (default: DIR/.linger/traces)")
 	baseURL := fs.String("base-url", "/", "path prefix the server is mounted at")
+	maxOutput := fs.Int("max-output", proc.DefaultMaxOutput, "largest result or display of a cell, in bytes; a larger one is replaced by a notice (print output is streamed whatever its size)")
+	msgRate := fs.Float64("iopub-msg-rate-limit", server.DefaultIOPubMsgRateLimit, "iopub messages per second one client may receive before its output is dropped with a notice (0: no limit)")
+	dataRate := fs.Float64("iopub-data-rate-limit", server.DefaultIOPubDataRateLimit, "stream output bytes per second one client may receive before its output is dropped with a notice (0: no limit)")
+	rateWindow := fs.Duration("rate-limit-window", server.DefaultRateLimitWindow, "the window the iopub rates are averaged over")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -73,7 +78,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Warn("remove temporary files of interrupted saves", "err", err)
 	}
 	specs := kernelSpecs(ctx, exe, kernel.ProbeTimeout, log)
-	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: *traceDir, Dir: root})
+	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: *traceDir, Dir: root,
+		Env: []string{fmt.Sprintf("%s=%d", proc.MaxOutputEnv, *maxOutput)}})
 	defer mgr.Close()
 
 	reg := prometheus.NewRegistry()
@@ -81,6 +87,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv, err := server.New(server.Options{
 		Dir: root, Token: *token, Manager: mgr, Contents: store,
 		Registerer: reg, Gatherer: reg, Logger: log, BaseURL: *baseURL, TraceDir: *traceDir,
+		IOPubMsgRateLimit: noLimit(*msgRate), IOPubDataRateLimit: noLimit(*dataRate), RateLimitWindow: *rateWindow,
 	})
 	if err != nil {
 		return err
@@ -95,6 +102,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintln(stdout, serveURL(ln.Addr(), *baseURL, *token))
 	log.Info("serving", "dir", root, "addr", ln.Addr().String(), "traces", *traceDir)
 	return serveUntilDone(ctx, hs, ln, mgr, log)
+}
+
+// noLimit maps a rate flag, where 0 means no limit as in Jupyter, to
+// server.Options, where it means the default.
+func noLimit(rate float64) float64 {
+	if rate <= 0 {
+		return -1
+	}
+	return rate
 }
 
 // kernelSpecs are the kernels serve offers: linger's own (exe kernel),

@@ -304,7 +304,14 @@ func TestManagerClientRestartAndSlowSubscriber(t *testing.T) {
 	s := startSession(t, m)
 	slow, stop := s.k.Subscribe() // never read until the end
 	defer stop()
-	s.exec("x = 1\nfor i in range(5000):\n    print(i)")
+	s.exec("x = 1")
+	// Prints are merged into a few stream messages, so the flood is of
+	// requests: each is answered by busy, a reply and idle.
+	var last *msg.Message
+	for range subscriberBuffer/3 + 100 {
+		last = s.send(msg.Shell, "kernel_info_request", nil)
+	}
+	s.wait(last, 20*time.Second)
 	// The slow subscription was closed rather than blocking the kernel.
 	n := 0
 	for range slow {

@@ -120,8 +120,9 @@ func (k *kernelProc) execute(m *msg.Message) {
 	res, cerr := k.runCell(m, run, req.Code, req.Silent)
 	if res != nil && res != starlark.None && !req.Silent {
 		k.publish(m, "execute_result", map[string]any{"execution_count": count,
-			"data": map[string]any{"text/plain": res.String()}, "metadata": map[string]any{}})
+			"data": map[string]any{"text/plain": k.capOutput(res.String())}, "metadata": map[string]any{}})
 	}
+	k.flushStream(false)
 	k.sink.flush()
 	if cerr != nil {
 		if !req.Silent {
@@ -162,7 +163,7 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	thread := &starlark.Thread{Name: cell,
 		Print: func(_ *starlark.Thread, s string) {
 			if !silent {
-				k.publish(m, "stream", map[string]any{"name": "stdout", "text": s + "\n"})
+				k.stream(m, "stdout", s+"\n")
 			}
 		},
 		Load: func(*starlark.Thread, string) (starlark.StringDict, error) {

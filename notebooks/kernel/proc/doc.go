@@ -28,6 +28,21 @@
 // execute_request's metadata cellId, else "exec-N") and the Starlark line
 // in its site.
 //
+// # Output
+//
+// Output is shaped in output.go, as ipykernel's output buffering does: a
+// cell's print()s are merged into one stream message per 50 ms (and at the
+// cell's end, and before any other output), so a loop of a million prints
+// is a handful of messages. One stream message carries at most 8 MiB of
+// text, ending at a rune, which stays under the pipe's 64 MiB frame after
+// JSON escaping: a print of any size arrives, in parts. A result over the
+// per-output cap (Options.MaxOutput, LINGER_MAX_OUTPUT, 16 MiB by
+// default; linger serve --max-output) is replaced by its first KiB and a
+// notice saying how large it was. Any message still over the frame (an
+// error with a huge message) is replaced by a notice: an output by a
+// stderr stream, a reply by an error reply (ename MessageTooLarge), so a
+// cell never ends "ok" with its output gone.
+//
 // # Bindings
 //
 // Each cell gets the names below with its globals (not through

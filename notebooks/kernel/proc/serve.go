@@ -27,6 +27,9 @@ type kernelProc struct {
 	sessionID string // header.session of every message the kernel sends
 	log       io.Writer
 
+	streamBuf streamBuf
+	maxOutput int // the per-output cap: Options.MaxOutput resolved
+
 	sink *pipeSink
 	em   *event.Emitter
 	s    *session
@@ -60,6 +63,11 @@ type Options struct {
 	// first is the default, for engine() without one and for mem.* and
 	// tensor() before any engine. Nil: DefaultDevices.
 	Devices []Device
+	// MaxOutput caps one result or display, in bytes: a larger one is
+	// replaced by a notice (print() output is streamed in parts,
+	// whatever its size). 0: the MaxOutputEnv environment variable, or
+	// DefaultMaxOutput.
+	MaxOutput int
 }
 
 // A Device is a device a kernel offers its cells: New makes it, once per
@@ -91,7 +99,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 		opts.Devices = DefaultDevices
 	}
 	k := &kernelProc{out: out, sessionID: msg.NewID(), log: os.Stderr, jobs: make(chan func(), 64), stop: make(chan struct{}),
-		stacks: make(map[string]string)}
+		stacks: make(map[string]string), maxOutput: maxOutput(opts.MaxOutput)}
+	k.streamBuf.chunk = streamChunk
 	k.sink = &pipeSink{an: analyze.New(analyze.Options{MaxObjects: 1 << 16}), write: k.writeFrame}
 	k.em = event.NewEmitter(k.sink, event.EmitterOptions{SiteHook: k.siteHook})
 	k.s = newSession(k.em, k.sink, opts.Devices)
@@ -115,6 +124,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 			case <-t.C:
 				k.s.samp.goHeap(heapStep)
 				k.sink.flush()
+				k.flushStream(true)
 			case <-k.stop:
 				return
 			}
@@ -175,20 +185,30 @@ func (k *kernelProc) send(m *msg.Message) {
 		fmt.Fprintf(k.log, "kernel: encode %s: %v\n", m.Header.MsgType, err)
 		return
 	}
+	if len(b)+1 > wire.MaxFrame {
+		fmt.Fprintf(k.log, "kernel: %s of %d bytes is over the frame limit: sent a notice instead\n", m.Header.MsgType, len(b))
+		m = k.tooLarge(m, len(b))
+		m.Header.Session = k.sessionID
+		b, _ = json.Marshal(m)
+	}
 	if err := k.writeFrame(wire.FrameMessage, b); err != nil {
 		fmt.Fprintf(k.log, "kernel: send %s: %v\n", m.Header.MsgType, err)
 	}
 }
 
-// publish sends an iopub message whose parent is parent (nil: none).
+// publish sends an iopub message whose parent is parent (nil: none),
+// after the stream text buffered before it.
 func (k *kernelProc) publish(parent *msg.Message, typ string, content any) {
-	var m *msg.Message
+	k.flushStream(false)
+	k.send(k.iopub(parent, typ, content))
+}
+
+// iopub makes an iopub message whose parent is parent (nil: none).
+func (k *kernelProc) iopub(parent *msg.Message, typ string, content any) *msg.Message {
 	if parent != nil {
-		m = parent.Reply(msg.IOPub, typ, content)
-	} else {
-		m = msg.New(msg.IOPub, typ, k.sessionID, content)
+		return parent.Reply(msg.IOPub, typ, content)
 	}
-	k.send(m)
+	return msg.New(msg.IOPub, typ, k.sessionID, content)
 }
 
 func (k *kernelProc) readLoop(in io.Reader) error {
