@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -23,6 +24,10 @@ import (
 //     the browser to any site's forms, a header is not.
 //   - A websocket upgrade with an Origin must come from the page's own
 //     host; clients that are not browsers send no Origin and pass.
+//   - Unless Options.AllowRemote, every request, token or not, must name a
+//     loopback host or one of Options.AllowHosts in its Host header: a
+//     page of evil.example whose name is rebound to 127.0.0.1 (DNS
+//     rebinding) is then refused before it can use a token it learned.
 const (
 	tokenCookie = "linger-token"
 	xsrfCookie  = "_xsrf"
@@ -135,4 +140,46 @@ func originOK(r *http.Request) bool {
 		return false
 	}
 	return strings.EqualFold(u.Host, r.Host)
+}
+
+// checkHost wraps h with Jupyter Server's Host rule (its check_host):
+// with AllowRemote every Host passes; without, the Host's name (port and
+// IPv6 brackets dropped) must be a loopback IP address, "localhost" or one
+// of AllowHosts (names or addresses), else the answer is 403.
+func (s *Server) checkHost(h http.Handler) http.Handler {
+	if s.opts.AllowRemote {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.hostOK(r.Host) {
+			s.log.Warn("blocking request with a non-local Host", "host", r.Host, "remote", r.RemoteAddr)
+			s.writeError(w, r, httperr.New(httperr.Forbidden,
+				"Host %q is not a loopback name: this server answers localhost, 127.0.0.1 and [::1]; "+
+					"to serve it under that name, start it with --allow-host NAME (or --allow-remote)", r.Host))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// hostOK reports whether the Host header host may be served when
+// AllowRemote is false.
+func (s *Server) hostOK(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else {
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	if host == "" {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || strings.EqualFold(host, "localhost") {
+		return true
+	}
+	for _, a := range s.opts.AllowHosts {
+		if strings.EqualFold(host, strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")) {
+			return true
+		}
+	}
+	return false
 }

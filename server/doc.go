@@ -94,5 +94,7 @@
 //
 // See auth.go: the token by header, query or cookie on every route; the
 // XSRF check for cookie-authenticated writes; Origin against Host for
-// websocket upgrades. A failure is 403 with a JSON error on every route.
+// websocket upgrades; unless Options.AllowRemote, a loopback Host (or one
+// of Options.AllowHosts) on every request, static files included. A
+// failure is 403 with a JSON error on every route.
 package server

@@ -111,7 +111,7 @@ func TestSaveMemory(t *testing.T) {
 			return
 		}
 		defer f.Close()
-		req := httptest.NewRequest("PUT", "/api/contents/big.ipynb", f)
+		req := httptest.NewRequest("PUT", "http://127.0.0.1/api/contents/big.ipynb", f)
 		req.Header.Set("Authorization", "token "+testToken)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)

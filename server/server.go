@@ -75,6 +75,14 @@ type Options struct {
 	// TraceDir holds saved traces (the kernels' own among them), served
 	// by name under /api/timeline/traces/; "" serves none.
 	TraceDir string
+	// AllowRemote serves requests whatever their Host header names, as
+	// Jupyter Server's allow_remote_access does. When false, the default,
+	// only loopback Hosts (localhost, 127.0.0.0/8, [::1], any port) and
+	// AllowHosts are served; others get 403 (see checkHost).
+	AllowRemote bool
+	// AllowHosts are further host names (without port) served when
+	// AllowRemote is false, as Jupyter Server's local_hostnames.
+	AllowHosts []string
 }
 
 // Server serves the Jupyter Server API for one Manager and Store. Its
@@ -165,7 +173,7 @@ func newServer(opts Options, ks kernels, cs contentStore) (*Server, error) {
 	s.metrics = m
 	s.errw = httperr.Writer{Log: log, Paths: serverPaths(opts)}
 	s.live = s.newLive()
-	s.handler = s.routes()
+	s.handler = s.checkHost(s.routes())
 	return s, nil
 }
 

@@ -4,7 +4,7 @@
 // Usage:
 //
 //	linger generate --model PRESET --device meta|cpu [--prompt-tokens N | --prompt TEXT] [flags]
-//	linger serve [--dir DIR] [--addr HOST:PORT] [--token T] [--trace-dir DIR] [--base-url /PREFIX/]
+//	linger serve [--dir DIR] [--addr HOST:PORT] [--token T] [--trace-dir DIR] [--base-url /PREFIX/] [--allow-host NAME]... [--allow-remote] [--allow-short-token]
 //	linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--timeout D] [--kernel linger|linger-cuda] [--param NAME=VALUE]...
 //	linger trace analyze FILE [--json] [--max-objects N]
 //	linger trace export --format perfetto|memviz-json|memviz-pickle|pprof [--at peak|end|SEQ] FILE -o OUT

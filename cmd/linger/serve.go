@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -23,24 +24,46 @@ import (
 	"linger/server"
 )
 
+// minTokenLen is the shortest --token serve takes without
+// --allow-short-token.
+const minTokenLen = 16
+
 // runServe is the notebook server: the Jupyter Server API on --addr
-// (127.0.0.1 only unless told otherwise), kernels as child processes,
-// notebooks under --dir. It prints the URL with the token on stdout, and
-// on SIGINT or SIGTERM stops accepting, shuts every kernel down and
-// returns.
+// (loopback only unless --allow-remote), kernels as child processes,
+// notebooks under --dir. It prints the URL with the token on stdout (one
+// line per address when it listens on every interface), and on SIGINT or
+// SIGTERM stops accepting, shuts every kernel down and returns.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	dir := fs.String("dir", ".", "notebook root directory")
-	addr := fs.String("addr", "127.0.0.1:8888", "listen address (port 0 picks a free port)")
-	token := fs.String("token", "", "auth token (default: a random one, printed with the URL)")
+	addr := fs.String("addr", "127.0.0.1:8888", "listen address (port 0 picks a free port); beyond loopback only with --allow-remote")
+	token := fs.String("token", "", fmt.Sprintf("auth token, at least %d characters (default: a random one, printed with the URL)", minTokenLen))
 	traceDir := fs.String("trace-dir", "", "where kernel traces go (default: DIR/.linger/traces)")
 	baseURL := fs.String("base-url", "/", "path prefix the server is mounted at")
 	maxOutput := fs.Int("max-output", proc.DefaultMaxOutput, "largest result or display of a cell, in bytes; a larger one is replaced by a notice (print output is streamed whatever its size)")
 	msgRate := fs.Float64("iopub-msg-rate-limit", server.DefaultIOPubMsgRateLimit, "iopub messages per second one client may receive before its output is dropped with a notice (0: no limit)")
 	dataRate := fs.Float64("iopub-data-rate-limit", server.DefaultIOPubDataRateLimit, "stream output bytes per second one client may receive before its output is dropped with a notice (0: no limit)")
 	rateWindow := fs.Duration("rate-limit-window", server.DefaultRateLimitWindow, "the window the iopub rates are averaged over")
+	allowRemote := fs.Bool("allow-remote", false, "listen beyond loopback (--addr :PORT, 0.0.0.0 or a network address) and answer requests whatever their Host header, as Jupyter's allow_remote_access")
+	var allowHosts []string
+	fs.Func("allow-host", "also answer requests whose Host header is `NAME` (repeatable); without it only localhost, 127.0.0.0/8 and [::1] are answered, against DNS rebinding", func(s string) error {
+		if s == "" {
+			return errors.New("empty host name")
+		}
+		allowHosts = append(allowHosts, s)
+		return nil
+	})
+	allowShort := fs.Bool("allow-short-token", false, fmt.Sprintf("accept a --token under %d characters", minTokenLen))
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *token != "" && len(*token) < minTokenLen && !*allowShort {
+		return fmt.Errorf("%w: --token has %d characters, under %d: anyone could guess it; give a longer one, none for a random one, or --allow-short-token", errUsage, len(*token), minTokenLen)
+	}
+	if host, _, err := net.SplitHostPort(*addr); err == nil {
+		if err := checkBind(*addr, host, *allowRemote); err != nil {
+			return err
+		}
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -88,6 +111,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Dir: root, Token: *token, Manager: mgr, Contents: store,
 		Registerer: reg, Gatherer: reg, Logger: log, BaseURL: *baseURL, TraceDir: *traceDir,
 		IOPubMsgRateLimit: noLimit(*msgRate), IOPubDataRateLimit: noLimit(*dataRate), RateLimitWindow: *rateWindow,
+		AllowRemote: *allowRemote, AllowHosts: allowHosts,
 	})
 	if err != nil {
 		return err
@@ -97,9 +121,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// A name in --addr is judged by the address it bound.
+	if err := checkBind(*addr, ln.Addr().(*net.TCPAddr).IP.String(), *allowRemote); err != nil {
+		ln.Close()
+		return err
+	}
 	hs := newHTTPServer(srv.Handler(), log, defaultTimeouts)
-	// Tests and make run read this line.
-	fmt.Fprintln(stdout, serveURL(ln.Addr(), *baseURL, *token))
+	// Tests and make run read the first line.
+	urls := serveURLs(ln.Addr(), *baseURL, *token)
+	for _, u := range urls {
+		fmt.Fprintln(stdout, u)
+	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		log.Warn("listening beyond loopback (--allow-remote): anyone who reaches this address and has the token can run code here", "addr", ln.Addr().String(), "urls", len(urls))
+	}
 	log.Info("serving", "dir", root, "addr", ln.Addr().String(), "traces", *traceDir)
 	return serveUntilDone(ctx, hs, ln, mgr, log)
 }
@@ -132,14 +167,56 @@ func kernelSpecs(ctx context.Context, exe string, timeout time.Duration, log *sl
 	return specs
 }
 
-// serveURL is the URL to open: the server at addr, reached on 127.0.0.1
-// when it listens on every interface, with the token to log in.
-func serveURL(addr net.Addr, baseURL, token string) string {
-	host, port, _ := net.SplitHostPort(addr.String())
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
+// checkBind refuses host, the host of --addr or the address it bound,
+// when it reaches beyond loopback (empty, unspecified or another address)
+// and allowRemote is false. A name passes: the address it binds is judged.
+func checkBind(addr, host string, allowRemote bool) error {
+	if allowRemote {
+		return nil
 	}
-	return fmt.Sprintf("http://%s%s?token=%s", net.JoinHostPort(host, port), baseURL, token)
+	ip := net.ParseIP(host)
+	if host != "" && (ip == nil || ip.IsLoopback()) {
+		return nil
+	}
+	where := "on " + host
+	if host == "" || ip.IsUnspecified() {
+		where = "on every interface"
+	}
+	return fmt.Errorf("%w: --addr %s listens %s, beyond loopback: anyone who reaches it with the token can run code on this machine; "+
+		"pass --allow-remote to mean it, or listen on 127.0.0.1", errUsage, addr, where)
+}
+
+// serveURLs are the URLs to open, with the token to log in: the server at
+// addr, or, when it listens on every interface, at each address of the
+// machine's interfaces it answers on (IPv4 only for 0.0.0.0), network
+// addresses first, loopback last. IPv6 link-local addresses, which need a
+// zone, are left out.
+func serveURLs(addr net.Addr, baseURL, token string) []string {
+	tcp := addr.(*net.TCPAddr)
+	port := strconv.Itoa(tcp.Port)
+	url := func(ip net.IP) string {
+		return fmt.Sprintf("http://%s%s?token=%s", net.JoinHostPort(ip.String(), port), baseURL, token)
+	}
+	if !tcp.IP.IsUnspecified() {
+		return []string{url(tcp.IP)}
+	}
+	var network, loopback []string
+	ifaddrs, _ := net.InterfaceAddrs()
+	for _, a := range ifaddrs {
+		n, ok := a.(*net.IPNet)
+		if !ok || n.IP.IsLinkLocalUnicast() || tcp.IP.To4() != nil && n.IP.To4() == nil {
+			continue
+		}
+		if n.IP.IsLoopback() {
+			loopback = append(loopback, url(n.IP))
+		} else {
+			network = append(network, url(n.IP))
+		}
+	}
+	if len(network)+len(loopback) == 0 {
+		return []string{url(net.IPv4(127, 0, 0, 1))}
+	}
+	return append(network, loopback...)
 }
 
 // httpTimeouts bound how long a connection may hold the server without

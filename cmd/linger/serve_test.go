@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,5 +168,179 @@ func TestServeIdleConnections(t *testing.T) {
 				t.Fatalf("connection still open after %v: %v", time.Since(start), err)
 			}
 		})
+	}
+}
+
+// lineChan is an io.Writer that sends each line written to it on the
+// channel; serve writes whole lines (its URLs, its log records).
+type lineChan chan string
+
+func (c lineChan) Write(p []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		c <- l
+	}
+	return len(p), nil
+}
+
+// serveLines runs serve with args until the test ends and returns the
+// lines of its stdout (its URLs) once it logs that it is serving.
+func serveLines(t *testing.T, args ...string) []string {
+	t.Helper()
+	stdout, stderr := make(lineChan, 100), make(lineChan, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runServe(ctx, append([]string{"--dir", t.TempDir(), "--trace-dir", t.TempDir()}, args...), stdout, stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		go func() {
+			for range stderr {
+			}
+		}()
+		if err := <-done; err != nil {
+			t.Errorf("serve returned %v", err)
+		}
+	})
+	for {
+		select {
+		case l := <-stderr:
+			t.Log(l)
+			if !strings.Contains(l, "msg=serving") {
+				continue
+			}
+			var lines []string
+			for len(stdout) > 0 {
+				lines = append(lines, <-stdout)
+			}
+			return lines
+		case err := <-done:
+			t.Fatalf("serve returned %v before serving", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("serve did not start")
+		}
+	}
+}
+
+// get answers a GET of url with the token header and Host host ("" keeps
+// the URL's): the status and the body.
+func get(t *testing.T, url, token, host string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	req.Header.Set("Authorization", "token "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestServeHost: serve on loopback answers loopback Hosts and the
+// --allow-host names, and refuses others (DNS rebinding) with 403 even
+// with the token.
+func TestServeHost(t *testing.T) {
+	const token = "0123456789abcdef0123"
+	lines := serveLines(t, "--addr", "127.0.0.1:0", "--token", token, "--allow-host", "notebook.lan")
+	if len(lines) != 1 {
+		t.Fatalf("stdout %q, want one URL", lines)
+	}
+	base, _, _ := strings.Cut(lines[0], "/?token=")
+	_, port, _ := strings.Cut(strings.TrimPrefix(base, "http://"), ":")
+	for _, tt := range []struct {
+		host string
+		want int
+	}{
+		{"", 200}, {"localhost:" + port, 200}, {"127.0.0.1:" + port, 200}, {"[::1]:" + port, 200},
+		{"notebook.lan:" + port, 200}, {"evil.example:" + port, 403}, {"evil.example", 403},
+	} {
+		code, body := get(t, base+"/api/status", token, tt.host)
+		if code != tt.want {
+			t.Errorf("Host %q: %d %s, want %d", tt.host, code, body, tt.want)
+		}
+		if tt.want == 403 && !strings.Contains(body, "--allow-host") {
+			t.Errorf("Host %q: body %s names no flag", tt.host, body)
+		}
+	}
+}
+
+// TestServeRemote: with --allow-remote, --addr :0 prints a URL for each
+// address it answers on, real ones (no 0.0.0.0 or ::), and every one is
+// served, whatever the Host.
+func TestServeRemote(t *testing.T) {
+	const token = "0123456789abcdef0123"
+	lines := serveLines(t, "--addr", ":0", "--token", token, "--allow-remote")
+	if len(lines) == 0 {
+		t.Fatal("no URL printed")
+	}
+	for _, l := range lines {
+		base, tok, ok := strings.Cut(l, "/?token=")
+		u, err := url.Parse(base)
+		if !ok || tok != token || err != nil {
+			t.Fatalf("URL line %q", l)
+		}
+		ip := net.ParseIP(u.Hostname())
+		if ip == nil || ip.IsUnspecified() {
+			t.Errorf("URL %q names no real address", l)
+			continue
+		}
+		if code, body := get(t, base+"/api/status", token, ""); code != 200 {
+			t.Errorf("%s: %d %s", base, code, body)
+		}
+		if code, body := get(t, base+"/api/status", token, "notebook.example:80"); code != 200 {
+			t.Errorf("%s with another Host: %d %s", base, code, body)
+		}
+	}
+	t.Log(lines)
+}
+
+// TestServeRefuses: serve refuses, with exit 2 and a message naming the
+// flag that allows it, to listen beyond loopback without --allow-remote
+// and to take a token under 16 characters without --allow-short-token.
+func TestServeRefuses(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"every interface", []string{"--addr", ":0"}, []string{`--addr :0 listens on every interface`, "--allow-remote"}},
+		{"every IPv4 interface", []string{"--addr", "0.0.0.0:0"}, []string{"every interface", "--allow-remote"}},
+		{"every IPv6 interface", []string{"--addr", "[::]:0"}, []string{"every interface", "--allow-remote"}},
+		{"a network address", []string{"--addr", "192.0.2.1:0"}, []string{"on 192.0.2.1", "--allow-remote"}},
+		{"one-character token", []string{"--addr", "127.0.0.1:0", "--token", "x"}, []string{"1 characters, under 16", "--allow-short-token"}},
+		{"15-character token", []string{"--addr", "127.0.0.1:0", "--token", "0123456789abcde"}, []string{"under 16", "--allow-short-token"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// Served (as it was before the checks), it stops after 5s and exits 0.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var outb, errb bytes.Buffer
+			code := run(ctx, append([]string{"serve", "--dir", dir, "--trace-dir", dir}, tt.args...), &outb, &errb)
+			out, stderr := outb.String(), errb.String()
+			if code != 2 || out != "" {
+				t.Errorf("exit %d, stdout %q; want exit 2 and nothing served", code, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr %q lacks %q", stderr, w)
+				}
+			}
+			if strings.Contains(stderr, "0123456789abcde") {
+				t.Errorf("stderr %q shows the token", stderr)
+			}
+		})
+	}
+	// Asked for, a short token passes (the missing dir fails instead).
+	err := runServe(context.Background(), []string{"--dir", "/does/not/exist", "--token", "x", "--allow-short-token"}, io.Discard, io.Discard)
+	if err == nil || errors.Is(err, errUsage) || !strings.Contains(err.Error(), "/does/not/exist") {
+		t.Errorf("--allow-short-token: %v, want the missing dir's failure", err)
 	}
 }
