@@ -62,6 +62,7 @@ print(cache.len)`)
 	// 2. A lingering block's detail panel lists the call stack, outermost
 	// first.
 	var at struct{ X, Y float64 }
+	holdStill(t, p)
 	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
 	raw, err := chromedp.Run(ctx, chromedp.Poll[json.RawMessage](lingeringAt, chromedp.WithPollingInterval(200*time.Millisecond)))

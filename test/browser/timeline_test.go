@@ -46,6 +46,26 @@ func eval[T any](t *testing.T, p *page, what, js string) T {
 	return v
 }
 
+// holdStill stops the docked timeline following the live end and fits
+// the whole trace, by its own buttons, as a person does before clicking
+// an object: while it follows, the view slides under the pointer between
+// finding an object and clicking it (on a loaded machine, far enough to
+// miss). It answers whether the view then holds still.
+func holdStill(t *testing.T, p *page) {
+	t.Helper()
+	ok := eval[bool](t, p, "stop following live", `(async () => {
+		const follow = document.querySelector("[data-testid=timeline-follow]");
+		if (follow && follow.getAttribute("aria-pressed") === "true") follow.click();
+		const fit = [...document.querySelectorAll("button")].find((b) => b.textContent === "Fit");
+		fit?.click();
+		await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+		return !follow || follow.getAttribute("aria-pressed") === "false";
+	})()`)
+	if !ok {
+		t.Fatal("the timeline still follows live after its Follow live button was pressed")
+	}
+}
+
 // lingeringAt is the JavaScript that finds a lingering object drawn on the
 // docked timeline's canvas and answers where it is on the screen (CSS
 // pixels of the page), or null while there is none.
@@ -106,6 +126,7 @@ func TestLingeringOnTimeline(t *testing.T) {
 		Seq   uint64
 		Label string
 	}
+	holdStill(t, p)
 	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
 	raw, err := chromedp.Run(ctx, chromedp.Poll[json.RawMessage](lingeringAt, chromedp.WithPollingInterval(200*time.Millisecond)))
