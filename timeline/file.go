@@ -15,12 +15,13 @@ import (
 //
 // A File is not safe for concurrent use.
 type File struct {
-	path   string
-	dict   Dict
-	events uint64
-	stop   error
-	reason string
-	ended  bool
+	path     string
+	dict     Dict
+	events   uint64
+	stop     error
+	reason   string
+	ended    bool
+	trailing int64
 }
 
 // OpenFile reads the trace log at path once, to learn its names and how it
@@ -51,6 +52,9 @@ func OpenFile(path string) (*File, error) {
 	f.dict = *r.Dict()
 	f.events = r.Events()
 	f.reason, f.ended = r.End()
+	if f.trailing, err = r.Trailing(); err != nil {
+		return nil, fmt.Errorf("read trace %q: %w", path, pathless(err))
+	}
 	return f, nil
 }
 
@@ -77,6 +81,11 @@ func (f *File) Stop() error { return f.stop }
 // End returns the reason recorded by CloseWithReason ("" for a clean
 // close) and whether the trace has an end frame at all.
 func (f *File) End() (reason string, ok bool) { return f.reason, f.ended }
+
+// Trailing returns how many bytes follow the end frame: data that
+// belongs to no trace and is ignored. It is 0 for a trace without an end
+// frame.
+func (f *File) Trailing() int64 { return f.trailing }
 
 // Replay reads the file again and calls fn with each of the events it held
 // when opened, in order. It stops at the first error fn returns and returns

@@ -254,6 +254,47 @@ func TestEnding(t *testing.T) {
 	}
 }
 
+// Bytes after the end frame belong to no trace: the events and the ending
+// are as without them, and Trailing counts them.
+func TestTrailing(t *testing.T) {
+	rec := record(4, 2, 64, 32, 3)
+	for _, trailing := range []string{"", "x", "garbage after the end frame", string(make([]byte, 200<<10))} {
+		var buf bytes.Buffer
+		w := NewWriter(&buf)
+		replay(rec, w)
+		if err := w.CloseWithReason("done"); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := trailingBeforeEnd(t, &buf); err != nil || n != 0 {
+			t.Errorf("before the end frame: Trailing() = %d, %v, want 0, nil", n, err)
+		}
+		buf.WriteString(trailing)
+		r, evs, err := readAll(t, buf.Bytes())
+		if err != io.EOF || len(evs) != len(rec.events) {
+			t.Fatalf("%d trailing bytes: read %d events and %v, want %d and io.EOF", len(trailing), len(evs), err, len(rec.events))
+		}
+		if reason, ok := r.End(); !ok || reason != "done" {
+			t.Errorf("End() = %q, %v", reason, ok)
+		}
+		for range 2 {
+			if n, err := r.Trailing(); err != nil || n != int64(len(trailing)) {
+				t.Errorf("Trailing() = %d, %v, want %d, nil", n, err, len(trailing))
+			}
+		}
+	}
+}
+
+// trailingBeforeEnd is Trailing of a Reader that has read nothing past
+// the header.
+func trailingBeforeEnd(t *testing.T, buf *bytes.Buffer) (int64, error) {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Trailing()
+}
+
 func TestWriterAfterClose(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf)

@@ -111,9 +111,11 @@ type Reader struct {
 	dec    event.Decoder
 	read   uint64 // events returned
 
-	ended  bool
-	reason string
-	err    error // returned by every ReadEvent once set
+	ended    bool
+	reason   string
+	trailing int64 // bytes after the end frame, once counted
+	counted  bool  // whether trailing was counted
+	err      error // returned by every ReadEvent once set
 }
 
 // NewReader reads the header of a trace log from r and returns a Reader
@@ -228,6 +230,23 @@ func (r *Reader) SkipTo(seq uint64) error {
 // End reports whether the end frame has been read and, if so, the reason
 // the writer gave: "" for a clean Close.
 func (r *Reader) End() (reason string, ok bool) { return r.reason, r.ended }
+
+// Trailing returns how many bytes follow the end frame, which belong to
+// no trace (a file appended to after its writer closed it, or two files
+// run together): 0 until the end frame has been read. It reads the input
+// to its end the first time, and only counts what it reads.
+func (r *Reader) Trailing() (int64, error) {
+	if !r.ended || r.counted {
+		return r.trailing, nil
+	}
+	n, err := io.Copy(io.Discard, r.r)
+	r.trailing += n
+	if err != nil {
+		return r.trailing, fmt.Errorf("read trace after the end frame at offset %d: %w", r.off, err)
+	}
+	r.counted = true
+	return r.trailing, nil
+}
 
 // Offset returns the byte offset of the next frame to read: after an
 // error, where reading stopped.

@@ -70,6 +70,9 @@ func openTrace(path string, stderr io.Writer) (*timeline.File, error) {
 	if stop := f.Stop(); stop != nil {
 		fmt.Fprintf(stderr, "warning: %s: %v; using the %d events before it\n", path, stop, f.Events())
 	}
+	if n := f.Trailing(); n > 0 {
+		fmt.Fprintf(stderr, "warning: %s: %d bytes after the end frame (ignored)\n", path, n)
+	}
 	return f, nil
 }
 
@@ -100,7 +103,7 @@ func runTraceAnalyze(_ context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	reason, ok := f.End()
-	rep.Ended = &analyze.Ended{Reason: reason, Clean: ok && reason == "", CutOff: !ok}
+	rep.Ended = &analyze.Ended{Reason: reason, Clean: ok && reason == "", CutOff: !ok, TrailingBytes: f.Trailing()}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

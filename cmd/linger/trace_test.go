@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,10 +172,11 @@ func TestTraceDiff(t *testing.T) {
 
 // trace analyze says how a trace ended: cleanly, with the end frame's
 // reason (a killed kernel's), or cut off with no end frame; in text and in
-// the JSON's "ended".
+// the JSON's "ended". Bytes after the end frame are ignored with a warning
+// and counted in "ended".
 func TestTraceAnalyzeEnded(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, reason string, cut bool) string {
+	write := func(name, reason string, cut bool, trailing string) string {
 		path := filepath.Join(dir, name)
 		rec, err := timeline.NewRecorder(path, timeline.RecorderOptions{})
 		if err != nil {
@@ -189,23 +191,38 @@ func TestTraceAnalyzeEnded(t *testing.T) {
 			// Drop the end frame: type, length, reason, checksum.
 			os.WriteFile(path, data[:len(data)-len(reason)-(1+4+4)], 0o644)
 		}
+		if trailing != "" {
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString(trailing)
+			f.Close()
+		}
 		return path
 	}
 	for _, c := range []struct {
 		name, reason string
 		cut          bool
+		trailing     string
 		line         string
 		ended        analyze.Ended
 	}{
-		{"clean.ltrace", "", false, "ended: cleanly", analyze.Ended{Clean: true}},
-		{"killed.ltrace", "kernel died: signal: killed", false, "ended: kernel died: signal: killed", analyze.Ended{Reason: "kernel died: signal: killed"}},
-		{"cut.ltrace", "x", true, "ended: cut off (no end frame)", analyze.Ended{CutOff: true}},
+		{"clean.ltrace", "", false, "", "ended: cleanly", analyze.Ended{Clean: true}},
+		{"killed.ltrace", "kernel died: signal: killed", false, "", "ended: kernel died: signal: killed", analyze.Ended{Reason: "kernel died: signal: killed"}},
+		{"cut.ltrace", "x", true, "", "ended: cut off (no end frame)", analyze.Ended{CutOff: true}},
+		{"appended.ltrace", "", false, "garbage!", "ended: cleanly", analyze.Ended{Clean: true, TrailingBytes: 8}},
 	} {
-		tr := write(c.name, c.reason, c.cut)
-		if code, out, stderr := runCLI(t, "trace", "analyze", tr); code != 0 || !strings.Contains(out, c.line) {
+		tr := write(c.name, c.reason, c.cut, c.trailing)
+		code, out, stderr := runCLI(t, "trace", "analyze", tr)
+		if code != 0 || !strings.Contains(out, c.line) {
 			t.Errorf("%s: exit %d, want a line %q:\n%s%s", c.name, code, c.line, out, stderr)
 		}
-		code, out, _ := runCLI(t, "trace", "analyze", "--json", tr)
+		warning := fmt.Sprintf("%d bytes after the end frame (ignored)", len(c.trailing))
+		if got := strings.Contains(stderr, warning); got != (c.trailing != "") {
+			t.Errorf("%s: stderr has %q: %v, want %v:\n%s", c.name, warning, got, c.trailing != "", stderr)
+		}
+		code, out, _ = runCLI(t, "trace", "analyze", "--json", tr)
 		var rep struct{ Ended *analyze.Ended }
 		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Ended == nil || *rep.Ended != c.ended {
 			t.Errorf("%s --json: exit %d, ended %+v, want %+v", c.name, code, rep.Ended, c.ended)

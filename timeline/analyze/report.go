@@ -17,6 +17,9 @@ type Ended struct {
 	Reason string `json:"reason"`
 	Clean  bool   `json:"clean"`   // an end frame with no reason
 	CutOff bool   `json:"cut_off"` // no end frame
+	// TrailingBytes is how many bytes follow the end frame: they belong
+	// to no trace and were ignored.
+	TrailingBytes int64 `json:"trailing_bytes,omitempty"`
 }
 
 // Report is what an Analyzer found up to the last event it was given. It
