@@ -145,7 +145,14 @@ func (s *Server) savedReport(ctx context.Context, path string) (*analyze.Report,
 	if !ok {
 		return nil, fmt.Errorf("trace %s: no analysis", filepath.Base(path))
 	}
-	return l.report(), nil
+	end, err := s.live.SavedEnding(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	// A copy: the final report is shared by every request.
+	rep := *l.report()
+	rep.Ended = &analyze.Ended{Reason: end.Reason, Clean: end.Ended && end.Reason == "", CutOff: !end.Ended, TrailingBytes: end.Trailing}
+	return &rep, nil
 }
 
 // overviewWait bounds how long a saved trace's page waits for the trace's

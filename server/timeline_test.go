@@ -517,3 +517,54 @@ type sinkFunc func(event.Event)
 func (f sinkFunc) DefineString(event.StringID, string) {}
 func (f sinkFunc) DefineSite(event.SiteID, event.Site) {}
 func (f sinkFunc) Emit(e event.Event)                  { f(e) }
+
+// A saved trace's report says how it ended, from the pass that indexed it:
+// cleanly, with the end frame's reason, or cut off; bytes after the end
+// frame are counted.
+func TestSavedTraceReportEnded(t *testing.T) {
+	ts, _ := newRecServer(t)
+	dir := ts.s.opts.TraceDir
+	write := func(name, reason string, cut bool, trailing string) {
+		p := filepath.Join(dir, name)
+		w, err := timeline.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &cellEvents{sink: w}
+		c.begin(1)
+		c.cell(1, 0)
+		c.end(1)
+		if err := w.CloseWithReason(reason); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cut {
+			// Drop the end frame: type, length, reason, checksum.
+			data = data[:len(data)-len(reason)-(1+4+4)]
+		}
+		if err := os.WriteFile(p, append(data, trailing...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name, reason string
+		cut          bool
+		trailing     string
+		want         string
+	}{
+		{"clean.ltrace", "", false, "", `{"reason":"","clean":true,"cut_off":false}`},
+		{"killed.ltrace", "kernel died: signal: killed", false, "", `{"reason":"kernel died: signal: killed","clean":false,"cut_off":false}`},
+		{"appended.ltrace", "", false, "garbage!", `{"reason":"","clean":true,"cut_off":false,"trailing_bytes":8}`},
+		{"cut.ltrace", "x", true, "", `{"reason":"","clean":false,"cut_off":true}`},
+	} {
+		write(c.name, c.reason, c.cut, c.trailing)
+		code, body := ts.do(t, "GET", "/api/timeline/traces/"+c.name+"/report", "")
+		var rep struct{ Ended json.RawMessage }
+		if code != 200 || json.Unmarshal(body, &rep) != nil || string(rep.Ended) != c.want {
+			t.Errorf("%s: %d, ended %s, want %s", c.name, code, rep.Ended, c.want)
+		}
+	}
+}

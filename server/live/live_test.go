@@ -754,7 +754,7 @@ func BenchmarkReadTrace(b *testing.B) {
 	defer h.Close()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := h.readTrace(path); err != nil {
+		if _, _, _, err := h.readTrace(path); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -29,6 +29,7 @@ type savedTrace struct {
 	done    chan struct{} // closed once ix and fol, or err, are set
 	ix      *lod.Index
 	fol     Follower // Options.Follow's, ended; or nil
+	end     Ending
 	err     error
 
 	overviewOnce sync.Once
@@ -70,9 +71,16 @@ func (h *Handler) savedEntry(path string) (*savedTrace, error) {
 	h.files.Add(path, st)
 	h.wg.Go(func() {
 		defer close(st.done)
-		st.ix, st.fol, st.err = h.readTrace(path)
+		st.ix, st.fol, st.end, st.err = h.readTrace(path)
 	})
 	return st, nil
+}
+
+// Ending is how a saved trace ended, as its one pass read it.
+type Ending struct {
+	Reason   string // the end frame's reason; "" for a clean close
+	Ended    bool   // whether the trace has an end frame
+	Trailing int64  // bytes after the end frame, which were ignored
 }
 
 // readBatch is how many events a pass hands the index and the Follower at
@@ -83,13 +91,13 @@ const readBatch = 4096
 // a new index and to a Follower (Options.Follow), which it then ends. A
 // torn or corrupt tail is not an error: the index and the Follower hold
 // every event before it, and End is told where it stopped.
-func (h *Handler) readTrace(path string) (*lod.Index, Follower, error) {
+func (h *Handler) readTrace(path string) (*lod.Index, Follower, Ending, error) {
 	if h.opts.OnRead != nil {
 		h.opts.OnRead(path)
 	}
 	r, err := timeline.Open(path)
 	if err != nil {
-		return nil, nil, unreadable(err)
+		return nil, nil, Ending{}, unreadable(err)
 	}
 	defer r.Close()
 	ix := lod.New(h.opts.Index)
@@ -117,16 +125,21 @@ func (h *Handler) readTrace(path string) (*lod.Index, Follower, error) {
 			continue
 		}
 		var stop *timeline.StopError
+		var end Ending
 		switch {
 		case errors.Is(err, io.EOF):
 			err = nil
+			end.Reason, end.Ended = r.End()
+			if end.Trailing, err = r.Trailing(); err != nil {
+				return nil, nil, Ending{}, fmt.Errorf("read trace %q: %w", path, err)
+			}
 		case !errors.As(err, &stop):
-			return nil, nil, fmt.Errorf("read trace %q: %w", path, unreadable(err))
+			return nil, nil, Ending{}, fmt.Errorf("read trace %q: %w", path, unreadable(err))
 		}
 		if fol != nil {
 			fol.End(err)
 		}
-		return ix, fol, nil
+		return ix, fol, end, nil
 	}
 }
 
@@ -222,4 +235,15 @@ func (h *Handler) Saved(ctx context.Context, path string) (Follower, error) {
 		return nil, err
 	}
 	return st.fol, nil
+}
+
+// SavedEnding returns how the saved trace at path ended, read in the same
+// pass as Saved's Follower. It waits for that pass until ctx ends. An
+// unknown file is ErrNotFound.
+func (h *Handler) SavedEnding(ctx context.Context, path string) (Ending, error) {
+	st, err := h.saved(ctx, path)
+	if err != nil {
+		return Ending{}, err
+	}
+	return st.end, nil
 }
