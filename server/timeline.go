@@ -207,6 +207,7 @@ func (s *Server) tracePath(name string) (string, error) {
 // saved one.
 func (s *Server) traceFile(r *http.Request) (*timeline.File, error) {
 	var path string
+	open := timeline.OpenFile
 	if id := r.PathValue("id"); id != "" {
 		k, ok := s.kernels.Get(id)
 		if !ok {
@@ -224,8 +225,14 @@ func (s *Server) traceFile(r *http.Request) (*timeline.File, error) {
 			return nil, err
 		}
 		path = p
+		// Never through a link, which may have been swapped in since
+		// tracePath looked.
+		open = timeline.OpenFileRegular
 	}
-	f, err := timeline.OpenFile(path)
+	f, err := open(path)
+	if errors.Is(err, timeline.ErrNotRegular) {
+		return nil, httperr.New(httperr.Forbidden, "trace %q is not a regular file", filepath.Base(path))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open trace: %w", err)
 	}

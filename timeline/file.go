@@ -16,6 +16,7 @@ import (
 // A File is not safe for concurrent use.
 type File struct {
 	path     string
+	open     func(string) (*Reader, error) // Open or OpenRegular, for Replay
 	dict     Dict
 	events   uint64
 	stop     error
@@ -28,9 +29,16 @@ type File struct {
 // ended. A torn or corrupt tail is not an error here: the File holds every
 // event before it, and Stop reports it. A missing file, or one that is not
 // a trace log, is an error.
-func OpenFile(path string) (*File, error) {
-	f := &File{path: path}
-	r, err := Open(path)
+func OpenFile(path string) (*File, error) { return openFile(path, Open) }
+
+// OpenFileRegular is OpenFile for a path that must name a regular file,
+// as OpenRegular: a symbolic link, a FIFO or a device is ErrNotRegular,
+// on every read of it (Replay opens it again).
+func OpenFileRegular(path string) (*File, error) { return openFile(path, OpenRegular) }
+
+func openFile(path string, open func(string) (*Reader, error)) (*File, error) {
+	f := &File{path: path, open: open}
+	r, err := open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +99,7 @@ func (f *File) Trailing() int64 { return f.trailing }
 // when opened, in order. It stops at the first error fn returns and returns
 // it.
 func (f *File) Replay(fn func(event.Event) error) error {
-	r, err := Open(f.path)
+	r, err := f.open(f.path)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,9 @@ var (
 	// ErrCorrupt means a frame failed its checksum, was too large, or did not
 	// decode.
 	ErrCorrupt = errors.New("trace corrupt")
+	// ErrNotRegular means OpenRegular or OpenFileRegular was given a
+	// symbolic link, a FIFO, a device or a directory.
+	ErrNotRegular = errors.New("not a regular file")
 )
 
 // StopError reports where a Reader stopped before the end of a trace.
@@ -142,8 +145,32 @@ func NewReader(r io.Reader) (*Reader, error) {
 }
 
 // Open opens the trace log at path. Close the Reader to close the file.
-func Open(path string) (*Reader, error) {
-	f, err := os.Open(path)
+func Open(path string) (*Reader, error) { return open(path, os.Open) }
+
+// OpenRegular is Open for a path that must name a regular file: a symbolic
+// link (in its last element), a FIFO or a device is ErrNotRegular. On unix
+// the link is refused by the open itself (O_NOFOLLOW), so a server that
+// vetted the name with Lstat cannot be made to follow a link swapped in
+// after the check.
+func OpenRegular(path string) (*Reader, error) {
+	return open(path, func(path string) (*os.File, error) {
+		f, err := openRegular(path)
+		if err != nil {
+			return nil, err
+		}
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			if err != nil {
+				return nil, err
+			}
+			return nil, ErrNotRegular
+		}
+		return f, nil
+	})
+}
+
+func open(path string, openFile func(string) (*os.File, error)) (*Reader, error) {
+	f, err := openFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("open trace %q: %w", path, pathless(err))
 	}

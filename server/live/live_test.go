@@ -18,6 +18,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"linger/server/httperr"
 	"linger/timeline"
 	"linger/timeline/event"
 )
@@ -717,6 +718,16 @@ func TestSavedOnePass(t *testing.T) {
 	var stop *timeline.StopError
 	if err != nil || !errors.As(fol.(*counter).stop, &stop) {
 		t.Errorf("torn trace: %v, follower ended with %v; want a *timeline.StopError", err, fol.(*counter).stop)
+	}
+
+	// A link swapped in after the route's check (Options.TracePath) is
+	// refused by the open itself: 403.
+	link := filepath.Join(f.dir, "link.ltrace")
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.h.Saved(ctx, link); httperr.Status(err) != http.StatusForbidden {
+		t.Errorf("saved trace through a link: %v (%d), want 403", err, httperr.Status(err))
 	}
 
 	// keepSaved more traces drop small.ltrace, the least recently used.

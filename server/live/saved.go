@@ -55,7 +55,7 @@ func (h *Handler) saved(ctx context.Context, path string) (*savedTrace, error) {
 // savedEntry returns the cache entry of the trace at path, starting its
 // build in the background if it is new or its file changed.
 func (h *Handler) savedEntry(path string) (*savedTrace, error) {
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path) // a link swapped in is a new version, refused by readTrace
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("trace %q: %w", path, ErrNotFound)
@@ -95,7 +95,7 @@ func (h *Handler) readTrace(path string) (*lod.Index, Follower, Ending, error) {
 	if h.opts.OnRead != nil {
 		h.opts.OnRead(path)
 	}
-	r, err := timeline.Open(path)
+	r, err := timeline.OpenRegular(path)
 	if err != nil {
 		return nil, nil, Ending{}, unreadable(err)
 	}
@@ -144,9 +144,14 @@ func (h *Handler) readTrace(path string) (*lod.Index, Follower, Ending, error) {
 }
 
 // unreadable gives the errors of a trace file that cannot be read at all
-// (empty, not a trace, another version, its header torn) their status:
-// the file is at fault, not the request nor the server.
+// their status: 403 for one that is not a regular file, 422 for one that
+// is empty, not a trace, of another version or with its header torn (the
+// file is at fault, not the request nor the server).
 func unreadable(err error) error {
+	if errors.Is(err, timeline.ErrNotRegular) {
+		// A link swapped in after the route's check (Options.TracePath).
+		return httperr.Wrap(httperr.Forbidden, err)
+	}
 	for _, e := range []error{timeline.ErrNotTrace, timeline.ErrVersion, timeline.ErrTruncated, timeline.ErrCorrupt} {
 		if errors.Is(err, e) {
 			return httperr.Wrap(httperr.Unprocessable, err)
