@@ -135,9 +135,12 @@ step() {
 }
 
 # num KEY FILE: the number of "KEY":N in a one-line JSON object.
-num() { sed -n "s/.*\"$1\":\([0-9][0-9]*\).*/\1/p" "$2" | head -n 1; }
+num() { sed -n "s/.*\"$1\": *\([0-9][0-9]*\).*/\1/p" "$2" | head -n 1; }
+# float KEY FILE: the number, fraction and exponent too, of "KEY":X (or
+# "KEY": X, as Python's json writes it).
+float() { sed -n "s/.*\"$1\": *\([0-9.eE+-]*\).*/\1/p" "$2" | head -n 1; }
 # str KEY FILE: the string of "KEY":"S".
-str() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p" "$2" | head -n 1; }
+str() { sed -n "s/.*\"$1\": *\"\([^\"]*\)\".*/\1/p" "$2" | head -n 1; }
 # trackmax KEY FILE: the largest "KEY": N of an analyzer report's tracks.
 trackmax() { grep -o "\"$1\": [0-9]*" "$2" | sed 's/.*: //' | sort -n | tail -n 1; }
 # size N: bytes as "23.00 GiB (24696061952 B)".
@@ -181,8 +184,8 @@ while IFS= read -r line; do
 	f=$OUT/check-line.json
 	echo "$line" >"$f"
 	mdl=$(str model "$f")
-	err=$(sed -n 's/.*"logits_err":\([0-9.eE+-]*\).*/\1/p' "$f")
-	rerr=$(sed -n 's/.*"recompute_err":\([0-9.eE+-]*\).*/\1/p' "$f")
+	err=$(float logits_err "$f")
+	rerr=$(float recompute_err "$f")
 	pass=$(grep -q '"pass":true' "$f" && echo PASS || echo FAIL)
 	row "correctness, $mdl (linger-cuda check)" "cpu, f32" \
 		"$(str dtype "$f"): logits off by $(awk -v e="$err" 'BEGIN { printf "%.4f", e }') of their scale (tol 0.05), top-1 $(str top1_agree "$f"); cached decode vs recompute $(awk -v e="$rerr" 'BEGIN { printf "%.4f", e }') (tol 0.03), same token $(str recompute_same_token "$f")" \
@@ -231,7 +234,7 @@ row "device used at peak (cuda trace: $src)" "$(size "$meta_used") (meta: its se
 	"$(size "$used"); $(size $((used - res))) over peak reserved (the CUDA context, other processes)" "info"
 row "wall time (process, traced run)" "$(ms $((meta_wall * 1000000)))" "$(ms $((cuda_wall * 1000000)))" "info"
 # rate KEY FILE: a float "KEY":X as tokens/s with one decimal.
-rate() { sed -n "s/.*\"$1\":\([0-9.eE+-]*\).*/\1/p" "$2" | head -n 1 | awk '{ printf "%.1f", $1 }'; }
+rate() { float "$1" "$2" | awk '{ printf "%.1f", $1 }'; }
 lin_prefill=$(rate prefill_tokens_per_second "$c") lin_decode=$(rate decode_tokens_per_second "$c")
 row "prefill, decode (cuda run, engine timing)" "" "$lin_prefill tokens/s prefill, $lin_decode tokens/s decode" "info"
 
@@ -272,13 +275,13 @@ else
 	[ -e "$torch_py" ] || torch_py=$BIN/gpu_check_torch.py
 	sh=(--layers "$(num layers "$c")" --hidden "$(num hidden "$c")" --heads "$(num heads "$c")" --kv-heads "$(num kv_heads "$c")"
 		--head-dim "$(num head_dim "$c")" --ffn "$(num ffn "$c")" --vocab "$(num vocab "$c")"
-		--rope-theta "$(sed -n 's/.*"rope_theta":\([0-9.eE+-]*\).*/\1/p' "$c")" --eps "$(sed -n 's/.*"norm_eps":\([0-9.eE+-]*\).*/\1/p' "$c")")
+		--rope-theta "$(float rope_theta "$c")" --eps "$(float norm_eps "$c")")
 	grep -q '"tied_embeddings":true' "$c" && sh+=(--tied)
 	step torch "$PYTHON" "$torch_py" "${sh[@]}" --tokens "$TOKENS" --chunk "$CHUNK" --decode "$DECODE" \
 		--overhead-tokens "$OVERHEAD_TOKENS" --repeat "$REPEAT" --out "$OUT/torch.json"
 	tj=$OUT/torch.json
-	tf() { sed -n "s/.*\"$1\": \([0-9.eE+-]*\).*/\1/p" "$tj" | head -n 1; }
-	row "PyTorch $(sed -n 's/.*"torch": "\([^"]*\)".*/\1/p' "$tj"), $(sed -n 's/.*"attention": "\([^"]*\)".*/\1/p' "$tj")" "same shape, random bf16 weights" "" "info"
+	tf() { float "$1" "$tj"; }
+	row "PyTorch $(str torch "$tj"), $(str attention "$tj")" "same shape, random bf16 weights" "" "info"
 	row "peak allocated: torch.cuda.max_memory_allocated vs Linger" "$(size "$(tf max_memory_allocated)")" "$(size "$(num peak_allocated "$c")")" "info"
 	row "peak reserved: torch.cuda.max_memory_reserved vs Linger" "$(size "$(tf max_memory_reserved)")" "$(size "$(num peak_reserved "$c")")" "info"
 	tp=$(tf prefill_tokens_per_second) td=$(tf decode_tokens_per_second)
