@@ -18,7 +18,7 @@ type Stream struct {
 	h      *Host
 	err    error // sticky: the first failure
 	closed bool
-	marks  []time.Time
+	marks  []time.Time // the last two, as a CUDA stream's two events
 }
 
 var _ device.Stream = (*Stream)(nil)
@@ -520,6 +520,9 @@ func (s *Stream) Sync() error {
 func (s *Stream) Mark() error {
 	if err := s.start("Mark"); err != nil {
 		return err
+	}
+	if len(s.marks) == 2 {
+		s.marks = append(s.marks[:0], s.marks[1])
 	}
 	s.marks = append(s.marks, time.Now())
 	return nil

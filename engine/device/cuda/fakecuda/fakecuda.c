@@ -497,8 +497,13 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
 	// give some index inside the row, as meta's sampler draws one, where
 	// not running them would hand the host uninitialized memory as token
 	// ids. They read one logits row per sequence: cheap.
-	const char *name = fakecuda_kernel_name(i);
-	int reads_back = strcmp(name, "linger_argmax") == 0 || strcmp(name, "linger_topk") == 0;
+	// Looked up once; racing first launches store the same values.
+	static int argmax_i = -2, topk_i = -2;
+	if (__atomic_load_n(&argmax_i, __ATOMIC_ACQUIRE) == -2) {
+		__atomic_store_n(&topk_i, fakecuda_kernel_find("linger_topk"), __ATOMIC_RELAXED);
+		__atomic_store_n(&argmax_i, fakecuda_kernel_find("linger_argmax"), __ATOMIC_RELEASE);
+	}
+	int reads_back = i == __atomic_load_n(&argmax_i, __ATOMIC_ACQUIRE) || i == __atomic_load_n(&topk_i, __ATOMIC_RELAXED);
 	if ((exec && strcmp(exec, "1") == 0) || reads_back) {
 		if (!params) return CUDA_ERROR_INVALID_VALUE;
 		fakecuda_kernel_run(i, gx, gy, gz, bx, by, bz, params);
