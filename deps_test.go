@@ -44,7 +44,7 @@ var policy = map[string][]string{
 	// the server; only the kernel process (proc) runs the engine and
 	// Starlark. See also serverSide.
 	"notebooks/kernel":      {"notebooks/kernel/wire", "notebooks/msg", "timeline/...", "internal/units"},
-	"notebooks/kernel/wire": {"notebooks/msg", "timeline/event"},
+	"notebooks/kernel/wire": {"notebooks/msg", "timeline/event", "internal/units"},
 	"notebooks/kernel/proc": {"engine/...", "notebooks/kernel/wire", "notebooks/msg", "timeline/...", "internal/units"},
 	"notebooks/msg":         {},
 	"engine":                {"engine/...", "timeline/event"},

@@ -18,11 +18,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"linger/engine/device"
+	"linger/internal/units"
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
 	"linger/notebooks/kernel/proc"
 	"linger/server"
 )
+
+// minKernelMemory is the smallest --kernel-memory: a kernel's runtime,
+// its event buffers and a small model's weights.
+const minKernelMemory = 64 << 20
 
 // minTokenLen is the shortest --token serve takes without
 // --allow-short-token.
@@ -52,6 +58,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		allowHosts = append(allowHosts, s)
 		return nil
+	})
+	var kernelMemory uint64
+	fs.Func("kernel-memory", "each kernel's memory budget, its Go heap and cpu tensors together (`SIZE`: 8GiB, 512MiB); a cell over it stops with MemoryError, a kernel far over it is stopped (default: 3/8 of the machine's memory or of its cgroup's limit)", func(s string) error {
+		n, err := units.Parse(s)
+		if err == nil && n < minKernelMemory {
+			err = fmt.Errorf("%s is under the %s a kernel needs", s, units.Format(minKernelMemory))
+		}
+		kernelMemory = n
+		return err
 	})
 	allowShort := fs.Bool("allow-short-token", false, fmt.Sprintf("accept a --token under %d characters", minTokenLen))
 	if err := parseFlags(fs, args); err != nil {
@@ -100,8 +115,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		log.Warn("remove temporary files of interrupted saves", "err", err)
 	}
+	if kernelMemory == 0 {
+		kernelMemory = proc.DefaultMemory(device.HostLimit())
+	}
+	log.Info("kernel memory budget", "each", units.Format(kernelMemory), "host", units.Format(device.HostLimit()))
 	specs := kernelSpecs(ctx, exe, kernel.ProbeTimeout, log)
-	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: *traceDir, Dir: root,
+	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: *traceDir, Dir: root, Memory: kernelMemory,
 		Env: []string{fmt.Sprintf("%s=%d", proc.MaxOutputEnv, *maxOutput)}})
 	defer mgr.Close()
 

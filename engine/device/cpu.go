@@ -30,7 +30,8 @@ type CPU struct {
 	mu       sync.Mutex
 	capacity uint64
 	used     uint64
-	live     map[uint64][]byte // segment address -> the mapping as returned by mmap
+	live     map[uint64][]byte   // segment address -> the mapping as returned by mmap
+	headroom func(uint64) uint64 // set by Budget; nil: no check beyond capacity
 }
 
 // NewCPU returns a cpu device of the given capacity in bytes; 0 means the
@@ -67,6 +68,16 @@ func (c *CPU) Alloc(size uint64) (Segment, error) {
 	// Reserve the capacity first so that concurrent Allocs cannot overshoot
 	// it, then map outside the lock: mmap of a large range can take a while.
 	c.mu.Lock()
+	if h := c.headroom; h != nil {
+		// Read outside the lock (it reads files); two Allocs racing past
+		// it can together take more than it said, never more than the
+		// capacity checked below.
+		c.mu.Unlock()
+		if room := h(size); size > room {
+			return Segment{}, fmt.Errorf("cpu: alloc %d bytes with %d available to this process now (its memory budget, or the machine's available memory): %w", size, room, ErrOutOfMemory)
+		}
+		c.mu.Lock()
+	}
 	if size > c.capacity-c.used {
 		free := c.capacity - c.used
 		c.mu.Unlock()
@@ -112,6 +123,26 @@ func (c *CPU) Free(s Segment) error {
 	c.used -= s.Size
 	c.mu.Unlock()
 	return nil
+}
+
+// Budget makes c promise no more than a process's memory budget: its
+// capacity becomes limit when that is lower (MemInfo's total shows it), and
+// each Alloc first asks headroom how many bytes may be taken now, failing
+// with ErrOutOfMemory above it, as a card fails when another process holds
+// its memory. headroom is where the caller counts what is not c's segments
+// (its Go heap, other devices) and the machine's available memory; given
+// the bytes an Alloc needs, it may make room first when they are over (a
+// garbage collection), as a caching allocator empties its cache. MemInfo
+// does not: free stays capacity minus c's own segments, so that the
+// device-used track never shows the Go heap as memory taken outside the
+// allocator. Call Budget before the first Alloc.
+func (c *CPU) Budget(limit uint64, headroom func(need uint64) uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if limit != 0 && limit < c.capacity {
+		c.capacity = max(limit, c.used)
+	}
+	c.headroom = headroom
 }
 
 // MemInfo reports capacity minus the bytes of live segments, and capacity.

@@ -256,3 +256,53 @@ func TestBF16(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUBudget: a budget lowers the capacity MemInfo reports, never
+// below what is in use, and every Alloc asks the headroom first: over it
+// is ErrOutOfMemory, and nothing is taken.
+func TestCPUBudget(t *testing.T) {
+	c := NewCPU(1 << 30)
+	room := uint64(8 << 20)
+	var asked []uint64
+	c.Budget(64<<20, func(need uint64) uint64 { asked = append(asked, need); return room })
+	if free, total := c.MemInfo(); free != 64<<20 || total != 64<<20 {
+		t.Errorf("MemInfo under a 64 MiB budget: %d, %d", free, total)
+	}
+	s, err := c.Alloc(4 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Alloc(16 << 20); !errors.Is(err, ErrOutOfMemory) || !strings.Contains(err.Error(), "8388608 available") {
+		t.Errorf("16 MiB with 8 MiB of headroom: %v", err)
+	}
+	if free, _ := c.MemInfo(); free != 60<<20 {
+		t.Errorf("a refused alloc changed free to %d", free)
+	}
+	if len(asked) != 2 || asked[0] != 4<<20 || asked[1] != 16<<20 {
+		t.Errorf("headroom asked for %v, want [4 MiB 16 MiB]", asked)
+	}
+	if err := c.Free(s); err != nil {
+		t.Fatal(err)
+	}
+	// A budget under what is in use keeps the capacity at the use.
+	d := NewCPU(1 << 30)
+	s, _ = d.Alloc(32 << 20)
+	d.Budget(16<<20, nil)
+	if free, total := d.MemInfo(); free != 0 || total != 32<<20 {
+		t.Errorf("a 16 MiB budget over 32 MiB in use: MemInfo %d, %d", free, total)
+	}
+	_ = d.Free(s)
+}
+
+// TestHostMemory: the host's limit and available memory are read, and
+// agree with the machine's.
+func TestHostMemory(t *testing.T) {
+	if machineMemory() == 0 {
+		t.Skip("the machine's memory is not read here (not Linux)")
+	}
+	limit := HostLimit()
+	avail, ok := HostAvailable()
+	if limit == 0 || limit > machineMemory() || !ok || avail == 0 || avail > machineMemory() {
+		t.Errorf("host limit %d, available %d (%v), machine %d", limit, avail, ok, machineMemory())
+	}
+}

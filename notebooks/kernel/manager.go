@@ -42,7 +42,18 @@ type ManagerOptions struct {
 	Dir string
 	// Env is added to the kernel process's environment.
 	Env []string
+	// Memory is each kernel's memory budget in bytes, given to the
+	// process (LINGER_KERNEL_MEMORY), which keeps its cells within it.
+	// The Manager also watches the process's resident set and kills it
+	// when it is over Memory by wire.MemoryMargin: the kernel's own
+	// watchdog cannot act while its runtime waits out one long copy.
+	// 0: the kernel's default, and no watch.
+	Memory uint64
 }
+
+// memoryEnv is the kernel's environment variable for
+// ManagerOptions.Memory (proc.MemoryEnv).
+const memoryEnv = "LINGER_KERNEL_MEMORY"
 
 // StartOptions says which kernel to start.
 type StartOptions struct {
@@ -231,6 +242,10 @@ type process struct {
 	// restartAfter: the client's shutdown_request asked for a restart.
 	restartAfter atomic.Bool
 
+	// overMemory is why the Manager killed the process over its memory
+	// budget, or "".
+	overMemory atomic.Pointer[string]
+
 	mu      sync.Mutex
 	pending map[string]*msg.Message  // requests awaiting their reply, by msg_id
 	queries map[string]chan []Holder // lingering queries, by id
@@ -274,6 +289,9 @@ func (k *Kernel) startProcess(ctx context.Context) error {
 	cmd := exec.CommandContext(m.ctx, k.argv[0], k.argv[1:]...)
 	cmd.Dir = m.opts.Dir
 	cmd.Env = append(os.Environ(), m.opts.Env...)
+	if m.opts.Memory != 0 {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", memoryEnv, m.opts.Memory))
+	}
 	// Its stderr goes to ours, and its last lines into the error of a
 	// start that fails (a driver that cannot initialise says why there).
 	tail := &tailWriter{max: 2 << 10}
@@ -299,6 +317,9 @@ func (k *Kernel) startProcess(ctx context.Context) error {
 	k.proc = p
 	k.mu.Unlock()
 	go k.readLoop(p, stdout)
+	if m.opts.Memory != 0 {
+		go p.watchMemory(m.opts.Memory)
+	}
 	timer := time.NewTimer(StartTimeout)
 	defer timer.Stop()
 	select {
@@ -350,6 +371,33 @@ func (t *tailWriter) said() string {
 		return ": " + s
 	}
 	return ""
+}
+
+// lastLine returns the last line written that starts with prefix, without
+// it, or "".
+func (t *tailWriter) lastLine(prefix string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(string(t.b), "\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if rest, ok := strings.CutPrefix(lines[i], prefix); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	return ""
+}
+
+// memoryLimitLine starts the line a kernel over its memory budget writes
+// on stderr before it exits with wire.ExitMemoryLimit.
+const memoryLimitLine = "linger kernel: "
+
+// exitCode is the exit status in a Wait error, or -1.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
 }
 
 // readLoop reads the process's frames until its output ends, then waits
@@ -468,8 +516,13 @@ func (k *Kernel) exited(p *process, waitErr, readErr error) {
 		switch {
 		case readErr != nil:
 			reason = "kernel died: protocol error: " + readErr.Error()
+		case p.overMemory.Load() != nil:
+			reason = "kernel died: " + *p.overMemory.Load()
 		case waitErr != nil:
 			reason = "kernel died: " + waitErr.Error()
+			if why := p.stderr.lastLine(memoryLimitLine); why != "" && exitCode(waitErr) == wire.ExitMemoryLimit {
+				reason = "kernel died: " + why
+			}
 		default:
 			reason = "kernel exited"
 		}

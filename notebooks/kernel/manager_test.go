@@ -366,3 +366,74 @@ func TestManagerShutdownTraceWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestManagerMemoryLimitExit: a kernel whose one builtin call grows far
+// past its memory budget (a join, which Starlark cannot stop between
+// steps) is ended, by itself or by the Manager's watch of its resident
+// set, whichever comes first; the cell's reply, the kernel's death and its
+// trace all say "kernel memory limit of 256 MiB exceeded", and a kernel
+// beside it goes on.
+//
+// Without the Manager's watch (a kernel given its budget by environment,
+// as under Jupyter), the kernel ends itself: exit status
+// wire.ExitMemoryLimit, and its last line on stderr is the reason.
+func TestManagerMemoryLimitExit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts kernel processes")
+	}
+	for _, c := range []struct {
+		name string
+		opts ManagerOptions
+		by   string
+	}{
+		{"watched", ManagerOptions{Memory: 256 << 20}, ""},
+		{"by itself", ManagerOptions{Env: []string{"LINGER_KERNEL_MEMORY=268435456"}}, "the kernel exits"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := c.opts
+			opts.Command, opts.TraceDir, opts.Dir = []string{testbin.Linger(t), "kernel"}, t.TempDir(), t.TempDir()
+			m := NewManager(opts)
+			t.Cleanup(func() { _ = m.Close() })
+			memoryLimitExit(t, m, c.by)
+		})
+	}
+}
+
+func memoryLimitExit(t *testing.T, m *Manager, by string) {
+	other := startSession(t, m)
+	s := startSession(t, m)
+	// 24 references to one 64 MiB string: cheap; their join is 1.5 GiB.
+	req := s.send(msg.Shell, "execute_request", map[string]any{"code": `parts = ["x" * (64 << 20)] * 24
+big = ",".join(parts)`})
+	var r map[string]any
+	for deadline := time.After(20 * time.Second); r == nil; {
+		select {
+		case m := <-s.msgs:
+			if m.ParentHeader.MsgID == req.Header.MsgID && m.Header.MsgType == "execute_reply" {
+				r = msgtest.Find([]*msg.Message{m}, "execute_reply")
+			}
+		case <-deadline:
+			t.Fatal("no execute_reply in 20s")
+		}
+	}
+	const want = "kernel died: kernel memory limit of 256 MiB exceeded"
+	t.Logf("reply: %s", r["evalue"])
+	if r["ename"] != "KernelDied" || !strings.HasPrefix(fmt.Sprint(r["evalue"]), want) || !strings.Contains(fmt.Sprint(r["evalue"]), by) {
+		t.Fatalf("reply %v, want KernelDied %q", r, want)
+	}
+	select {
+	case <-s.k.Done():
+	case <-time.After(5 * time.Second):
+	}
+	f, err := timeline.OpenFile(s.k.TracePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	if reason, _ := f.End(); !strings.HasPrefix(reason, want) {
+		t.Errorf("trace end %q, want %q", reason, want)
+	}
+	if resultText(other.exec("1 + 1")) != "2" {
+		t.Error("the other kernel does not run")
+	}
+}

@@ -175,10 +175,13 @@ type Event struct {
 }
 
 // Counter names the memory tracks follow (see package timeline/memstate):
-// the device's own view of its memory in use, and the Go heap in use.
+// the device's own view of its memory in use, and the Go heap in use; and
+// the kernel's memory budget (its Go heap and host-memory segments
+// together), emitted once when its session begins.
 const (
-	CounterDeviceUsed = "device_used"
-	CounterGoHeap     = "go_heap_inuse"
+	CounterDeviceUsed   = "device_used"
+	CounterGoHeap       = "go_heap_inuse"
+	CounterMemoryBudget = "memory_budget"
 )
 
 // Scope flags, the value of Event.Size on scope_begin events (0 for an

@@ -174,6 +174,7 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	thread.SetLocal(threadSession, k.s)
 	k.s.ctx = ctx
 	k.s.progress = k.progressBar(m, silent)
+	run.startUse = k.budget.read(false).total()
 	k.mu.Lock()
 	run.thread, run.cancel = thread, cancel
 	if run.interrupted {
@@ -186,21 +187,36 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	scope := k.em.Begin(event.ScopeCell, cell)
 	k.s.samp.goHeap(1)
 	err = k.s.exec(f, thread)
+	k.mu.Lock()
+	interrupted, memory := run.interrupted, run.memory
+	k.mu.Unlock()
+	if memory != "" {
+		k.em.Mark(memory)
+	}
 	k.s.samp.goHeap(1)
 	k.em.End(scope)
-	k.mu.Lock()
-	interrupted := run.interrupted
-	k.mu.Unlock()
 	k.s.ctx, k.s.progress = nil, nil
 	var res starlark.Value
 	if hasResult {
 		res = k.s.globals[resultVar]
 		delete(k.s.globals, resultVar)
 	}
+	if err != nil && memory != "" {
+		return nil, memoryError(err, memory)
+	}
 	if err != nil {
 		return nil, evalError(err, interrupted)
 	}
 	return res, nil
+}
+
+// memoryError is a cell the watchdog stopped over the kernel's memory
+// budget: Python's MemoryError, with the cell's traceback and why.
+func memoryError(err error, why string) *cellError {
+	ce := evalError(err, false)
+	ce.ename, ce.evalue = "MemoryError", why
+	ce.traceback[len(ce.traceback)-1] = ce.ename + ": " + ce.evalue
+	return ce
 }
 
 func syntaxError(err error) *cellError {
@@ -237,14 +253,15 @@ func evalError(err error, interrupted bool) *cellError {
 // decide first (an interrupt, an allocation that ran out of memory, the
 // resolver's undefined names), whatever their text says; only Starlark's
 // own runtime errors, which carry no type, are told apart by their
-// message. An out-of-memory error keeps the generic name "Error".
+// message. An allocation that found no device memory is an
+// OutOfMemoryError, as torch.OutOfMemoryError.
 func errorName(err error, msg string, interrupted bool) string {
 	var re resolve.ErrorList
 	switch {
 	case interrupted || errors.Is(err, context.Canceled):
 		return "KeyboardInterrupt"
 	case errors.Is(err, alloc.ErrOutOfMemory):
-		return "Error"
+		return "OutOfMemoryError"
 	case errors.As(err, &re) && len(re) > 0 && strings.HasPrefix(re[0].Msg, "undefined"):
 		return "NameError"
 	}

@@ -43,6 +43,28 @@
 // stderr stream, a reply by an error reply (ename MessageTooLarge), so a
 // cell never ends "ok" with its output gone.
 //
+// # Memory budget
+//
+// A kernel has a memory budget (Options.Memory, LINGER_KERNEL_MEMORY;
+// linger serve --kernel-memory; by default three eighths of the machine's
+// memory or of its cgroup's limit, DefaultMemory), which its Go heap and
+// its cpu device's segments share (budget.go). The cpu device's capacity
+// is the budget, and before each segment it asks what is left: of the
+// budget beside the Go heap, and of the machine's available memory less
+// 256 MiB; above that the allocation fails as on a full card, an
+// OutOfMemoryError with its oom event. The Go runtime's soft limit
+// (debug.SetMemoryLimit) is what the segments leave. A watchdog reads the
+// kernel's memory every 10 ms: a cell that grows the live Go heap over
+// the budget (a Starlark list of large strings, a tokenizer cache) is
+// stopped between steps with MemoryError "kernel memory limit of N
+// exceeded", and a mark on the timeline; a kernel still over it by a
+// quarter (at least 512 MiB) after a collection exits with
+// wire.ExitMemoryLimit, its reason on stderr, which the server makes the
+// kernel's death reason. The kernel also raises its own oom_score_adj, so
+// that should the machine run out anyway, Linux's OOM killer takes a
+// kernel, not the server. The session's first event after its scope
+// begins is the "memory_budget" counter.
+//
 // # Bindings
 //
 // Each cell gets the names below with its globals (not through
@@ -82,7 +104,7 @@
 //	causal_mask(rows, cols, offset=0, label="mask", expect="cell") → Tensor
 //	tokenizer(cache_size=0) → Tokenizer (.encode(text, key=None) .stats() .clear()); each cache entry is a tokenizer_cache block
 //	mem.stats() (.allocated .reserved .outside ...), mem.empty_cache(), mem.snapshot() (.limit .device_free .device_total .stats
-//	  .segments=[struct(addr, size, pool, allocated, requested, blocks=[struct(addr, size, requested, allocated, category, label, site "cell:line")])]), mem.device() (.name .free .total .used)
+//	  .segments=[struct(addr, size, pool, allocated, requested, blocks=[struct(addr, size, requested, allocated, category, label, site "cell:line")])]), mem.device() (.name .free .total .used .budget .budget_used)
 //	mem.take_outside(bytes, label="outside") → OutsideMemory (.bytes .label .live .release()): device memory taken
 //	  beside the caching allocator, as a library calling cudaMalloc directly; counted under the limit, on the
 //	  device-used track and not on reserved

@@ -108,11 +108,14 @@ func (s *session) snapshotBlocks(bs []alloc.BlockInfo) starlark.Value {
 }
 
 func memDevice(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	d := sessionOf(thread).mainAllocator().Device()
+	s := sessionOf(thread)
+	d := s.mainAllocator().Device()
 	free, total := d.MemInfo()
+	u := s.budget.read(false)
 	return starlarkstruct.FromStringDict(starlark.String("device"), starlark.StringDict{
 		"name": starlark.String(d.Name()), "free": starlark.MakeUint64(free), "total": starlark.MakeUint64(total),
-		"used": starlark.MakeUint64(total - free),
+		"used":   starlark.MakeUint64(total - free),
+		"budget": starlark.MakeUint64(s.budget.limit), "budget_used": starlark.MakeUint64(u.total()),
 	}), nil
 }
 

@@ -30,9 +30,10 @@ type kernelProc struct {
 	streamBuf streamBuf
 	maxOutput int // the per-output cap: Options.MaxOutput resolved
 
-	sink *pipeSink
-	em   *event.Emitter
-	s    *session
+	sink   *pipeSink
+	em     *event.Emitter
+	s      *session
+	budget *budget
 
 	execCount int
 	history   [][3]any
@@ -55,6 +56,8 @@ type cellRun struct {
 	cancel      context.CancelFunc
 	interrupted bool
 	cell        string
+	startUse    uint64 // the kernel's memory use when the cell started
+	memory      string // why the watchdog stopped the cell, or ""
 }
 
 // Options configures a kernel process.
@@ -68,6 +71,10 @@ type Options struct {
 	// whatever its size). 0: the MaxOutputEnv environment variable, or
 	// DefaultMaxOutput.
 	MaxOutput int
+	// Memory is the kernel's memory budget in bytes: its Go heap and the
+	// cpu device's segments together (see budget). 0: the MemoryEnv
+	// environment variable, or DefaultMemory of the host.
+	Memory uint64
 }
 
 // A Device is a device a kernel offers its cells: New makes it, once per
@@ -103,18 +110,22 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	k.streamBuf.chunk = streamChunk
 	k.sink = &pipeSink{an: analyze.New(analyze.Options{MaxObjects: 1 << 16}), write: k.writeFrame}
 	k.em = event.NewEmitter(k.sink, event.EmitterOptions{SiteHook: k.siteHook})
-	k.s = newSession(k.em, k.sink, opts.Devices)
+	k.budget = newBudget(memoryBudget(opts.Memory))
+	k.s = newSession(k.em, k.sink, opts.Devices, k.budget)
+	preferOOMKill()
 	hello, _ := json.Marshal(wire.Hello{Protocol: wire.Protocol, Implementation: "linger", PID: os.Getpid(), Session: k.sessionID})
 	if err := k.writeFrame(wire.FrameHello, hello); err != nil {
 		return fmt.Errorf("kernel: hello: %w", err)
 	}
 	sess := k.em.Begin(event.ScopeSession, "session")
+	k.em.Counter(event.CounterMemoryBudget, k.budget.limit)
 	k.s.samp.goHeap(1)
 	k.publish(nil, "status", map[string]any{"execution_state": "starting"})
 	k.publish(nil, "status", map[string]any{"execution_state": "idle"})
 
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() { defer wg.Done(); k.watch(k.stop) }()
 	go func() { // flusher
 		defer wg.Done()
 		t := time.NewTicker(flushInterval)

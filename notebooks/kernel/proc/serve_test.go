@@ -212,12 +212,13 @@ func TestInterruptGenerate(t *testing.T) {
 }
 
 // TestOOMErrorName: an out-of-memory error is named as such whatever its
-// label says; a label with "key " in it once made it a KeyError.
+// label says (OutOfMemoryError, as torch.OutOfMemoryError); a label
+// with "key " in it once made it a KeyError.
 func TestOOMErrorName(t *testing.T) {
 	c := startKernel(t)
 	for _, label := range []string{"scratch", "key cache"} {
 		r := msgtest.Find(c.exec(fmt.Sprintf(`tensor([1048576, 1048576], label=%q)`, label)), "execute_reply")
-		if r["ename"] != "Error" || !strings.Contains(fmt.Sprint(r["evalue"]), "out of memory") {
+		if r["ename"] != "OutOfMemoryError" || !strings.Contains(fmt.Sprint(r["evalue"]), "out of memory") {
 			t.Errorf("label %q: %v", label, r)
 		}
 	}

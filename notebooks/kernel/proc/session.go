@@ -29,6 +29,7 @@ type session struct {
 	sink    *pipeSink
 	samp    *sampler
 	devices []Device
+	budget  *budget
 
 	// globals are the cells' globals; only the executor goroutine (cells
 	// and lingering queries, one at a time) touches them.
@@ -48,8 +49,8 @@ type session struct {
 	progress func(done, total int)
 }
 
-func newSession(em *event.Emitter, sink *pipeSink, devices []Device) *session {
-	return &session{em: em, sink: sink, samp: newSampler(em), devices: devices, globals: starlark.StringDict{},
+func newSession(em *event.Emitter, sink *pipeSink, devices []Device, b *budget) *session {
+	return &session{em: em, sink: sink, samp: newSampler(em), devices: devices, budget: b, globals: starlark.StringDict{},
 		allocs: map[string]*alloc.Allocator{}, caches: map[uint64]*KVCache{}, nextID: map[string]int{}}
 }
 
@@ -104,6 +105,7 @@ func (s *session) allocator(dev string, limit uint64) (*alloc.Allocator, error) 
 	if err != nil {
 		return nil, fmt.Errorf("device %q: %w", dev, err)
 	}
+	s.budget.adopt(d)
 	s.samp.addDevice(d)
 	a := alloc.New(d, alloc.Options{Emitter: s.em, Limit: limit, OnSegments: s.samp.device})
 	s.allocs[dev] = a

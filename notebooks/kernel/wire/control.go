@@ -1,5 +1,11 @@
 package wire
 
+import (
+	"strings"
+
+	"linger/internal/units"
+)
+
 // Protocol is the version of the pipe protocol a kernel speaks, in its
 // Hello.
 const Protocol = 1
@@ -47,3 +53,21 @@ type Holder struct {
 	// found.
 	Path string `json:"path"`
 }
+
+// ExitMemoryLimit is the exit status of a kernel that ended itself over
+// its memory budget; its last line on stderr says so ("linger kernel:
+// kernel memory limit of 8 GiB exceeded: ..."), and the server makes that
+// line the kernel's death reason.
+const ExitMemoryLimit = 3
+
+// MemoryExceeded is how every report of a kernel over its memory budget
+// begins, in the kernel (a cell's MemoryError, its exit) and in the
+// server (a kernel it stopped): "kernel memory limit of 8 GiB exceeded".
+func MemoryExceeded(limit uint64) string {
+	return "kernel memory limit of " + strings.Replace(units.Format(limit), ".0 ", " ", 1) + " exceeded"
+}
+
+// MemoryMargin is how far over its budget of limit bytes a kernel may
+// go, its cell stopped, before it is ended: by itself (ExitMemoryLimit),
+// or by the server, which watches its resident set.
+func MemoryMargin(limit uint64) uint64 { return max(limit/4, 512<<20) }
