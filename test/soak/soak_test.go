@@ -101,6 +101,7 @@ func TestSoak(t *testing.T) {
 	s.runCells(warm, time.Now(), -1)
 	s.shutdown(warm)
 	s.waitViewers(warm)
+	s.check(warm, false)
 	idle, err := srv.idleLevel()
 	if err != nil {
 		t.Fatal(err)
