@@ -205,10 +205,25 @@ func (s *Server) handleKernelGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.kernelModel(k))
 }
 
+// shutdownKernel shuts kernel id down and drops its trace's timeline
+// index: once the kernel is gone no route can reach that trace (the file
+// stays, a saved trace).
+func (s *Server) shutdownKernel(ctx context.Context, id string) error {
+	var rec *timeline.Recorder
+	if k, ok := s.kernels.Get(id); ok {
+		rec = k.Recorder()
+	}
+	if err := s.kernels.Shutdown(ctx, id); err != nil {
+		return err
+	}
+	s.live.Drop(rec)
+	return nil
+}
+
 func (s *Server) handleKernelDelete(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	if err := s.kernels.Shutdown(ctx, r.PathValue("id")); err != nil {
+	if err := s.shutdownKernel(ctx, r.PathValue("id")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -231,9 +246,15 @@ func (s *Server) handleKernelInterrupt(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request) {
 	k, err := s.kernel(r.PathValue("id"))
 	if err == nil {
+		// The old process's trace is out of reach once a new one
+		// replaces it: drop its index.
+		old := k.Recorder()
 		ctx, cancel := ctxTimeout(r)
 		err = k.Restart(ctx)
 		cancel()
+		if err == nil && k.Recorder() != old {
+			s.live.Drop(old)
+		}
 	}
 	if err != nil {
 		s.writeError(w, r, err)

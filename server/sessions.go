@@ -233,7 +233,7 @@ func (s *Server) handleSessionPatch(w http.ResponseWriter, r *http.Request) {
 	s.sessions.byID[id] = &se
 	if old != "" {
 		ctx, cancel := ctxTimeout(r)
-		err := s.kernels.Shutdown(ctx, old)
+		err := s.shutdownKernel(ctx, old)
 		cancel()
 		if err != nil {
 			s.log.Warn("shut down the replaced kernel", "kernel", old, "err", err)
@@ -269,7 +269,7 @@ func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
 	if !shared {
 		ctx, cancel := ctxTimeout(r)
 		defer cancel()
-		if err := s.kernels.Shutdown(ctx, se.KernelID); err != nil && !errors.Is(err, kernel.ErrNoKernel) {
+		if err := s.shutdownKernel(ctx, se.KernelID); err != nil && !errors.Is(err, kernel.ErrNoKernel) {
 			s.writeError(w, r, err)
 			return
 		}

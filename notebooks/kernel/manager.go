@@ -461,6 +461,30 @@ func (k *Kernel) readLoop(p *process, stdout io.Reader) {
 	k.exited(p, waitErr, readErr)
 }
 
+// deathReason says why a kernel process that was not asked to stop
+// exited, from its wait status and the error that ended reading its
+// pipe (nil at a clean EOF between frames).
+//
+// A frame cut short by the end of the pipe (io.ErrUnexpectedEOF) is what
+// a process killed in the middle of a write leaves, kill -9 of a kernel
+// streaming events among them: its wait status says why it died, and
+// the torn frame is only the consequence. Any other read error is the
+// process breaking the protocol while alive (readLoop then kills it, so
+// its wait status would only repeat that kill).
+func deathReason(waitErr, readErr error) string {
+	torn := errors.Is(readErr, io.ErrUnexpectedEOF)
+	switch {
+	case readErr != nil && !torn:
+		return "kernel died: protocol error: " + readErr.Error()
+	case waitErr != nil:
+		return "kernel died: " + waitErr.Error()
+	case torn:
+		return "kernel died: protocol error: " + readErr.Error()
+	default:
+		return "kernel exited"
+	}
+}
+
 func (k *Kernel) fromKernel(p *process, m *msg.Message) {
 	k.mu.Lock()
 	current := k.proc == p
@@ -513,18 +537,13 @@ func (k *Kernel) exited(p *process, waitErr, readErr error) {
 	expected := p.stopping.Load()
 	reason := "shutdown"
 	if !expected {
-		switch {
-		case readErr != nil:
-			reason = "kernel died: protocol error: " + readErr.Error()
-		case p.overMemory.Load() != nil:
-			reason = "kernel died: " + *p.overMemory.Load()
-		case waitErr != nil:
-			reason = "kernel died: " + waitErr.Error()
-			if why := p.stderr.lastLine(memoryLimitLine); why != "" && exitCode(waitErr) == wire.ExitMemoryLimit {
-				reason = "kernel died: " + why
-			}
-		default:
-			reason = "kernel exited"
+		reason = deathReason(waitErr, readErr)
+		// Over its memory budget: stopped by the Manager's watch, or by
+		// itself, its last line on stderr saying why.
+		if why := p.overMemory.Load(); why != nil {
+			reason = "kernel died: " + *why
+		} else if why := p.stderr.lastLine(memoryLimitLine); why != "" && exitCode(waitErr) == wire.ExitMemoryLimit {
+			reason = "kernel died: " + why
 		}
 	}
 	_ = p.rec.CloseWithReason(reason)

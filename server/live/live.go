@@ -279,15 +279,35 @@ func (h *Handler) Follower(rec *timeline.Recorder) Follower {
 }
 
 // forget notes that rec's trace has ended, and drops the index of the
-// oldest ended trace when more than keepEnded have.
+// oldest ended trace when more than keepEnded have. A trace dropped
+// already (Drop) is not noted.
 func (h *Handler) forget(rec *timeline.Recorder) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if _, ok := h.kernels[rec]; !ok {
+		return
+	}
 	h.ended = append(h.ended, rec)
 	if len(h.ended) > keepEnded {
 		delete(h.kernels, h.ended[0])
 		h.ended = h.ended[1:]
 	}
+}
+
+// Drop drops rec's index (and with it the Recorder, which the index's
+// map holds) now, for a trace that no route can reach any more: its
+// kernel was shut down, or restarted onto a new trace. Kept among the
+// keepEnded, it would hold its whole level-of-detail index, as large as
+// the trace is long, until newer traces pushed it out, though no query
+// could ever use it. Streams in progress keep what they hold.
+func (h *Handler) Drop(rec *timeline.Recorder) {
+	if rec == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.kernels, rec)
+	h.ended = slices.DeleteFunc(h.ended, func(r *timeline.Recorder) bool { return r == rec })
 }
 
 func (h *Handler) recorder(r *http.Request) (*timeline.Recorder, error) {

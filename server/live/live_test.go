@@ -770,3 +770,34 @@ func BenchmarkReadTrace(b *testing.B) {
 		}
 	}
 }
+
+// A trace out of reach (its kernel shut down) is dropped at once, ended
+// or not yet: neither its index nor its Recorder stays among the ended.
+func TestDropKernelIndex(t *testing.T) {
+	dir := t.TempDir()
+	h := New(Options{})
+	defer h.Close()
+	for _, endFirst := range []bool{true, false} {
+		rec, err := timeline.NewRecorder(filepath.Join(dir, fmt.Sprint(endFirst, ".ltrace")), timeline.RecorderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		emit(rec, 1, 100)
+		ki := h.kernelIndex(rec)
+		if endFirst {
+			rec.Close()
+			<-ki.done
+		}
+		h.Drop(rec)
+		if !endFirst {
+			rec.Close()
+			<-ki.done
+		}
+		h.mu.Lock()
+		n, ended := len(h.kernels), len(h.ended)
+		h.mu.Unlock()
+		if n != 0 || ended != 0 {
+			t.Errorf("ended before Drop %t: %d indexes and %d ended traces kept, want none", endFirst, n, ended)
+		}
+	}
+}
