@@ -118,6 +118,9 @@ func TestLingeringOnTimeline(t *testing.T) {
 	p.step(t, "findings list the lingering kv_cache", 20*time.Second,
 		void(chromedp.Poll[bool](`/(lingering|leak): kv_cache/.test(`+findings+`)`)))
 	t.Logf("findings: %s", eval[string](t, p, "findings text", findings))
+	// The kernel's memory budget (serve's default here) is among them.
+	p.step(t, "findings show the kernel's memory budget", 5*time.Second,
+		void(chromedp.Poll[bool](`/memory budget: [0-9.]+ [KMGT]iB/.test(`+findings+`)`)))
 
 	// 2. A lingering object is drawn: find it in the view's hit boxes and
 	// click it on the canvas, as a person would.

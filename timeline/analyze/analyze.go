@@ -189,6 +189,11 @@ type Analyzer struct {
 	opts Options
 	dup  [event.NumCategories]bool
 
+	// The kernel's memory budget (the "memory_budget" counter), and the
+	// interned name of that counter once known.
+	budget   uint64
+	budgetID event.StringID
+
 	events   uint64
 	firstSeq uint64
 	lastSeq  uint64
@@ -723,9 +728,21 @@ func (a *Analyzer) object(o *obj) Object {
 // DefineString did not tell it.
 func (a *Analyzer) counter(e *event.Event) {
 	if !a.mem.Known(e.Label) && a.opts.Names != nil {
-		a.mem.Learn(e.Label, a.opts.Names.String(e.Label))
+		name := a.opts.Names.String(e.Label)
+		a.mem.Learn(e.Label, name)
+		a.learnBudget(e.Label, name)
+	}
+	if e.Label == a.budgetID && a.budgetID != 0 {
+		a.budget = e.Size
 	}
 	a.mem.Apply(e)
+}
+
+// learnBudget notes id when it names the memory_budget counter.
+func (a *Analyzer) learnBudget(id event.StringID, name string) {
+	if name == event.CounterMemoryBudget {
+		a.budgetID = id
+	}
 }
 
 // DefineString tells the analyzer an interned string, so that it knows
@@ -734,6 +751,7 @@ func (a *Analyzer) counter(e *event.Event) {
 // (tests do; a server feeds Add from its own goroutine instead).
 func (a *Analyzer) DefineString(id event.StringID, s string) {
 	a.mem.Define(id, s)
+	a.learnBudget(id, s)
 }
 
 // DefineSite does nothing: sites are resolved by Report.

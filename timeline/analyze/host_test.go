@@ -58,3 +58,23 @@ func TestGoHeapVerdict(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryBudget: the kernel's memory_budget counter is the report's
+// memory_budget, and sets no memory track; a trace without it reports 0.
+func TestMemoryBudget(t *testing.T) {
+	for _, budget := range []uint64{0, 3 << 30} {
+		s := newStream()
+		s.tr.DefineString(1, event.CounterGoHeap)
+		s.tr.DefineString(2, event.CounterMemoryBudget)
+		s.begin(event.ScopeSession)
+		if budget != 0 {
+			s.emit(event.Event{Kind: event.KindCounter, Label: 2, Size: budget})
+		}
+		s.emit(event.Event{Kind: event.KindCounter, Label: 1, Size: 40 * MiB})
+		s.end()
+		rep, _ := Run(s.tr, Options{})
+		if rep.MemoryBudget != budget || rep.Tracks.End.DeviceUsed != 0 || rep.Tracks.End.GoHeap != 40*MiB {
+			t.Errorf("budget %d: report's budget %d, tracks %+v", budget, rep.MemoryBudget, rep.Tracks)
+		}
+	}
+}

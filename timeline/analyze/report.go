@@ -49,6 +49,10 @@ type Report struct {
 	Categories []Stat    `json:"categories"`
 	Sites      []Stat    `json:"sites"`
 	Anomalies  Anomalies `json:"anomalies"`
+	// MemoryBudget is the kernel's memory budget, its Go heap and
+	// host-memory segments together (the "memory_budget" counter); 0 for
+	// a trace without one.
+	MemoryBudget uint64 `json:"memory_budget,omitempty"`
 }
 
 // Lingering summarizes the objects that outlived their expected scope.
@@ -375,7 +379,7 @@ func (a *Analyzer) Report(names Names) *Report {
 	rep := &Report{
 		Events: a.events, FirstSeq: a.firstSeq, LastSeq: a.lastSeq, DurationNS: a.lastTime,
 		Truncated: a.opts.Truncated, Anomalies: a.anom,
-		Growth: []Growth{}, Duplicates: []Duplicate{},
+		Growth: []Growth{}, Duplicates: []Duplicate{}, MemoryBudget: a.budget,
 	}
 	if a.sampleKind != 0 {
 		rep.GrowthUnit = a.sampleKind.String()

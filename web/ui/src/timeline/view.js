@@ -681,6 +681,9 @@ export class TimelineView {
     // beside it, what the objects alive then asked for, first.
     if (r.peak?.bytes) item(`peak: ${sizes(r.peak.requested, r.peak.bytes)} at ${duration(r.peak.time_ns)}`, () => this.jump(r.peak.time_ns, r.peak.time_ns));
     if (!list.children.length) item("Nothing lingers, grows or repeats.");
+    // The kernel's memory budget (linger serve --kernel-memory): a cell
+    // over it stops with MemoryError, marked on the timeline.
+    if (r.memory_budget) item(`memory budget: ${bytes(r.memory_budget)} for the kernel's Go heap and cpu tensors together`);
     if (gen !== this.findingsGen) return;
     this.findings.replaceChildren(el("h2", { class: "lt-h" }, "Findings"), list);
   }
