@@ -207,7 +207,7 @@ func (h *Handler) Close() error {
 // log's, as a saved trace's (see retire); before, the one that follows
 // it, started on first use.
 func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
-	if _, ended := rec.End(); ended {
+	if _, ended := rec.End(); ended && logWhole(rec) {
 		if ki := h.endedIndex(rec); ki != nil {
 			return ki
 		}
@@ -265,7 +265,7 @@ func (h *Handler) follow(rec *timeline.Recorder) *kernelIndex {
 					ki.fol.End(nil)
 				}
 				reason, ended := sub.End()
-				h.retire(rec, ki, reason, ended && ki.err == nil && rec.Err() == nil)
+				h.retire(rec, ki, reason, ended && ki.err == nil && logWhole(rec))
 				return
 			}
 			if ki.fol != nil {
@@ -309,6 +309,15 @@ func (h *Handler) current(rec *timeline.Recorder) *kernelIndex {
 // query; waiting at most a second). It is nil without Options.Follow.
 func (h *Handler) Follower(rec *timeline.Recorder) Follower {
 	return h.current(rec).fol
+}
+
+// logWhole reports whether every event rec published is in its log: no
+// write failed. (Events emitted after Close, which Err also reports, were
+// never published.) A Recorder whose log is short keeps its tail, and its
+// trace is followed from the Recorder rather than read from the log.
+func logWhole(rec *timeline.Recorder) bool {
+	err := rec.Err()
+	return err == nil || errors.Is(err, timeline.ErrRecorderClosed)
 }
 
 // retire stops keeping the index of rec as a kernel's. If its trace ended
