@@ -167,7 +167,7 @@ func TestEndedKernelsRetainLittle(t *testing.T) {
 	}
 	const bound = 1 << 20
 	r := retainedPerKernel(t, 8, 300_000)
-	t.Logf("%.2f MiB retained per ended kernel", float64(r.perKernel)/(1<<20))
+	t.Logf("%.1f KiB retained per ended kernel", float64(r.perKernel)/(1<<10))
 	if r.perKernel > bound {
 		t.Errorf("%.2f MiB retained per ended kernel, want at most %.2f", float64(r.perKernel)/(1<<20), float64(bound)/(1<<20))
 	}
