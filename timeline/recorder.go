@@ -49,7 +49,8 @@ type RecorderOptions struct {
 	// memory for subscribers (rounded up to a power of two, at least 2048;
 	// default 65536). Subscribers further behind read the log file. This
 	// and RingSize bound the Recorder's memory whatever the trace length
-	// and however many subscribers there are.
+	// and however many subscribers there are; a Close that leaves the log
+	// whole releases both.
 	TailSize int
 	// MaxBatch is the most events one Subscription.Next returns
 	// (default 4096).
@@ -94,7 +95,10 @@ type pendingDef struct {
 // sees a name before its first use.
 //
 // A Recorder holds a goroutine and the log file until Close, which the
-// owner must call. Flush, Close, CloseWithReason, Err, Stats and Subscribe
+// owner must call. Close also releases the ring and the tail when the log
+// is whole (no write failed): a closed Recorder keeps its definitions and
+// counters and serves subscribers from the log, so an ended trace costs
+// kilobytes, not TailSize events, for as long as its owner keeps it. Flush, Close, CloseWithReason, Err, Stats and Subscribe
 // may be called from any goroutine. Events emitted concurrently with Close may be lost
 // (they are counted in Stats().Dropped); events emitted after Close are
 // dropped and reported by Err.
@@ -106,7 +110,7 @@ type Recorder struct {
 	// the Sink methods on every event, so nothing else shares their cache
 	// line; the writer goroutine uses its own copies of ring and mask.
 	_         [64]byte
-	ring      []event.Event
+	ring      atomic.Pointer[[]event.Event] // nil once Close has released it
 	mask      uint64
 	wakeEvery uint64
 	wpos      uint64 // next ring position to write
@@ -141,9 +145,10 @@ type Recorder struct {
 
 	// Published to subscribers, under mu.
 	mu      sync.RWMutex
-	tail    []event.Event // circular, len = power of two
+	tail    []event.Event // circular, len = power of two; nil once released
 	tstart  uint64        // absolute index of the oldest event in tail
 	tend    uint64        // absolute index one past the newest
+	last    uint64        // Seq of the newest event published
 	strs    []StringDef   // every string definition, in order (append-only)
 	sites   []SiteDef     // every site definition, in order (append-only)
 	ended   bool
@@ -177,10 +182,10 @@ func NewRecorder(path string, opts RecorderOptions) (*Recorder, error) {
 	}
 	w := NewWriter(out)
 	w.name = fmt.Sprintf("trace %q", path)
+	ring := make([]event.Event, opts.RingSize)
 	r := &Recorder{
 		path:      path,
 		opts:      opts,
-		ring:      make([]event.Event, opts.RingSize),
 		mask:      uint64(opts.RingSize - 1),
 		wakeEvery: uint64(max(opts.RingSize/8, 1)),
 		wake:      make(chan struct{}, 1),
@@ -193,7 +198,8 @@ func NewRecorder(path string, opts RecorderOptions) (*Recorder, error) {
 		tail:      make([]event.Event, opts.TailSize),
 		changed:   make(chan struct{}),
 	}
-	r.cring = r.ring
+	r.ring.Store(&ring)
+	r.cring = ring
 	go r.run()
 	return r, nil
 }
@@ -264,7 +270,13 @@ func (r *Recorder) Emit(e event.Event) {
 			return
 		}
 	}
-	r.ring[w&r.mask] = e
+	ring := r.ring.Load()
+	if ring == nil {
+		// Close released the ring while this call was under way.
+		r.dropped.Add(1)
+		return
+	}
+	(*ring)[w&r.mask] = e
 	w++
 	r.wpos = w
 	r.write.Store(w)
@@ -375,6 +387,15 @@ func (r *Recorder) lateDrops() uint64 {
 	return n
 }
 
+// End reports whether the Recorder has closed and, if so, the reason it
+// was closed with ("" for a clean Close). Its log is then complete, unless
+// Err says a write failed.
+func (r *Recorder) End() (reason string, ended bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.reason, r.ended
+}
+
 // Stats returns the Recorder's counters.
 func (r *Recorder) Stats() RecorderStats {
 	r.mu.RLock()
@@ -383,19 +404,14 @@ func (r *Recorder) Stats() RecorderStats {
 		Events:   r.tend,
 		LastSeq:  r.lastPublishedSeq(),
 		Tail:     int(r.tend - r.tstart),
-		TailCap:  len(r.tail),
+		TailCap:  r.opts.TailSize,
 		Dropped:  r.lateDrops() + r.skipped.Load(),
-		RingSize: len(r.cring),
+		RingSize: r.opts.RingSize,
 	}
 }
 
-// lastPublishedSeq is the Seq of the newest event in the tail. r.mu held.
-func (r *Recorder) lastPublishedSeq() uint64 {
-	if r.tend == r.tstart {
-		return 0
-	}
-	return r.tail[(r.tend-1)&uint64(len(r.tail)-1)].Seq
-}
+// lastPublishedSeq is the Seq of the newest event published. r.mu held.
+func (r *Recorder) lastPublishedSeq() uint64 { return r.last }
 
 // run is the writer goroutine: the single consumer of the ring and the
 // only user of the Writer.
@@ -518,6 +534,7 @@ func (r *Recorder) publish(from, to uint64) {
 			r.tstart++
 		}
 	}
+	r.last = last
 	if r.err == nil && r.w.Err() != nil {
 		r.err = r.w.Err()
 	}
@@ -578,9 +595,28 @@ func (r *Recorder) finish(reason string) error {
 	r.ended = true
 	r.reason = reason
 	err := r.err
+	if err == nil {
+		r.release()
+	}
 	close(r.changed)
 	r.changed = make(chan struct{})
 	r.mu.Unlock()
 	close(r.done)
 	return err
+}
+
+// release lets go of the buffers of a Recorder whose log is whole on
+// disk: the ring, the tail and the Writer's. No subscriber needs the tail
+// any more: every event it held is in the log, which a subscriber reads
+// instead from then on (readTail sends it there), so a closed kernel's
+// trace keeps only its definitions in memory, not TailSize events. r.mu
+// is held, on the writer goroutine after its final drain.
+func (r *Recorder) release() {
+	r.ring.Store(nil)
+	r.cring = nil
+	r.tail = nil
+	r.tstart = r.tend
+	r.w = nil
+	r.file = nil
+	r.pend = nil
 }

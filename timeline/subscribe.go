@@ -84,7 +84,9 @@ type Subscription struct {
 // Events still in the Recorder's in-memory tail are served from it; a
 // subscriber that starts further back, or falls that far behind, reads the
 // log file (re-opened by path) until it reaches the tail, and then reads
-// the tail again: every event exactly once, in order, with no gap. A slow
+// the tail again: every event exactly once, in order, with no gap. Once
+// the Recorder has closed with its log whole, it keeps no tail: every
+// subscriber reads the rest from the log. A slow
 // subscriber never blocks the producer and never makes the Recorder keep
 // more in memory. Subscribe may be called after Close.
 func (r *Recorder) Subscribe(from uint64) *Subscription {
@@ -227,6 +229,9 @@ func (s *Subscription) readTail() (Batch, tailStatus, <-chan struct{}) {
 	r := s.r
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	if r.tail == nil {
+		return s.readReleased()
+	}
 	tmask := uint64(len(r.tail) - 1)
 	at := func(i uint64) *event.Event { return &r.tail[i&tmask] }
 	if r.tend > r.tstart && r.tstart > 0 && s.next < at(r.tstart).Seq {
@@ -253,6 +258,17 @@ func (s *Subscription) readTail() (Batch, tailStatus, <-chan struct{}) {
 	b := s.defsLocked()
 	b.Events = s.buf
 	return b, tailEvents, nil
+}
+
+// readReleased is readTail once Close has released the tail: the events
+// not delivered yet are all in the log, which is whole. r.mu is held.
+func (s *Subscription) readReleased() (Batch, tailStatus, <-chan struct{}) {
+	r := s.r
+	if s.next <= r.last {
+		return Batch{}, tailBehind, nil
+	}
+	s.end.Store(&r.reason)
+	return s.defsLocked(), tailEnded, nil
 }
 
 // defsLocked returns the definitions the subscriber has not received and

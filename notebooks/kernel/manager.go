@@ -800,7 +800,9 @@ func (k *Kernel) shutdown(ctx context.Context) {
 
 // Recorder is the current process's trace: events stream into it from the
 // kernel process. After a death it is closed, with the reason, and stays
-// readable.
+// readable: from its log, as it keeps no events in memory once closed, so
+// a dead kernel, which the Manager lists until it is shut down, costs its
+// small records, not a trace's worth of events.
 func (k *Kernel) Recorder() *timeline.Recorder {
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -246,6 +246,14 @@ kept = e.generate(prompt_tokens=1024, chunk_size=256, keep_cache=True)`)
 	if _, ok := m.Get(s.k.ID()); !ok {
 		t.Error("a dead kernel left the list")
 	}
+	// Listed until shut down, a dead kernel keeps its closed Recorder,
+	// which holds no events: its trace is on disk (issue 13).
+	if reason, ended := s.k.Recorder().End(); !ended || !strings.HasPrefix(reason, "kernel died") {
+		t.Errorf("dead kernel's recorder: ended %t, reason %q", ended, reason)
+	}
+	if st := s.k.Recorder().Stats(); st.Tail != 0 || st.Events == 0 {
+		t.Errorf("dead kernel's recorder keeps %d of its %d events in memory", st.Tail, st.Events)
+	}
 	f, err := timeline.OpenFile(s.k.TracePath())
 	if err != nil {
 		t.Fatal(err)

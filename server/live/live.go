@@ -7,9 +7,11 @@
 // A saved trace is read once per version of its file (size, modification
 // time), whichever route or method asks first: one pass, O(events), builds
 // its index and feeds Options.Follow's Follower (the server's analysis).
-// A Handler keeps the four most recently used saved traces and the last
-// four ended kernel traces; a kernel's index follows its Recorder, at
-// O(new events) per batch.
+// A kernel's index follows its Recorder, at O(new events) per batch, while
+// its trace goes on; once the trace has ended, the index joins the saved
+// traces as its log's, and a Handler keeps the four most recently used of
+// those, saved or ended: what an ended kernel costs is then bounded by
+// that cache, not by how many kernels ended.
 package live
 
 import (
@@ -19,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -125,15 +128,10 @@ type Handler struct {
 	stop context.CancelFunc
 
 	mu      sync.Mutex
-	kernels map[*timeline.Recorder]*kernelIndex
-	ended   []*timeline.Recorder                // kernels whose trace ended, oldest first
+	kernels map[*timeline.Recorder]*kernelIndex // traces going on; see retire
 	files   *simplelru.LRU[string, *savedTrace] // by path; see saved.go
 	wg      sync.WaitGroup
 }
-
-// keepEnded bounds the indexes of ended kernel traces a Handler keeps:
-// beyond it the oldest is dropped (a later query builds it again).
-const keepEnded = 4
 
 // kernelIndex follows one Recorder from its first event.
 type kernelIndex struct {
@@ -205,8 +203,42 @@ func (h *Handler) Close() error {
 	return nil
 }
 
-// kernelIndex returns the index of rec, starting to follow it on first use.
+// kernelIndex returns the index of rec: once its trace has ended, its
+// log's, as a saved trace's (see retire); before, the one that follows
+// it, started on first use.
 func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
+	if _, ended := rec.End(); ended && logWhole(rec) {
+		if ki := h.endedIndex(rec); ki != nil {
+			return ki
+		}
+	}
+	return h.follow(rec)
+}
+
+// endedIndex returns the index of rec, whose trace has ended: the one
+// that followed it if it has not been retired yet, else its log's as a
+// saved trace, read again if the saved traces no longer hold it. It is
+// nil if the log cannot be read.
+func (h *Handler) endedIndex(rec *timeline.Recorder) *kernelIndex {
+	h.mu.Lock()
+	ki, ok := h.kernels[rec]
+	h.mu.Unlock()
+	if ok {
+		return ki
+	}
+	st, err := h.savedEntry(rec.Path())
+	if err != nil {
+		return nil
+	}
+	<-st.done
+	if st.err != nil {
+		return nil
+	}
+	return &kernelIndex{ix: st.ix, fol: st.fol, done: st.done}
+}
+
+// follow returns the index that follows rec, starting it on first use.
+func (h *Handler) follow(rec *timeline.Recorder) *kernelIndex {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ki, ok := h.kernels[rec]; ok {
@@ -221,7 +253,6 @@ func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
 	go func() {
 		defer h.wg.Done()
 		defer close(ki.done)
-		defer h.forget(rec)
 		sub := rec.Subscribe(1)
 		defer sub.Close()
 		for {
@@ -233,6 +264,8 @@ func (h *Handler) kernelIndex(rec *timeline.Recorder) *kernelIndex {
 				if ki.fol != nil && errors.Is(err, errEOF) {
 					ki.fol.End(nil)
 				}
+				reason, ended := sub.End()
+				h.retire(rec, ki, reason, ended && ki.err == nil && logWhole(rec))
 				return
 			}
 			if ki.fol != nil {
@@ -278,28 +311,50 @@ func (h *Handler) Follower(rec *timeline.Recorder) Follower {
 	return h.current(rec).fol
 }
 
-// forget notes that rec's trace has ended, and drops the index of the
-// oldest ended trace when more than keepEnded have. A trace dropped
-// already (Drop) is not noted.
-func (h *Handler) forget(rec *timeline.Recorder) {
+// logWhole reports whether every event rec published is in its log: no
+// write failed. (Events emitted after Close, which Err also reports, were
+// never published.) A Recorder whose log is short keeps its tail, and its
+// trace is followed from the Recorder rather than read from the log.
+func logWhole(rec *timeline.Recorder) bool {
+	err := rec.Err()
+	return err == nil || errors.Is(err, timeline.ErrRecorderClosed)
+}
+
+// retire stops keeping the index of rec as a kernel's. If its trace ended
+// whole (whole: its log is complete on disk and the index holds all of
+// it), the index and its Follower become the saved trace of the log, as
+// if its one pass had read the file: a later query of the kernel (or of
+// the file by name) finds them there without reading it, until the saved
+// traces drop them as the least recently used (keepSaved); the kernel's
+// routes then read the log again. Otherwise the index is dropped.
+func (h *Handler) retire(rec *timeline.Recorder, ki *kernelIndex, reason string, whole bool) {
+	var st *savedTrace
+	if whole {
+		// The log no longer changes: this is the version a query will see.
+		if fi, err := os.Lstat(rec.Path()); err == nil && fi.Mode().IsRegular() {
+			st = &savedTrace{size: fi.Size(), modTime: fi.ModTime(), done: make(chan struct{}),
+				ix: ki.ix, fol: ki.fol, end: Ending{Reason: reason, Ended: true}}
+			close(st.done)
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.kernels[rec]; !ok {
-		return
+	if h.kernels[rec] != ki {
+		return // dropped already (Drop): out of reach, not to be kept
 	}
-	h.ended = append(h.ended, rec)
-	if len(h.ended) > keepEnded {
-		delete(h.kernels, h.ended[0])
-		h.ended = h.ended[1:]
+	delete(h.kernels, rec)
+	if st != nil {
+		h.files.Add(rec.Path(), st)
 	}
 }
 
 // Drop drops rec's index (and with it the Recorder, which the index's
 // map holds) now, for a trace that no route can reach any more: its
 // kernel was shut down, or restarted onto a new trace. Kept among the
-// keepEnded, it would hold its whole level-of-detail index, as large as
-// the trace is long, until newer traces pushed it out, though no query
-// could ever use it. Streams in progress keep what they hold.
+// saved traces (retire), it would hold its whole level-of-detail index,
+// as large as the trace is long, until newer traces pushed it out; a
+// query of the file by name reads it again. Streams in progress keep
+// what they hold.
 func (h *Handler) Drop(rec *timeline.Recorder) {
 	if rec == nil {
 		return
@@ -307,7 +362,7 @@ func (h *Handler) Drop(rec *timeline.Recorder) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.kernels, rec)
-	h.ended = slices.DeleteFunc(h.ended, func(r *timeline.Recorder) bool { return r == rec })
+	h.files.Remove(rec.Path())
 }
 
 func (h *Handler) recorder(r *http.Request) (*timeline.Recorder, error) {

@@ -473,10 +473,12 @@ func TestEndedKernelIndexesAreDropped(t *testing.T) {
 		<-h.kernelIndex(rec).done
 	}
 	h.mu.Lock()
-	n := len(h.kernels)
+	n, saved := len(h.kernels), h.files.Len()
 	h.mu.Unlock()
-	if n > keepEnded {
-		t.Errorf("%d kernel indexes kept, want at most %d", n, keepEnded)
+	// Every ended kernel's index has left the kernels for the saved
+	// traces, which keep the most recently used few.
+	if n != 0 || saved > keepSaved {
+		t.Errorf("%d kernel indexes and %d saved kept, want none and at most %d", n, saved, keepSaved)
 	}
 	// A dropped one is built again, from the trace log.
 	var body lodBody
@@ -772,7 +774,8 @@ func BenchmarkReadTrace(b *testing.B) {
 }
 
 // A trace out of reach (its kernel shut down) is dropped at once, ended
-// or not yet: neither its index nor its Recorder stays among the ended.
+// or not yet: neither its index nor its Recorder stays, as a kernel's or
+// among the saved traces.
 func TestDropKernelIndex(t *testing.T) {
 	dir := t.TempDir()
 	h := New(Options{})
@@ -794,7 +797,7 @@ func TestDropKernelIndex(t *testing.T) {
 			<-ki.done
 		}
 		h.mu.Lock()
-		n, ended := len(h.kernels), len(h.ended)
+		n, ended := len(h.kernels), h.files.Len()
 		h.mu.Unlock()
 		if n != 0 || ended != 0 {
 			t.Errorf("ended before Drop %t: %d indexes and %d ended traces kept, want none", endFirst, n, ended)
