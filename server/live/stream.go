@@ -943,6 +943,11 @@ func DecodeFrame(p []byte) ([]event.Event, bool, error) {
 			o += w * n
 		}
 	}
+	// The base is the first event's time: its offset is 0, and the others
+	// are within int32 of it, as AppendFrame writes them.
+	if n > 0 && evs[0].Time != base {
+		return nil, false, fmt.Errorf("events frame: the first event is %d ns from the base, not 0", evs[0].Time-base)
+	}
 	for i := range evs {
 		evs[i].Seq = first + uint64(i)
 	}
