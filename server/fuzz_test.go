@@ -208,3 +208,39 @@ func roundTrip(c *wsConn, m *msg.Message) (*msg.Message, error) {
 	}
 	return c.decode(typ, b)
 }
+
+// FuzzTracePath resolves a saved trace's name from a URL (the timeline,
+// export and compare routes): a name it takes is a regular file directly
+// in the trace directory; any other is a 400, 403 or 404.
+func FuzzTracePath(f *testing.F) {
+	f.Add("qwen2-1.5b-128k.ltrace")
+	f.Add("../secret.ltrace")
+	f.Add("link.ltrace")
+	f.Add(".hidden.ltrace")
+	dir := f.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "qwen2-1.5b-128k.ltrace"), []byte("LTRACE"), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "link.ltrace")); err != nil {
+		f.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "d.ltrace"), 0o755); err != nil {
+		f.Fatal(err)
+	}
+	s := &Server{opts: Options{TraceDir: dir}}
+	f.Fuzz(func(t *testing.T, name string) {
+		p, err := s.tracePath(name)
+		if err != nil {
+			if code := httperr.Status(err); code != http.StatusBadRequest && code != http.StatusForbidden && code != http.StatusNotFound {
+				t.Fatalf("tracePath(%q): %d %v", name, code, err)
+			}
+			return
+		}
+		if filepath.Dir(p) != dir {
+			t.Fatalf("tracePath(%q) = %s, outside %s", name, p, dir)
+		}
+		if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("tracePath(%q) = %s, not a regular file (%v)", name, p, err)
+		}
+	})
+}
