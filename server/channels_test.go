@@ -436,9 +436,11 @@ func FuzzDecodeV1(f *testing.F) {
 		if err != nil {
 			return // RawMessage that is valid JSON but not re-marshalable is fine to refuse
 		}
-		if _, err := decodeV1(b); err != nil {
+		again, err := decodeV1(b)
+		if err != nil {
 			t.Fatalf("re-decode: %v", err)
 		}
+		sameMsg(t, "re-decoded", again, m)
 	})
 }
 
@@ -458,9 +460,11 @@ func FuzzDecodeLegacy(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := decodeLegacy(b, bin2); err != nil {
+		again, err := decodeLegacy(b, bin2)
+		if err != nil {
 			t.Fatalf("re-decode: %v", err)
 		}
+		sameMsg(t, "re-decoded", again, m)
 	})
 }
 

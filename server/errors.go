@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,19 +114,23 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // readJSON decodes a request body of at most limit bytes into v. An empty
-// body leaves v as it is.
+// body leaves v as it is; data after the value is refused, as Jupyter
+// Server's json.loads refuses it.
 func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return httperr.New(httperr.TooLarge, "request body over %d bytes", limit)
-		}
-		if errors.Is(err, io.EOF) {
+	err := dec.Decode(v)
+	if err == nil {
+		if _, err = dec.Token(); errors.Is(err, io.EOF) {
 			return nil
 		}
-		return badRequest("decode request body: %v", err)
+		err = cmp.Or(err, errors.New("data after the value"))
+	} else if errors.Is(err, io.EOF) {
+		return nil
 	}
-	return nil
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return httperr.New(httperr.TooLarge, "request body over %d bytes", limit)
+	}
+	return badRequest("decode request body: %v", err)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -93,6 +94,13 @@ func FuzzReader(f *testing.F) {
 
 		var buf bytes.Buffer
 		w := NewWriter(&buf)
+		d := r.Dict()
+		for id, s := range d.strings {
+			w.DefineString(id, s)
+		}
+		for id, s := range d.sites {
+			w.DefineSite(id, s)
+		}
 		for _, e := range evs {
 			w.Emit(e)
 		}
@@ -115,5 +123,29 @@ func FuzzReader(f *testing.F) {
 		if got, _ := r2.End(); got != reason {
 			t.Fatalf("reason %q became %q", reason, got)
 		}
+		// The strings and sites (with their stacks) read back as the
+		// Writer clips them.
+		d2 := r2.Dict()
+		if len(d2.strings) != len(d.strings) || len(d2.sites) != len(d.sites) {
+			t.Fatalf("%d strings and %d sites reread as %d and %d", len(d.strings), len(d.sites), len(d2.strings), len(d2.sites))
+		}
+		for id, s := range d.strings {
+			if got := d2.String(id); got != clip(s) {
+				t.Fatalf("string %d: %q reread as %q", id, s, got)
+			}
+		}
+		for id, s := range d.sites {
+			want := clipSite(s)
+			want.Stack = clipStack(s.Stack)
+			got, _ := d2.Site(id)
+			if !sameSite(got, want) {
+				t.Fatalf("site %d: %+v reread as %+v", id, want, got)
+			}
+		}
 	})
+}
+
+// sameSite compares sites, no frames and an empty list alike.
+func sameSite(a, b event.Site) bool {
+	return a.Cell == b.Cell && a.Line == b.Line && slices.Equal(a.Frames, b.Frames) && slices.Equal(a.Stack, b.Stack)
 }

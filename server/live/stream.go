@@ -208,27 +208,43 @@ func (c *conn) readPump(cancel context.CancelFunc) {
 			return
 		}
 		c.ws.SetReadDeadline(time.Now().Add(pongWait))
-		var m struct {
-			Type   string  `json:"type"`
-			Seq    uint64  `json:"seq"`
-			Events *uint64 `json:"events"`
-		}
-		if json.Unmarshal(p, &m) != nil || m.Type != "ack" {
+		a, ok := parseAck(p)
+		if !ok {
 			continue
 		}
-		c.ackedSeq.Store(m.Seq)
-		if m.Events != nil {
-			c.acked.Store(*m.Events)
-			c.ackMode.Store(ackCount)
-		} else {
-			c.acked.Store(m.Seq)
-			c.ackMode.Store(ackSeq)
-		}
+		c.ackedSeq.Store(a.seq)
+		c.acked.Store(a.acked)
+		c.ackMode.Store(a.mode)
 		select {
 		case c.ack <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// ack is a client's acknowledgement: the last live Seq it has handled,
+// and what acked holds in its mode (that Seq, or the events it has
+// handled on this connection).
+type ack struct {
+	seq, acked uint64
+	mode       int32
+}
+
+// parseAck reads a message from the client: {"type":"ack","seq":N} or
+// {"type":"ack","seq":N,"events":M}; ok is false for anything else.
+func parseAck(p []byte) (a ack, ok bool) {
+	var m struct {
+		Type   string  `json:"type"`
+		Seq    uint64  `json:"seq"`
+		Events *uint64 `json:"events"`
+	}
+	if json.Unmarshal(p, &m) != nil || m.Type != "ack" {
+		return ack{}, false
+	}
+	if m.Events != nil {
+		return ack{seq: m.Seq, acked: *m.Events, mode: ackCount}, true
+	}
+	return ack{seq: m.Seq, acked: m.Seq, mode: ackSeq}, true
 }
 
 // inflight reports how many events are sent and not yet acknowledged,
@@ -926,6 +942,11 @@ func DecodeFrame(p []byte) ([]event.Event, bool, error) {
 			}
 			o += w * n
 		}
+	}
+	// The base is the first event's time: its offset is 0, and the others
+	// are within int32 of it, as AppendFrame writes them.
+	if n > 0 && evs[0].Time != base {
+		return nil, false, fmt.Errorf("events frame: the first event is %d ns from the base, not 0", evs[0].Time-base)
 	}
 	for i := range evs {
 		evs[i].Seq = first + uint64(i)

@@ -305,6 +305,63 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
+// FuzzDefs checks the string, site and stack definitions a trace and the
+// kernel pipe carry: each decoder reads no further than its input, refuses
+// with ErrMalformed, and what it takes encodes back in no more bytes than
+// it read (a varint may be written longer than needed) to a definition
+// that decodes the same.
+func FuzzDefs(f *testing.F) {
+	f.Add(AppendStringDef(nil, 7, "layer.3.attn.k"))
+	f.Add(AppendSiteDef(nil, 2, Site{Cell: "c1", Line: 4, Frames: []Frame{{Func: "linger/engine.(*Model).Forward", File: "model.go", Line: 212}}}))
+	f.Add(AppendStackDef(nil, 2, []Frame{{Func: "<toplevel>", File: "c2", Line: 1}, {Func: "prefill", File: "c1", Line: 4}}))
+	f.Add([]byte{1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		check := func(what string, n int, err error, again func() ([]byte, error)) {
+			t.Helper()
+			if err != nil {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("%s: error %v is not ErrMalformed", what, err)
+				}
+				return
+			}
+			if n <= 0 || n > len(in) {
+				t.Fatalf("%s: read %d of %d bytes", what, n, len(in))
+			}
+			enc, err := again()
+			if err != nil || len(enc) > n {
+				t.Fatalf("%s: %d bytes re-encode to %d (%v)", what, n, len(enc), err)
+			}
+		}
+		id, s, n, err := DecodeStringDef(in)
+		check("string", n, err, func() ([]byte, error) {
+			enc := AppendStringDef(nil, id, s)
+			id2, s2, _, err := DecodeStringDef(enc)
+			if err == nil && (id2 != id || s2 != s) {
+				t.Fatalf("string %d %q reads back as %d %q", id, s, id2, s2)
+			}
+			return enc, err
+		})
+		sid, site, n, err := DecodeSiteDef(in)
+		check("site", n, err, func() ([]byte, error) {
+			enc := AppendSiteDef(nil, sid, site)
+			sid2, site2, _, err := DecodeSiteDef(enc)
+			if err == nil && (sid2 != sid || !reflect.DeepEqual(site2, site)) {
+				t.Fatalf("site %d %+v reads back as %d %+v", sid, site, sid2, site2)
+			}
+			return enc, err
+		})
+		sid, stack, n, err := DecodeStackDef(in)
+		check("stack", n, err, func() ([]byte, error) {
+			enc := AppendStackDef(nil, sid, stack)
+			sid2, stack2, _, err := DecodeStackDef(enc)
+			if err == nil && (sid2 != sid || !reflect.DeepEqual(stack2, stack)) {
+				t.Fatalf("stack %d %+v reads back as %d %+v", sid, stack, sid2, stack2)
+			}
+			return enc, err
+		})
+	})
+}
+
 func BenchmarkEncode(b *testing.B) {
 	evs := randomEvents(rand.New(rand.NewPCG(5, 6)), 1, 4096)
 	buf := make([]byte, 0, len(evs)*MaxEncodedEvent)

@@ -138,18 +138,56 @@ func FuzzDecodeFrame(f *testing.F) {
 	buf.Reset()
 	_ = WriteFrame(&buf, FrameControl, []byte(`{"op":"lingering","id":"x"}`))
 	f.Add(buf.Bytes())
+	// What a payload applies to a sink, in order, is what an EventBuffer
+	// given the same writes back: the events and definitions survive the
+	// pipe unchanged.
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
+		read := 0
 		for {
 			typ, p, err := ReadFrame(r)
 			if err != nil {
+				if err != io.EOF && err != io.ErrUnexpectedEOF && !errors.Is(err, ErrBadFrame) && !errors.Is(err, ErrFrameTooLarge) {
+					t.Fatalf("ReadFrame: %v", err)
+				}
 				return
+			}
+			if read += 5 + len(p); read > len(data) {
+				t.Fatalf("read %d bytes of frames from %d", read, len(data))
 			}
 			switch typ {
 			case FrameMessage:
-				_, _ = DecodeMessage(p)
+				m, err := DecodeMessage(p)
+				if err != nil && !errors.Is(err, ErrBadFrame) && !errors.Is(err, msg.ErrInvalid) {
+					t.Fatalf("DecodeMessage: %v", err)
+				}
+				if err == nil {
+					if b, err := m.MarshalJSON(); err != nil {
+						t.Fatalf("a message the pipe took does not encode: %v", err)
+					} else if _, err := DecodeMessage(b); err != nil {
+						t.Fatalf("a message the pipe took does not read back: %v", err)
+					}
+				}
 			case FrameEvents:
-				_ = DecodeEvents(p, sinkFunc{str: func(event.StringID, string) {}, site: func(event.SiteID, event.Site) {}, emit: func(event.Event) {}})
+				var got []any
+				var eb EventBuffer
+				rec := sinkFunc{
+					str:  func(id event.StringID, s string) { got = append(got, id, s); eb.DefineString(id, s) },
+					site: func(id event.SiteID, s event.Site) { got = append(got, id, s); eb.DefineSite(id, s) },
+					emit: func(e event.Event) { got = append(got, e); eb.Emit(e) },
+				}
+				if err := DecodeEvents(p, rec); err != nil && !errors.Is(err, ErrBadFrame) {
+					t.Fatalf("DecodeEvents: %v", err)
+				}
+				var again []any
+				err := DecodeEvents(eb.Take(), sinkFunc{
+					str:  func(id event.StringID, s string) { again = append(again, id, s) },
+					site: func(id event.SiteID, s event.Site) { again = append(again, id, s) },
+					emit: func(e event.Event) { again = append(again, e) },
+				})
+				if err != nil || !reflect.DeepEqual(again, got) {
+					t.Fatalf("re-encoded payload: %v\n got %+v\nwant %+v", err, again, got)
+				}
 			}
 		}
 	})
