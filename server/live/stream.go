@@ -628,42 +628,36 @@ func (c *conn) writeDefs(b timeline.Batch) error {
 		p = appendString(p, d.Site.Cell)
 		p = append(p, ',')
 		p = strconv.AppendInt(p, int64(d.Site.Line), 10)
-		p = append(p, ",["...)
-		for j, f := range d.Site.Frames {
-			if j > 0 {
-				p = append(p, ',')
-			}
-			p = append(p, '[')
-			p = appendString(p, f.Func)
-			p = append(p, ',')
-			p = appendString(p, f.File)
-			p = append(p, ',')
-			p = strconv.AppendInt(p, int64(f.Line), 10)
-			p = append(p, ']')
-		}
-		p = append(p, ']')
+		p = append(p, ',')
+		p = appendFrames(p, d.Site.Frames)
 		if len(d.Site.Stack) > 0 {
 			// The notebook call stack, outermost first, [func, cell, line] each.
-			p = append(p, ",["...)
-			for j, f := range d.Site.Stack {
-				if j > 0 {
-					p = append(p, ',')
-				}
-				p = append(p, '[')
-				p = appendString(p, f.Func)
-				p = append(p, ',')
-				p = appendString(p, f.File)
-				p = append(p, ',')
-				p = strconv.AppendInt(p, int64(f.Line), 10)
-				p = append(p, ']')
-			}
-			p = append(p, ']')
+			p = append(p, ',')
+			p = appendFrames(p, d.Site.Stack)
 		}
 		p = append(p, ']')
 	}
 	p = append(p, "]}"...)
 	c.buf = p
 	return c.write(websocket.TextMessage, p)
+}
+
+// appendFrames appends frames as a JSON array of [func, file, line].
+func appendFrames(p []byte, frames []event.Frame) []byte {
+	p = append(p, '[')
+	for j, f := range frames {
+		if j > 0 {
+			p = append(p, ',')
+		}
+		p = append(p, '[')
+		p = appendString(p, f.Func)
+		p = append(p, ',')
+		p = appendString(p, f.File)
+		p = append(p, ',')
+		p = strconv.AppendInt(p, int64(f.Line), 10)
+		p = append(p, ']')
+	}
+	return append(p, ']')
 }
 
 // writeEvents sends events, live or backfill, as JSON or binary frames
