@@ -43,7 +43,7 @@ type ManagerOptions struct {
 	// Env is added to the kernel process's environment.
 	Env []string
 	// Memory is each kernel's memory budget in bytes, given to the
-	// process (LINGER_KERNEL_MEMORY), which keeps its cells within it.
+	// process (wire.MemoryEnv), which keeps its cells within it.
 	// The Manager also watches the process's resident set and kills it
 	// when it is over Memory by wire.MemoryMargin: the kernel's own
 	// watchdog cannot act while its runtime waits out one long copy.
@@ -51,9 +51,6 @@ type ManagerOptions struct {
 	Memory uint64
 }
 
-// memoryEnv is the kernel's environment variable for
-// ManagerOptions.Memory (proc.MemoryEnv).
-const memoryEnv = "LINGER_KERNEL_MEMORY"
 
 // StartOptions says which kernel to start.
 type StartOptions struct {
@@ -290,7 +287,7 @@ func (k *Kernel) startProcess(ctx context.Context) error {
 	cmd.Dir = m.opts.Dir
 	cmd.Env = append(os.Environ(), m.opts.Env...)
 	if m.opts.Memory != 0 {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", memoryEnv, m.opts.Memory))
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", wire.MemoryEnv, m.opts.Memory))
 	}
 	// Its stderr goes to ours, and its last lines into the error of a
 	// start that fails (a driver that cannot initialise says why there).

@@ -19,7 +19,7 @@ import (
 // MemoryEnv names the environment variable that sets the kernel's memory
 // budget in bytes when Options.Memory is 0 (linger serve --kernel-memory
 // sets it for every kernel it starts).
-const MemoryEnv = "LINGER_KERNEL_MEMORY"
+const MemoryEnv = wire.MemoryEnv
 
 // DefaultMemory is the memory budget of one kernel on a host that may use
 // host bytes in all (the machine's memory, or its cgroup's limit: see

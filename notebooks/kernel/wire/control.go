@@ -60,6 +60,11 @@ type Holder struct {
 // line the kernel's death reason.
 const ExitMemoryLimit = 3
 
+// MemoryEnv names the environment variable that gives a kernel process
+// its memory budget in bytes (the Manager's ManagerOptions.Memory;
+// proc.Options.Memory when that is 0).
+const MemoryEnv = "LINGER_KERNEL_MEMORY"
+
 // MemoryExceeded is how every report of a kernel over its memory budget
 // begins, in the kernel (a cell's MemoryError, its exit) and in the
 // server (a kernel it stopped): "kernel memory limit of 8 GiB exceeded".
