@@ -51,7 +51,6 @@ type ManagerOptions struct {
 	Memory uint64
 }
 
-
 // StartOptions says which kernel to start.
 type StartOptions struct {
 	// Name is the kernelspec name, one of ManagerOptions.Specs; "" is the
