@@ -36,10 +36,12 @@ var policy = map[string][]string{
 	"test":         {"*"}, // end-to-end tests driving the built binary and a browser
 	"server": {"notebooks/kernel", "notebooks/kernel/wire", "notebooks/contents", "notebooks/nbformat", "notebooks/msg",
 		"timeline/...", "web/...", "server/..."},
-	"server/live":    {"timeline", "timeline/event", "timeline/lod", "server/httperr"},
-	"server/httperr": {}, // the one error vocabulary of the server's routes and live's
-	"web":            {"internal/units"},
-	"notebooks":      {"notebooks/nbformat", "notebooks/msg"}, // contents, nbformat, msg: the notebook formats, no engine
+	"server/live":        {"timeline", "timeline/event", "timeline/lod", "server/httperr"},
+	"server/httperr":     {},             // the one error vocabulary of the server's routes and live's
+	"server/hub":         {},             // JupyterHub's OAuth and activity, for single-user mode
+	"server/hub/hubtest": {"server/hub"}, // a stand-in hub for single-user mode's tests
+	"web":                {"internal/units"},
+	"notebooks":          {"notebooks/nbformat", "notebooks/msg"}, // contents, nbformat, msg: the notebook formats, no engine
 	// The kernel's server side (the Manager) and the pipe protocol run in
 	// the server; only the kernel process (proc) runs the engine and
 	// Starlark. See also serverSide.
@@ -96,11 +98,11 @@ var (
 
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, but nothing of Linger.)
-var stdlibOnly = []string{"timeline/event", "internal/units", "server/httperr", "timeline/event/eventtest", "internal/testbin", "engine/device/devicetest"}
+var stdlibOnly = []string{"timeline/event", "internal/units", "server/httperr", "server/hub", "timeline/event/eventtest", "internal/testbin", "engine/device/devicetest"}
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.
-var testOnly = []string{"timeline/event/eventtest", "notebooks/msg/msgtest", "internal/testbin", "internal/browsertest", "engine/device/devicetest"}
+var testOnly = []string{"timeline/event/eventtest", "server/hub/hubtest", "notebooks/msg/msgtest", "internal/testbin", "internal/browsertest", "engine/device/devicetest"}
 
 func matches(pattern, pkg string) bool {
 	if pattern == "*" {

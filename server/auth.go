@@ -53,6 +53,9 @@ func (s *Server) tokenOK(t string) bool {
 
 // authenticate wraps h with the token, XSRF and Origin checks.
 func (s *Server) authenticate(h http.Handler) http.Handler {
+	if s.opts.Hub != nil {
+		return s.hubAuthenticate(h)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "token "); ok {
 			if !s.tokenOK(strings.TrimSpace(t)) {

@@ -37,6 +37,15 @@ func boolRank(b bool) int {
 const treeTraces = 20
 
 // handleTree renders the notebook browser for a directory.
+// handleRoot is the root page: the tree, or Options.DefaultURL.
+func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
+	if d := strings.TrimPrefix(s.opts.DefaultURL, "/"); d != "" && !strings.HasPrefix(d, "/") && !strings.Contains(d, "://") {
+		http.Redirect(w, r, s.opts.BaseURL+d, http.StatusFound)
+		return
+	}
+	s.handleTree(w, r)
+}
+
 func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 	dir := strings.Trim(r.PathValue("path"), "/")
 	model, err := s.contents.Get(r.Context(), dir, contentsQuery{Type: "directory", Content: true})

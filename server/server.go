@@ -18,6 +18,7 @@ import (
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
 	"linger/server/httperr"
+	"linger/server/hub"
 	"linger/server/live"
 	"linger/web"
 )
@@ -83,6 +84,12 @@ type Options struct {
 	// AllowHosts are further host names (without port) served when
 	// AllowRemote is false, as Jupyter Server's local_hostnames.
 	AllowHosts []string
+	// Hub, when not nil, makes the server a JupyterHub single-user server:
+	// users log in through the hub (see hubmode.go) and Token is not used.
+	Hub *hub.Auth
+	// DefaultURL is where the root page leads, relative to BaseURL (a
+	// JupyterHub's default_url, e.g. "/tree"); "" or "/" shows the tree.
+	DefaultURL string
 }
 
 // Server serves the Jupyter Server API for one Manager and Store. Its
@@ -121,7 +128,7 @@ func New(opts Options) (*Server, error) {
 // newServer is New with the kernels and contents behind the interfaces
 // the handlers use, so tests can run the handlers on fakes.
 func newServer(opts Options, ks kernels, cs contentStore) (*Server, error) {
-	if opts.Token == "" {
+	if opts.Token == "" && opts.Hub == nil {
 		return nil, errors.New("server: empty token")
 	}
 	if opts.BaseURL == "" {
@@ -174,6 +181,9 @@ func newServer(opts Options, ks kernels, cs contentStore) (*Server, error) {
 	s.errw = httperr.Writer{Log: log, Paths: serverPaths(opts)}
 	s.live = s.newLive()
 	s.handler = s.checkHost(s.routes())
+	if opts.Hub != nil {
+		s.handler = s.hubHeaders(s.handler)
+	}
 	return s, nil
 }
 
@@ -205,7 +215,11 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(full, s.instrument(pattern, s.authenticate(hh)))
 	}
 
-	handle("GET /{$}", s.handleTree)
+	if s.opts.Hub != nil {
+		// The OAuth callback is where a login arrives, so it needs none.
+		mux.Handle("GET "+s.opts.Hub.CallbackPath(), s.instrument("GET /oauth_callback", http.HandlerFunc(s.handleOAuthCallback)))
+	}
+	handle("GET /{$}", s.handleRoot)
 	handle("GET /tree/{path...}", s.handleTree)
 	handle("GET /notebooks/{path...}", s.handleNotebookPage)
 	handle("GET /timeline/{name}", s.handleTimelinePage)
@@ -301,8 +315,8 @@ func (s *Server) handleAPINotFound(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	last := s.LastActivity()
 	s.mu.Lock()
-	last := s.last
 	n := 0
 	for _, c := range s.conns {
 		n += c
@@ -317,8 +331,23 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleMe is the identity JupyterLab's UserManager asks for; Linger has
-// one user, whoever holds the token.
+// one user, whoever holds the token, or the hub's user in single-user
+// mode.
 func (s *Server) handleMe(w http.ResponseWriter, r *http.Request) {
+	if u := hubUser(r.Context()); u != nil {
+		initials := ""
+		if u.Name != "" {
+			initials = strings.ToUpper(u.Name[:1])
+		}
+		writeJSON(w, http.StatusOK, map[string]any{
+			"identity": map[string]any{
+				"username": u.Name, "name": u.Name, "display_name": u.Name,
+				"initials": initials, "avatar_url": nil, "color": nil,
+			},
+			"permissions": map[string]any{},
+		})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"identity": map[string]any{
 			"username": "linger", "name": "Linger", "display_name": "Linger",

@@ -9,12 +9,14 @@
 //	linger trace analyze FILE [--json] [--max-objects N]
 //	linger trace export --format perfetto|memviz-json|memviz-pickle|pprof [--at peak|end|SEQ] FILE -o OUT
 //	linger trace diff A B [--json]
+//	linger singleuser [--kernel-memory SIZE] [--trace-dir DIR] [--metrics-addr HOST:PORT]
 //	linger kernel
 //	linger help [COMMAND]
 //
 // generate runs one request through the engine and writes its trace; serve
 // is the notebook server (the Jupyter Server API, kernels, the pages and
-// their timelines); run executes a notebook headless in a fresh kernel and
+// their timelines); singleuser is the same server started by JupyterHub,
+// which it is when run with no command in a hub's environment; run executes a notebook headless in a fresh kernel and
 // fails on a cell error or on lingering memory over a limit; trace
 // analyzes, exports or compares traces; kernel is the kernel process that
 // serve and run start, not a command for people.
@@ -28,16 +30,19 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 
 	"linger/internal/cli"
+	"linger/server/hub"
 )
 
 var commands = map[string]cli.Command{
-	"generate": {Summary: "run one request through the engine and write its trace", Run: runGenerate},
-	"trace":    {Summary: "analyze, export or compare traces (linger trace help)", Run: runTrace},
-	"serve":    {Summary: "the notebook server (Jupyter Server API, kernels, timelines)", Run: runServe},
-	"run":      {Summary: "execute a notebook headless in a fresh kernel; fail on errors or lingering memory", Run: runNotebook},
-	"kernel":   {Summary: "a kernel process (started by the server)", Run: runKernel},
+	"generate":   {Summary: "run one request through the engine and write its trace", Run: runGenerate},
+	"trace":      {Summary: "analyze, export or compare traces (linger trace help)", Run: runTrace},
+	"serve":      {Summary: "the notebook server (Jupyter Server API, kernels, timelines)", Run: runServe},
+	"singleuser": {Summary: "the notebook server as a JupyterHub single-user server (configured by the hub's environment)", Run: runSingleuser},
+	"run":        {Summary: "execute a notebook headless in a fresh kernel; fail on errors or lingering memory", Run: runNotebook},
+	"kernel":     {Summary: "a kernel process (started by the server)", Run: runKernel},
 }
 
 // errUsage marks an error caused by the command line; main exits 2 for it.
@@ -50,6 +55,11 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// JupyterHub starts Spawner.cmd with no arguments but Spawner.args
+	// (flags), and says in the environment where to serve.
+	if (len(args) == 0 || strings.HasPrefix(args[0], "-")) && hub.InEnvironment(os.Getenv) {
+		args = append([]string{"singleuser"}, args...)
+	}
 	return cli.Main(ctx, "linger", "Linger makes memory that lingers in long-context LLM inference visible.", commands, args, stdout, stderr)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"linger/engine/device"
 	"linger/internal/units"
@@ -24,6 +26,7 @@ import (
 	"linger/notebooks/kernel"
 	"linger/notebooks/kernel/proc"
 	"linger/server"
+	"linger/server/hub"
 )
 
 // minKernelMemory is the smallest --kernel-memory: a kernel's runtime,
@@ -34,6 +37,45 @@ const minKernelMemory = 64 << 20
 // --allow-short-token.
 const minTokenLen = 16
 
+// serveConfig is what serve and singleuser run the server with.
+type serveConfig struct {
+	dir, addr, token, baseURL string
+	allowRemote               bool
+	allowHosts                []string
+	kernelFlags
+	// hub, for singleuser, is the spawner's environment; nil for serve.
+	hub *hub.Config
+}
+
+// kernelFlags are the flags serve and singleuser share: the kernels'
+// limits, where traces go and the metrics listener.
+type kernelFlags struct {
+	traceDir     string
+	maxOutput    int
+	msgRate      float64
+	dataRate     float64
+	rateWindow   time.Duration
+	kernelMemory uint64
+	metricsAddr  string
+}
+
+func (k *kernelFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&k.traceDir, "trace-dir", "", "where kernel traces go (default: DIR/.linger/traces)")
+	fs.IntVar(&k.maxOutput, "max-output", proc.DefaultMaxOutput, "largest result or display of a cell, in bytes; a larger one is replaced by a notice (print output is streamed whatever its size)")
+	fs.Float64Var(&k.msgRate, "iopub-msg-rate-limit", server.DefaultIOPubMsgRateLimit, "iopub messages per second one client may receive before its output is dropped with a notice (0: no limit)")
+	fs.Float64Var(&k.dataRate, "iopub-data-rate-limit", server.DefaultIOPubDataRateLimit, "stream output bytes per second one client may receive before its output is dropped with a notice (0: no limit)")
+	fs.DurationVar(&k.rateWindow, "rate-limit-window", server.DefaultRateLimitWindow, "the window the iopub rates are averaged over")
+	fs.Func("kernel-memory", "each kernel's memory budget, its Go heap and cpu tensors together (`SIZE`: 8GiB, 512MiB); a cell over it stops with MemoryError, a kernel far over it is stopped (default: 3/8 of the machine's memory or of its cgroup's limit)", func(s string) error {
+		n, err := units.Parse(s)
+		if err == nil && n < minKernelMemory {
+			err = fmt.Errorf("%s is under the %s a kernel needs", s, units.Format(minKernelMemory))
+		}
+		k.kernelMemory = n
+		return err
+	})
+	fs.StringVar(&k.metricsAddr, "metrics-addr", "", "also serve GET /metrics, and nothing else, without a token on `HOST:PORT` (for a cluster's Prometheus; the main address's /metrics needs the login)")
+}
+
 // runServe is the notebook server: the Jupyter Server API on --addr
 // (loopback only unless --allow-remote), kernels as child processes,
 // notebooks under --dir. It prints the URL with the token on stdout (one
@@ -41,69 +83,92 @@ const minTokenLen = 16
 // SIGTERM stops accepting, shuts every kernel down and returns.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
-	dir := fs.String("dir", ".", "notebook root directory")
-	addr := fs.String("addr", "127.0.0.1:8888", "listen address (port 0 picks a free port); beyond loopback only with --allow-remote")
-	token := fs.String("token", "", fmt.Sprintf("auth token, at least %d characters (default: a random one, printed with the URL)", minTokenLen))
-	traceDir := fs.String("trace-dir", "", "where kernel traces go (default: DIR/.linger/traces)")
-	baseURL := fs.String("base-url", "/", "path prefix the server is mounted at")
-	maxOutput := fs.Int("max-output", proc.DefaultMaxOutput, "largest result or display of a cell, in bytes; a larger one is replaced by a notice (print output is streamed whatever its size)")
-	msgRate := fs.Float64("iopub-msg-rate-limit", server.DefaultIOPubMsgRateLimit, "iopub messages per second one client may receive before its output is dropped with a notice (0: no limit)")
-	dataRate := fs.Float64("iopub-data-rate-limit", server.DefaultIOPubDataRateLimit, "stream output bytes per second one client may receive before its output is dropped with a notice (0: no limit)")
-	rateWindow := fs.Duration("rate-limit-window", server.DefaultRateLimitWindow, "the window the iopub rates are averaged over")
-	allowRemote := fs.Bool("allow-remote", false, "listen beyond loopback (--addr :PORT, 0.0.0.0 or a network address) and answer requests whatever their Host header, as Jupyter's allow_remote_access")
-	var allowHosts []string
+	var c serveConfig
+	fs.StringVar(&c.dir, "dir", ".", "notebook root directory")
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8888", "listen address (port 0 picks a free port); beyond loopback only with --allow-remote")
+	fs.StringVar(&c.token, "token", "", fmt.Sprintf("auth token, at least %d characters (default: a random one, printed with the URL)", minTokenLen))
+	fs.StringVar(&c.baseURL, "base-url", "/", "path prefix the server is mounted at")
+	fs.BoolVar(&c.allowRemote, "allow-remote", false, "listen beyond loopback (--addr :PORT, 0.0.0.0 or a network address) and answer requests whatever their Host header, as Jupyter's allow_remote_access")
 	fs.Func("allow-host", "also answer requests whose Host header is `NAME` (repeatable); without it only localhost, 127.0.0.0/8 and [::1] are answered, against DNS rebinding", func(s string) error {
 		if s == "" {
 			return errors.New("empty host name")
 		}
-		allowHosts = append(allowHosts, s)
+		c.allowHosts = append(c.allowHosts, s)
 		return nil
 	})
-	var kernelMemory uint64
-	fs.Func("kernel-memory", "each kernel's memory budget, its Go heap and cpu tensors together (`SIZE`: 8GiB, 512MiB); a cell over it stops with MemoryError, a kernel far over it is stopped (default: 3/8 of the machine's memory or of its cgroup's limit)", func(s string) error {
-		n, err := units.Parse(s)
-		if err == nil && n < minKernelMemory {
-			err = fmt.Errorf("%s is under the %s a kernel needs", s, units.Format(minKernelMemory))
-		}
-		kernelMemory = n
-		return err
-	})
+	c.kernelFlags.register(fs)
 	allowShort := fs.Bool("allow-short-token", false, fmt.Sprintf("accept a --token under %d characters", minTokenLen))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *token != "" && len(*token) < minTokenLen && !*allowShort {
-		return fmt.Errorf("%w: --token has %d characters, under %d: anyone could guess it; give a longer one, none for a random one, or --allow-short-token", errUsage, len(*token), minTokenLen)
+	if c.token != "" && len(c.token) < minTokenLen && !*allowShort {
+		return fmt.Errorf("%w: --token has %d characters, under %d: anyone could guess it; give a longer one, none for a random one, or --allow-short-token", errUsage, len(c.token), minTokenLen)
 	}
-	if host, _, err := net.SplitHostPort(*addr); err == nil {
-		if err := checkBind(*addr, host, *allowRemote); err != nil {
+	if host, _, err := net.SplitHostPort(c.addr); err == nil {
+		if err := checkBind(c.addr, host, c.allowRemote); err != nil {
 			return err
 		}
 	}
+	return serve(ctx, c, stdout, stderr)
+}
+
+// runSingleuser is the notebook server as a JupyterHub single-user
+// server, configured by the environment the hub's spawner sets (package
+// server/hub): it listens where JUPYTERHUB_SERVICE_URL says, under
+// JUPYTERHUB_SERVICE_PREFIX, with notebooks in JUPYTERHUB_ROOT_DIR or
+// the working directory, lets in whom the hub's OAuth says may use it,
+// and reports its activity to the hub.
+func runSingleuser(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("singleuser", stderr)
+	var c serveConfig
+	c.kernelFlags.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: singleuser takes flags only, not %q: the hub's environment says where to serve", errUsage, fs.Arg(0))
+	}
+	cfg, err := hub.FromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	c.hub = &cfg
+	c.addr, c.baseURL, c.dir = cfg.Addr(), cfg.Prefix, cfg.RootDir
+	if c.dir == "" {
+		c.dir = "."
+	}
+	// The hub's proxy (or the cluster's ingress) decides who reaches the
+	// address, with the public Host; the hub's login decides who enters.
+	c.allowRemote = true
+	return serve(ctx, c, stdout, stderr)
+}
+
+// serve runs the server of c until ctx is done or SIGINT or SIGTERM.
+func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	root, err := filepath.Abs(*dir)
+	root, err := filepath.Abs(c.dir)
 	if err != nil {
-		return fmt.Errorf("notebook dir %q: %w", *dir, err)
+		return fmt.Errorf("notebook dir %q: %w", c.dir, err)
 	}
 	store, err := contents.New(root)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	if *traceDir == "" {
-		*traceDir = filepath.Join(root, ".linger", "traces")
+	if c.traceDir == "" {
+		c.traceDir = filepath.Join(root, ".linger", "traces")
 	}
-	if err := os.MkdirAll(*traceDir, 0o755); err != nil {
+	if err := os.MkdirAll(c.traceDir, 0o755); err != nil {
 		return fmt.Errorf("trace dir: %w", err)
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find the linger binary for kernels: %w", err)
 	}
-	if *token == "" {
-		*token = server.NewToken()
+	if c.token == "" && c.hub == nil {
+		c.token = server.NewToken()
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	// Saves killed mid-way (kill -9, power loss) leave their temporary
@@ -115,47 +180,75 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		log.Warn("remove temporary files of interrupted saves", "err", err)
 	}
-	if kernelMemory == 0 {
-		kernelMemory = proc.DefaultMemory(device.HostLimit())
+	if c.kernelMemory == 0 {
+		c.kernelMemory = proc.DefaultMemory(device.HostLimit())
 	}
-	log.Info("kernel memory budget", "each", units.Format(kernelMemory), "host", units.Format(device.HostLimit()))
+	log.Info("kernel memory budget", "each", units.Format(c.kernelMemory), "host", units.Format(device.HostLimit()))
 	specs := kernelSpecs(ctx, exe, kernel.ProbeTimeout, log)
-	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: *traceDir, Dir: root, Memory: kernelMemory,
-		Env: []string{fmt.Sprintf("%s=%d", proc.MaxOutputEnv, *maxOutput)}})
+	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: c.traceDir, Dir: root, Memory: c.kernelMemory,
+		Env: []string{fmt.Sprintf("%s=%d", proc.MaxOutputEnv, c.maxOutput)}})
 	defer mgr.Close()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := server.New(server.Options{
-		Dir: root, Token: *token, Manager: mgr, Contents: store,
-		Registerer: reg, Gatherer: reg, Logger: log, BaseURL: *baseURL, TraceDir: *traceDir,
-		IOPubMsgRateLimit: noLimit(*msgRate), IOPubDataRateLimit: noLimit(*dataRate), RateLimitWindow: *rateWindow,
-		AllowRemote: *allowRemote, AllowHosts: allowHosts,
-	})
+	opts := server.Options{
+		Dir: root, Token: c.token, Manager: mgr, Contents: store,
+		Registerer: reg, Gatherer: reg, Logger: log, BaseURL: c.baseURL, TraceDir: c.traceDir,
+		IOPubMsgRateLimit: noLimit(c.msgRate), IOPubDataRateLimit: noLimit(c.dataRate), RateLimitWindow: c.rateWindow,
+		AllowRemote: c.allowRemote, AllowHosts: c.allowHosts,
+	}
+	var auth *hub.Auth
+	if c.hub != nil {
+		auth = hub.NewAuth(*c.hub, nil)
+		opts.Hub, opts.DefaultURL = auth, c.hub.DefaultURL
+	}
+	srv, err := server.New(opts)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	// A name in --addr is judged by the address it bound.
-	if err := checkBind(*addr, ln.Addr().(*net.TCPAddr).IP.String(), *allowRemote); err != nil {
+	if err := checkBind(c.addr, ln.Addr().(*net.TCPAddr).IP.String(), c.allowRemote); err != nil {
 		ln.Close()
 		return err
 	}
 	hs := newHTTPServer(srv.Handler(), log, defaultTimeouts)
-	// Tests and make run read the first line.
-	urls := serveURLs(ln.Addr(), *baseURL, *token)
-	for _, u := range urls {
-		fmt.Fprintln(stdout, u)
+	var extra []*http.Server
+	if c.metricsAddr != "" {
+		mln, err := net.Listen("tcp", c.metricsAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen for metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		ms := newHTTPServer(mux, log, defaultTimeouts)
+		go func() { _ = ms.Serve(mln) }()
+		extra = append(extra, ms)
+		log.Info("serving metrics without a token", "addr", mln.Addr().String(), "path", "/metrics")
 	}
-	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
-		log.Warn("listening beyond loopback (--allow-remote): anyone who reaches this address and has the token can run code here", "addr", ln.Addr().String(), "urls", len(urls))
+	if c.hub != nil {
+		// The hub knows the URL; a token-bearing URL would be no use.
+		fmt.Fprintf(stdout, "http://%s%s\n", ln.Addr(), c.baseURL)
+		log.Info("serving as a JupyterHub single-user server", "user", c.hub.User, "dir", root, "addr", ln.Addr().String(),
+			"prefix", c.baseURL, "hub", c.hub.APIURL, "traces", c.traceDir, "activity_interval", c.hub.ActivityInterval)
+		go auth.RunActivity(ctx, srv.LastActivity, log)
+	} else {
+		// Tests and make run read the first line.
+		urls := serveURLs(ln.Addr(), c.baseURL, c.token)
+		for _, u := range urls {
+			fmt.Fprintln(stdout, u)
+		}
+		if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+			log.Warn("listening beyond loopback (--allow-remote): anyone who reaches this address and has the token can run code here", "addr", ln.Addr().String(), "urls", len(urls))
+		}
+		log.Info("serving", "dir", root, "addr", ln.Addr().String(), "traces", c.traceDir)
 	}
-	log.Info("serving", "dir", root, "addr", ln.Addr().String(), "traces", *traceDir)
-	return serveUntilDone(ctx, hs, ln, mgr, log)
+	return serveUntilDone(ctx, hs, ln, mgr, log, extra...)
 }
 
 // noLimit maps a rate flag, where 0 means no limit as in Jupyter, to
@@ -263,7 +356,7 @@ func newHTTPServer(h http.Handler, log *slog.Logger, t httpTimeouts) *http.Serve
 // serveUntilDone serves hs on ln until it fails or ctx is done, then
 // closes the kernels and shuts hs down, waiting up to 5s for requests in
 // flight.
-func serveUntilDone(ctx context.Context, hs *http.Server, ln net.Listener, mgr *kernel.Manager, log *slog.Logger) error {
+func serveUntilDone(ctx context.Context, hs *http.Server, ln net.Listener, mgr *kernel.Manager, log *slog.Logger, extra ...*http.Server) error {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -279,8 +372,12 @@ func serveUntilDone(ctx context.Context, hs *http.Server, ln net.Listener, mgr *
 	if err := mgr.Close(); err != nil {
 		log.Warn("close kernels", "err", err)
 	}
+	for _, x := range extra {
+		_ = x.Shutdown(sctx)
+	}
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	log.Info("stopped")
 	return nil
 }

@@ -40,6 +40,9 @@ const (
 	// server (500).
 	Unprocessable Type = "unprocessable" // 422
 	Internal      Type = "internal"      // 500
+	// BadGateway is a failure of a server this one relies on to answer:
+	// the JupyterHub that logs users in.
+	BadGateway Type = "bad_gateway" // 502
 )
 
 var statuses = map[Type]int{
@@ -51,6 +54,7 @@ var statuses = map[Type]int{
 	TooLarge:         http.StatusRequestEntityTooLarge,
 	Unprocessable:    http.StatusUnprocessableEntity,
 	Internal:         http.StatusInternalServerError,
+	BadGateway:       http.StatusBadGateway,
 }
 
 // Error is an error with the Type a route gave it.
