@@ -97,4 +97,15 @@
 // websocket upgrades; unless Options.AllowRemote, a loopback Host (or one
 // of Options.AllowHosts) on every request, static files included. A
 // failure is 403 with a JSON error on every route.
+//
+// # JupyterHub single-user mode
+//
+// With Options.Hub (linger singleuser, package server/hub; see
+// hubmode.go) the hub logs users in instead of the token: a page without
+// a login is sent to the hub's OAuth authorize URL, everything else
+// without one gets 403; a hub token (the login cookie the OAuth callback
+// sets, an Authorization header or ?token=) admits only a user whose
+// token may access this server, on every route and websocket, /metrics
+// included. Every answer carries X-JupyterHub-Version. LastActivity, the
+// figure /api/status reports, is what the server tells the hub.
 package server
