@@ -73,10 +73,15 @@
 //
 // A client offering the subprotocol v1.kernel.websocket.jupyter.org gets
 // the v1 binary framing, any other the legacy JSON framing (see
-// framing.go). Each connection subscribes to its kernel: iopub goes to
-// every connection, a reply only to the connection that sent a message of
-// the session in its parent header (or named it in ?session_id=). A
-// malformed or oversized client message is answered with an error on that
+// framing.go). As in Jupyter Server, the legacy JSON carries msg_id and
+// msg_type beside the header, a legacy client message without a channel
+// goes to shell, and a header.date of any JSON type (a number, as some
+// clients send) is taken. The dates Linger writes, in messages and REST
+// answers, have 6 fractional digits (msg.FormatDate), which
+// jupyter_client's parser reads. Each connection subscribes to its
+// kernel: iopub goes to every connection, a reply only to the connection
+// that sent a message of the session in its parent header (or named it in
+// ?session_id=). A malformed or oversized client message is answered with an error on that
 // socket (a request gets its *_reply with status "error") and the
 // connection stays up; past four times the limit the connection is closed.
 // A client that falls behind the kernel's buffer is closed with code 1013
