@@ -85,7 +85,7 @@ type kernelModel struct {
 
 func (s *Server) kernelModel(k kernelHandle) kernelModel {
 	return kernelModel{
-		ID: k.ID(), Name: k.Name(), LastActivity: isoTime(k.LastActivity()),
+		ID: k.ID(), Name: k.Name(), LastActivity: msg.FormatDate(k.LastActivity()),
 		ExecutionState: k.ExecutionState(), Connections: s.connections(k.ID()),
 	}
 }

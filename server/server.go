@@ -17,6 +17,7 @@ import (
 
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
+	"linger/notebooks/msg"
 	"linger/server/httperr"
 	"linger/server/live"
 	"linger/web"
@@ -309,8 +310,8 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{
-		"started":       isoTime(s.started),
-		"last_activity": isoTime(last),
+		"started":       msg.FormatDate(s.started),
+		"last_activity": msg.FormatDate(last),
 		"connections":   n,
 		"kernels":       len(s.kernels.List()),
 	})
@@ -327,9 +328,6 @@ func (s *Server) handleMe(w http.ResponseWriter, r *http.Request) {
 		"permissions": map[string]any{},
 	})
 }
-
-// isoTime formats t as Jupyter does (UTC, RFC 3339 with a Z).
-func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
 
 // ctxTimeout bounds the kernel operations a request waits for.
 func ctxTimeout(r *http.Request) (context.Context, context.CancelFunc) {

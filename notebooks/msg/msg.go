@@ -3,7 +3,9 @@
 // metadata, content, binary buffers, and the channel it travels on.
 //
 // Only the message itself lives here; each transport (the kernel pipe, the
-// two websocket framings) encodes it in its own package.
+// two websocket framings) encodes it in its own package. So does the one
+// date format every date Linger gives a client takes (FormatDate: UTC,
+// microseconds), in message headers and REST answers alike.
 package msg
 
 import (

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,21 @@ func TestExecute(t *testing.T) {
 	ms = c.exec("x")
 	if r := msgtest.Find(ms, "execute_result"); r["data"].(map[string]any)["text/plain"] != "1" {
 		t.Errorf("globals did not persist: %v", r)
+	}
+}
+
+// TestMessageDates: the kernel's message headers carry dates with 6
+// fractional digits, which jupyter_client's date parser reads (not Go's
+// RFC3339Nano, up to 9).
+func TestMessageDates(t *testing.T) {
+	c := startKernel(t)
+	want := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`)
+	for range 5 {
+		for _, m := range c.exec("print(1)\n2") {
+			if !want.MatchString(m.Header.Date) {
+				t.Fatalf("%s date %q", m.Header.MsgType, m.Header.Date)
+			}
+		}
 	}
 }
 
