@@ -16,7 +16,7 @@
 // All paths sit below Options.BaseURL ("/" by default). Unknown query
 // parameters are ignored (clients add cache busters).
 //
-//	GET    /api                                    {"version"}
+//	GET    /api                                    {"version"}, without the token
 //	GET    /api/status                             started, last_activity, connections, kernels
 //	GET    /api/me                                 the one identity (JupyterLab asks)
 //	GET    /api/kernelspecs[/{name}]               the Manager's specs: "linger", and "linger-cuda" when offered
@@ -55,7 +55,8 @@
 //	GET    /notebooks/{path}                       a notebook, run against a kernel
 //	GET    /timeline/{name}                        a saved trace's timeline
 //	GET    /compare                                two saved traces compared, or the picker
-//	GET    /static/...                             the pages' scripts and styles, content-hashed, without the token
+//	GET    /static/...                             the pages' scripts, styles and icon, content-hashed, without the token
+//	GET    /favicon.ico                            the icon as ICO, without the token
 //
 // # Kernelspecs
 //
@@ -97,9 +98,11 @@
 //
 // # Auth
 //
-// See auth.go: the token by header, query or cookie on every route; the
-// XSRF check for cookie-authenticated writes; Origin against Host for
-// websocket upgrades; unless Options.AllowRemote, a loopback Host (or one
-// of Options.AllowHosts) on every request, static files included. A
-// failure is 403 with a JSON error on every route.
+// See auth.go: the token by header, query or cookie on every route but
+// GET /api (the version, which clients probe first, as in Jupyter
+// Server), the favicon and the static files; the XSRF check for
+// cookie-authenticated writes; Origin against Host for websocket
+// upgrades; unless Options.AllowRemote, a loopback Host (or one of
+// Options.AllowHosts) on every request, static files included. A failure
+// is 403 with a JSON error on every route.
 package server

@@ -185,11 +185,12 @@ func (s *Server) Close() error { return s.live.Close() }
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// routes builds the mux. Every route but the placeholder favicon needs the
-// token; the pattern of each is the route label of its metrics.
+// routes builds the mux. Every route needs the token but the API version,
+// the favicon and the static assets, as in Jupyter Server; the pattern of
+// each is the route label of its metrics.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	handle := func(pattern string, h http.HandlerFunc) {
+	mount := func(pattern string, h http.HandlerFunc, auth bool) {
 		method, path, ok := strings.Cut(pattern, " ")
 		if !ok {
 			method, path = "", pattern
@@ -203,8 +204,14 @@ func (s *Server) routes() http.Handler {
 			// Handlers (pprof's index among them) see paths from the root.
 			hh = http.StripPrefix(prefix, hh)
 		}
-		mux.Handle(full, s.instrument(pattern, s.authenticate(hh)))
+		if auth {
+			hh = s.authenticate(hh)
+		}
+		mux.Handle(full, s.instrument(pattern, hh))
 	}
+	handle := func(pattern string, h http.HandlerFunc) { mount(pattern, h, true) }
+	// open routes carry no secret and answer without the token.
+	open := func(pattern string, h http.HandlerFunc) { mount(pattern, h, false) }
 
 	handle("GET /{$}", s.handleTree)
 	handle("GET /tree/{path...}", s.handleTree)
@@ -216,8 +223,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET "+strings.TrimSuffix(s.opts.BaseURL, "/")+"/static/",
 		http.StripPrefix(strings.TrimSuffix(s.opts.BaseURL, "/")+"/static/", web.StaticHandler()))
 
-	handle("GET /api", s.handleVersion)
-	handle("GET /api/{$}", s.handleVersion)
+	open("GET /favicon.ico", s.handleFavicon)
+	open("GET /api", s.handleVersion)
+	open("GET /api/{$}", s.handleVersion)
 	handle("GET /api/status", s.handleStatus)
 	handle("GET /api/me", s.handleMe)
 	handle("GET /api/kernelspecs", s.handleKernelspecs)
@@ -295,6 +303,14 @@ func (s *Server) addConn(id string, d int) {
 
 func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"version": Version})
+}
+
+// handleFavicon answers the icon browsers ask for at /favicon.ico (the
+// pages link web's SVG one; this is for those that ask anyway).
+func (s *Server) handleFavicon(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "public, max-age=86400")
+	w.Header().Set("Content-Type", "image/x-icon")
+	http.ServeFileFS(w, r, web.Static, web.FaviconICO)
 }
 
 func (s *Server) handleAPINotFound(w http.ResponseWriter, r *http.Request) {
