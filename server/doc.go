@@ -21,7 +21,7 @@
 //	GET    /api/me                                 the one identity (JupyterLab asks)
 //	GET    /api/kernelspecs[/{name}]               the Manager's specs: "linger", and "linger-cuda" when offered
 //	GET    /api/kernels                            kernel models
-//	POST   /api/kernels                            start → 201
+//	POST   /api/kernels                            start {name, env.KERNEL_WORKING_DIR: a folder in the root} → 201
 //	GET    /api/kernels/{id}                       kernel model
 //	DELETE /api/kernels/{id}                       shut down → 204
 //	POST   /api/kernels/{id}/interrupt             → 204
@@ -68,7 +68,11 @@
 // metadata.linger. POST /api/kernels, POST /api/sessions and a session's
 // PATCH start the spec named by kernel.name ("" is the default); a name
 // the Manager does not know is 400, listing those it does, and GET
-// /api/kernelspecs/{name} of one is 404.
+// /api/kernelspecs/{name} of one is 404. A kernel process runs in the
+// notebook root, or, for a POST /api/kernels whose env names
+// KERNEL_WORKING_DIR (as Jupyter Server sends in gateway mode), in that
+// folder: relative to the root or absolute inside it; outside the root,
+// missing or not a folder is 400, and nothing starts.
 //
 // # Kernel websocket
 //
