@@ -15,7 +15,9 @@ import (
 // Auth rules, as Jupyter Server applies them:
 //
 //   - Every route needs the token, by header (Authorization: token T), by
-//     query (?token=T) or by the cookie a query token sets.
+//     query (?token=T) or by the cookie a query token sets; but for GET
+//     /api (the version), /favicon.ico and /static/, which carry no secret
+//     (the open routes in routes).
 //   - A ?token= on a page GET sets the cookie and redirects to the URL
 //     without it, so the token leaves the address bar and history.
 //   - A request authenticated only by the cookie and not safe (not GET,

@@ -178,11 +178,18 @@ func (c *wsConn) say(m *msg.Message) bool {
 	}
 }
 
+// decode reads a client's message. On the legacy framing a message
+// without a channel is a shell message, as Jupyter Server assumes; v1
+// frames name theirs.
 func (c *wsConn) decode(typ int, data []byte) (*msg.Message, error) {
 	if c.v1 && typ == websocket.BinaryMessage {
 		return decodeV1(data)
 	}
-	return decodeLegacy(data, typ == websocket.BinaryMessage)
+	m, err := decodeLegacy(data, typ == websocket.BinaryMessage)
+	if err == nil && !c.v1 && m.Channel == "" {
+		m.Channel = msg.Shell
+	}
+	return m, err
 }
 
 // validate is msg.Validate plus the rule that clients do not publish.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -211,6 +212,9 @@ func TestChannelsMalformed(t *testing.T) {
 			{"binary huge count", websocket.BinaryMessage, append(bytes.Repeat([]byte{0xff}, 8), make([]byte, 64)...)},
 		}
 		for _, tt := range bad {
+			if tt.name == "no channel" && !v1 {
+				continue // shell, on the legacy framing: TestChannelsLenient
+			}
 			if err := c.ws.WriteMessage(tt.typ, tt.data); err != nil {
 				t.Fatal(err)
 			}
@@ -226,6 +230,102 @@ func TestChannelsMalformed(t *testing.T) {
 		if got := c.execute(t, "2+3"); !strings.Contains(types(got), "execute_result") {
 			t.Fatalf("after malformed messages: %s", types(got))
 		}
+	}
+}
+
+// TestChannelsLenient: what Jupyter Server takes from a client, Linger
+// takes: a header.date that is a number (any framing), and on the legacy
+// framing a message without a channel, which goes to shell.
+func TestChannelsLenient(t *testing.T) {
+	for _, v1 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "legacy", true: "v1"}[v1], func(t *testing.T) {
+			ts := newTestServer(t, nil)
+			kid := ts.startKernel(t)
+			c := dialKernel(t, ts, kid, v1, "s")
+			hdr := json.RawMessage(`{"msg_id":"n1","msg_type":"execute_request","session":"s","username":"u","date":1764685221126,"version":"5.3"}`)
+			if v1 {
+				m := msg.New(msg.Shell, "execute_request", "s", map[string]any{"code": "1+2"})
+				b, err := encodeV1(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Swap the header part for one with a numeric date.
+				old, _ := json.Marshal(m.Header)
+				b = bytes.Replace(b, old, hdr, 1)
+				off := uint64(len(hdr) - len(old))
+				for i := 3; i <= 6; i++ { // offsets[2:6], the parts after the header
+					v := binary.LittleEndian.Uint64(b[8*i:])
+					binary.LittleEndian.PutUint64(b[8*i:], v+off)
+				}
+				if err := c.ws.WriteMessage(websocket.BinaryMessage, b); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				raw := `{"header":` + string(hdr) + `,"parent_header":{},"metadata":{},"content":{"code":"1+2","silent":false}}`
+				if err := c.ws.WriteMessage(websocket.TextMessage, []byte(raw)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := c.until(t, "n1", "execute_reply")
+			rep := got[len(got)-1]
+			if rep.Channel != msg.Shell || !strings.Contains(string(rep.Content), `"status":"ok"`) {
+				t.Fatalf("reply on %s: %s (messages %s)", rep.Channel, rep.Content, types(got))
+			}
+			if rep.ParentHeader.Date != "1764685221126" {
+				t.Errorf("parent date %q", rep.ParentHeader.Date)
+			}
+			for _, m := range got {
+				if m.Header.MsgType == "execute_result" && !strings.Contains(string(m.Content), `"3"`) {
+					t.Errorf("result %s", m.Content)
+				}
+			}
+		})
+	}
+}
+
+// TestChannelsLegacyTopLevelIDs: the legacy framing's JSON, text frame or
+// the JSON part of a binary one, carries msg_id and msg_type beside the
+// header, as Jupyter Server's does; v1 frames carry the header alone, as
+// jupyter_server's serialize_msg_to_ws_v1 writes them.
+func TestChannelsLegacyTopLevelIDs(t *testing.T) {
+	ts := newTestServer(t, nil)
+	kid := ts.startKernel(t)
+	c := dialKernel(t, ts, kid, false, "s")
+	req := c.request("execute_request", map[string]any{"code": "0+0", "silent": false})
+	c.send(t, req)
+	var sawText, sawBinary bool
+	for !sawText || !sawBinary {
+		_ = c.ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		typ, b, err := c.ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("read: %v (text %v, binary %v)", err, sawText, sawBinary)
+		}
+		j := b
+		if typ == websocket.BinaryMessage {
+			j = b[binary.BigEndian.Uint32(b[4:]):binary.BigEndian.Uint32(b[8:])]
+			sawBinary = true
+		} else {
+			sawText = true
+		}
+		var top struct {
+			MsgID   string     `json:"msg_id"`
+			MsgType string     `json:"msg_type"`
+			Header  msg.Header `json:"header"`
+		}
+		if err := json.Unmarshal(j, &top); err != nil {
+			t.Fatalf("frame JSON: %v: %s", err, j)
+		}
+		if top.MsgID == "" || top.MsgID != top.Header.MsgID || top.MsgType != top.Header.MsgType {
+			t.Fatalf("top level msg_id %q msg_type %q, header %+v", top.MsgID, top.MsgType, top.Header)
+		}
+	}
+	// v1: the five parts and the buffers, nothing else.
+	b, err := encodeV1(msg.New(msg.IOPub, "status", "s", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := binary.LittleEndian.Uint64(b); n != 6 {
+		t.Errorf("v1 frame of %d offsets, want 6", n)
 	}
 }
 

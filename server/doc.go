@@ -16,12 +16,12 @@
 // All paths sit below Options.BaseURL ("/" by default). Unknown query
 // parameters are ignored (clients add cache busters).
 //
-//	GET    /api                                    {"version"}
+//	GET    /api                                    {"version"}, without the token
 //	GET    /api/status                             started, last_activity, connections, kernels
 //	GET    /api/me                                 the one identity (JupyterLab asks)
 //	GET    /api/kernelspecs[/{name}]               the Manager's specs: "linger", and "linger-cuda" when offered
 //	GET    /api/kernels                            kernel models
-//	POST   /api/kernels                            start → 201
+//	POST   /api/kernels                            start {name, env.KERNEL_WORKING_DIR: a folder in the root} → 201
 //	GET    /api/kernels/{id}                       kernel model
 //	DELETE /api/kernels/{id}                       shut down → 204
 //	POST   /api/kernels/{id}/interrupt             → 204
@@ -55,7 +55,8 @@
 //	GET    /notebooks/{path}                       a notebook, run against a kernel
 //	GET    /timeline/{name}                        a saved trace's timeline
 //	GET    /compare                                two saved traces compared, or the picker
-//	GET    /static/...                             the pages' scripts and styles, content-hashed, without the token
+//	GET    /static/...                             the pages' scripts, styles and icon, content-hashed, without the token
+//	GET    /favicon.ico                            the icon as ICO, without the token
 //
 // # Kernelspecs
 //
@@ -67,16 +68,25 @@
 // metadata.linger. POST /api/kernels, POST /api/sessions and a session's
 // PATCH start the spec named by kernel.name ("" is the default); a name
 // the Manager does not know is 400, listing those it does, and GET
-// /api/kernelspecs/{name} of one is 404.
+// /api/kernelspecs/{name} of one is 404. A kernel process runs in the
+// notebook root, or, for a POST /api/kernels whose env names
+// KERNEL_WORKING_DIR (as Jupyter Server sends in gateway mode), in that
+// folder: relative to the root or absolute inside it; outside the root,
+// missing or not a folder is 400, and nothing starts.
 //
 // # Kernel websocket
 //
 // A client offering the subprotocol v1.kernel.websocket.jupyter.org gets
 // the v1 binary framing, any other the legacy JSON framing (see
-// framing.go). Each connection subscribes to its kernel: iopub goes to
-// every connection, a reply only to the connection that sent a message of
-// the session in its parent header (or named it in ?session_id=). A
-// malformed or oversized client message is answered with an error on that
+// framing.go). As in Jupyter Server, the legacy JSON carries msg_id and
+// msg_type beside the header, a legacy client message without a channel
+// goes to shell, and a header.date of any JSON type (a number, as some
+// clients send) is taken. The dates Linger writes, in messages and REST
+// answers, have 6 fractional digits (msg.FormatDate), which
+// jupyter_client's parser reads. Each connection subscribes to its
+// kernel: iopub goes to every connection, a reply only to the connection
+// that sent a message of the session in its parent header (or named it in
+// ?session_id=). A malformed or oversized client message is answered with an error on that
 // socket (a request gets its *_reply with status "error") and the
 // connection stays up; past four times the limit the connection is closed.
 // A client that falls behind the kernel's buffer is closed with code 1013
@@ -92,11 +102,13 @@
 //
 // # Auth
 //
-// See auth.go: the token by header, query or cookie on every route; the
-// XSRF check for cookie-authenticated writes; Origin against Host for
-// websocket upgrades; unless Options.AllowRemote, a loopback Host (or one
-// of Options.AllowHosts) on every request, static files included. A
-// failure is 403 with a JSON error on every route.
+// See auth.go: the token by header, query or cookie on every route but
+// GET /api (the version, which clients probe first, as in Jupyter
+// Server), the favicon and the static files; the XSRF check for
+// cookie-authenticated writes; Origin against Host for websocket
+// upgrades; unless Options.AllowRemote, a loopback Host (or one of
+// Options.AllowHosts) on every request, static files included. A failure
+// is 403 with a JSON error on every route.
 //
 // # JupyterHub single-user mode
 //

@@ -2,8 +2,11 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -215,5 +218,103 @@ func TestE2EInterrupt(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("idle %v after the interrupt, want < 1s", d)
+	}
+}
+
+// TestE2EKernelWorkingDir: POST /api/kernels honours env.KERNEL_WORKING_DIR
+// (Jupyter Server sends it in gateway mode): the kernel process runs in
+// that folder, relative to the notebook root or absolute inside it, and
+// keeps it across a restart; a folder outside the root or missing is 400,
+// with no kernel started.
+func TestE2EKernelWorkingDir(t *testing.T) {
+	ts := newE2EServer(t)
+	root, err := filepath.EvalSymlinks(ts.s.opts.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	for _, d := range []string{"sub/deep"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "f.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "out")); err != nil {
+		t.Fatal(err)
+	}
+	start := func(dir any) (int, []byte) {
+		b, _ := json.Marshal(map[string]any{"name": "linger", "env": map[string]any{"KERNEL_WORKING_DIR": dir, "KERNEL_USERNAME": "u"}})
+		return ts.do(t, "POST", "/api/kernels", string(b))
+	}
+	cwd := func() string {
+		t.Helper()
+		pids := kernelPIDs(t)
+		if len(pids) != 1 {
+			t.Fatalf("kernel processes %v, want 1", pids)
+		}
+		d, err := os.Readlink("/proc/" + strconv.Itoa(pids[0]) + "/cwd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for _, tt := range []struct {
+		dir  string
+		want string
+	}{
+		{"sub/deep", filepath.Join(root, "sub", "deep")},
+		{filepath.Join(root, "sub"), filepath.Join(root, "sub")},
+		{"", root},
+	} {
+		code, body := start(tt.dir)
+		if code != http.StatusCreated {
+			t.Fatalf("KERNEL_WORKING_DIR %q: %d %s", tt.dir, code, body)
+		}
+		var km kernelModel
+		_ = json.Unmarshal(body, &km)
+		if got := cwd(); got != tt.want {
+			t.Errorf("KERNEL_WORKING_DIR %q: kernel runs in %s, want %s", tt.dir, got, tt.want)
+		}
+		if tt.dir == "sub/deep" {
+			if code, body := ts.do(t, "POST", "/api/kernels/"+km.ID+"/restart", ""); code != 200 {
+				t.Fatalf("restart: %d %s", code, body)
+			}
+			if got := cwd(); got != tt.want {
+				t.Errorf("after a restart the kernel runs in %s, want %s", got, tt.want)
+			}
+		}
+		if code, body := ts.do(t, "DELETE", "/api/kernels/"+km.ID, ""); code != http.StatusNoContent {
+			t.Fatalf("delete: %d %s", code, body)
+		}
+	}
+	for _, tt := range []struct {
+		dir  any
+		want string
+	}{
+		{"..", `"..": outside the notebook root`},
+		{"sub/../../x", "no such folder in the notebook root"},
+		{outside, "outside the notebook root"},
+		{"out", `"out": outside the notebook root`},
+		{"missing", `"missing": no such folder in the notebook root`},
+		{"f.txt", `"f.txt": not a folder`},
+		{7, "must be a string"},
+	} {
+		code, body := start(tt.dir)
+		var e struct{ Message string }
+		_ = json.Unmarshal(body, &e)
+		if code != http.StatusBadRequest || !strings.Contains(e.Message, tt.want) {
+			t.Errorf("KERNEL_WORKING_DIR %v: %d %s, want 400 saying %s", tt.dir, code, body, tt.want)
+		}
+		if strings.Contains(string(body), root) {
+			t.Errorf("the error names the root's absolute path: %s", body)
+		}
+	}
+	if _, body := ts.do(t, "GET", "/api/kernels", ""); string(body) != "[]" {
+		t.Errorf("refused starts left kernels: %s", body)
+	}
+	if pids := kernelPIDs(t); len(pids) != 0 {
+		t.Errorf("refused starts left kernel processes %v", pids)
 	}
 }

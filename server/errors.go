@@ -36,6 +36,9 @@ var sentinels = []struct {
 	// An unknown kernelspec in a start request is the client's mistake
 	// (GET /api/kernelspecs/{name} makes it a 404 itself).
 	{kernel.ErrNoSpec, httperr.BadRequest},
+	// So is a working directory (env.KERNEL_WORKING_DIR) outside the
+	// notebook root or missing.
+	{kernel.ErrWorkingDir, httperr.BadRequest},
 	{errNoSession, httperr.NotFound},
 	// A dead kernel (its process exited; not shut down) is still listed,
 	// and a restart revives it, as in Jupyter Server, whose restart

@@ -285,7 +285,7 @@ func newFakeContents() *fakeContents {
 
 func (f *fakeContents) model(p string, content json.RawMessage) map[string]any {
 	m := map[string]any{"name": path.Base(p), "path": p, "type": "notebook", "format": "json", "content": content,
-		"writable": true, "created": isoTime(time.Unix(0, 0)), "last_modified": isoTime(time.Unix(0, 0)), "mimetype": nil}
+		"writable": true, "created": msg.FormatDate(time.Unix(0, 0)), "last_modified": msg.FormatDate(time.Unix(0, 0)), "mimetype": nil}
 	return m
 }
 
@@ -368,7 +368,7 @@ func (f *fakeContents) Checkpoints(ctx context.Context, p string) (any, error) {
 	defer f.mu.Unlock()
 	out := []map[string]string{}
 	for i := range f.cps[p] {
-		out = append(out, map[string]string{"id": fmt.Sprint(i), "last_modified": isoTime(time.Unix(0, 0))})
+		out = append(out, map[string]string{"id": fmt.Sprint(i), "last_modified": msg.FormatDate(time.Unix(0, 0))})
 	}
 	return out, nil
 }
@@ -381,7 +381,7 @@ func (f *fakeContents) CreateCheckpoint(ctx context.Context, p string) (any, err
 		return nil, errFakeNotFound
 	}
 	f.cps[p] = append(f.cps[p], c)
-	return map[string]string{"id": fmt.Sprint(len(f.cps[p]) - 1), "last_modified": isoTime(time.Unix(0, 0))}, nil
+	return map[string]string{"id": fmt.Sprint(len(f.cps[p]) - 1), "last_modified": msg.FormatDate(time.Unix(0, 0))}, nil
 }
 
 func (f *fakeContents) RestoreCheckpoint(ctx context.Context, p, id string) error {

@@ -24,7 +24,10 @@ import (
 // where offsets[n-1] is the end of the frame.
 //
 // legacy (no subprotocol): a message without buffers is a text frame
-// holding the message as JSON with a "channel" key; one with buffers is a
+// holding the message as JSON with a "channel" key (and, from the server,
+// msg_id and msg_type beside the header, as jupyter_client's Session
+// writes a message; a client's message without "channel" is a shell
+// message, see wsConn.decode); one with buffers is a
 // binary frame (jupyter_server's serialize_binary_message),
 //
 //	nbufs        uint32 big-endian: parts, the JSON message plus buffers

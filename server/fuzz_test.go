@@ -156,6 +156,9 @@ func FuzzClientMessage(f *testing.F) {
 	f.Add([]byte(`{"channel":"iopub","header":{"msg_id":"1","msg_type":"stream"},"content":{}}`), false, false)
 	f.Add([]byte(`{"channel":"shell","header":{"msg_id":"1","msg_type":"kernel_info_request"},"content":[]}`), false, true)
 	f.Add([]byte(`{"header":{"msg_type":"execute_request"`), false, false)
+	// Jupyter Server takes these: no channel (shell) and a numeric date.
+	f.Add([]byte(`{"header":{"msg_id":"1","msg_type":"execute_request","date":1764685221126},"parent_header":{"date":1.5},"content":{"code":"1"}}`), false, false)
+	f.Add([]byte(`{"header":{"msg_id":"1","msg_type":"execute_request","date":1764685221126},"content":{}}`), false, true)
 	f.Fuzz(func(t *testing.T, data []byte, binaryFrame, isV1 bool) {
 		typ := websocket.TextMessage
 		if binaryFrame {

@@ -85,7 +85,7 @@ type kernelModel struct {
 
 func (s *Server) kernelModel(k kernelHandle) kernelModel {
 	return kernelModel{
-		ID: k.ID(), Name: k.Name(), LastActivity: isoTime(k.LastActivity()),
+		ID: k.ID(), Name: k.Name(), LastActivity: msg.FormatDate(k.LastActivity()),
 		ExecutionState: k.ExecutionState(), Connections: s.connections(k.ID()),
 	}
 }
@@ -168,26 +168,38 @@ func (s *Server) handleKernelList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) startKernel(r *http.Request, name, path string) (kernelHandle, error) {
+// startKernel starts a kernel of the named spec for the notebook at path,
+// in the working directory dir (kernel.StartOptions.Dir; "" the root).
+func (s *Server) startKernel(r *http.Request, name, path, dir string) (kernelHandle, error) {
 	sp, err := s.spec(name)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	return s.kernels.Start(ctx, kernel.StartOptions{Name: sp.Name, Path: path})
+	return s.kernels.Start(ctx, kernel.StartOptions{Name: sp.Name, Path: path, Dir: dir})
 }
+
+// workingDirEnv is the variable of a start request's env that names the
+// kernel's working directory, as Jupyter Server sends it in gateway mode.
+const workingDirEnv = "KERNEL_WORKING_DIR"
 
 func (s *Server) handleKernelStart(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Name string `json:"name"`
-		Path string `json:"path"`
+		Name string         `json:"name"`
+		Path string         `json:"path"`
+		Env  map[string]any `json:"env"`
 	}
 	if err := readJSON(w, r, 1<<20, &body); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	k, err := s.startKernel(r, body.Name, body.Path)
+	dir, ok := body.Env[workingDirEnv].(string)
+	if v, set := body.Env[workingDirEnv]; set && !ok {
+		s.writeError(w, r, badRequest("env.%s must be a string, a folder's path, not %v", workingDirEnv, v))
+		return
+	}
+	k, err := s.startKernel(r, body.Name, body.Path, dir)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -17,6 +17,7 @@ import (
 
 	"linger/notebooks/contents"
 	"linger/notebooks/kernel"
+	"linger/notebooks/msg"
 	"linger/server/httperr"
 	"linger/server/hub"
 	"linger/server/live"
@@ -194,11 +195,12 @@ func (s *Server) Close() error { return s.live.Close() }
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// routes builds the mux. Every route but the placeholder favicon needs the
-// token; the pattern of each is the route label of its metrics.
+// routes builds the mux. Every route needs the token but the API version,
+// the favicon and the static assets, as in Jupyter Server; the pattern of
+// each is the route label of its metrics.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	handle := func(pattern string, h http.HandlerFunc) {
+	mount := func(pattern string, h http.HandlerFunc, auth bool) {
 		method, path, ok := strings.Cut(pattern, " ")
 		if !ok {
 			method, path = "", pattern
@@ -212,8 +214,14 @@ func (s *Server) routes() http.Handler {
 			// Handlers (pprof's index among them) see paths from the root.
 			hh = http.StripPrefix(prefix, hh)
 		}
-		mux.Handle(full, s.instrument(pattern, s.authenticate(hh)))
+		if auth {
+			hh = s.authenticate(hh)
+		}
+		mux.Handle(full, s.instrument(pattern, hh))
 	}
+	handle := func(pattern string, h http.HandlerFunc) { mount(pattern, h, true) }
+	// open routes carry no secret and answer without the token.
+	open := func(pattern string, h http.HandlerFunc) { mount(pattern, h, false) }
 
 	if s.opts.Hub != nil {
 		// The OAuth callback is where a login arrives, so it needs none.
@@ -229,8 +237,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET "+strings.TrimSuffix(s.opts.BaseURL, "/")+"/static/",
 		http.StripPrefix(strings.TrimSuffix(s.opts.BaseURL, "/")+"/static/", web.StaticHandler()))
 
-	handle("GET /api", s.handleVersion)
-	handle("GET /api/{$}", s.handleVersion)
+	open("GET /favicon.ico", s.handleFavicon)
+	open("GET /api", s.handleVersion)
+	open("GET /api/{$}", s.handleVersion)
 	handle("GET /api/status", s.handleStatus)
 	handle("GET /api/me", s.handleMe)
 	handle("GET /api/kernelspecs", s.handleKernelspecs)
@@ -310,6 +319,14 @@ func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"version": Version})
 }
 
+// handleFavicon answers the icon browsers ask for at /favicon.ico (the
+// pages link web's SVG one; this is for those that ask anyway).
+func (s *Server) handleFavicon(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "public, max-age=86400")
+	w.Header().Set("Content-Type", "image/x-icon")
+	http.ServeFileFS(w, r, web.Static, web.FaviconICO)
+}
+
 func (s *Server) handleAPINotFound(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, notFound("no API route %s %s", r.Method, r.URL.Path))
 }
@@ -323,8 +340,8 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{
-		"started":       isoTime(s.started),
-		"last_activity": isoTime(last),
+		"started":       msg.FormatDate(s.started),
+		"last_activity": msg.FormatDate(last),
 		"connections":   n,
 		"kernels":       len(s.kernels.List()),
 	})
@@ -356,9 +373,6 @@ func (s *Server) handleMe(w http.ResponseWriter, r *http.Request) {
 		"permissions": map[string]any{},
 	})
 }
-
-// isoTime formats t as Jupyter does (UTC, RFC 3339 with a Z).
-func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
 
 // ctxTimeout bounds the kernel operations a request waits for.
 func ctxTimeout(r *http.Request) (context.Context, context.CancelFunc) {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -278,7 +279,7 @@ func TestOversizedBody(t *testing.T) {
 // routesForAuth lists a request on every route, for the auth tests.
 func routesForAuth(kid string) [][2]string {
 	return [][2]string{
-		{"GET", "/"}, {"GET", "/tree/"}, {"GET", "/api"}, {"GET", "/api/status"}, {"GET", "/api/me"},
+		{"GET", "/"}, {"GET", "/tree/"}, {"GET", "/api/status"}, {"GET", "/api/me"},
 		{"GET", "/api/kernelspecs"}, {"GET", "/api/kernelspecs/linger"},
 		{"GET", "/api/kernels"}, {"POST", "/api/kernels"}, {"GET", "/api/kernels/" + kid},
 		{"DELETE", "/api/kernels/" + kid}, {"POST", "/api/kernels/" + kid + "/interrupt"},
@@ -341,6 +342,69 @@ func TestWrongToken(t *testing.T) {
 	}
 	if _, ok := ts.ks.Get(kid); !ok {
 		t.Fatal("a request without the token shut the kernel down")
+	}
+}
+
+// TestOpenRoutes: the API version, the favicon and the icon the pages
+// link answer without a token, as in Jupyter Server (clients probe GET /api
+// before they have one), below the base URL, and count in the metrics;
+// the routes beside them still need the token.
+func TestOpenRoutes(t *testing.T) {
+	for _, base := range []string{"/", "/lab/"} {
+		t.Run(base, func(t *testing.T) {
+			ts := newTestServer(t, func(o *Options) { o.BaseURL = base })
+			get := func(path string, auth func(*http.Request)) (*http.Response, []byte) {
+				t.Helper()
+				req, _ := http.NewRequest("GET", ts.URL+path, nil)
+				auth(req)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return resp, b
+			}
+			none := func(*http.Request) {}
+			wrong := func(r *http.Request) { r.Header.Set("Authorization", "token wrong") }
+			for _, p := range []string{"api", "api/"} {
+				for _, auth := range []func(*http.Request){none, wrong} {
+					resp, b := get(base+p, auth)
+					var v struct{ Version string }
+					if resp.StatusCode != 200 || json.Unmarshal(b, &v) != nil || v.Version != Version {
+						t.Errorf("GET %s%s without the token: %d %s", base, p, resp.StatusCode, b)
+					}
+				}
+			}
+			resp, b := get(base+"favicon.ico", none)
+			if resp.StatusCode != 200 || !strings.HasPrefix(string(b), "\x00\x00\x01\x00") || resp.Header.Get("Content-Type") != "image/x-icon" {
+				t.Errorf("GET %sfavicon.ico: %d %s, %d bytes starting %q", base, resp.StatusCode, resp.Header.Get("Content-Type"), len(b), b[:min(len(b), 4)])
+			}
+			// The pages link the SVG icon; it is served without the token.
+			_, page := ts.do(t, "GET", base+"tree/", "")
+			m := regexp.MustCompile(`<link rel="icon" type="image/svg\+xml" href="([^"]+)"`).FindSubmatch(page)
+			if m == nil {
+				t.Fatalf("the page links no icon: %.600s", page)
+			}
+			if resp, b := get(string(m[1]), none); resp.StatusCode != 200 || !strings.Contains(string(b), "<svg") {
+				t.Errorf("GET %s: %d %.100s", m[1], resp.StatusCode, b)
+			}
+			for _, p := range []string{"api/status", "api/kernels", "api/me"} {
+				if resp, b := get(base+p, none); resp.StatusCode != http.StatusForbidden {
+					t.Errorf("GET %s%s without the token: %d %s", base, p, resp.StatusCode, b)
+				}
+			}
+			_, metrics := ts.do(t, "GET", base+"metrics", "")
+			for _, want := range []string{`code="200",route="GET /api"} 2`, `code="200",route="GET /api/{$}"} 2`, `code="200",route="GET /favicon.ico"} 1`} {
+				if !strings.Contains(string(metrics), want) {
+					t.Errorf("metrics lack %s", want)
+				}
+			}
+		})
+	}
+	ts := newTestServer(t, func(o *Options) { o.BaseURL = "/lab/" })
+	if code, _ := ts.do(t, "GET", "/favicon.ico", ""); code != http.StatusNotFound {
+		t.Errorf("GET /favicon.ico outside the base URL: %d", code)
 	}
 }
 

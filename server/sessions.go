@@ -163,7 +163,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 			name = b.Kernel.Name
 		}
 		var k kernelHandle
-		if k, err = s.startKernel(r, name, path); err == nil {
+		if k, err = s.startKernel(r, name, path, ""); err == nil {
 			se.KernelID = k.ID()
 		}
 	}
@@ -222,7 +222,7 @@ func (s *Server) handleSessionPatch(w http.ResponseWriter, r *http.Request) {
 			se.KernelID = b.Kernel.ID
 		case b.Kernel.ID == "" && b.Kernel.Name != "":
 			// A new kernel of that spec replaces the old one, which goes.
-			k, err := s.startKernel(r, b.Kernel.Name, se.Path)
+			k, err := s.startKernel(r, b.Kernel.Name, se.Path, "")
 			if err != nil {
 				s.writeError(w, r, err)
 				return

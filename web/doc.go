@@ -1,6 +1,8 @@
 // Package web holds Linger's pages: templ components, the plain view models
 // they render, and the embedded static assets (the esbuild bundles built
-// from web/ui and the stylesheet).
+// from web/ui, the stylesheet and the icon: favicon.svg, which every page
+// links, and favicon.ico, the same as a 32×32 PNG in an ICO, which the
+// server answers at /favicon.ico).
 //
 // The package knows no domain type. A handler in the server turns notebooks,
 // directory listings and traces into the view models here (TreeView,

@@ -25,6 +25,14 @@ func mustSub(f fs.FS, dir string) fs.FS {
 	return s
 }
 
+// The icons: FaviconSVG is what the pages link; FaviconICO, the same
+// drawn at 32×32 (a PNG in an ICO), is what the server answers at
+// /favicon.ico for browsers that ask there regardless.
+const (
+	FaviconSVG = "favicon.svg"
+	FaviconICO = "favicon.ico"
+)
+
 // assetHashes maps each embedded asset to a short hash of its content; pages
 // link assets as static/NAME?v=HASH so a browser never runs a stale bundle
 // after an upgrade, and StaticHandler can let it cache them for good.

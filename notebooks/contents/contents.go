@@ -1,7 +1,8 @@
 // Package contents is Linger's Jupyter contents store: the notebooks,
 // files and directories under one root directory, with the model, the
 // operations and the checkpoints of Jupyter's FileContentsManager, so the
-// server can expose it at /api/contents unchanged.
+// server can expose it at /api/contents unchanged. Model and Checkpoint
+// write their times as msg.FormatDate does (microseconds, as Jupyter).
 //
 // Paths are slash-separated and relative to the root, as in the API URL
 // after /api/contents/ ("" is the root; a trailing slash is ignored). The

@@ -795,6 +795,46 @@ func TestModelJSON(t *testing.T) {
 	}
 }
 
+// TestDatesJSON: the times of models (a listing's entries among them) and
+// checkpoints have 6 fractional digits, which jupyter_client's date
+// parser reads (it refuses Go's 9), and read back.
+func TestDatesJSON(t *testing.T) {
+	s, dir := newStore(t, "sub/a.txt")
+	at := time.Date(2026, 12, 2, 14, 20, 21, 126000789, time.UTC)
+	for _, p := range []string{"sub/a.txt", "sub"} {
+		if err := os.Chtimes(filepath.Join(dir, p), at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const want = "2026-12-02T14:20:21.126000Z"
+	m, err := s.Get("sub", GetOptions{Content: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(m)
+	var got struct {
+		Created      string `json:"created"`
+		LastModified string `json:"last_modified"`
+		Content      []struct {
+			LastModified string `json:"last_modified"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Created != want || got.LastModified != want || len(got.Content) != 1 || got.Content[0].LastModified != want {
+		t.Errorf("dates in %s, want %s", data, want)
+	}
+	var back Model
+	if err := json.Unmarshal(data, &back); err != nil || !back.LastModified.Equal(at.Truncate(time.Microsecond)) {
+		t.Errorf("read back %v: %v", back.LastModified, err)
+	}
+	cp, _ := json.Marshal(Checkpoint{ID: CheckpointID, LastModified: at})
+	if string(cp) != `{"id":"checkpoint","last_modified":"`+want+`"}` {
+		t.Errorf("checkpoint %s", cp)
+	}
+}
+
 func TestConcurrent(t *testing.T) {
 	s, _ := newStore(t, "n.ipynb", "sub/")
 	var wg sync.WaitGroup

@@ -3,6 +3,8 @@ package contents
 import (
 	"encoding/json"
 	"time"
+
+	"linger/notebooks/msg"
 )
 
 // Model types.
@@ -53,8 +55,8 @@ type wireModel struct {
 	Path          string          `json:"path"`
 	Type          string          `json:"type"`
 	Writable      bool            `json:"writable"`
-	Created       time.Time       `json:"created"`
-	LastModified  time.Time       `json:"last_modified"`
+	Created       date            `json:"created"`
+	LastModified  date            `json:"last_modified"`
 	Mimetype      *string         `json:"mimetype"`
 	Content       json.RawMessage `json:"content"`
 	Format        *string         `json:"format"`
@@ -75,7 +77,7 @@ func nullable(s string) *string {
 func (m Model) MarshalJSON() ([]byte, error) {
 	w := wireModel{
 		Name: m.Name, Path: m.Path, Type: m.Type, Writable: m.Writable,
-		Created: m.Created, LastModified: m.LastModified,
+		Created: date(m.Created), LastModified: date(m.LastModified),
 		Mimetype: nullable(m.Mimetype), Format: nullable(m.Format),
 		Size: m.Size, Hash: m.Hash, HashAlgorithm: m.HashAlgorithm,
 		Content: json.RawMessage("null"),
@@ -100,7 +102,7 @@ func (m *Model) UnmarshalJSON(b []byte) error {
 	}
 	*m = Model{
 		Name: w.Name, Path: w.Path, Type: w.Type, Writable: w.Writable,
-		Created: w.Created, LastModified: w.LastModified,
+		Created: time.Time(w.Created), LastModified: time.Time(w.LastModified),
 		Size: w.Size, Hash: w.Hash, HashAlgorithm: w.HashAlgorithm,
 		Chunk: w.Chunk,
 	}
@@ -116,11 +118,28 @@ func (m *Model) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// date is a time in the REST API: written as msg.FormatDate writes it (6
+// fractional digits, which jupyter_client's parser reads), read as any
+// RFC 3339 time.
+type date time.Time
+
+func (d date) MarshalJSON() ([]byte, error) { return json.Marshal(msg.FormatDate(time.Time(d))) }
+
+func (d *date) UnmarshalJSON(b []byte) error { return (*time.Time)(d).UnmarshalJSON(b) }
+
 // Checkpoint is a saved copy of a file, as Jupyter's FileCheckpoints keeps
 // it: one per file, id "checkpoint".
 type Checkpoint struct {
 	ID           string    `json:"id"`
 	LastModified time.Time `json:"last_modified"`
+}
+
+// MarshalJSON writes c as Jupyter's REST API does.
+func (c Checkpoint) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		ID           string `json:"id"`
+		LastModified date   `json:"last_modified"`
+	}{c.ID, date(c.LastModified)})
 }
 
 // CheckpointID is the id of the one checkpoint a file can have.

@@ -33,8 +33,13 @@
 // ends with the reason ("kernel died: signal: killed"); its requests still
 // pending are answered with a KernelDied error.
 //
-// A Kernel survives restarts: the same ID and subscribers, a new process
-// and a new trace file. Subscribers that fall behind are dropped rather
+// A process runs in the notebook root (ManagerOptions.Dir) or in the
+// folder StartOptions.Dir names inside it (the server's
+// env.KERNEL_WORKING_DIR); a folder outside the root, symlinks resolved,
+// or missing fails Start with ErrWorkingDir before anything starts.
+//
+// A Kernel survives restarts: the same ID, working directory and
+// subscribers, a new process and a new trace file. Subscribers that fall behind are dropped rather
 // than blocking the kernel. Kernel.Lingering asks the live process which
 // objects linger and who holds each (package proc walks its references).
 package kernel

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,10 @@ var ErrNoKernel = errors.New("no such kernel")
 
 // ErrNoSpec is returned for a kernelspec name the Manager does not know.
 var ErrNoSpec = errors.New("no such kernelspec")
+
+// ErrWorkingDir is returned for a StartOptions.Dir that is not a folder
+// inside the notebook root.
+var ErrWorkingDir = errors.New("bad kernel working directory")
 
 // ManagerOptions configures a Manager.
 type ManagerOptions struct {
@@ -58,6 +63,11 @@ type StartOptions struct {
 	Name string
 	// Path is the notebook path, used to name the trace file.
 	Path string
+	// Dir is the process's working directory: relative to
+	// ManagerOptions.Dir, or absolute; either way a folder inside it
+	// (symlinks resolved), else Start fails with ErrWorkingDir. "" is
+	// ManagerOptions.Dir. Restarts keep it.
+	Dir string
 }
 
 // Holder is one lingering object and the reference path that keeps it
@@ -106,7 +116,11 @@ func (m *Manager) Start(ctx context.Context, opts StartOptions) (*Kernel, error)
 	if len(spec.Argv) == 0 {
 		return nil, fmt.Errorf("start kernel %q: no kernel command configured", spec.Name)
 	}
-	k := &Kernel{m: m, id: msg.NewID(), name: spec.Name, argv: spec.Argv, path: opts.Path, state: "starting",
+	dir, err := m.workingDir(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("start kernel: %w", err)
+	}
+	k := &Kernel{m: m, id: msg.NewID(), name: spec.Name, argv: spec.Argv, path: opts.Path, dir: dir, state: "starting",
 		last: time.Now(), subs: map[*subscriber]struct{}{}, done: make(chan struct{})}
 	if err := k.startProcess(ctx); err != nil {
 		return nil, err
@@ -116,6 +130,37 @@ func (m *Manager) Start(ctx context.Context, opts StartOptions) (*Kernel, error)
 	m.order = append(m.order, k)
 	m.mu.Unlock()
 	return k, nil
+}
+
+// workingDir resolves a StartOptions.Dir (see there) to the folder a
+// kernel process starts in. Its errors name dir as the client gave it,
+// never the root's absolute path.
+func (m *Manager) workingDir(dir string) (string, error) {
+	if dir == "" {
+		return m.opts.Dir, nil
+	}
+	root, err := filepath.Abs(cmp.Or(m.opts.Dir, "."))
+	if err == nil {
+		root, err = filepath.EvalSymlinks(root)
+	}
+	if err != nil {
+		return "", fmt.Errorf("notebook root: %w", err)
+	}
+	p := dir
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(root, p)
+	}
+	resolved, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("%w %q: no such folder in the notebook root", ErrWorkingDir, dir)
+	}
+	if rel, err := filepath.Rel(root, resolved); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("%w %q: outside the notebook root", ErrWorkingDir, dir)
+	}
+	if fi, err := os.Stat(resolved); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%w %q: not a folder", ErrWorkingDir, dir)
+	}
+	return resolved, nil
 }
 
 // Specs returns the kernelspecs the Manager starts, the default first.
@@ -206,6 +251,7 @@ type Kernel struct {
 	name string   // its kernelspec's
 	argv []string // its kernelspec's command
 	path string
+	dir  string // the process's working directory
 
 	mu       sync.Mutex
 	state    string
@@ -283,7 +329,7 @@ func (k *Kernel) startProcess(ctx context.Context) error {
 		return fmt.Errorf("start kernel: %w", err)
 	}
 	cmd := exec.CommandContext(m.ctx, k.argv[0], k.argv[1:]...)
-	cmd.Dir = m.opts.Dir
+	cmd.Dir = k.dir
 	cmd.Env = append(os.Environ(), m.opts.Env...)
 	if m.opts.Memory != 0 {
 		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", wire.MemoryEnv, m.opts.Memory))

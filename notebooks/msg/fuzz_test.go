@@ -16,6 +16,7 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add([]byte(`{"channel":"shell","header":{"msg_id":"1","msg_type":"execute_request","session":"s","version":"5.3"},"parent_header":{},"metadata":{},"content":{"code":"1+1","silent":false}}`))
 	f.Add([]byte(`{"channel":"iopub","header":{"msg_id":"2","msg_type":"status"},"parent_header":null,"content":{"execution_state":"idle"},"buffers":["AAE="]}`))
 	f.Add([]byte(`{"channel":"shell","header":{"msg_id":"3","msg_type":"x"},"content":[1]}`))
+	f.Add([]byte(`{"channel":"shell","msg_id":"4","header":{"msg_id":"4","msg_type":"x","date":1764685221126},"parent_header":{"date":{}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m Message
 		if err := m.UnmarshalJSON(b); err != nil {

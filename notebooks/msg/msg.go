@@ -3,10 +3,13 @@
 // metadata, content, binary buffers, and the channel it travels on.
 //
 // Only the message itself lives here; each transport (the kernel pipe, the
-// two websocket framings) encodes it in its own package.
+// two websocket framings) encodes it in its own package. So does the one
+// date format every date Linger gives a client takes (FormatDate: UTC,
+// microseconds), in message headers and REST answers alike.
 package msg
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -36,9 +39,48 @@ type Header struct {
 	MsgType  string `json:"msg_type"`
 	Username string `json:"username"`
 	Session  string `json:"session"`
-	Date     string `json:"date"`
-	Version  string `json:"version"`
+	// Date is the sender's timestamp as it wrote it: Linger writes
+	// FormatDate's form; a client's string is kept as is, and a number
+	// (some clients send a Unix time) as its JSON text, since Jupyter
+	// Server passes either on unread. Any other JSON value reads as "".
+	Date    string `json:"date"`
+	Version string `json:"version"`
 }
+
+// UnmarshalJSON reads a header, taking a date of any JSON type (see
+// Header.Date) rather than refusing the message over a field nothing
+// reads.
+func (h *Header) UnmarshalJSON(b []byte) error {
+	type plain Header // without this method
+	var w struct {
+		plain
+		Date json.RawMessage `json:"date"` // shadows plain.Date
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*h = Header(w.plain)
+	h.Date = ""
+	switch d := bytes.TrimSpace(w.Date); {
+	case len(d) == 0:
+	case d[0] == '"':
+		if err := json.Unmarshal(d, &h.Date); err != nil {
+			return fmt.Errorf("date: %w", err)
+		}
+	case d[0] == '-' || d[0] >= '0' && d[0] <= '9':
+		h.Date = string(d)
+	}
+	return nil
+}
+
+// DateLayout is how Linger writes the dates clients read (message headers,
+// the REST API's times): UTC with microseconds, as Jupyter writes them.
+// jupyter_client's date parser reads at most 6 fractional digits, so Go's
+// RFC3339Nano (up to 9) must not reach a client.
+const DateLayout = "2006-01-02T15:04:05.000000Z"
+
+// FormatDate formats t in DateLayout, converting it to UTC.
+func FormatDate(t time.Time) string { return t.UTC().Format(DateLayout) }
 
 // IsZero reports whether h is the empty header (no parent).
 func (h Header) IsZero() bool { return h == Header{} }
@@ -56,9 +98,14 @@ type Message struct {
 
 // wire is the JSON form of a message (the legacy websocket framing, and
 // the kernel pipe). parent_header is always an object, {} when empty, as
-// clients expect.
+// clients expect. msg_id and msg_type repeat the header's at the top
+// level, as jupyter_client's Session writes a message and Jupyter Server
+// sends it on the legacy framing (its gateway client reads them there);
+// a reader takes them from the header.
 type wire struct {
 	Channel      string          `json:"channel,omitempty"`
+	MsgID        string          `json:"msg_id"`
+	MsgType      string          `json:"msg_type"`
 	Header       Header          `json:"header"`
 	ParentHeader json.RawMessage `json:"parent_header"`
 	Metadata     json.RawMessage `json:"metadata"`
@@ -71,7 +118,7 @@ var emptyObject = json.RawMessage("{}")
 // MarshalJSON writes the message with parent_header, metadata and content
 // always present as objects.
 func (m *Message) MarshalJSON() ([]byte, error) {
-	w := wire{Channel: m.Channel, Header: m.Header, ParentHeader: emptyObject, Metadata: m.Metadata, Content: m.Content, Buffers: m.Buffers}
+	w := wire{Channel: m.Channel, MsgID: m.Header.MsgID, MsgType: m.Header.MsgType, Header: m.Header, ParentHeader: emptyObject, Metadata: m.Metadata, Content: m.Content, Buffers: m.Buffers}
 	if !m.ParentHeader.IsZero() {
 		p, err := json.Marshal(m.ParentHeader)
 		if err != nil {
@@ -168,7 +215,7 @@ func New(channel, msgType, session string, v any) *Message {
 		Channel: channel,
 		Header: Header{
 			MsgID: NewID(), MsgType: msgType, Username: "linger", Session: session,
-			Date: time.Now().UTC().Format(time.RFC3339Nano), Version: ProtocolVersion,
+			Date: FormatDate(time.Now()), Version: ProtocolVersion,
 		},
 	}
 	m.SetContent(v)

@@ -38,6 +38,8 @@ var predeclared = starlark.StringDict{
 	"causal_mask": starlark.NewBuiltin("causal_mask", newCausalMask),
 	"tokenizer":   starlark.NewBuiltin("tokenizer", newTokenizer),
 	"struct":      starlark.NewBuiltin("struct", starlarkstruct.Make),
+	"pow":         powBuiltin,
+	"math":        mathModule,
 	"mem":         memModule,
 	"timeline":    timelineModule,
 	"host":        hostModule,
@@ -147,7 +149,7 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	cell := run.cell
 	f, err := fileOptions.Parse(cell, code, 0)
 	if err != nil {
-		return nil, syntaxError(err)
+		return nil, syntaxError(code, err)
 	}
 	hasResult := false
 	if n := len(f.Stmts); n > 0 {
@@ -219,12 +221,14 @@ func memoryError(err error, why string) *cellError {
 	return ce
 }
 
-func syntaxError(err error) *cellError {
+// syntaxError is a cell that does not parse, with a hint where a Python
+// habit is the cause (see powerHint).
+func syntaxError(code string, err error) *cellError {
 	ce := &cellError{ename: "SyntaxError", evalue: err.Error()}
 	var se syntax.Error
 	if errors.As(err, &se) {
-		ce.evalue = se.Msg
-		ce.traceback = []string{fmt.Sprintf("  Cell %s, line %d", se.Pos.Filename(), se.Pos.Line), "SyntaxError: " + se.Msg}
+		ce.evalue = powerHint(code, se)
+		ce.traceback = []string{fmt.Sprintf("  Cell %s, line %d", se.Pos.Filename(), se.Pos.Line), "SyntaxError: " + ce.evalue}
 		return ce
 	}
 	ce.traceback = []string{"SyntaxError: " + err.Error()}

@@ -26,7 +26,10 @@
 // engine's lifetime is a scope beside them, from engine() to close()), and
 // every allocation made while it runs has the cell id (the
 // execute_request's metadata cellId, else "exec-N") and the Starlark line
-// in its site.
+// in its site. Starlark has no ** operator: a cell using it fails with a
+// SyntaxError that says so and names the pow call to write instead (for
+// x = 10**9, "Starlark has no ** operator: use pow(10, 9) instead of
+// 10**9").
 //
 // # Output
 //
@@ -70,7 +73,10 @@
 // Each cell gets the names below with its globals (not through
 // starlark.Universe): the constructors engine, tensor, causal_mask and
 // tokenizer, the modules mem, timeline and host (starlarkstruct.Module
-// values, one file each), and struct. The values they return are Go
+// values, one file each), struct, and what Python users reach for that
+// Starlark lacks (arith.go): pow(base, exp, mod=None), Python's (ints of
+// any size, floats, an int modulus), and go.starlark.net's math module
+// (math.sqrt, math.floor, math.pi, ...). The values they return are Go
 // types (Engine, KVCache, Tensor, Result, Scheduler, ...) with a static
 // method table each; the device names are those of Options.Devices, the
 // first the default (meta and cpu in `linger kernel`; meta, cpu and cuda
@@ -121,6 +127,7 @@
 //	  the analyzer's tracks verdict over fn's run alone (a fresh analyzer watches its events; the four
 //	  values are the tracks' change over the run), e.g. one verdict per phase of a notebook
 //	struct(**kwargs)
+//	pow(base, exp, mod=None), math.sqrt(x), math.log(x, base), math.floor(x), math.pi, ... (go.starlark.net/lib/math)
 //
 // A long prefill shows a progress bar: a display_data output with a
 // transient display_id, updated in place with update_display_data.

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,21 @@ func TestExecute(t *testing.T) {
 	ms = c.exec("x")
 	if r := msgtest.Find(ms, "execute_result"); r["data"].(map[string]any)["text/plain"] != "1" {
 		t.Errorf("globals did not persist: %v", r)
+	}
+}
+
+// TestMessageDates: the kernel's message headers carry dates with 6
+// fractional digits, which jupyter_client's date parser reads (not Go's
+// RFC3339Nano, up to 9).
+func TestMessageDates(t *testing.T) {
+	c := startKernel(t)
+	want := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`)
+	for range 5 {
+		for _, m := range c.exec("print(1)\n2") {
+			if !want.MatchString(m.Header.Date) {
+				t.Fatalf("%s date %q", m.Header.MsgType, m.Header.Date)
+			}
+		}
 	}
 }
 
@@ -187,6 +203,58 @@ func TestCellRules(t *testing.T) {
 	ms := c.collect(req, 5*time.Second)
 	if got := strings.Join(msgtest.Types(ms), ","); got != "status,execute_reply,status" {
 		t.Errorf("silent: %s", got)
+	}
+}
+
+// TestPower: Starlark has no **; a Python user's 10**9 gets a syntax
+// error saying what to write instead, and pow and math are there.
+func TestPower(t *testing.T) {
+	c := startKernel(t)
+	for _, tt := range []struct{ code, evalue string }{
+		{"x = 10**9", "Starlark has no ** operator: use pow(10, 9) instead of 10**9"},
+		{"y = 1\nprint(y ** -2)", "Starlark has no ** operator: use pow(y, -2) instead of y ** -2"},
+		{"z = f(3)**(1 + 1)", "Starlark has no ** operator: use pow(f(3), (1 + 1)) instead of f(3)**(1 + 1)"},
+		{"x = = 1", "got '=', want primary expression"},
+	} {
+		req := c.request(msg.Shell, "execute_request", map[string]any{"code": tt.code}, map[string]any{"cellId": "c1"})
+		ms := c.collect(req, 5*time.Second)
+		rep, e := msgtest.Find(ms, "execute_reply"), msgtest.Find(ms, "error")
+		if rep["ename"] != "SyntaxError" || rep["evalue"] != tt.evalue || e == nil || e["evalue"] != tt.evalue {
+			t.Errorf("%q: reply %v, error %v; want evalue %q", tt.code, rep, e, tt.evalue)
+			continue
+		}
+		want := fmt.Sprintf("[  Cell c1, line %d SyntaxError: %s]", strings.Count(tt.code, "\n")+1, tt.evalue)
+		if got := fmt.Sprint(e["traceback"]); got != want {
+			t.Errorf("%q: traceback %s, want %s", tt.code, got, want)
+		}
+	}
+	for code, want := range map[string]string{
+		"pow(10, 9)":          "1000000000",
+		"pow(10, 30)":         "1000000000000000000000000000000",
+		"pow(2.0, 0.5)":       "1.4142135623730951",
+		"math.sqrt(2)":        "1.4142135623730951",
+		"pow(2, -1)":          "0.5",
+		"pow(3, 4, 5)":        "1",
+		"pow(-2, 3, 5)":       "2",
+		"pow(2, 3, -5)":       "-2",
+		"pow(base=2, exp=10)": "1024",
+		"math.floor(math.pi)": "3",
+		"pow(-8.0, 3)":        "-512.0",
+	} {
+		ms := c.exec(code)
+		if r := msgtest.Find(ms, "execute_result"); r == nil || fmt.Sprint(r["data"].(map[string]any)["text/plain"]) != want {
+			t.Errorf("%s = %v, want %s (%v)", code, r, want, msgtest.Find(ms, "execute_reply"))
+		}
+	}
+	for code, ename := range map[string]string{
+		`pow("a", 2)`:     "TypeError",
+		"pow(0, -1)":      "ZeroDivisionError",
+		"pow(2, 1 << 40)": "Error",
+		"pow(2.0, 2, 3)":  "TypeError",
+	} {
+		if r := msgtest.Find(c.exec(code), "execute_reply"); r["status"] != "error" || r["ename"] != ename {
+			t.Errorf("%s: %v, want %s", code, r, ename)
+		}
 	}
 }
 
