@@ -71,8 +71,11 @@
 // /api/kernelspecs/{name} of one is 404. A kernel process runs in the
 // notebook root, or, for a POST /api/kernels whose env names
 // KERNEL_WORKING_DIR (as Jupyter Server sends in gateway mode), in that
-// folder: relative to the root or absolute inside it; outside the root,
-// missing or not a folder is 400, and nothing starts.
+// folder: relative to the root or absolute inside it. An absolute path
+// outside the root is the gateway client's own (its root is elsewhere):
+// logged, and the kernel starts in the root. A relative path out of the
+// root, a link out of it, a missing folder or a file is 400, and nothing
+// starts.
 //
 // # Kernel websocket
 //

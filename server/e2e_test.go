@@ -224,8 +224,10 @@ func TestE2EInterrupt(t *testing.T) {
 // TestE2EKernelWorkingDir: POST /api/kernels honours env.KERNEL_WORKING_DIR
 // (Jupyter Server sends it in gateway mode): the kernel process runs in
 // that folder, relative to the notebook root or absolute inside it, and
-// keeps it across a restart; a folder outside the root or missing is 400,
-// with no kernel started.
+// keeps it across a restart. An absolute path outside the root is
+// another machine's (a gateway client's own root): the kernel starts in
+// the root. A relative path out of the root, a link out of it or a
+// missing folder is 400, with no kernel started.
 func TestE2EKernelWorkingDir(t *testing.T) {
 	ts := newE2EServer(t)
 	root, err := filepath.EvalSymlinks(ts.s.opts.Dir)
@@ -267,6 +269,7 @@ func TestE2EKernelWorkingDir(t *testing.T) {
 		{"sub/deep", filepath.Join(root, "sub", "deep")},
 		{filepath.Join(root, "sub"), filepath.Join(root, "sub")},
 		{"", root},
+		{outside, root},
 	} {
 		code, body := start(tt.dir)
 		if code != http.StatusCreated {
@@ -295,7 +298,6 @@ func TestE2EKernelWorkingDir(t *testing.T) {
 	}{
 		{"..", `"..": outside the notebook root`},
 		{"sub/../../x", "no such folder in the notebook root"},
-		{outside, "outside the notebook root"},
 		{"out", `"out": outside the notebook root`},
 		{"missing", `"missing": no such folder in the notebook root`},
 		{"f.txt", `"f.txt": not a folder`},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -199,6 +200,15 @@ func (s *Server) handleKernelStart(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badRequest("env.%s must be a string, a folder's path, not %v", workingDirEnv, v))
 		return
 	}
+	if dir != "" && filepath.IsAbs(dir) && !within(s.opts.Dir, dir) {
+		// Jupyter Server in gateway mode sends its own absolute path, of
+		// its own file system: when that is not under this server's
+		// root, it names nothing here, and refusing would leave its user
+		// with no kernel at all. The kernel starts in the root.
+		s.log.Warn("kernel working directory is not under the notebook root: the kernel starts in the root",
+			"KERNEL_WORKING_DIR", dir)
+		dir = ""
+	}
 	k, err := s.startKernel(r, body.Name, body.Path, dir)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -306,4 +316,14 @@ func (s *Server) handleLingering(w http.ResponseWriter, r *http.Request) {
 		out.Groups = []kernel.HolderGroup{}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// within reports whether path p lies in root (or is root), lexically.
+func within(root, p string) bool {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(root, filepath.Clean(p))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
