@@ -101,6 +101,7 @@ type server struct {
 	cmd   *exec.Cmd
 	url   string
 	token string
+	dir   string        // its notebook root
 	done  chan struct{} // closed when the process has exited
 	err   error         // the wait status, once done is closed
 }
@@ -151,7 +152,7 @@ func startServer(t *testing.T, bin string) *server {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start linger serve: %v", err)
 	}
-	s := &server{cmd: cmd, token: token, done: make(chan struct{})}
+	s := &server{cmd: cmd, token: token, dir: nbDir, done: make(chan struct{})}
 	go func() {
 		s.err = cmd.Wait()
 		stdout.Flush()
