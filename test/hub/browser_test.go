@@ -456,8 +456,12 @@ func (b *browser) contents(t *testing.T) {
 	if got.Type != "notebook" || len(got.Content.Cells) != 1 || sourceText(got.Content.Cells[0].Source) != "print(x)" {
 		t.Fatalf("read back %+v, want the notebook saved", got)
 	}
-	if _, err := os.Stat(filepath.Join(b.srv.home, "hubtest.ipynb")); err != nil {
-		t.Errorf("the notebook is not in the user's home directory (the server's root): %v", err)
+	root := b.srv.home
+	if b.user != "bob" {
+		root = filepath.Join(root, rootDir)
+	}
+	if _, err := os.Stat(filepath.Join(root, "hubtest.ipynb")); err != nil {
+		t.Errorf("the notebook is not in %s (the server's root: JUPYTERHUB_ROOT_DIR, else its working directory): %v", root, err)
 	}
 }
 

@@ -39,6 +39,9 @@ const (
 	password = "hubtest-password"
 )
 
+// rootDir is alice's server's root (JUPYTERHUB_ROOT_DIR), in her home.
+const rootDir = "notebooks"
+
 // users are the hub's allowed users.
 var users = []string{"alice", "bob"}
 
@@ -104,7 +107,13 @@ c.SimpleLocalProcessSpawner.home_dir_template = os.path.join(d, "home", "{userna
 c.Spawner.cmd = %[7]s
 def pre_spawn_hook(spawner):
     if spawner.user.name == "bob":
+        # Bob's server roots at its working directory, his home.
         spawner.cmd = %[13]s
+    else:
+        # Alice's at JUPYTERHUB_ROOT_DIR.
+        root = os.path.join(d, "home", spawner.user.name, %[14]s)
+        os.makedirs(root, exist_ok=True)
+        spawner.notebook_dir = root
 c.Spawner.pre_spawn_hook = pre_spawn_hook
 c.Spawner.args = []
 c.Spawner.environment = {
@@ -125,7 +134,7 @@ c.JupyterHub.load_roles = [{
     "services": ["hubtest"],
 }]
 `, pyStr(dir), ports[0], ports[1], pyStr(proxyCmd), ports[2], pyStr(password),
-		pyList(cmdList), pyStr(wrapEnv), activityInterval, int(spawnTimeout/time.Second), interruptTimeout, pyStr(h.token), pyList(bobList))
+		pyList(cmdList), pyStr(wrapEnv), activityInterval, int(spawnTimeout/time.Second), interruptTimeout, pyStr(h.token), pyList(bobList), pyStr(rootDir))
 	cfg := filepath.Join(dir, "jupyterhub_config.py")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)

@@ -161,6 +161,7 @@ func runFlow(t *testing.T, f flavor) {
 		bob.login(t)
 		bob.spawn(t)
 		bob.openServer(t)
+		bob.contents(t)
 		bob.refusedOn(t, alice, kernelID, f)
 	})
 	step(t, "activity", func(t *testing.T) { alice.activity(t, aliceSrv, f) })
