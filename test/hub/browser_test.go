@@ -175,12 +175,23 @@ func (b *browser) spawn(t *testing.T) *userServer {
 	}
 	t.Logf("GET /hub/spawn: %s %s", resp.Status, resp.Header.Get("Location"))
 
+	// Ready, and routed: the hub reports a server ready before it has
+	// added the server's route to the proxy, and until then the hub
+	// itself answers at the server's URL.
 	var s hubServer
 	for {
 		u := b.h.user(t, b.user)
 		var ok bool
 		if s, ok = u.Servers[""]; ok && s.Ready && s.Pending == nil {
-			break
+			var routes map[string]any
+			if code := b.h.api(t, "GET", "/proxy", nil, &routes); code != http.StatusOK {
+				t.Fatalf("hub API GET /proxy: %d", code)
+			}
+			_, ok1 := routes["/user/"+b.user+"/"] // the hub's routespec
+			_, ok2 := routes["/user/"+b.user]
+			if ok1 || ok2 {
+				break
+			}
 		}
 		if exit, err := os.ReadFile(filepath.Join(b.h.dir, "home", b.user, exitFile)); err == nil {
 			t.Fatalf("%s's server exited while the hub waited for it, with status %s (its output is in the hub's log)", b.user, strings.TrimSpace(string(exit)))
@@ -290,6 +301,19 @@ func (b *browser) dial(t *testing.T, path string) *websocket.Conn {
 // runCells starts a kernel and runs f's cells in it over the kernel
 // websocket (legacy JSON framing); it returns the kernel's id.
 func (b *browser) runCells(t *testing.T, f flavor) string {
+	// A POST authenticated by the cookie alone, without the X-XSRFToken
+	// header a page sends (a cross-site form could): refused.
+	req, _ := http.NewRequest("POST", b.h.public+b.srv.prefix+"api/kernels", strings.NewReader(`{"name":"`+f.kernel+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("POST api/kernels with the cookie and no X-XSRFToken: %s %.200s; want 403", resp.Status, body)
+	}
 	var k struct {
 		ID   string `json:"id"`
 		Name string `json:"name"`
@@ -521,7 +545,10 @@ func (b *browser) refusedOn(t *testing.T, other *browser, kernelID string, f fla
 
 	// The token is good: it opens its owner's own server.
 	if code, what := send("GET", b.srv.prefix+"api/status", auth); code != http.StatusOK {
-		t.Fatalf("%s's token on %s's own server: %s; want 200 (else the refusals below prove nothing)", b.user, b.user, what)
+		t.Fatalf("%s's token (Authorization header) on %s's own server: %s; want 200 (else the refusals below prove nothing)", b.user, b.user, what)
+	}
+	if code, what := send("GET", b.srv.prefix+"api/status?token="+token, nil); code != http.StatusOK {
+		t.Fatalf("%s's token (?token=) on %s's own server: %s; want 200 (else the refusals below prove nothing)", b.user, b.user, what)
 	}
 
 	routes := []struct{ method, path string }{

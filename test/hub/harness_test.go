@@ -58,11 +58,11 @@ type hub struct {
 
 // startHub writes a jupyterhub_config.py into a fresh directory and starts
 // the hub on free ports of 127.0.0.1, its single-user servers running
-// singleuser (wrapped by this test binary: see wrap), bob's running
-// bobCmd instead when it is not nil. It waits until the hub answers
+// singleuser (wrapped by this test binary: see wrap) with env added to
+// their environment, bob's running bobCmd instead when it is not nil. It waits until the hub answers
 // through its proxy. Cleanup stops the hub and kills what is
 // left of it and of every server it spawned.
-func startHub(t *testing.T, singleuser, bobCmd []string) *hub {
+func startHub(t *testing.T, singleuser, bobCmd []string, env map[string]string) *hub {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -120,6 +120,7 @@ c.Spawner.environment = {
     %[8]s: "1",
     "JUPYTERHUB_ACTIVITY_INTERVAL": "%[9]d",
 }
+c.Spawner.environment.update(%[15]s)
 c.Spawner.start_timeout = %[10]d
 c.Spawner.http_timeout = %[10]d
 c.LocalProcessSpawner.interrupt_timeout = %[11]d
@@ -130,11 +131,11 @@ c.Spawner.poll_interval = 2
 c.JupyterHub.services = [{"name": "hubtest", "api_token": %[12]s}]
 c.JupyterHub.load_roles = [{
     "name": "hubtest",
-    "scopes": ["admin:users", "admin:servers", "tokens"],
+    "scopes": ["admin:users", "admin:servers", "tokens", "proxy"],
     "services": ["hubtest"],
 }]
 `, pyStr(dir), ports[0], ports[1], pyStr(proxyCmd), ports[2], pyStr(password),
-		pyList(cmdList), pyStr(wrapEnv), activityInterval, int(spawnTimeout/time.Second), interruptTimeout, pyStr(h.token), pyList(bobList), pyStr(rootDir))
+		pyList(cmdList), pyStr(wrapEnv), activityInterval, int(spawnTimeout/time.Second), interruptTimeout, pyStr(h.token), pyList(bobList), pyStr(rootDir), pyDict(env))
 	cfg := filepath.Join(dir, "jupyterhub_config.py")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -364,6 +365,14 @@ func randomHex(t *testing.T, n int) string {
 // strings the test writes).
 func pyStr(s string) string {
 	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func pyDict(m map[string]string) string {
+	b, _ := json.Marshal(m) // a JSON object of strings is a Python dict
+	if m == nil {
+		return "{}"
+	}
 	return string(b)
 }
 

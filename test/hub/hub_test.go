@@ -54,7 +54,8 @@ type flavor struct {
 	// bobCmd, when not nil, is bob's command instead: another way of
 	// starting the same server.
 	bobCmd []string
-	kernel string // the kernel to start
+	env    map[string]string // added to the servers' environment
+	kernel string            // the kernel to start
 	// cells run in a fresh kernel, in order, and what the last one prints.
 	cells      []string
 	wantStdout string
@@ -79,8 +80,13 @@ func TestHub(t *testing.T) {
 
 	t.Run("singleuser", func(t *testing.T) {
 		runFlow(t, flavor{
-			name:       "jupyterhub-singleuser",
-			cmd:        referenceArgs(),
+			name: "jupyterhub-singleuser",
+			cmd:  referenceArgs(),
+			// jupyterhub-singleuser picks jupyter_server when it is
+			// installed (python3-jupyter-server), whose bare ServerApp has
+			// no page at the prefix; the classic notebook server is
+			// Debian's jupyterhub's own dependency.
+			env:        map[string]string{"JUPYTERHUB_SINGLEUSER_APP": "notebook.notebookapp.NotebookApp"},
 			kernel:     "python3",
 			cells:      []string{"x = 1 + 2", "print(x)"},
 			wantStdout: "3\n",
@@ -140,7 +146,7 @@ func hasSingleuser(bin string) error {
 
 // runFlow is the whole story of one single-user command behind a hub.
 func runFlow(t *testing.T, f flavor) {
-	h := startHub(t, f.cmd, f.bobCmd)
+	h := startHub(t, f.cmd, f.bobCmd, f.env)
 
 	alice := h.browser(t, "alice")
 	bob := h.browser(t, "bob")
