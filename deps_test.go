@@ -63,6 +63,9 @@ var policy = map[string][]string{
 	"timeline/export":    {"timeline/event", "timeline/memstate", "timeline/analyze"},
 	"timeline/event":     {},
 	"internal/units":     {}, // byte sizes read and printed, for every layer
+	// The image and the JupyterHub values (docs/deploy.md): tests only, and
+	// a test file may import anything.
+	"deploy": {},
 	// The rules that turn events into memory figures, which analyze, lod
 	// and export share; and go generate's writer of the browser's copy of
 	// the wire constants (web/ui/src/timeline/wire.gen.js).
