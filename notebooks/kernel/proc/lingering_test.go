@@ -132,13 +132,36 @@ print([x.holder for x in l if x.label == "big"])`)
 		"[\"global big → Tensor#1 → big\"]\n",
 		n, roundBlock(bigReq), bigReq, nList, req, size, n, groups, nList, nList*aReq, nList*roundBlock(aReq), nList)
 	if got := streamText(ms); got != want {
-		t.Errorf("%v", msgtest.Find(ms, "error"))
-		t.Errorf("printed\n%s\nwant\n%s", got, want)
+		t.Errorf("printed\n%s\nwant\n%s\n(error: %v)", got, want, msgtest.Find(ms, "error"))
 	}
 	// Nothing lingering: a line saying so.
 	c2 := startKernel(t)
 	if r := msgtest.Find(c2.exec("timeline.lingering()"), "execute_result"); fmt.Sprint(r["data"].(map[string]any)["text/plain"]) != "no lingering objects" {
 		t.Errorf("nothing lingering: %v", r["data"])
+	}
+}
+
+// TestRichResultCap: a rich result over the kernel's per-output cap keeps
+// its text/plain, cut with the notice, and leaves out its HTML, which a
+// cut would break.
+func TestRichResultCap(t *testing.T) {
+	c := startKernelOpts(t, Options{MaxOutput: 2000})
+	c.exec(`kept = [tensor([2, 8], label="t.%d" % i) for i in range(5)]
+d = {}
+for i in range(40):
+    d["k%d" % i] = tensor([2, 8])`)
+	r := msgtest.Find(c.exec("timeline.lingering()"), "execute_result")
+	data, _ := r["data"].(map[string]any)
+	plain, _ := data["text/plain"].(string)
+	if _, ok := data["text/html"]; ok || !strings.Contains(plain, "truncated: over this kernel's limit") {
+		t.Errorf("over the cap: %.300v", data)
+	}
+	// Under it, both.
+	c = startKernelOpts(t, Options{MaxOutput: 1 << 20})
+	c.exec(`kept = [tensor([2, 8], label="t.%d" % i) for i in range(5)]`)
+	r = msgtest.Find(c.exec("timeline.lingering()"), "execute_result")
+	if data, _ := r["data"].(map[string]any); data["text/html"] == nil || strings.Contains(fmt.Sprint(data["text/plain"]), "truncated") {
+		t.Errorf("under the cap: %.300v", data)
 	}
 }
 
