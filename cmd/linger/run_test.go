@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"linger/internal/units"
 	"linger/notebooks/kernel"
 	"linger/notebooks/nbformat"
 	"linger/timeline"
@@ -144,5 +146,55 @@ func checkRunReport(t *testing.T, path string, leaky bool) {
 	}
 	if !leaky && (r.Report.Lingering.Bytes != 0 || len(r.Holders) != 0) {
 		t.Errorf("clean: %d bytes lingering, holders %+v", r.Report.Lingering.Bytes, r.Holders)
+	}
+}
+
+// TestRunLingeringTable: a notebook's timeline.lingering() cell is saved
+// with the plain table linger run's clients read (one row per holder, the
+// cell line as the run numbered it, the total) beside the page's HTML.
+func TestRunLingeringTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts kernel processes")
+	}
+	dir := t.TempDir()
+	const n, rows, cols = 3, 256, 64 // f32 tensors
+	path := writeNotebook(t, dir, "table.ipynb", "x = 1",
+		fmt.Sprintf(`kept = [tensor([%d, %d], label="t.%%d" %% i) for i in range(%d)]`, rows, cols, n), "timeline.lingering()")
+	out := filepath.Join(dir, "table.out.ipynb")
+	var stdout, stderr bytes.Buffer
+	if err := runNotebook(context.Background(), []string{path, "--out", out}, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	nb, err := nbformat.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data map[string]any
+	for _, o := range nb.Cells[2].Outputs {
+		if o.Type == nbformat.OutputExecuteResult {
+			b, _ := json.Marshal(o.Data)
+			_ = json.Unmarshal(b, &data)
+		}
+	}
+	plain, _ := data["text/plain"].(string)
+	if _, ok := data["text/html"].(string); !ok {
+		t.Errorf("no text/html in %v", data)
+	}
+	size := units.Format(n * rows * cols * 4)
+	fields := func(l string) string { return strings.Join(strings.Fields(l), " ") }
+	lines := strings.Split(plain, "\n")
+	want := []string{
+		fmt.Sprintf("%d lingering objects, %s, held by 1 holder", n, size),
+		"holder objects requested allocated allocated at",
+		fmt.Sprintf("global kept[*] %d %s %s In [2], line 1", n, size, size),
+		fmt.Sprintf("total %d %s %s", n, size, size),
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("text/plain %q, want %d lines", plain, len(want))
+	}
+	for i, w := range want {
+		if got := fields(lines[i]); got != w {
+			t.Errorf("line %d: %q, want %q", i, got, w)
+		}
 	}
 }

@@ -119,10 +119,13 @@ func (k *kernelProc) execute(m *msg.Message) {
 	if store {
 		k.history = append(k.history, [3]any{k.sessionID, count, req.Code})
 	}
+	if store {
+		k.s.cellCounts[cell] = count
+	}
 	res, cerr := k.runCell(m, run, req.Code, req.Silent)
 	if res != nil && res != starlark.None && !req.Silent {
 		k.publish(m, "execute_result", map[string]any{"execution_count": count,
-			"data": map[string]any{"text/plain": k.capOutput(res.String())}, "metadata": map[string]any{}})
+			"data": k.resultData(res), "metadata": map[string]any{}})
 	}
 	k.flushStream(false)
 	k.sink.flush()
@@ -136,6 +139,29 @@ func (k *kernelProc) execute(m *msg.Message) {
 	}
 	k.send(m.Reply(m.Channel, "execute_reply", map[string]any{"status": "ok", "execution_count": count,
 		"payload": []any{}, "user_expressions": map[string]any{}}))
+}
+
+// resultData is the execute_result data of a cell's value: its String as
+// text/plain, or a richValue's mime bundle. Text over the per-output cap
+// is cut with a notice (capOutput); any other type over it is left out,
+// since a cut would break it, and text/plain stands in.
+func (k *kernelProc) resultData(v starlark.Value) map[string]any {
+	rv, ok := v.(richValue)
+	if !ok {
+		return map[string]any{"text/plain": k.capOutput(v.String())}
+	}
+	data := map[string]any{}
+	for mime, s := range rv.mimeBundle() {
+		if mime == "text/plain" {
+			data[mime] = k.capOutput(s)
+		} else if len(s) <= k.maxOutput {
+			data[mime] = s
+		}
+	}
+	if _, ok := data["text/plain"]; !ok {
+		data["text/plain"] = k.capOutput(v.String())
+	}
+	return data
 }
 
 // cellError is a failed cell as Jupyter shows it.

@@ -119,7 +119,13 @@
 //	  its memory, so keeping any slice keeps the whole document
 //	host.clone(s) → a copy of s in fresh memory (strings.Clone): keeps only its own bytes
 //	host.gc() → Go heap in use after a full collection (and a go_heap_inuse sample); host.heap() → it now
-//	timeline.mark(label), timeline.lingering() → [struct(addr, size, requested, category, label, site, holder)]
+//	timeline.mark(label)
+//	timeline.lingering() → lingering: the live lingering objects, largest first, a sequence (len, index,
+//	  slice, for) of struct(addr, size, requested, category, label, site, holder, cell), site with its Go
+//	  frames, cell the notebook line as the page numbers it ("In [3], line 2"); .groups, one
+//	  struct(holder, count, size, requested, cell, example, what, objects) per cause (wire.GroupHolders),
+//	  most requested bytes first; .count, .size, .requested the totals. As a cell's result, a table by
+//	  holder (see Results)
 //	timeline.scope(kind, label, fn, *args, **kwargs) → fn(*args, **kwargs) run inside a scope of kind
 //	  "layer"|"step"|"request"|"batch", ended on every path (a user's own batch loop gets batch scopes)
 //	timeline.tracks(fn, *args, **kwargs) → struct(verdict, allocated_per_step, reserved_per_step,
@@ -187,8 +193,27 @@
 //	global h → closure hook captures c → KVCache#3 → layer[0].k
 //
 // timeline.lingering() returns these paths in a cell (with each object's
-// size, its requested bytes and its allocator block); Kernel.Lingering
+// size, its requested bytes and its allocator block) and, as a cell's
+// result, says them once per cause in a table (below); Kernel.Lingering
 // asks a live kernel from the server, and linger run says them once per
-// cause (kernel.GroupHolders: "global stop_state[*]", 24 objects). The walk costs time in the number of
+// cause too (wire.GroupHolders, kernel.GroupHolders on the server side:
+// "global stop_state[*]", 24 objects). The walk costs time in the number of
 // values reachable from the roots, and runs only when asked.
+//
+// # Results
+//
+// A cell's trailing value is its execute_result: its String as text/plain,
+// or for a value that renders itself (a richValue) its mime bundle.
+// timeline.lingering() is one: one row per holder (the cause that keeps
+// the objects alive) with its objects' count, requested and allocated
+// bytes and the cell line that made the most of them, biggest first, and
+// a total row; text/plain is an aligned table for linger run and clients
+// without HTML, text/html an accessible table (caption, scoped headers)
+// with each holder's objects behind a <details> disclosure, one line each
+// (label, category, size, cell line). Neither shows Go frames (they stay
+// in each object's site). The first 50 holders are shown and, in a
+// disclosure, a holder's first 50 objects, each list with "… and K more":
+// 280 lingering tensors are an 8 KB result, where their list's repr was
+// 300 KB. A text/plain over the kernel's per-output cap is cut with a
+// notice; a larger HTML is left out.
 package proc

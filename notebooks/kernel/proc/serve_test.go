@@ -112,9 +112,9 @@ mem.snapshot().limit`), "execute_result"); fmt.Sprint(r["data"]) != "map[text/pl
 		t.Errorf("no progress bar: %v", msgtest.Types(ms))
 	}
 	// The KV cache kept in a global lingers, named by the path that holds
-	// it and the cell line that allocated it.
+	// it and the cell line that allocated it (as the page numbers it).
 	r := fmt.Sprint(msgtest.Find(c.exec("timeline.lingering()"), "execute_result"))
-	for _, want := range []string{`category = "kv_cache"`, `holder = "global last_cache → KVCache#`, `→ layer[0].k"`, `site = "cell exec-1:2 ← `} {
+	for _, want := range []string{"text/plain:", "\nglobal last_cache → KVCache#", " In [1], line 2\n", "<code>layer.0.k</code> kv_cache, "} {
 		if !strings.Contains(r, want) {
 			t.Errorf("timeline.lingering() lacks %s: %.300s", want, r)
 		}

@@ -34,6 +34,9 @@ type session struct {
 	// globals are the cells' globals; only the executor goroutine (cells
 	// and lingering queries, one at a time) touches them.
 	globals starlark.StringDict
+	// cellCounts maps a cell id to the execution count of its latest
+	// run, what the page shows at its prompt (In [3]); executor only.
+	cellCounts map[string]int
 
 	mu      sync.Mutex // guards what follows against the retention walk
 	allocs  map[string]*alloc.Allocator
@@ -50,7 +53,7 @@ type session struct {
 }
 
 func newSession(em *event.Emitter, sink *pipeSink, devices []Device, b *budget) *session {
-	return &session{em: em, sink: sink, samp: newSampler(em), devices: devices, budget: b, globals: starlark.StringDict{},
+	return &session{em: em, sink: sink, samp: newSampler(em), devices: devices, budget: b, globals: starlark.StringDict{}, cellCounts: map[string]int{},
 		allocs: map[string]*alloc.Allocator{}, caches: map[uint64]*KVCache{}, nextID: map[string]int{}}
 }
 

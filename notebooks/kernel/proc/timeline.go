@@ -13,7 +13,8 @@ import (
 // the kernel's own event stream.
 //
 //	timeline.mark(label) → seq
-//	timeline.lingering() → [struct(addr, size, requested, category, label, site, holder)]
+//	timeline.lingering() → lingering: [struct(addr, size, requested, category, label, site, holder, cell)]
+//	                       with .groups, .count, .size, .requested; a table by holder as a result
 //	timeline.scope(kind, label, fn, *args, **kwargs) → fn(*args, **kwargs)
 //	timeline.tracks(fn, *args, **kwargs) → struct(verdict, ..., result)
 var timelineModule = &starlarkstruct.Module{
@@ -35,21 +36,14 @@ func timelineMark(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 }
 
 // timelineLingering lists the live lingering objects, each with the path
-// that holds it (see retain.go).
+// that holds it (see retain.go), as a lingeringTable: a sequence of
+// structs for code, a table by holder as a cell's result.
 func timelineLingering(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
 		return nil, err
 	}
-	hs := sessionOf(thread).lingering()
-	out := make([]starlark.Value, len(hs))
-	for i, h := range hs {
-		out[i] = starlarkstruct.FromStringDict(starlark.String("lingering"), starlark.StringDict{
-			"addr": starlark.MakeUint64(h.Addr), "size": starlark.MakeUint64(h.Size), "requested": starlark.MakeUint64(h.Requested),
-			"category": starlark.String(h.Category), "label": starlark.String(h.Label),
-			"site": starlark.String(h.Site), "holder": starlark.String(h.Path),
-		})
-	}
-	return starlark.NewList(out), nil
+	s := sessionOf(thread)
+	return newLingeringTable(s.lingering(), s.cellCounts), nil
 }
 
 // timelineScope runs fn(*args, **kwargs) inside a scope of the given kind:

@@ -45,6 +45,15 @@ type referrer interface {
 	refs(yield func(step string, child any))
 }
 
+// A richValue renders itself as a cell's result: its mime bundle
+// (text/plain and, say, text/html) is the execute_result's data, where
+// other values send their String as text/plain alone. The bundle's
+// text/plain is what linger run and clients without HTML show.
+type richValue interface {
+	starlark.Value
+	mimeBundle() map[string]string
+}
+
 // unhashable is the Hash of the library's values: none is hashable.
 func unhashable(v starlark.Value) (uint32, error) {
 	return 0, fmt.Errorf("unhashable type: %s", v.Type())

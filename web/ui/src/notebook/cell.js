@@ -4,7 +4,7 @@
 
 import { marked } from "marked";
 import { createEditor, setAnnotations } from "./editor.js";
-import { renderOutput, appendStream, joined, stripANSI } from "./outputs.js";
+import { renderOutput, appendStream, joined, stripANSI, outputArea } from "./outputs.js";
 import { sanitize } from "./sanitize.js";
 import { newID } from "./api.js";
 
@@ -85,8 +85,8 @@ export class Cell {
       this.outputsEl.className = "outputs";
       this.outputsEl.dataset.testid = "outputs";
       this.outputsEl.setAttribute("aria-live", "polite");
-      body.append(this.outputsEl);
       for (const o of this.outputs) this.outputEls.push(this.outputsEl.appendChild(renderOutput(o)));
+      body.append(outputArea(this.outputsEl, () => (this.count != null ? `Output of cell [${this.count}]` : `Output of cell ${this.id}`)));
       this.setPrompt();
     } else if (this.type === "markdown") {
       this.mdEl = document.createElement("div");

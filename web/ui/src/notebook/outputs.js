@@ -96,6 +96,65 @@ export function appendStream(elem, o, text) {
   }
 }
 
+let areaSeq = 0;
+
+/**
+ * Wraps a cell's outputs element in an output area as JupyterLab has one:
+ * a gutter button on its left collapses and expands the outputs (a click,
+ * or Enter or Space when focused), and outputs taller than the CSS max
+ * height of .outputs scroll inside it; a scrolling area is a named region
+ * in the tab order, so the keyboard scrolls it too, named by name() (one
+ * name per cell: axe wants regions told apart). Returns the area.
+ */
+export function outputArea(outputsEl, name = () => "Output") {
+  if (!outputsEl.id) outputsEl.id = `outputs-${++areaSeq}`;
+  const toggle = el("button", { type: "button", class: "output-toggle", "data-testid": "output-toggle", "aria-controls": outputsEl.id, "aria-expanded": "true", "aria-label": "Collapse output", title: "Collapse output" });
+  const note = el("button", { type: "button", class: "output-collapsed", "data-testid": "output-collapsed", hidden: "" }, "… output collapsed: show it");
+  const area = el("div", { class: "output-area", "data-testid": "output-area" }, toggle, el("div", { class: "output-body" }, note, outputsEl));
+  const setCollapsed = (collapsed) => {
+    area.classList.toggle("collapsed", collapsed);
+    outputsEl.hidden = collapsed;
+    note.hidden = !collapsed;
+    toggle.setAttribute("aria-expanded", String(!collapsed));
+    const label = collapsed ? "Expand output" : "Collapse output";
+    toggle.setAttribute("aria-label", label);
+    toggle.title = label;
+  };
+  toggle.addEventListener("click", () => setCollapsed(!area.classList.contains("collapsed")));
+  note.addEventListener("click", () => {
+    setCollapsed(false);
+    toggle.focus();
+  });
+  // Whether the outputs scroll, and whether there are any, after each change.
+  let queued = false;
+  const fit = () => {
+    queued = false;
+    const empty = outputsEl.childElementCount === 0;
+    area.classList.toggle("empty", empty);
+    if (empty && area.classList.contains("collapsed")) setCollapsed(false);
+    const scrolls = !outputsEl.hidden && outputsEl.scrollHeight > outputsEl.clientHeight + 1;
+    outputsEl.classList.toggle("scrolled", scrolls);
+    if (scrolls) {
+      outputsEl.tabIndex = 0;
+      outputsEl.setAttribute("role", "region");
+      outputsEl.setAttribute("aria-label", `${name()} (scrolls)`);
+    } else {
+      outputsEl.removeAttribute("tabindex");
+      outputsEl.removeAttribute("role");
+      outputsEl.removeAttribute("aria-label");
+    }
+  };
+  const queue = () => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(fit);
+  };
+  new MutationObserver(queue).observe(outputsEl, { childList: true, subtree: true, characterData: true, attributes: true, attributeFilter: ["open", "hidden"] });
+  if (typeof ResizeObserver !== "undefined") new ResizeObserver(queue).observe(outputsEl);
+  fit();
+  return area;
+}
+
 /** Converts a kernel iopub message into an nbformat output, or null. */
 export function toOutput(type, c, count) {
   switch (type) {

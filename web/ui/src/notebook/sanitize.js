@@ -10,7 +10,7 @@ const KEEP = new Set(
     "thead tr u ul var").split(" "),
 );
 const DROP = new Set("script style iframe frame frameset object embed applet form input button select textarea link meta base svg math template noscript".split(" "));
-const ATTRS = new Set("class title alt colspan rowspan align width height value max min open start type lang dir".split(" "));
+const ATTRS = new Set("class title alt colspan rowspan align width height value max min open start type lang dir scope aria-label".split(" "));
 
 function safeURL(u, img) {
   const s = u.trim();
