@@ -111,6 +111,7 @@ func TestNotebookKeys(t *testing.T) {
 	// Esc leaves the editor: the cell itself has the focus, marked.
 	p.do(t, "Esc", chromedp.KeyEvent(kb.Escape))
 	p.wantMode(t, "after Esc", []string{c0, c1, c2}, 1, true, "cell")
+	viewportShot(t, p, "keys-command-mode.png")
 
 	// Ctrl-Enter runs the cell in place.
 	p.do(t, "Ctrl-Enter", press(kb.Enter, kb.ModifierCtrl), void(chromedp.Poll[bool](outputOf(1, "42"))))

@@ -83,6 +83,11 @@ export class CommandKeys {
     if (ev.shiftKey) return "";
     const key = ev.key.length === 1 ? ev.key.toLowerCase() : ev.key;
     if (TWICE[key]) {
+      // A held key repeats: it is still one press.
+      if (ev.repeat) {
+        this.last = prev;
+        return "pending";
+      }
       if (prev && prev.key === key && ev.timeStamp - prev.at <= TWICE_MS) return TWICE[key];
       this.last = { key, at: ev.timeStamp };
       return "pending";
