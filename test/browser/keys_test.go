@@ -207,6 +207,18 @@ func TestNotebookKeys(t *testing.T) {
 	p.do(t, "? opens, Close closes", press("?"), chromedp.WaitVisible(css(`[data-testid=shortcuts-dialog]`)),
 		chromedp.Click(css(`[data-testid=dialog-close]`)), chromedp.WaitNotPresent(css(`[data-testid=shortcuts-dialog]`)))
 	p.wantMode(t, "after ? and Close", []string{c0, c1, "code:" + src, c2, "code:", "code:"}, 4, true, "cell")
+
+	// In an editor entered with Enter, Tab indents.
+	p.do(t, "Enter, Tab, 1", press(kb.Enter), chromedp.KeyEvent(kb.Tab), chromedp.KeyEvent("1"))
+	p.wantMode(t, "after Enter, Tab, 1", []string{c0, c1, "code:" + src, c2, "code:  1", "code:"}, 4, false, "editor:4")
+
+	// From command mode on the first cell, Tab goes through every cell
+	// (no editor keeps it) to the timeline.
+	p.do(t, "Esc, K K K K", chromedp.KeyEvent(kb.Escape), press("k"), press("k"), press("k"), press("k"))
+	p.wantMode(t, "on the first cell", []string{c0, c1, "code:" + src, c2, "code:  1", "code:"}, 0, true, "cell")
+	p.tabUntil(t, "the timeline", 80, func(f focused) bool {
+		return strings.Contains(f.Class, "lt-") || strings.HasPrefix(f.Testid, "timeline")
+	}, nil)
 }
 
 // TestRestartClearRunAll asks before a restart (Cancel keeps the kernel,
