@@ -9,7 +9,8 @@ package web
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
-// Notebook is the notebook page: toolbar (with the kernel picker), cells
+// Notebook is the notebook page: toolbar (with the kernel picker; Restart
+// and Restart & Run all ask first, in a dialog notebook.js opens), cells
 // rendered from the view model (so the page shows the notebook before its
 // script runs), a banner for a dead kernel or a dropped connection, the
 // kernel notice, and the docked timeline container (data-testid="timeline")
@@ -50,7 +51,7 @@ func Notebook(v NotebookView) templ.Component {
 			var templ_7745c5c3_Var3 string
 			templ_7745c5c3_Var3, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(v.base())).ResolveURL(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 11, Col: 50}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 12, Col: 50}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var3)
 			if templ_7745c5c3_Err != nil {
@@ -63,13 +64,13 @@ func Notebook(v NotebookView) templ.Component {
 			var templ_7745c5c3_Var4 string
 			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(v.Name())
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 12, Col: 61}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 13, Col: 61}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</h1><span class=\"save-state\" data-testid=\"save-state\" data-state=\"saved\" role=\"status\" aria-live=\"polite\">Saved</span></header>  <section class=\"nb-controls\" aria-label=\"Notebook controls\"><div class=\"toolbar\" role=\"toolbar\" aria-label=\"Notebook\" data-testid=\"toolbar\"><button type=\"button\" data-action=\"save\" data-testid=\"save\" title=\"Save (Ctrl-S)\">Save</button> <button type=\"button\" data-action=\"add-cell\" data-testid=\"add-cell\" title=\"Insert a code cell below\">+ Cell</button> <button type=\"button\" data-action=\"run\" data-testid=\"run\" title=\"Run the cell and advance (Shift-Enter)\">▶ Run</button> <button type=\"button\" data-action=\"run-all\" data-testid=\"run-all\">Run all</button> <button type=\"button\" data-action=\"interrupt\" data-testid=\"interrupt\" title=\"Interrupt the kernel\">■ Interrupt</button> <button type=\"button\" data-action=\"restart\" data-testid=\"restart\">↻ Restart</button>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</h1><span class=\"save-state\" data-testid=\"save-state\" data-state=\"saved\" role=\"status\" aria-live=\"polite\">Saved</span></header>  <section class=\"nb-controls\" aria-label=\"Notebook controls\"><div class=\"toolbar\" role=\"toolbar\" aria-label=\"Notebook\" data-testid=\"toolbar\"><button type=\"button\" data-action=\"save\" data-testid=\"save\" title=\"Save (Ctrl-S)\">Save</button> <button type=\"button\" data-action=\"add-cell\" data-testid=\"add-cell\" title=\"Insert a code cell below\">+ Cell</button> <button type=\"button\" data-action=\"run\" data-testid=\"run\" title=\"Run the cell and advance (Shift-Enter)\">▶ Run</button> <button type=\"button\" data-action=\"run-all\" data-testid=\"run-all\">Run all</button> <button type=\"button\" data-action=\"interrupt\" data-testid=\"interrupt\" title=\"Interrupt the kernel (I I)\">■ Interrupt</button> <button type=\"button\" data-action=\"restart\" data-testid=\"restart\" title=\"Restart the kernel (0 0; asks first)\">↻ Restart</button> <button type=\"button\" data-action=\"restart-run-all\" data-testid=\"restart-run-all\" title=\"Restart the kernel and run every cell (asks first)\">↻ Restart &amp; Run all</button> <button type=\"button\" data-action=\"clear-outputs\" data-testid=\"clear-outputs\" title=\"Clear every cell's outputs\">Clear outputs</button> <button type=\"button\" data-action=\"shortcuts\" data-testid=\"shortcuts\" title=\"Keyboard shortcuts (H in command mode)\">Keys</button>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -77,14 +78,14 @@ func Notebook(v NotebookView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<span class=\"kernel-status\" data-testid=\"kernel-status\" data-state=\"connecting\" role=\"status\" aria-live=\"polite\"><span class=\"dot\" aria-hidden=\"true\"></span> <span class=\"label\">Kernel: connecting</span></span></div><div class=\"banner\" data-testid=\"banner\" role=\"alert\" hidden><span class=\"banner-text\" data-testid=\"banner-text\"></span> <button type=\"button\" data-action=\"restart\" data-testid=\"banner-restart\">Restart kernel</button> <button type=\"button\" data-action=\"reconnect\" data-testid=\"banner-reconnect\">Reconnect now</button></div><div class=\"kernel-notice\" data-testid=\"kernel-notice\" role=\"status\" hidden><span data-testid=\"kernel-notice-text\"></span> <button type=\"button\" data-action=\"dismiss-kernel-notice\" data-testid=\"kernel-notice-dismiss\">Dismiss</button></div></section><div class=\"nb-layout\"><main class=\"cells\" data-testid=\"cells\" data-path=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<span class=\"kernel-status\" data-testid=\"kernel-status\" data-state=\"connecting\" role=\"status\" aria-live=\"polite\"><span class=\"dot\" aria-hidden=\"true\"></span> <span class=\"label\">Kernel: connecting</span></span></div><div class=\"banner\" data-testid=\"banner\" role=\"alert\" hidden><span class=\"banner-text\" data-testid=\"banner-text\"></span> <button type=\"button\" data-action=\"restart-now\" data-testid=\"banner-restart\">Restart kernel</button> <button type=\"button\" data-action=\"reconnect\" data-testid=\"banner-reconnect\">Reconnect now</button></div><div class=\"kernel-notice\" data-testid=\"kernel-notice\" role=\"status\" hidden><span data-testid=\"kernel-notice-text\"></span> <button type=\"button\" data-action=\"dismiss-kernel-notice\" data-testid=\"kernel-notice-dismiss\">Dismiss</button></div></section><div class=\"nb-layout\"><main class=\"cells\" data-testid=\"cells\" data-path=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var5 string
 			templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(v.Path).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 44, Col: 61}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 48, Col: 61}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var5)
 			if templ_7745c5c3_Err != nil {
@@ -107,7 +108,7 @@ func Notebook(v NotebookView) templ.Component {
 			var templ_7745c5c3_Var6 string
 			templ_7745c5c3_Var6, templ_7745c5c3_Err = templruntime.NewAttributeExpression(v.Path).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 49, Col: 96}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 53, Col: 96}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var6)
 			if templ_7745c5c3_Err != nil {
@@ -166,7 +167,7 @@ func KernelPicker(v NotebookView) templ.Component {
 			var templ_7745c5c3_Var8 string
 			templ_7745c5c3_Var8, templ_7745c5c3_Err = templruntime.NewAttributeExpression(pickerTitle(v)).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 62, Col: 114}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 66, Col: 114}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var8)
 			if templ_7745c5c3_Err != nil {
@@ -184,7 +185,7 @@ func KernelPicker(v NotebookView) templ.Component {
 				var templ_7745c5c3_Var9 string
 				templ_7745c5c3_Var9, templ_7745c5c3_Err = templruntime.NewAttributeExpression(k.Name).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 64, Col: 27}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 68, Col: 27}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var9)
 				if templ_7745c5c3_Err != nil {
@@ -197,7 +198,7 @@ func KernelPicker(v NotebookView) templ.Component {
 				var templ_7745c5c3_Var10 string
 				templ_7745c5c3_Var10, templ_7745c5c3_Err = templruntime.NewAttributeExpression(k.Language).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 64, Col: 56}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 68, Col: 56}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var10)
 				if templ_7745c5c3_Err != nil {
@@ -220,7 +221,7 @@ func KernelPicker(v NotebookView) templ.Component {
 				var templ_7745c5c3_Var11 string
 				templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(k.DisplayName)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 64, Col: 113}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 68, Col: 113}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
 				if templ_7745c5c3_Err != nil {
@@ -287,7 +288,7 @@ func Cell(c CellView) templ.Component {
 			var templ_7745c5c3_Var15 string
 			templ_7745c5c3_Var15, templ_7745c5c3_Err = templruntime.NewAttributeExpression("cell-" + c.ID).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 73, Col: 64}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 77, Col: 64}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var15)
 			if templ_7745c5c3_Err != nil {
@@ -300,7 +301,7 @@ func Cell(c CellView) templ.Component {
 			var templ_7745c5c3_Var16 string
 			templ_7745c5c3_Var16, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.ID).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 73, Col: 105}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 77, Col: 105}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var16)
 			if templ_7745c5c3_Err != nil {
@@ -313,7 +314,7 @@ func Cell(c CellView) templ.Component {
 			var templ_7745c5c3_Var17 string
 			templ_7745c5c3_Var17, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Type).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 73, Col: 131}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 77, Col: 131}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var17)
 			if templ_7745c5c3_Err != nil {
@@ -345,7 +346,7 @@ func Cell(c CellView) templ.Component {
 			var templ_7745c5c3_Var18 string
 			templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinStringErrs(prompt(c.ExecutionCount))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 75, Col: 70}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 79, Col: 70}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var18))
 			if templ_7745c5c3_Err != nil {
@@ -368,7 +369,7 @@ func Cell(c CellView) templ.Component {
 		var templ_7745c5c3_Var19 string
 		templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinStringErrs(c.Source)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 80, Col: 54}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 84, Col: 54}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var19))
 		if templ_7745c5c3_Err != nil {
@@ -451,7 +452,7 @@ func Output(o OutputView) templ.Component {
 				var templ_7745c5c3_Var23 string
 				templ_7745c5c3_Var23, templ_7745c5c3_Err = templruntime.NewAttributeExpression(o.Name).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 96, Col: 103}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 100, Col: 103}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var23)
 				if templ_7745c5c3_Err != nil {
@@ -478,7 +479,7 @@ func Output(o OutputView) templ.Component {
 			var templ_7745c5c3_Var24 string
 			templ_7745c5c3_Var24, templ_7745c5c3_Err = templ.JoinStringErrs(o.Text)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 96, Col: 114}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 100, Col: 114}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var24))
 			if templ_7745c5c3_Err != nil {
@@ -496,7 +497,7 @@ func Output(o OutputView) templ.Component {
 			var templ_7745c5c3_Var25 string
 			templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(o.EName)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 99, Col: 60}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 103, Col: 60}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var25))
 			if templ_7745c5c3_Err != nil {
@@ -509,7 +510,7 @@ func Output(o OutputView) templ.Component {
 			var templ_7745c5c3_Var26 string
 			templ_7745c5c3_Var26, templ_7745c5c3_Err = templ.JoinStringErrs(o.EValue)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 99, Col: 110}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 103, Col: 110}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var26))
 			if templ_7745c5c3_Err != nil {
@@ -522,7 +523,7 @@ func Output(o OutputView) templ.Component {
 			var templ_7745c5c3_Var27 string
 			templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(traceback(o))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 100, Col: 65}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 104, Col: 65}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
 			if templ_7745c5c3_Err != nil {
@@ -541,7 +542,7 @@ func Output(o OutputView) templ.Component {
 				var templ_7745c5c3_Var28 string
 				templ_7745c5c3_Var28, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(u)).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 104, Col: 92}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 108, Col: 92}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var28)
 				if templ_7745c5c3_Err != nil {
@@ -559,7 +560,7 @@ func Output(o OutputView) templ.Component {
 				var templ_7745c5c3_Var29 string
 				templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(o.Text)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 106, Col: 65}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `notebook.templ`, Line: 110, Col: 65}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 				if templ_7745c5c3_Err != nil {

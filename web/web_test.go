@@ -96,7 +96,7 @@ func TestNotebook(t *testing.T) {
 		if got := text(one(t, doc, "notebook-name")); got != "leak.ipynb" {
 			t.Errorf("notebook-name = %q", got)
 		}
-		for _, id := range []string{"toolbar", "run", "run-all", "interrupt", "restart", "save", "kernel-status", "save-state", "banner"} {
+		for _, id := range []string{"toolbar", "run", "run-all", "interrupt", "restart", "restart-run-all", "clear-outputs", "shortcuts", "save", "kernel-status", "save-state", "banner"} {
 			one(t, doc, id)
 		}
 		if _, hidden := attr(one(t, doc, "banner"), "hidden"); !hidden {

@@ -198,8 +198,9 @@ func TestAccessibility(t *testing.T) {
 		t.Errorf("%d progress bars, want one updated in place", bars)
 	}
 
-	// 3. From the editor, Escape then Tab leaves it (CodeMirror's rule);
-	// Tab goes on to the timeline's toolbar and its canvas.
+	// 3. From the editor, Escape goes to command mode (the cell itself
+	// focused) and Tab leaves the cell, its editor letting Tab pass; Tab
+	// goes on to the timeline's toolbar and its canvas.
 	p.do(t, "leave the editor", chromedp.KeyEvent(kb.Escape))
 	canvas := p.tabUntil(t, "the timeline canvas", 60,
 		func(f focused) bool { return f.Testid == "timeline-canvas" },

@@ -49,6 +49,10 @@ export class Cell {
     e.dataset.testid = "cell";
     e.dataset.cellId = this.id;
     e.dataset.cellType = this.type;
+    // Focused in command mode (by script or a click beside the editor,
+    // never by Tab): its keys are the notebook's commands.
+    e.tabIndex = -1;
+    e.addEventListener("focus", () => this.nb.focused(this, "command"));
     this.el = e;
 
     this.promptEl = document.createElement("div");
@@ -78,7 +82,7 @@ export class Cell {
       language: this.type === "code" ? "python" : "",
       keys: this.nb.keysFor(this),
       onChange: () => this.nb.markDirty(),
-      onFocus: () => this.nb.select(this),
+      onFocus: () => this.nb.focused(this, "edit"),
     });
     if (this.type === "code") {
       this.outputsEl = document.createElement("div");
@@ -101,7 +105,7 @@ export class Cell {
           this.edit();
         }
       });
-      this.mdEl.addEventListener("focus", () => this.nb.select(this));
+      this.mdEl.addEventListener("focus", () => this.nb.focused(this, "command"));
       body.append(this.mdEl);
       this.render();
     }

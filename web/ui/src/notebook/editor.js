@@ -73,6 +73,9 @@ export function createEditor(parent, { doc, language, keys, onChange, onFocus })
     // so the page stays usable from the keyboard.
     keymap.of([...closeBracketsKeymap, ...defaultKeymap, ...historyKeymap, indentWithTab]),
     EditorView.lineWrapping,
+    // A click to edit ends tab-focus mode (which command mode turns on):
+    // Tab indents again.
+    EditorView.domEventHandlers({ mousedown: (_, view) => (view.setTabFocusMode(false), false) }),
     EditorView.updateListener.of((u) => {
       if (u.docChanged) onChange?.();
       if (u.focusChanged && u.view.hasFocus) onFocus?.();

@@ -10,14 +10,28 @@
 //   linger:execute {cellId, msgId, phase: "start"|"end", status}
 // and listens for linger:goto-cell {cellId}. window.linger.notebook is this
 // object (see scrollToCell, setLineAnnotations).
+//
+// The keyboard is Jupyter's (keys.js lists it): edit mode while a cell's
+// editor has the focus, command mode after Esc, where the selected cell
+// itself has the focus (marked by the class "command" and the cells'
+// data-mode) and single keys act on it. Keys typed in an editor, a field
+// or a dialog are never commands.
 
 import { contents, sessions, kernels } from "./api.js";
 import { KernelClient } from "./kernel.js";
 import { Cell } from "./cell.js";
 import { toOutput } from "./outputs.js";
 import { startName, kernelNotice, kernelspecMetadata } from "./kernelspecs.js";
+import { CommandKeys, SHORTCUTS } from "./keys.js";
+import { confirm, shortcuts } from "./dialog.js";
 
 const AUTOSAVE_MS = 30000;
+// In command mode Tab moves through the page: an editor it reaches lets
+// it pass (CodeMirror's tab-focus mode, as after Esc) until a key other
+// than Tab is pressed in it, or this long.
+const TAB_THROUGH_MS = 3600 * 1000;
+// How long Restart & Run all waits for the restarted kernel.
+const RESTART_WAIT_MS = 60000;
 
 const STATE_TEXT = {
   connecting: "Kernel: connecting",
@@ -45,6 +59,9 @@ export class Notebook {
     this.saving = null;
     this.displays = new Map(); // display_id → [{cell, index}]
     this.kernel = null;
+    this.keys = new CommandKeys();
+    this.trash = []; // deleted cells, last last: {index, model}
+    this.setMode("command");
   }
 
   async start() {
@@ -235,7 +252,11 @@ export class Notebook {
         run: () => this.runAndAdvance(this.selected),
         "run-all": () => this.runAll(),
         interrupt: () => this.interrupt(),
-        restart: () => this.restart(),
+        restart: () => this.confirmRestart(),
+        "restart-now": () => this.restart(),
+        "restart-run-all": () => this.restartRunAll(),
+        "clear-outputs": () => this.clearAllOutputs(),
+        shortcuts: () => this.showShortcuts(),
         reconnect: () => this.kernel?.connect(),
         "dismiss-kernel-notice": () => this.showNotice(""),
       }[a];
@@ -246,11 +267,134 @@ export class Notebook {
       if ((ev.ctrlKey || ev.metaKey) && ev.key === "s") {
         ev.preventDefault();
         this.save();
-      } else if (ev.shiftKey && ev.key === "Enter" && ev.target.closest?.(".markdown")) {
-        ev.preventDefault();
-        this.advance(this.cellOf(ev.target));
-      }
+      } else this.commandKey(ev);
     });
+  }
+
+  /**
+   * Runs a command-mode key: one pressed on the selected cell itself or
+   * its rendered markdown (or on nothing, the page in command mode).
+   * Keys in an editor, a field, a button or a dialog are left alone.
+   */
+  commandKey(ev) {
+    if (ev.defaultPrevented || document.querySelector("dialog[open]")) return;
+    const t = ev.target;
+    let cell = null;
+    if (t === document.body || t === document.documentElement) cell = this.mode === "command" ? this.selected : null;
+    else if (t.matches?.("[data-testid=cell], [data-testid=markdown]")) cell = this.cellOf(t);
+    if (!cell) return;
+    const a = this.keys.action(ev);
+    if (!a) return;
+    ev.preventDefault();
+    this.command(a, cell);
+  }
+
+  /** Does command-mode action a (keys.js names them) on cell. */
+  command(a, cell) {
+    const i = this.index(cell);
+    const to = (c) => c && this.commandMode(c);
+    const act = {
+      edit: () => this.editMode(cell),
+      "run-advance": () => this.runAndAdvance(cell, "command"),
+      run: () => this.run(cell),
+      "run-insert": () => {
+        this.run(cell);
+        this.insertCell(i + 1, "code");
+      },
+      "insert-above": () => this.insertCell(i, "code", false),
+      "insert-below": () => this.insertCell(i + 1, "code", false),
+      delete: () => this.deleteCell(cell, false),
+      "undo-delete": () => this.undoDelete(),
+      "to-markdown": () => this.setType(cell, "markdown", false),
+      "to-code": () => this.setType(cell, "code", false),
+      "select-next": () => to(this.cells[i + 1]),
+      "select-prev": () => to(this.cells[i - 1]),
+      interrupt: () => this.interrupt(),
+      restart: () => this.confirmRestart(),
+      shortcuts: () => this.showShortcuts(),
+    }[a];
+    act?.();
+  }
+
+  /** Command mode on cell: its editor left (markdown rendered), the cell itself focused and marked. */
+  commandMode(cell = this.selected) {
+    if (!cell) return;
+    if (cell.type === "markdown") cell.render();
+    this.select(cell);
+    this.setMode("command");
+    for (const c of this.cells) c.editor.setTabFocusMode(TAB_THROUGH_MS);
+    cell.el.focus({ preventScroll: true });
+    cell.el.scrollIntoView({ block: "nearest" });
+  }
+
+  /** Edit mode in cell: its editor focused (a markdown cell's source shown). */
+  editMode(cell = this.selected) {
+    if (!cell) return;
+    this.select(cell);
+    cell.editor.setTabFocusMode(false);
+    if (cell.type === "markdown") cell.edit();
+    else cell.editor.focus();
+  }
+
+  /** A cell got the focus: its editor (edit mode), or itself or its rendered markdown (command mode). */
+  focused(cell, mode) {
+    this.select(cell);
+    this.setMode(mode);
+  }
+
+  /** Records the mode ("command" or "edit") where the page shows it. */
+  setMode(m) {
+    this.mode = m;
+    this.cellsEl.dataset.mode = m;
+    this.selected?.el.classList.toggle("command", m === "command");
+  }
+
+  showShortcuts() {
+    return shortcuts(SHORTCUTS);
+  }
+
+  /** Restarts the kernel once the user says so, as JupyterLab asks. */
+  async confirmRestart() {
+    const yes = await confirm({
+      title: "Restart kernel?",
+      text: "Do you want to restart the kernel? All variables will be lost.",
+      accept: "Restart",
+      danger: true,
+      testid: "restart-dialog",
+    });
+    if (yes) await this.restart();
+    return yes;
+  }
+
+  /** Restarts the kernel (asking first) and runs every cell in the new one. */
+  async restartRunAll() {
+    const yes = await confirm({
+      title: "Restart kernel and run all cells?",
+      text: "Do you want to restart the kernel and run every cell again? All variables will be lost.",
+      accept: "Restart",
+      danger: true,
+      testid: "restart-dialog",
+    });
+    if (!yes) return;
+    await this.restart();
+    const until = Date.now() + RESTART_WAIT_MS;
+    while (this.kernel?.state !== "idle") {
+      if (Date.now() > until || this.kernel?.state === "dead") return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await this.runAll();
+  }
+
+  /** Clears every code cell's outputs and execution count, as Jupyter's "Clear all outputs". */
+  clearAllOutputs() {
+    for (const c of this.cells) {
+      if (c.type !== "code") continue;
+      c.clearOutputs(false);
+      this.dropDisplays(c);
+      c.count = null;
+      c.setPrompt(c.el.classList.contains("running"));
+    }
+    this.markDirty();
   }
 
   /** The key bindings of a cell's editor. */
@@ -258,8 +402,9 @@ export class Notebook {
     return [
       { key: "Shift-Enter", run: () => (this.runAndAdvance(cell), true) },
       { key: "Mod-Enter", run: () => (this.run(cell), true) },
+      { key: "Alt-Enter", run: () => (this.run(cell), this.insertCell(this.index(cell) + 1, "code"), true) },
       { key: "Mod-s", run: () => (this.save(), true), preventDefault: true },
-      { key: "Escape", run: () => (cell.type === "markdown" ? (cell.render(), cell.focus(), true) : false) },
+      { key: "Escape", run: () => (this.commandMode(cell), true) },
     ];
   }
 
@@ -274,19 +419,70 @@ export class Notebook {
 
   select(cell) {
     if (!cell || this.selected === cell) return;
-    this.selected?.el.classList.remove("selected");
+    this.selected?.el.classList.remove("selected", "command");
     this.selected = cell;
     cell.el.classList.add("selected");
+    cell.el.classList.toggle("command", this.mode === "command");
   }
 
-  insertCell(i, type) {
-    const c = new Cell(this, { cell_type: type, metadata: {}, source: "", outputs: [], execution_count: null });
+  /** Puts cell c at index i. */
+  place(c, i) {
     const ref = this.cells[i];
     if (ref) ref.el.before(c.el);
     else this.cellsEl.append(c.el);
     this.cells.splice(i, 0, c);
+  }
+
+  /** Inserts a new cell at index i, selected: edited, or in command mode (edit false). */
+  insertCell(i, type, edit = true) {
+    const c = new Cell(this, { cell_type: type, metadata: {}, source: "", outputs: [], execution_count: null });
+    this.place(c, i);
     this.select(c);
-    c.focus();
+    if (edit) c.focus();
+    else this.commandMode(c);
+    this.markDirty();
+    return c;
+  }
+
+  /** Deletes cell, kept for undoDelete; the cell now at its place is selected. */
+  deleteCell(cell, edit = true) {
+    const i = this.cells.indexOf(cell);
+    if (i < 0) return;
+    this.trash.push({ index: i, model: structuredClone(cell.toJSON()) });
+    this.dropDisplays(cell);
+    this.cells.splice(i, 1);
+    cell.el.remove();
+    this.markDirty();
+    if (this.cells.length === 0) this.insertCell(0, "code", edit);
+    const next = this.cells[Math.min(i, this.cells.length - 1)];
+    if (edit) {
+      this.select(next);
+      next.focus();
+    } else this.commandMode(next);
+  }
+
+  /** Brings back the last deleted cell at its place, with its source and outputs (Z). */
+  undoDelete() {
+    const d = this.trash.pop();
+    if (!d) return;
+    const c = new Cell(this, d.model);
+    this.place(c, Math.min(d.index, this.cells.length));
+    this.markDirty();
+    this.commandMode(c);
+  }
+
+  /** Makes cell a cell of type ("code" or "markdown"), its source kept; returns the new cell. */
+  setType(cell, type, edit = true) {
+    if (cell.type === type) return cell;
+    const i = this.index(cell);
+    const m = cell.toJSON();
+    m.cell_type = type;
+    this.dropDisplays(cell);
+    const c = new Cell(this, m);
+    cell.el.replaceWith(c.el);
+    this.cells[i] = c;
+    this.select(c);
+    if (!edit) this.commandMode(c);
     this.markDirty();
     return c;
   }
@@ -302,35 +498,34 @@ export class Notebook {
       this.cells.splice(i + 1, 0, cell);
       this.cells[i].el.after(cell.el);
     } else if (a === "delete") {
-      this.cells.splice(i, 1);
-      cell.el.remove();
-      if (this.cells.length === 0) this.insertCell(0, "code");
-      this.select(this.cells[Math.min(i, this.cells.length - 1)]);
-      this.selected.focus();
+      this.deleteCell(cell);
+      return;
     } else if (a === "add-below") {
       this.insertCell(i + 1, "code");
       return;
     } else if (a === "toggle-type") {
-      const m = cell.toJSON();
-      m.cell_type = cell.type === "code" ? "markdown" : "code";
-      const c = new Cell(this, m);
-      cell.el.replaceWith(c.el);
-      this.cells[i] = c;
-      this.select(c);
+      this.setType(cell, cell.type === "code" ? "markdown" : "code");
+      return;
     } else return;
     this.markDirty();
   }
 
-  advance(cell) {
-    const i = this.index(cell);
-    const next = this.cells[i + 1] || this.insertCell(i + 1, "code");
-    this.select(next);
-    next.focus();
-  }
-
-  runAndAdvance(cell) {
+  /**
+   * Runs cell and selects the next, edited (from edit mode, the toolbar)
+   * or in command mode (from command mode); past the last cell a new one
+   * is added and edited, as Jupyter does.
+   */
+  runAndAdvance(cell, from = "edit") {
+    if (!cell) return;
     this.run(cell);
-    this.advance(cell);
+    const i = this.index(cell);
+    const next = this.cells[i + 1];
+    if (!next) this.insertCell(i + 1, "code");
+    else if (from === "command") this.commandMode(next);
+    else {
+      this.select(next);
+      next.focus();
+    }
   }
 
   async runAll() {
