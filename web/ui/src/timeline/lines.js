@@ -98,13 +98,26 @@ export class LineStats {
       if (!this.dirty.has(st.cell)) continue;
       if (!byCell.has(st.cell)) byCell.set(st.cell, new Map());
       byCell.get(st.cell).set(st.line, {
-        text: st.lingering > 0 ? `▲ ${bytes(st.lingering)}` : bytes(st.alloc),
-        title: `allocated ${bytes(st.alloc)}, peak ${bytes(st.peak)}, alive ${bytes(st.live)}, left lingering ${bytes(st.lingering)}` +
-          (st.via ? `; ${bytes(st.via)} of it allocated in functions this line called` : ""),
+        text: gutterText(st),
+        title: `alive ${bytes(st.live)}, peak ${bytes(st.peak)}, left lingering ${bytes(st.lingering)}; allocated ${bytes(st.alloc)} in all` +
+          (st.via ? ` (${bytes(st.via)} of it in functions this line called)` : ""),
         lingering: st.lingering > 0,
       });
     }
     for (const [cell, m] of byCell) nb.setLineAnnotations(cell, m);
     this.dirty.clear();
   }
+}
+
+/**
+ * gutterText is a line's mark: what it left lingering (▲), else what it
+ * holds now and, when higher, the most it held at once (↑), as a memory
+ * profiler's line view; never the total ever allocated, which for a
+ * request looping over chunks is many times what it held (the title
+ * says it).
+ */
+export function gutterText(st) {
+  if (st.lingering > 0) return `▲ ${bytes(st.lingering)}`;
+  if (st.live > 0) return st.peak > st.live ? `${bytes(st.live)} ↑${bytes(st.peak)}` : bytes(st.live);
+  return `↑${bytes(st.peak)}`;
 }

@@ -80,11 +80,35 @@ test("line stats: allocated, peak and what a cell left lingering", async () => {
   ls.flush();
   const m = window.linger.notebook.got.get("c1");
   assert.equal(m.get(2).lingering, true);
-  assert.match(m.get(2).title, /allocated 1\.3 KiB, peak 1\.3 KiB, alive 1000 B, left lingering 1000 B/);
+  assert.match(m.get(2).title, /alive 1000 B, peak 1\.3 KiB, left lingering 1000 B; allocated 1\.3 KiB in all/);
+  assert.equal(m.get(2).text, "▲ 1000 B");
   assert.equal(m.get(3).lingering, false);
+  assert.equal(m.get(3).text, "500 B");
   ls.add(ev(7, KIND.free, 0, 1, 1000, 0));
   ls.flush();
   assert.equal(window.linger.notebook.got.get("c1").get(2).lingering, false);
+  assert.equal(window.linger.notebook.got.get("c1").get(2).text, "↑1.3 KiB");
+});
+
+test("line stats: a line looping over chunks shows its peak, not the total it allocated", async () => {
+  globalThis.window = { linger: { notebook: { got: new Map(), setLineAnnotations(c, m) { this.got.set(c, m); return true; } } } };
+  const { LineStats } = await import("./lines.js");
+  const ls = new LineStats();
+  ls.defs({ strings: [], sites: [[1, "c1", 4, []]] });
+  const ev = (seq, kind, expect, addr, size, site) => [seq, seq, kind, 2, expect, addr, size, 0, 0, site, 0, 0];
+  const chunk = 64 << 20, chunks = 48; // 48 chunks of 64 MiB, one at a time: 3 GiB allocated, 64 MiB held
+  let seq = 1;
+  ls.add(ev(seq++, KIND.scopeBegin, SCOPE.cell, 100, 0, 0));
+  for (let i = 0; i < chunks; i++) {
+    ls.add(ev(seq++, KIND.alloc, SCOPE.chunk, 10 + i, chunk, 1));
+    ls.add(ev(seq++, KIND.free, 0, 10 + i, chunk, 0));
+  }
+  ls.add(ev(seq++, KIND.alloc, SCOPE.engine, 99, 16 << 20, 1)); // and 16 MiB it keeps
+  ls.add(ev(seq++, KIND.scopeEnd, SCOPE.cell, 100, 0, 0));
+  ls.flush();
+  const a = window.linger.notebook.got.get("c1").get(4);
+  assert.equal(a.text, "16 MiB ↑64 MiB");
+  assert.match(a.title, /allocated 3(\.0+)? GiB in all/);
 });
 
 // columns turns array-form events lo..hi-1 into the stream's column form.
