@@ -275,6 +275,8 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/timeline/traces/{name}/report", s.handleTimelineReport)
 	handle("GET /api/timeline/kernels/{id}/export", s.handleTimelineExport)
 	handle("GET /api/timeline/traces/{name}/export", s.handleTimelineExport)
+	handle("GET /api/timeline/kernels/{id}/segments", s.handleTimelineSegments)
+	handle("GET /api/timeline/traces/{name}/segments", s.handleTimelineSegments)
 	handle("GET /api/timeline/compare", s.handleCompare)
 
 	handle("/api/{rest...}", s.handleAPINotFound)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -321,4 +322,47 @@ func (s *Server) handleTimelineExport(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", base+et.Ext))
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(w, tmp)
+}
+
+// handleTimelineSegments is the allocator at one instant (export.Allocator):
+// its segments, the blocks alive in each and the free space between, what
+// was alive by category and, at an out-of-memory event, what it carried.
+// The instant is ?at= (peak, end or a sequence number, as exports take
+// it) or ?time= (nanoseconds from the trace's start: the last event at or
+// before it).
+func (s *Server) handleTimelineSegments(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	at := export.AtEnd
+	switch {
+	case q.Get("time") != "" && q.Get("at") != "":
+		s.writeError(w, r, badRequest("give at= or time=, not both"))
+		return
+	case q.Get("time") != "":
+		ns, err := strconv.ParseInt(q.Get("time"), 10, 64)
+		if err != nil {
+			s.writeError(w, r, badRequest("time=%q: want nanoseconds from the trace's start", q.Get("time")))
+			return
+		}
+		at = export.AtTime(ns)
+	case q.Get("at") != "":
+		var err error
+		if at, err = export.ParseAt(q.Get("at")); err != nil {
+			s.writeError(w, r, badRequest("%v", err))
+			return
+		}
+	}
+	f, err := s.traceFile(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st, err := export.Allocator(f, at)
+	if errors.Is(err, export.ErrInstant) {
+		err = badRequest("%v", err)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
 }

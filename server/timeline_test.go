@@ -568,3 +568,53 @@ func TestSavedTraceReportEnded(t *testing.T) {
 		}
 	}
 }
+
+// TestTimelineSegments: the allocator at an instant of a live kernel's
+// trace, by sequence number and by time, with its segment cut into the
+// blocks alive and the free space between; bad instants are 400.
+func TestTimelineSegments(t *testing.T) {
+	ts, rec := newRecServer(t)
+	const seg = 0x7f00_0000_0000
+	rec.Emit(event.Event{Seq: 1, Time: 1000, Kind: event.KindSegmentAlloc, Addr: seg, Size: 8 << 20, Extra: event.PoolLarge})
+	rec.Emit(event.Event{Seq: 2, Time: 2000, Kind: event.KindAlloc, Addr: seg, Size: 2 << 20, Requested: 2 << 20, Category: event.CategoryKVCache})
+	rec.Emit(event.Event{Seq: 3, Time: 3000, Kind: event.KindAlloc, Addr: seg + 4<<20, Size: 2 << 20, Requested: 2 << 20, Category: event.CategoryAttnMask})
+	rec.Emit(event.Event{Seq: 4, Time: 4000, Kind: event.KindFree, Addr: seg})
+	for _, tc := range []struct {
+		query           string
+		seq             uint64
+		allocated, free uint64
+		largest         uint64
+		blocks          int
+	}{
+		{"at=3", 3, 4 << 20, 4 << 20, 2 << 20, 4},      // kv, free, mask, free
+		{"time=3500", 3, 4 << 20, 4 << 20, 2 << 20, 4}, // the last event at or before 3.5 µs
+		{"at=end", 4, 2 << 20, 6 << 20, 4 << 20, 3},    // free 4 MiB, mask, free 2 MiB
+	} {
+		code, body := ts.do(t, "GET", "/api/timeline/kernels/k1/segments?"+tc.query, "")
+		if code != 200 {
+			t.Fatalf("%s: %d %s", tc.query, code, body)
+		}
+		var st struct {
+			Seq            uint64 `json:"seq"`
+			Allocated      uint64 `json:"allocated"`
+			FreeInSegments uint64 `json:"free_in_segments"`
+			LargestFree    uint64 `json:"largest_free"`
+			Segments       []struct {
+				Blocks []json.RawMessage `json:"blocks"`
+			} `json:"segments"`
+		}
+		_ = json.Unmarshal(body, &st)
+		if st.Seq != tc.seq || st.Allocated != tc.allocated || st.FreeInSegments != tc.free || st.LargestFree != tc.largest ||
+			len(st.Segments) != 1 || len(st.Segments[0].Blocks) != tc.blocks {
+			t.Errorf("%s: %s", tc.query, body)
+		}
+	}
+	for _, q := range []string{"at=99", "time=soon", "at=1&time=1", "at=first"} {
+		if code, body := ts.do(t, "GET", "/api/timeline/kernels/k1/segments?"+q, ""); code != 400 {
+			t.Errorf("%s: %d %s, want 400", q, code, body)
+		}
+	}
+	if code, _ := ts.do(t, "GET", "/api/timeline/kernels/nope/segments", ""); code != 404 {
+		t.Errorf("unknown kernel: %d, want 404", code)
+	}
+}

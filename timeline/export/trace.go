@@ -32,8 +32,10 @@ var errStop = errors.New("stop replay")
 // At chooses an instant of a trace: the state of memory just after one
 // event. The zero value is the end of the trace.
 type At struct {
-	seq  uint64
-	peak bool
+	seq    uint64
+	peak   bool
+	byTime bool
+	time   int64
 }
 
 // AtEnd is the end of the trace, after its last event.
@@ -45,6 +47,10 @@ var AtPeak = At{peak: true}
 
 // AtSeq is the instant just after the event numbered seq (seqs start at 1).
 func AtSeq(seq uint64) At { return At{seq: seq} }
+
+// AtTime is the instant just after the last event at or before t (in
+// nanoseconds from the trace's start); before the first event, the first.
+func AtTime(t int64) At { return At{byTime: true, time: t} }
 
 // ParseAt parses "end" (or ""), "peak", or a sequence number, as the CLI's
 // --at flag takes them.
@@ -67,6 +73,8 @@ func (a At) String() string {
 	switch {
 	case a.peak:
 		return "peak"
+	case a.byTime:
+		return "time " + strconv.FormatInt(a.time, 10) + " ns"
 	case a.seq == 0:
 		return "end"
 	}
@@ -97,6 +105,10 @@ func resolve(tr Trace, a At) (instant, error) {
 			if allocated := alloc.mem.Tracks[memstate.Allocated]; allocated > peakSize || !found {
 				peakSize, in.seq, in.time, found = allocated, e.Seq, e.Time, true
 			}
+		} else if a.byTime {
+			if e.Time <= a.time || !found {
+				in.seq, in.time, found = e.Seq, e.Time, true
+			}
 		} else if a.seq != 0 && e.Seq == a.seq {
 			in.seq, in.time, found = e.Seq, e.Time, true
 		}
@@ -106,7 +118,7 @@ func resolve(tr Trace, a At) (instant, error) {
 		return in, err
 	}
 	in.peak = a.peak
-	if a.seq == 0 && !a.peak {
+	if a.seq == 0 && !a.peak && !a.byTime {
 		in.seq, in.time, found = in.lastSeq, in.lastTime, true
 	}
 	if !found {
