@@ -7,6 +7,7 @@
 import { CATEGORIES, CATEGORY_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, sizes, sizeRange, rate, duration } from "./palette.js";
 import { stack, axisTicks } from "./layout.js";
 import { HOST_H, drawHostLane, hostTooltip } from "./hostlane.js";
+import { SegmentsPanel } from "./segments.js";
 
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
@@ -68,7 +69,10 @@ export class TimelineView {
       btn("Fit", "Show the whole trace (0)", () => this.fit()),
       btn("−", "Zoom out (-)", () => this.zoom(2), "Zoom out"),
       btn("+", "Zoom in (+)", () => this.zoom(0.5), "Zoom in"),
-      ...(this.source.live ? [this.followBtn] : []), this.status, exports);
+      ...(this.source.live ? [this.followBtn] : []),
+      btn("Allocator", "The allocator's segments and free space at the cursor, the selected object's allocation or the end (s)", () => this.openSegments()),
+      this.status, exports);
+    this.segments = new SegmentsPanel(this);
     this.canvas = el("canvas", {
       class: "lt-canvas", tabindex: "0", "data-testid": "timeline-canvas", role: "img",
       "aria-label": "Memory timeline. Left and right arrows pan, + and - zoom, Home and End go to the start and the end, 0 fits, f follows live; up and down arrows step through the objects, lingering first, and Enter shows the one selected; shift-drag zooms to a range.",
@@ -87,7 +91,7 @@ export class TimelineView {
       el("span", { class: "lt-key", "data-testid": "legend-leak" }, el("i", { class: "lt-leak" }), "∞ leak, never freed"));
     this.detail = el("section", { class: "lt-detail", "data-testid": "timeline-detail", "aria-live": "polite" }, el("p", { class: "lt-hint" }, "Click an object for its details."));
     this.findings = el("section", { class: "lt-findings", "data-testid": "timeline-findings" }, el("h2", { class: "lt-h" }, "Findings"), el("p", { class: "lt-hint" }, "Loading…"));
-    this.root.replaceChildren(this.toolbar, this.body, this.legend, el("div", { class: "lt-panels" }, this.detail, this.findings));
+    this.root.replaceChildren(this.toolbar, this.body, this.legend, el("div", { class: "lt-panels" }, this.detail, this.findings), this.segments.root);
     injectStyle();
     this.bindInput();
   }
@@ -470,6 +474,7 @@ export class TimelineView {
         "+": () => this.zoom(0.5), "=": () => this.zoom(0.5), "-": () => this.zoom(2), 0: () => this.fit(),
         Home: () => this.toStart(), End: () => this.toEnd(),
         f: () => this.setFollow(!this.follow),
+        s: () => this.openSegments(),
         ArrowDown: () => this.step(1), ArrowUp: () => this.step(-1),
         Enter: () => { if (this.selected) this.showDetail(this.selected); },
         Escape: () => { this.selected = null; this.said.textContent = ""; this.schedule(); },
@@ -509,6 +514,7 @@ export class TimelineView {
 
   hover(p) {
     let html = null;
+    this.cursorT = this.t(p.x);
     const o = p.y >= this.tracks.obj ? this.objectAt(p) : null;
     if (o) {
       html = `<b>${esc(o.label || "(no label)")}</b><br>${sizes(o.requested, o.size)} · ${esc(o.category)}${o.lingering ? (o.leak ? " · <b>leak</b>" : " · <b>lingering</b>") : ""}`;
@@ -532,7 +538,18 @@ export class TimelineView {
     this.tooltip.style.top = `${p.y + 12}px`;
   }
 
+  /** openSegments shows the allocator at the cursor's time, the selected object's allocation, or the end. */
+  openSegments() {
+    if (this.selected) this.segments.open({ time: this.selected.alloc_time }, `(${this.selected.label || "the selected object"} allocated)`);
+    else if (this.cursorT !== undefined) this.segments.open({ time: this.cursorT }, "(the cursor)");
+    else this.segments.open({ at: "end" }, "(the end)");
+  }
+
   click(p) {
+    // An OOM mark (its triangle at the top of the scope rows) opens the
+    // allocator as it was when the allocation failed.
+    const oom = p.y < this.tracks.scopes + 10 && this.marks.find((m) => m.oom && Math.abs(this.x(m.time) - p.x) <= 6);
+    if (oom) { this.segments.open({ time: oom.time }, "at the OOM"); return; }
     if (p.y >= this.tracks.scopes && p.y < this.tracks.mem) {
       const t = this.t(p.x), row = SCOPE_KINDS[Math.floor((p.y - this.tracks.scopes) / SCOPE_ROW)];
       const s = this.scopes.find((s) => s.kind === row && s.begin <= t && (s.end < 0 || t <= s.end));
@@ -679,7 +696,10 @@ export class TimelineView {
     }
     // The peak is the allocated track's highest point (a track value);
     // beside it, what the objects alive then asked for, first.
-    if (r.peak?.bytes) item(`peak: ${sizes(r.peak.requested, r.peak.bytes)} at ${duration(r.peak.time_ns)}`, () => this.jump(r.peak.time_ns, r.peak.time_ns));
+    if (r.peak?.bytes) {
+      item(`peak: ${sizes(r.peak.requested, r.peak.bytes)} at ${duration(r.peak.time_ns)}`, () => this.jump(r.peak.time_ns, r.peak.time_ns));
+      item("the allocator at the peak: segments and free space", () => this.segments.open({ at: "peak" }));
+    }
     if (!list.children.length) item("Nothing lingers, grows or repeats.");
     // The kernel's memory budget (linger serve --kernel-memory): a cell
     // over it stops with MemoryError, marked on the timeline.
