@@ -73,13 +73,13 @@ export class TimelineView {
       exports.append(el("a", { href: this.source.exportURL(f), download: "", "data-testid": `export-${f}`, class: "lt-link", "aria-label": `Export as ${label}` }, label), " ");
     }
     this.toolbar = el("div", { class: "lt-toolbar", role: "toolbar", "aria-label": "Timeline" },
-      btn("Fit", "Show the whole trace (0)", () => this.fit()),
+      btn("Fit", "Show every event, first to last, idle stretches collapsed (0)", () => this.fit()),
       btn("−", "Zoom out (-)", () => this.zoom(2), "Zoom out"),
       btn("+", "Zoom in (+)", () => this.zoom(0.5), "Zoom in"),
       ...(this.source.live ? [this.followBtn] : []), ...displayControls(this), this.status, exports);
     this.canvas = el("canvas", {
       class: "lt-canvas", tabindex: "0", "data-testid": "timeline-canvas", role: "img",
-      "aria-label": "Memory timeline. Left and right arrows pan, + and - zoom, Home and End go to the start and the end, 0 fits, f follows live; up and down arrows step through the objects, lingering first, and Enter shows the one selected; shift-drag zooms to a range.",
+      "aria-label": "Memory timeline. Left and right arrows pan, + and - zoom, Home and End go to the start and the end, 0 fits, f follows live, b sets the baseline at the cursor; up and down arrows step through the objects, lingering first, and Enter shows the one selected; shift-drag zooms to a range.",
       "aria-describedby": `lt-said-${this.id}`,
     });
     // What the keyboard selected, read out by screen readers.
