@@ -163,6 +163,28 @@ func TestTimelineIdleBreak(t *testing.T) {
 		t.Errorf("the wheel did not zoom in: span %v ns", span)
 	}
 	screenshot(t, p.ctx, "timeline-idle-break.png")
+
+	// memory_viz's event-indexed axis: every event the same room, the idle
+	// time next to none, ticks are event numbers; no break is needed.
+	p.step(t, "event axis, Fit", 20*time.Second,
+		chromedp.Click(css(`[data-testid=timeline-event-axis]`)),
+		chromedp.Click(css(`[data-testid=timeline] .lt-toolbar button[title^="Show"]`)),
+		void(chromedp.Poll[bool](theView+`.axis.eventIndexed && document.querySelector("[data-testid=timeline-break]") === null`)),
+		void(chromedp.Poll[bool](frames)))
+	raw = eval[json.RawMessage](t, p, "event geometry", fmt.Sprintf(`(() => { const v = %s;
+		return { W: v.W, From: v.x(%g), To: v.x(%g), Second: v.x(%g), T0: v.view.t0, T1: v.view.t1 }; })()`, theView, float64(idleLeakFrom), float64(idleLeakTo), float64(idleSecond)))
+	if err := json.Unmarshal(raw, &geo); err != nil {
+		t.Fatal(err)
+	}
+	ticks := eval[[]string](t, p, "event ticks", theView+`.ticks.map((k) => k.label)`)
+	t.Logf("event axis: leak x %.0f–%.0f, second cell at x %.0f of %.0f; ticks %q", geo.From, geo.To, geo.Second, geo.W, ticks)
+	if geo.To-geo.From < 0.5*geo.W || len(ticks) < 2 || !strings.HasPrefix(ticks[0], "#") {
+		t.Errorf("event axis: the leak spans %.0f of %.0f px, ticks %q", geo.To-geo.From, geo.W, ticks)
+	}
+	if got := eval[string](t, p, "event axis pressed", `document.querySelector("[data-testid=timeline-event-axis]").getAttribute("aria-pressed")`); got != "true" {
+		t.Errorf("event axis button aria-pressed=%q", got)
+	}
+	screenshot(t, p.ctx, "timeline-event-axis.png")
 }
 
 // TestTimelineSmallObjects hides the weights from the legend (by click,

@@ -181,3 +181,92 @@ export function idleLabel(ns) {
   else text = `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
   return `— ${text} idle —`;
 }
+
+/**
+ * EventAxis is memory_viz's axis: x follows the events' index, not time,
+ * so that every event has the same room however long the idle time
+ * between them. The index of time t is counted from lod buckets over the
+ * whole trace (overview: [{t0, t1, events}]), the events of a bucket
+ * spread evenly over it, plus a little time (IDLE_SHARE of the events
+ * over the trace's length) so that the mapping is strictly increasing:
+ * exact at the buckets' bounds, as fine as the overview's buckets inside
+ * them. Same interface as Axis; no breaks (idle time has no events).
+ */
+const IDLE_SHARE = 0.01;
+
+export class EventAxis {
+  constructor(t0, t1, W, overview) {
+    this.t0 = t0; this.t1 = t1; this.W = W;
+    this.breaks = [];
+    this.eventIndexed = true;
+    const n = overview.length;
+    this.bounds = new Float64Array(n + 1);
+    this.cum = new Float64Array(n + 1);
+    for (let i = 0; i < n; i++) {
+      this.bounds[i] = overview[i].t0;
+      this.cum[i + 1] = this.cum[i] + (overview[i].events || 0);
+    }
+    this.bounds[n] = n ? overview[n - 1].t1 : 1;
+    this.total = this.cum[n];
+    this.slope = (IDLE_SHARE * Math.max(this.total, 1)) / Math.max(this.bounds[n] - this.bounds[0], 1);
+    this.e0 = this.E(t0);
+    this.k = W / Math.max(this.E(t1) - this.e0, 1e-9);
+  }
+
+  /** count is the number of events before t (fractional inside a bucket). */
+  count(t) {
+    const b = this.bounds, n = b.length - 1;
+    if (n <= 0 || t <= b[0]) return 0;
+    if (t >= b[n]) return this.total;
+    let lo = 0, hi = n; // b[lo] <= t < b[hi]
+    while (hi - lo > 1) { const m = (lo + hi) >> 1; if (b[m] <= t) lo = m; else hi = m; }
+    return this.cum[lo] + ((t - b[lo]) / (b[lo + 1] - b[lo])) * (this.cum[lo + 1] - this.cum[lo]);
+  }
+
+  E(t) { return this.count(t) + this.slope * t; }
+
+  /** invE is the time of index e (bisection: E is increasing). */
+  invE(e) {
+    let lo = Math.min(0, this.t0), hi = Math.max(this.bounds[this.bounds.length - 1], this.t1, 1);
+    while (this.E(hi) < e) hi *= 2;
+    for (let i = 0; i < 100 && hi - lo > 1e-3; i++) { const m = (lo + hi) / 2; if (this.E(m) < e) lo = m; else hi = m; }
+    return (lo + hi) / 2;
+  }
+
+  x(t) { return (this.E(t) - this.e0) * this.k; }
+  t(x) { return this.invE(this.e0 + x / this.k); }
+  shifted(dx) { return [this.t(dx), this.t(this.W + dx)]; }
+  zoomed(f, at) {
+    const e = this.e0 + at / this.k, k = this.k / f, e0 = e - at / k;
+    return [this.invE(e0), this.invE(e0 + this.W / k)];
+  }
+  visible() { return []; }
+
+  /** segments are slices of equal width, so that busy times get buckets in proportion to their room. */
+  segments() {
+    const out = [], n = 8;
+    for (let i = 0; i < n; i++) {
+      const x0 = (i * this.W) / n, x1 = ((i + 1) * this.W) / n;
+      const t0 = i ? out[i - 1].t1 : this.t0, t1 = i === n - 1 ? this.t1 : this.t(x1);
+      if (t1 > t0) out.push({ t0, t1, x0, x1 });
+      else out.push({ t0, t1: t0, x0, x1 });
+    }
+    return out.filter((s) => s.t1 > s.t0);
+  }
+
+  /** ticks are at round event indices, labelled "#N". */
+  ticks(measure, gap = 12) {
+    const a = this.e0, b = this.e0 + this.W / this.k;
+    const out = [];
+    for (let p = 10 ** Math.floor(Math.log10(Math.max((b - a) / 50, 1))); ; p *= 10) {
+      for (const m of [1, 2, 5]) {
+        const step = m * p, first = Math.ceil(a / step), last = Math.floor(b / step);
+        if (last - first > 50) continue;
+        const label = (i) => `#${Math.round(i * step).toLocaleString("en")}`;
+        if ((step * this.k) < Math.max(measure(label(first)), measure(label(last))) + gap && last > first) continue;
+        for (let i = first; i <= last; i++) { const t = this.invE(i * step); out.push({ t, x: this.x(t), label: label(i) }); }
+        return out;
+      }
+    }
+  }
+}

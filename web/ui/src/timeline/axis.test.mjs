@@ -108,3 +108,22 @@ test("idleLabel", () => {
   assert.equal(idleLabel(2.5e9), "— 2.5 s idle —");
   assert.equal(idleLabel(3 * 3600e9 + 120e9), "— 3 h 2 min idle —");
 });
+
+test("EventAxis: x follows the events' index, idle time takes almost none", async () => {
+  const { EventAxis } = await import("./axis.js");
+  // 20 events over [1 s, 3 s], none for 278 s, 10 over [281 s, 282 s].
+  const overview = [];
+  for (let i = 0; i < 282; i++) overview.push({ t0: i * 1e9, t1: (i + 1) * 1e9, events: i === 1 || i === 2 ? 10 : i === 281 ? 10 : 0 });
+  const a = new EventAxis(1e9, 282e9, 1000, overview);
+  near(a.x(1e9), 0, 1e-6, "left");
+  near(a.x(282e9), 1000, 1e-6, "right");
+  // Two thirds of the events are before the idle time: two thirds of the width.
+  assert.ok(a.x(3e9) > 600 && a.x(3e9) < 680, `x(3 s) = ${a.x(3e9)}`);
+  assert.ok(a.x(281e9) - a.x(3e9) < 20, `idle width ${a.x(281e9) - a.x(3e9)}`);
+  for (let x = 0; x <= 1000; x += 50) near(a.x(a.t(x)), x, 1e-3, `x=${x}`);
+  const at = a.x(2e9), [z0, z1] = a.zoomed(0.5, at), z = new EventAxis(z0, z1, 1000, overview);
+  near(z.x(2e9), at, 1e-3, "zoom keeps the pointer's time");
+  const ticks = a.ticks(measure);
+  assert.ok(ticks.length >= 2 && ticks.every((k) => k.label.startsWith("#")), ticks.map((k) => k.label).join());
+  assert.ok(a.segments().length >= 4);
+});

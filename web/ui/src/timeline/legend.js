@@ -9,13 +9,13 @@ import { CATEGORIES, CATEGORY_COLOURS, TRACKS, bytes, duration } from "./palette
 
 const KEY = () => `linger.timeline:${location.pathname}`;
 
-/** loadPrefs is the page's kept choices: {hidden: [category names], log, hostCollapsed}. */
+/** loadPrefs is the page's kept choices: {hidden: [category names], log, hostCollapsed, eventAxis}. */
 export function loadPrefs() {
   try { return JSON.parse(localStorage.getItem(KEY())) || {}; } catch { return {}; }
 }
 
 function savePrefs(view) {
-  const p = { hidden: [...view.hidden].map((c) => CATEGORIES[c]), log: view.logScale, hostCollapsed: view.hostCollapsed };
+  const p = { hidden: [...view.hidden].map((c) => CATEGORIES[c]), log: view.logScale, hostCollapsed: view.hostCollapsed, eventAxis: view.eventAxis };
   try { localStorage.setItem(KEY(), JSON.stringify(p)); } catch { /* private mode: kept for this page only */ }
 }
 
@@ -25,6 +25,7 @@ export function applyPrefs(view) {
   view.hidden = new Set((p.hidden || []).map((n) => CATEGORIES.indexOf(n)).filter((c) => c > 0));
   view.logScale = !!p.log;
   view.hostCollapsed = !!p.hostCollapsed;
+  view.eventAxis = !!p.eventAxis;
   view.baseline = null;
 }
 
@@ -78,13 +79,23 @@ export function displayControls(view) {
     savePrefs(view);
     view.resize();
   });
+  const events = el("button", { type: "button", class: "lt-btn lt-toggle", "data-testid": "timeline-event-axis", "aria-pressed": String(view.eventAxis), title: "Event-indexed time axis, as memory_viz: every event the same room, idle time none" }, "Event axis");
+  events.addEventListener("click", () => {
+    view.eventAxis = !view.eventAxis;
+    events.setAttribute("aria-pressed", String(view.eventAxis));
+    savePrefs(view);
+    view.breakKey = null;
+    view.setAxis();
+    view.refresh();
+  });
   const set = el("button", { type: "button", class: "lt-btn", "data-testid": "timeline-baseline-set", title: "Subtract what was alive at the cursor (the last place pointed at on the chart, else the middle of the view; b on the chart): the chart shows the growth since then" }, "Baseline: set at cursor");
   set.addEventListener("click", () => view.setBaseline(view.cursorTime()));
   const clear = el("button", { type: "button", class: "lt-btn", "data-testid": "timeline-baseline-clear", disabled: "", title: "Show absolute memory again" }, "Clear baseline");
   clear.addEventListener("click", () => view.setBaseline(null));
   const label = el("span", { class: "lt-baseline", "data-testid": "timeline-baseline" });
   view.baselineUI = { clear, label };
-  return [log, set, clear, label, host];
+  // The compare view's linked axes are in time, shared by both traces.
+  return [...(view.collapsesIdle ? [events] : []), log, set, clear, label, host];
 }
 
 /** showBaseline updates the baseline's label and Clear button. */

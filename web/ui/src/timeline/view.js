@@ -7,7 +7,7 @@
 import { CATEGORIES, CATEGORY_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, sizes, sizeRange, rate, duration } from "./palette.js";
 import { stack } from "./layout.js";
 import { HOST_H as HOST_LANE_H, drawHostLane, hostTooltip } from "./hostlane.js";
-import { Axis, findIdle, idleLabel } from "./axis.js";
+import { Axis, EventAxis, findIdle, idleLabel } from "./axis.js";
 import { yOf, yTicks } from "./yscale.js";
 import { applyPrefs, buildLegend, displayControls, showBaseline, baselineAt } from "./legend.js";
 
@@ -130,6 +130,8 @@ export class TimelineView {
   get collapsesIdle() { return true; }
 
   setAxis() {
+    // memory_viz's event-indexed axis once the overview is there (legend.js's toggle).
+    if (this.eventAxis && this.collapsesIdle && this.overview?.length) { this.axis = new EventAxis(this.view.t0, this.view.t1, this.W || 1000, this.overview); return; }
     const breaks = this.collapsesIdle && this.idle ? this.idle.breaks : [];
     this.axis = new Axis(this.view.t0, this.view.t1, this.W || 1000, breaks);
   }
@@ -177,10 +179,13 @@ export class TimelineView {
     if (this.idleSearch) return this.idleSearch;
     const end = this.source.end();
     if (!(end > 0) || (this.idle && this.idleEnd === end)) return Promise.resolve(false);
-    this.idleSearch = findIdle((t0, t1, px) => this.source.lod(t0, t1, px), end).then((idle) => {
+    // The first query is over the whole trace: the event axis's overview.
+    let overview = null;
+    const lod = async (t0, t1, px) => { const b = await this.source.lod(t0, t1, px); overview ??= b; return b; };
+    this.idleSearch = findIdle(lod, end).then((idle) => {
       const changed = JSON.stringify(idle) !== JSON.stringify(this.idle);
-      this.idle = idle; this.idleEnd = end;
-      if (changed) { this.setAxis(); this.refresh(); }
+      this.idle = idle; this.idleEnd = end; this.overview = overview;
+      if (changed || this.eventAxis) { this.setAxis(); this.refresh(); }
       return changed;
     }, () => false).finally(() => { this.idleSearch = null; });
     return this.idleSearch;
@@ -195,6 +200,12 @@ export class TimelineView {
     this.setView(t0, t1, true);
   }
   toStart() {
+    if ((this.axis.breaks.length || this.axis.eventIndexed) && this.idle) {
+      // At the same scale, the first event a little in from the left edge.
+      const [t0, t1] = this.axis.shifted(this.x(this.idle.first) - 0.02 * this.W);
+      this.setView(t0, t1, true);
+      return;
+    }
     const span = this.view.t1 - this.view.t0;
     this.setView(0, span, true);
   }
@@ -209,6 +220,11 @@ export class TimelineView {
         this.setView(Math.max(0, from - m), end + m, false);
         return;
       }
+    }
+    if (this.axis.breaks.length || this.axis.eventIndexed) {
+      const [t0, t1] = this.axis.shifted(this.x(end) - 0.95 * this.W);
+      this.setView(t0, t1, false);
+      return;
     }
     this.setView(Math.max(0, end - span * 0.95), Math.max(0, end - span * 0.95) + span, false);
   }
@@ -267,7 +283,7 @@ export class TimelineView {
     const { t0, t1 } = this.view, m = this.source.live ? 0 : t1 - t0;
     try {
       const segs = this.axis.segments();
-      if (this.axis.visible().length) {
+      if (this.axis.visible().length || this.axis.eventIndexed) {
         // Breaks in view: each stretch between them at its own resolution.
         const parts = await Promise.all(segs.map((s) => this.source.lod(s.t0, s.t1, Math.max(1, Math.ceil(s.x1 - s.x0)))));
         this.buckets = parts.flat();
@@ -370,7 +386,7 @@ export class TimelineView {
     this.breakKey = key;
     this.breakLabels.replaceChildren(...breaks.map((b) => {
       const e = el("span", { class: "lt-break", "data-testid": "timeline-break", title: `No events from ${duration(b.t0)} to ${duration(b.t1)}` }, idleLabel(b.t1 - b.t0));
-      e.style.left = `${(b.x0 + b.x1) / 2}px`;
+      e.style.left = `${Math.min(Math.max((b.x0 + b.x1) / 2, 70), this.W - 70)}px`; // whole, even at an edge
       return e;
     }));
   }
