@@ -127,14 +127,22 @@ export class Axis {
   }
 }
 
+// busy says whether a bucket has memory events: an allocation or a free,
+// or more than a few events. An idle kernel still emits a counter sample
+// now and then (the Go heap, when it moved) and a scope's begin or end:
+// those alone do not make its idle time busy.
+const busyBucket = (b) => (b.allocs || 0) + (b.frees || 0) > 0 || b.events >= 4;
+
 /**
  * idleSpans finds where a trace's events are, from buckets ({t0, t1,
- * events}) over it: the first and last busy buckets' bounds and the gaps
- * between busy buckets longer than minGap ns and than frac of the busy
- * span. null without events.
+ * events, allocs, frees}) over it: the first and last busy buckets'
+ * bounds and the gaps between busy buckets longer than minGap ns and than
+ * frac of the busy span. A trace without a busy bucket counts every
+ * event. null without events.
  */
 export function idleSpans(buckets, { minGap = 1e9, frac = 0.05 } = {}) {
-  const busy = buckets.filter((b) => b.events > 0);
+  let busy = buckets.filter(busyBucket);
+  if (!busy.length) busy = buckets.filter((b) => b.events > 0);
   if (!busy.length) return null;
   const first = busy[0].t0, last = busy[busy.length - 1].t1;
   const gaps = [];

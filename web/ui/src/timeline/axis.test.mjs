@@ -76,7 +76,7 @@ test("ticks are in the stretches, at their real times, none in a break", () => {
 });
 
 test("idleSpans: first and last busy buckets, long gaps only", () => {
-  const b = (t0, t1, events) => ({ t0, t1, events });
+  const b = (t0, t1, events) => ({ t0, t1, events, allocs: events });
   const s = idleSpans([b(0, 1e9, 0), b(1e9, 2e9, 5), b(2e9, 3e9, 3), b(3e9, 250e9, 0), b(250e9, 251e9, 1), b(251e9, 251.5e9, 0), b(251.5e9, 252e9, 2)]);
   assert.equal(s.first, 1e9);
   assert.equal(s.last, 252e9);
@@ -91,7 +91,8 @@ test("findIdle narrows the edges with finer queries", async () => {
     const w = (t1 - t0) / px, out = [];
     for (let i = 0; i < px; i++) {
       const a = t0 + i * w, z = a + w;
-      out.push({ t0: a, t1: z, events: times.filter((t) => t >= a && t < z).length });
+      const n = times.filter((t) => t >= a && t < z).length;
+      out.push({ t0: a, t1: z, events: n, allocs: n });
     }
     return out;
   };
@@ -101,6 +102,16 @@ test("findIdle narrows the edges with finer queries", async () => {
   assert.equal(r.breaks.length, 1);
   assert.ok(r.breaks[0].t0 > 1.7e9 && r.breaks[0].t0 < 1.8e9, `break start ${r.breaks[0].t0}`);
   assert.ok(r.breaks[0].t1 < 281.3e9 && r.breaks[0].t1 > 281.2e9, `break end ${r.breaks[0].t1}`);
+});
+
+test("counter samples and scope bounds alone do not make idle time busy", () => {
+  const b = (t0, t1, events, allocs) => ({ t0, t1, events, allocs, frees: 0 });
+  // The session's begin at 0, a Go heap sample in the idle time.
+  const s = idleSpans([b(0, 1e9, 1, 0), b(1e9, 2e9, 50, 20), b(2e9, 100e9, 0, 0), b(100e9, 101e9, 1, 0), b(101e9, 200e9, 0, 0), b(200e9, 201e9, 30, 10)]);
+  assert.equal(s.first, 1e9);
+  assert.deepEqual(s.gaps.map((g) => [g.t0, g.t1]), [[2e9, 200e9]]);
+  // Without an allocation anywhere, every event counts.
+  assert.equal(idleSpans([b(0, 1e9, 0, 0), b(1e9, 2e9, 2, 0)]).first, 1e9);
 });
 
 test("idleLabel", () => {
