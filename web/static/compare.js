@@ -31,5 +31,7 @@ button.lt-key:hover{border-color:#999}
 button.lt-key[aria-pressed=false]{text-decoration:line-through;color:#555}
 button.lt-key[aria-pressed=false] i{opacity:.25;outline:1px solid #555}
 .lt-baseline{font-weight:600}
+.lt-btn[aria-expanded=true]::before{content:"▾ "}
+.lt-btn[aria-expanded=false]::before{content:"▸ "}
 .lt-h{font-size:15px;margin:.8em 0 .4em}
 `)))}var N=class extends j{get peers(){return this.group?.views||[this]}setView(t,e,s){super.setView(t,e,s);let i=this.group;if(!(!i||i.syncing)){i.syncing=!0;try{for(let n of i.views)n!==this&&n.setView(this.view.t0,this.view.t1,!1)}finally{i.syncing=!1}}}get collapsesIdle(){return!1}fit(){let t=Math.max(...this.peers.map(e=>e.source.end()));this.setView(0,Math.max(t*1.02,1e6),!1)}memScale(){return Math.max(...this.peers.map(t=>j.prototype.memScale.call(t)))}set objHeight(t){this.ownObjHeight=t}get objHeight(){return Math.max(...this.peers.map(t=>t.ownObjHeight||1))}schedule(){if(!this.raf){super.schedule();for(let t of this.peers)t!==this&&t.schedule()}}};function vt(l){let t={views:l,syncing:!1};for(let e of l)e.group=t;return t}var Mt=document.querySelector('[data-testid="compare-charts"]'),Z={};if(Mt){for(let l of Mt.querySelectorAll("[data-trace-url]"))Z[l.dataset.side]=new N(l,new B(l.dataset.traceUrl));vt(Object.values(Z))}window.linger=Object.assign(window.linger||{},{compare:Z});

@@ -911,6 +911,8 @@ button.lt-key:hover{border-color:#999}
 button.lt-key[aria-pressed=false]{text-decoration:line-through;color:#555}
 button.lt-key[aria-pressed=false] i{opacity:.25;outline:1px solid #555}
 .lt-baseline{font-weight:600}
+.lt-btn[aria-expanded=true]::before{content:"▾ "}
+.lt-btn[aria-expanded=false]::before{content:"▸ "}
 .lt-h{font-size:15px;margin:.8em 0 .4em}
 `));
 }
