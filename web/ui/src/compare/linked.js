@@ -20,6 +20,10 @@ export class LinkedView extends TimelineView {
     } finally { g.syncing = false; }
   }
 
+  // One time axis for both traces: idle stretches are not collapsed (each
+  // trace's would be elsewhere).
+  get collapsesIdle() { return false; }
+
   /** fit shows the longest trace whole. */
   fit() {
     const end = Math.max(...this.peers.map((v) => v.source.end()));

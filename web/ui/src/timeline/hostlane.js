@@ -36,12 +36,17 @@ export function hostPath(buckets, x, top, h, ymax) {
   return pts;
 }
 
-/** drawHostLane draws the lane of view (a TimelineView) at view.tracks.host. */
+/** drawHostLane draws the lane of view (a TimelineView) at view.tracks.host, view.hostH high (its title alone when collapsed). */
 export function drawHostLane(view) {
-  const { ctx, W, buckets } = view, top = view.tracks.host, h = HOST_H;
+  const { ctx, W, buckets } = view, top = view.tracks.host, h = view.hostH ?? HOST_H;
   const ymax = hostScale(buckets);
   view.hostMax = ymax;
   ctx.fillStyle = "#f6f6f6"; ctx.fillRect(0, top, W, h);
+  if (view.hostCollapsed) {
+    ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
+    ctx.fillText(`Go heap in use (host): lane collapsed${ymax ? `, up to ${bytes(ymax)} in view` : ""}`, 4, top + 2);
+    return;
+  }
   const pts = hostPath(buckets, (t) => view.x(t), top, h, ymax);
   if (pts.length) {
     ctx.beginPath();
@@ -62,7 +67,7 @@ export function drawHostLane(view) {
 /** hostTooltip is the tooltip's HTML for a pointer in the lane, else null. */
 export function hostTooltip(view, p) {
   const top = view.tracks.host;
-  if (top === undefined || p.y < top || p.y >= top + HOST_H) return null;
+  if (top === undefined || view.hostCollapsed || p.y < top || p.y >= top + (view.hostH ?? HOST_H)) return null;
   const t = view.t(p.x), b = view.buckets.find((b) => b.t0 <= t && t < b.t1);
   if (!b || !b.max.go_heap) return null;
   return `${duration(b.t0)}<br>Go heap in use ${bytes(b.max.go_heap)}`;

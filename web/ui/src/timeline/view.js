@@ -5,8 +5,11 @@
 // DOM nodes: everything per event or per bucket is drawn on the canvas.
 
 import { CATEGORIES, CATEGORY_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, sizes, sizeRange, rate, duration } from "./palette.js";
-import { stack, axisTicks } from "./layout.js";
-import { HOST_H, drawHostLane, hostTooltip } from "./hostlane.js";
+import { stack } from "./layout.js";
+import { HOST_H as HOST_LANE_H, drawHostLane, hostTooltip } from "./hostlane.js";
+import { Axis, EventAxis, findIdle, idleLabel } from "./axis.js";
+import { yOf, yTicks } from "./yscale.js";
+import { applyPrefs, buildLegend, displayControls, showBaseline, baselineAt } from "./legend.js";
 import { SegmentsPanel } from "./segments.js";
 
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
@@ -15,6 +18,8 @@ const OBJECTS_N = 400, POLL_MS = 500;
 // A lingering object is drawn at least this tall (CSS px) whatever its
 // size, on top of its neighbours, so that it can be seen and clicked.
 const LINGER_H = 9;
+// The Go heap lane's height when collapsed: its title alone.
+const HOST_COLLAPSED_H = 16;
 
 function el(tag, attrs = {}, ...kids) {
   const e = document.createElement(tag);
@@ -44,6 +49,9 @@ export class TimelineView {
     this.marks = [];
     this.gen = 0;
     this.frames = []; // draw times, ms (window.linger.timeline.frameTimes)
+    this.idle = null; // where the events are: {first, last, breaks} (axis.js)
+    this.axis = new Axis(0, 1e9, 1000);
+    applyPrefs(this); // hidden categories, log scale, Go heap lane (legend.js)
     this.build();
     this.unsub = source.onChange((what) => this.sourceChanged(what));
     new ResizeObserver(() => this.resize()).observe(this.body);
@@ -66,29 +74,26 @@ export class TimelineView {
       exports.append(el("a", { href: this.source.exportURL(f), download: "", "data-testid": `export-${f}`, class: "lt-link", "aria-label": `Export as ${label}` }, label), " ");
     }
     this.toolbar = el("div", { class: "lt-toolbar", role: "toolbar", "aria-label": "Timeline" },
-      btn("Fit", "Show the whole trace (0)", () => this.fit()),
+      btn("Fit", "Show every event, first to last, idle stretches collapsed (0)", () => this.fit()),
       btn("−", "Zoom out (-)", () => this.zoom(2), "Zoom out"),
       btn("+", "Zoom in (+)", () => this.zoom(0.5), "Zoom in"),
-      ...(this.source.live ? [this.followBtn] : []),
+      ...(this.source.live ? [this.followBtn] : []), ...displayControls(this),
       btn("Allocator", "The allocator's segments and free space at the cursor, the selected object's allocation or the end (s)", () => this.openSegments()),
       this.status, exports);
     this.segments = new SegmentsPanel(this);
     this.canvas = el("canvas", {
       class: "lt-canvas", tabindex: "0", "data-testid": "timeline-canvas", role: "img",
-      "aria-label": "Memory timeline. Left and right arrows pan, + and - zoom, Home and End go to the start and the end, 0 fits, f follows live; up and down arrows step through the objects, lingering first, and Enter shows the one selected; shift-drag zooms to a range.",
+      "aria-label": "Memory timeline. Left and right arrows pan, + and - zoom, Home and End go to the start and the end, 0 fits, f follows live, b sets the baseline at the cursor; up and down arrows step through the objects, lingering first, and Enter shows the one selected; shift-drag zooms to a range.",
       "aria-describedby": `lt-said-${this.id}`,
     });
     // What the keyboard selected, read out by screen readers.
     this.said = el("p", { id: `lt-said-${this.id}`, class: "lt-sr", "aria-live": "polite", "data-testid": "timeline-said" });
     this.tooltip = el("div", { class: "lt-tooltip", role: "tooltip", "data-testid": "timeline-tooltip", hidden: "" });
-    this.body = el("div", { class: "lt-body" }, this.canvas, this.tooltip, this.said);
-    this.legend = el("div", { class: "lt-legend", "data-testid": "timeline-legend" });
-    for (let c = 1; c < CATEGORIES.length; c++) {
-      this.legend.append(el("span", { class: "lt-key" }, el("i", { style: `background:${CATEGORY_COLOURS[c]}` }), CATEGORIES[c]));
-    }
-    for (const t of TRACKS) this.legend.append(el("span", { class: "lt-key" }, el("i", { class: "lt-line", style: `border-color:${t.colour};border-style:${t.dash.length ? "dashed" : "solid"}` }), t.label));
-    this.legend.append(el("span", { class: "lt-key", "data-testid": "legend-lingering" }, el("i", { class: "lt-linger" }), "▲ lingering, freed late"),
-      el("span", { class: "lt-key", "data-testid": "legend-leak" }, el("i", { class: "lt-leak" }), "∞ leak, never freed"));
+    // The idle breaks' labels (axis.js), over the canvas's axis row.
+    this.breakLabels = el("div", { class: "lt-breaks", "data-testid": "timeline-breaks" });
+    this.body = el("div", { class: "lt-body" }, this.canvas, this.breakLabels, this.tooltip, this.said);
+    this.legend = el("div", { class: "lt-legend", "data-testid": "timeline-legend", role: "group", "aria-label": "Categories: press to hide or show" });
+    buildLegend(this);
     this.detail = el("section", { class: "lt-detail", "data-testid": "timeline-detail", "aria-live": "polite" }, el("p", { class: "lt-hint" }, "Click an object for its details."));
     this.findings = el("section", { class: "lt-findings", "data-testid": "timeline-findings" }, el("h2", { class: "lt-h" }, "Findings"), el("p", { class: "lt-hint" }, "Loading…"));
     this.root.replaceChildren(this.toolbar, this.body, this.legend, el("div", { class: "lt-panels" }, this.detail, this.findings), this.segments.root);
@@ -100,6 +105,7 @@ export class TimelineView {
 
   resize() {
     const w = Math.max(200, this.body.clientWidth);
+    const HOST_H = this.hostH = this.hostCollapsed ? HOST_COLLAPSED_H : HOST_LANE_H;
     const h = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + HOST_H + GAP + Math.max(MIN_OBJ_H, this.body.clientHeight - (AXIS + SCOPE_KINDS.length * SCOPE_ROW + MEM_H + HOST_H + 3 * GAP));
     const dpr = window.devicePixelRatio || 1;
     this.W = w; this.H = h;
@@ -115,15 +121,29 @@ export class TimelineView {
     };
     this.tracks.objH = h - this.tracks.obj - 4;
     this.have = null;
+    this.setAxis();
     this.refresh();
   }
 
-  x(t) { return ((t - this.view.t0) / (this.view.t1 - this.view.t0)) * this.W; }
-  t(x) { return this.view.t0 + (x / this.W) * (this.view.t1 - this.view.t0); }
+  // Time ↔ x through the axis (axis.js): piecewise linear when idle
+  // stretches are collapsed into breaks.
+  x(t) { return this.axis.x(t); }
+  t(x) { return this.axis.t(x); }
+
+  /** collapsesIdle: whether idle stretches become breaks (the compare view's linked axes do not). */
+  get collapsesIdle() { return true; }
+
+  setAxis() {
+    // memory_viz's event-indexed axis once the overview is there (legend.js's toggle).
+    if (this.eventAxis && this.collapsesIdle && this.overview?.length) { this.axis = new EventAxis(this.view.t0, this.view.t1, this.W || 1000, this.overview); return; }
+    const breaks = this.collapsesIdle && this.idle ? this.idle.breaks : [];
+    this.axis = new Axis(this.view.t0, this.view.t1, this.W || 1000, breaks);
+  }
 
   setView(t0, t1, userAction) {
     const span = Math.max(t1 - t0, 1000);
     this.view = { t0: Math.max(0, t0), t1: Math.max(0, t0) + span };
+    this.setAxis();
     if (userAction && this.follow && this.view.t1 < this.source.end()) this.setFollow(false, true); // looking back leaves follow mode
     this.refresh();
   }
@@ -134,21 +154,82 @@ export class TimelineView {
     if (on && !quiet) this.toEnd();
   }
 
-  fit() { this.setView(0, Math.max(this.source.end() * 1.02, 1e6), false); }
+  /**
+   * fit shows where the events are, first to last with a small margin,
+   * idle stretches collapsed; then looks again for where they are (the
+   * first time, or after new events) and fits again if that moved.
+   */
+  fit() {
+    this.fitNow();
+    const key = this.fitKey;
+    this.updateIdle().then((changed) => { if (changed && this.fitKey === key) this.fitNow(); });
+  }
+
+  fitNow() {
+    const idle = this.collapsesIdle && this.idle;
+    if (!idle) this.setView(0, Math.max(this.source.end() * 1.02, 1e6), false);
+    else {
+      let active = idle.last - idle.first;
+      for (const b of idle.breaks) active -= b.t1 - b.t0;
+      const m = Math.max(active * 0.02, 2e4);
+      this.setView(Math.max(0, idle.first - m), Math.max(idle.last + m, idle.first + 1e5), false);
+    }
+    this.fitKey = `${this.view.t0}:${this.view.t1}`;
+  }
+
+  /** updateIdle finds where the events are (axis.js findIdle); answers whether that changed. At most one search at a time. */
+  updateIdle() {
+    if (!this.collapsesIdle) return Promise.resolve(false);
+    if (this.idleSearch) return this.idleSearch;
+    const end = this.source.end();
+    if (!(end > 0) || (this.idle && this.idleEnd === end)) return Promise.resolve(false);
+    // The first query is over the whole trace: the event axis's overview.
+    let overview = null;
+    const lod = async (t0, t1, px) => { const b = await this.source.lod(t0, t1, px); overview ??= b; return b; };
+    this.idleSearch = findIdle(lod, end).then((idle) => {
+      const changed = JSON.stringify(idle) !== JSON.stringify(this.idle);
+      this.idle = idle; this.idleEnd = end; this.overview = overview;
+      if (changed || this.eventAxis) { this.setAxis(); this.refresh(); }
+      return changed;
+    }, () => false).finally(() => { this.idleSearch = null; });
+    return this.idleSearch;
+  }
+
   zoom(f, at = this.W / 2) {
-    const c = this.t(at), { t0, t1 } = this.view;
-    this.setView(c - (c - t0) * f, c + (t1 - c) * f, true);
+    const [t0, t1] = this.axis.zoomed(f, at);
+    this.setView(t0, t1, true);
   }
   pan(dx) {
-    const d = (dx / this.W) * (this.view.t1 - this.view.t0);
-    this.setView(this.view.t0 + d, this.view.t1 + d, true);
+    const [t0, t1] = this.axis.shifted(dx);
+    this.setView(t0, t1, true);
   }
   toStart() {
+    if ((this.axis.breaks.length || this.axis.eventIndexed) && this.idle) {
+      // At the same scale, the first event a little in from the left edge.
+      const [t0, t1] = this.axis.shifted(this.x(this.idle.first) - 0.02 * this.W);
+      this.setView(t0, t1, true);
+      return;
+    }
     const span = this.view.t1 - this.view.t0;
     this.setView(0, span, true);
   }
   toEnd() {
     const span = this.view.t1 - this.view.t0, end = this.source.end();
+    if (this.follow && this.source.live) {
+      // Following a kernel: the running (or last) cell's whole run, from
+      // its start to now, not the last instants of it.
+      const from = this.cellStart ?? this.idle?.first ?? 0;
+      if (from < end) {
+        const m = Math.max((end - from) * 0.03, 2e4);
+        this.setView(Math.max(0, from - m), end + m, false);
+        return;
+      }
+    }
+    if (this.axis.breaks.length || this.axis.eventIndexed) {
+      const [t0, t1] = this.axis.shifted(this.x(end) - 0.95 * this.W);
+      this.setView(t0, t1, false);
+      return;
+    }
     this.setView(Math.max(0, end - span * 0.95), Math.max(0, end - span * 0.95) + span, false);
   }
 
@@ -171,6 +252,8 @@ export class TimelineView {
     clearTimeout(this.findingsTimer);
     this.findingsTimer = setTimeout(() => this.loadFindings(), 750);
     if (!this.fitted && this.source.end() > 0) { this.fitted = true; this.fit(); return; }
+    // Idle stretches may have ended or begun: look again, at most every second.
+    if (performance.now() - (this.idleAsked || 0) > 1000) { this.idleAsked = performance.now(); this.updateIdle(); }
     if (this.follow) this.toEnd();
     else this.refresh();
   }
@@ -203,6 +286,15 @@ export class TimelineView {
     // answer only sharpens it. The local pyramid of a kernel needs no margin.
     const { t0, t1 } = this.view, m = this.source.live ? 0 : t1 - t0;
     try {
+      const segs = this.axis.segments();
+      if (this.axis.visible().length || this.axis.eventIndexed) {
+        // Breaks in view: each stretch between them at its own resolution.
+        const parts = await Promise.all(segs.map((s) => this.source.lod(s.t0, s.t1, Math.max(1, Math.ceil(s.x1 - s.x0)))));
+        this.buckets = parts.flat();
+        this.have = null;
+        this.schedule();
+        return;
+      }
       const have = this.have;
       if (!this.source.live && have && have.t0 <= t0 && t1 <= have.t1 && (t1 - t0) * 3 >= (have.t1 - have.t0) * 0.8) return; // still sharp enough
       this.buckets = await this.source.lod(t0 - m, t1 + m, Math.ceil(this.W) * (m ? 3 : 1));
@@ -223,8 +315,10 @@ export class TimelineView {
       if (gen !== this.gen) return; // a later view's answer is on its way: an earlier one must not land after it
       this.objects = o.objects;
       this.objEnd = o.end;
-      this.objHeight = Math.max(1, stack(this.objects, o.end));
+      this.restack();
       this.scopes = s.scopes; this.marks = s.marks;
+      // The latest cell's start: follow-live shows its whole run.
+      for (const sc of s.scopes) if (sc.kind === "cell" && !(sc.begin <= this.cellStart)) this.cellStart = sc.begin;
       if (this.pending) {
         // A finding jumped here: select its object, so that Enter opens it.
         const f = this.pending, o = this.objects.find((o) => o.alloc_time === f.alloc_time_ns && o.size === f.size && (o.label || "") === (f.label || ""));
@@ -250,6 +344,7 @@ export class TimelineView {
     this.drawMemory();
     drawHostLane(this);
     this.drawObjects();
+    this.drawBreaks();
     if (this.box) {
       ctx.fillStyle = "rgba(0,119,187,0.15)";
       ctx.fillRect(Math.min(this.box.x0, this.box.x1), 0, Math.abs(this.box.x1 - this.box.x0), H);
@@ -261,16 +356,43 @@ export class TimelineView {
   }
 
   drawAxis() {
-    const { ctx, W } = this, { t0, t1 } = this.view;
+    const { ctx, W } = this;
     ctx.fillStyle = "#333"; ctx.strokeStyle = "#ccc"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
     ctx.beginPath();
-    this.ticks = axisTicks(t0, t1, W, (s) => ctx.measureText(s).width + 2);
+    this.ticks = this.axis.ticks((s) => ctx.measureText(s).width + 2);
+    const breaks = this.axis.visible();
     for (const { t, label } of this.ticks) {
       const x = Math.round(this.x(t)) + 0.5;
       ctx.moveTo(x, AXIS - 5); ctx.lineTo(x, this.H);
-      if (x + 2 + ctx.measureText(label).width <= W) ctx.fillText(label, x + 2, 3);
+      // A break's label (in the DOM, over the axis row) has the room about it.
+      const w = ctx.measureText(label).width;
+      if (x + 2 + w <= W && !breaks.some((b) => x + 2 + w > (b.x0 + b.x1) / 2 - 60 && x < (b.x0 + b.x1) / 2 + 60)) ctx.fillText(label, x + 2, 3);
     }
     ctx.globalAlpha = 0.4; ctx.stroke(); ctx.globalAlpha = 1;
+  }
+
+  /** drawBreaks draws each idle break as a hatched band with zig-zag edges, and labels it (DOM, so it can be read and found). */
+  drawBreaks() {
+    const { ctx, H } = this, breaks = this.axis.visible();
+    for (const b of breaks) {
+      const x0 = Math.max(b.x0, -2), x1 = Math.min(b.x1, this.W + 2);
+      ctx.fillStyle = "#fff"; ctx.fillRect(x0, AXIS - 2, x1 - x0, H - AXIS + 2);
+      ctx.fillStyle = hatch(ctx, false); ctx.globalAlpha = 0.35; ctx.fillRect(x0, AXIS - 2, x1 - x0, H - AXIS + 2); ctx.globalAlpha = 1;
+      ctx.strokeStyle = "#555"; ctx.lineWidth = 1.2; ctx.beginPath();
+      for (const x of [x0 + 1.5, x1 - 1.5]) {
+        ctx.moveTo(x, AXIS - 2);
+        for (let y = AXIS - 2, i = 0; y < H; y += 6, i++) ctx.lineTo(x + (i % 2 ? -3 : 3), y + 6);
+      }
+      ctx.stroke(); ctx.lineWidth = 1;
+    }
+    const key = breaks.map((b) => `${Math.round(b.x0)}:${b.t1 - b.t0}`).join();
+    if (key === this.breakKey) return;
+    this.breakKey = key;
+    this.breakLabels.replaceChildren(...breaks.map((b) => {
+      const e = el("span", { class: "lt-break", "data-testid": "timeline-break", title: `No events from ${duration(b.t0)} to ${duration(b.t1)}` }, idleLabel(b.t1 - b.t0));
+      e.style.left = `${Math.min(Math.max((b.x0 + b.x1) / 2, 70), this.W - 70)}px`; // whole, even at an edge
+      return e;
+    }));
   }
 
   drawScopes() {
@@ -298,41 +420,70 @@ export class TimelineView {
   /** memScale is the top of the memory track's scale: the largest value in the buckets. (The compare view shares one scale between two views.) */
   memScale() {
     let ymax = 1;
+    const base = this.baseline, hidden = this.hidden;
     for (const b of this.buckets) {
       let sum = 0;
-      for (let c = 1; c < b.max.category.length; c++) sum += b.max.category[c];
-      ymax = Math.max(ymax, sum, b.max.allocated, b.max.reserved, b.max.device_used); // the Go heap has its own lane
+      for (let c = 1; c < b.max.category.length; c++) if (!hidden.has(c)) sum += this.memValue(b.max.category[c], base?.category[c]);
+      ymax = Math.max(ymax, sum); // the Go heap has its own lane
+      // The tracks sum every category: with some hidden they are not drawn.
+      if (!hidden.size) for (const k of ["allocated", "reserved", "device_used"]) ymax = Math.max(ymax, this.memValue(b.max[k], base?.[k]));
     }
     return ymax;
+  }
+
+  /** memValue is v less the baseline's (not below 0) when a baseline is set. */
+  memValue(v, base) { return base === undefined ? v : Math.max(0, v - base); }
+
+  /** displayChanged redraws after a display choice (legend.js): categories, scale, baseline. */
+  displayChanged() { this.restack(); this.schedule(); }
+
+  /** restack stacks the objects of the categories shown. */
+  restack() {
+    const shown = this.objects.filter((o) => !this.hidden.has(CATEGORIES.indexOf(o.category)));
+    this.objHeight = Math.max(1, stack(shown, this.objEnd ?? this.source.end()));
+  }
+
+  /** cursorTime is the time last pointed at on the chart, else the middle of the view. */
+  cursorTime() { return this.cursorT ?? this.t(this.W / 2); }
+
+  /** setBaseline subtracts what was alive at t from the memory chart (null: none). */
+  async setBaseline(t) {
+    if (t === null) { this.baseline = null; showBaseline(this); this.displayChanged(); return; }
+    const b = baselineAt(await this.source.lod(0, Math.max(t, 1), 1), t);
+    this.baseline = b;
+    showBaseline(this);
+    this.displayChanged();
   }
 
   drawMemory() {
     const { ctx, buckets } = this, top = this.tracks.mem, h = MEM_H;
     const ymax = this.memScale();
     this.memMax = ymax;
-    const y = (v) => top + h - (v / ymax) * (h - 4);
+    const y = yOf(top, h, ymax, this.logScale), base = this.baseline, hidden = this.hidden;
     ctx.fillStyle = "#fafafa"; ctx.fillRect(0, top, this.W, h);
     // Stacked areas of each category's maximum per bucket: one path per
     // category, so at most ten fills however many buckets.
-    const base = new Float64Array(buckets.length);
+    const under = new Float64Array(buckets.length);
     for (let c = 1; c < CATEGORIES.length; c++) {
+      if (hidden.has(c)) continue;
       ctx.beginPath();
       let any = false;
       buckets.forEach((b, i) => {
-        const v = b.max.category[c];
+        const v = this.memValue(b.max.category[c], base?.category[c]);
         if (!v) return;
         any = true;
         const x0 = this.x(b.t0), x1 = Math.max(this.x(b.t1), x0 + 1);
-        ctx.rect(x0, y(base[i] + v), x1 - x0, y(base[i]) - y(base[i] + v));
-        base[i] += v;
+        ctx.rect(x0, y(under[i] + v), x1 - x0, y(under[i]) - y(under[i] + v));
+        under[i] += v;
       });
       if (any) { ctx.fillStyle = CATEGORY_COLOURS[c]; ctx.fill(); }
     }
     for (const tr of TRACKS) {
+      if (hidden.size) break; // totals of every category: not drawn while some are hidden
       ctx.beginPath();
       let started = false;
       for (const b of buckets) {
-        const v = b.max[tr.key];
+        const v = b.max[tr.key] === undefined ? undefined : this.memValue(b.max[tr.key], base?.[tr.key]);
         if (v === undefined || tr.key === "go_heap") continue; // drawn in the host lane
         const x0 = this.x(b.t0), x1 = this.x(b.t1);
         if (!started) { ctx.moveTo(x0, y(v)); started = true; } else ctx.lineTo(x0, y(v));
@@ -341,8 +492,26 @@ export class TimelineView {
       ctx.setLineDash(tr.dash); ctx.strokeStyle = tr.colour; ctx.lineWidth = 1.5; ctx.stroke();
     }
     ctx.setLineDash([]); ctx.lineWidth = 1;
+    // The scale's labels, right-aligned: 0, half, top, or the log scale's powers.
+    ctx.font = "10px system-ui, sans-serif"; ctx.textAlign = "right"; ctx.textBaseline = "middle"; ctx.strokeStyle = "#bbb";
+    this.yLabels = [];
+    for (const k of yTicks(ymax, this.logScale)) {
+      const yy = Math.min(Math.max(y(k.v), top + 6), top + h - 6);
+      ctx.beginPath(); ctx.moveTo(this.W - 4, Math.round(y(k.v)) + 0.5); ctx.lineTo(this.W, Math.round(y(k.v)) + 0.5); ctx.stroke();
+      ctx.fillStyle = "rgba(250,250,250,0.8)"; ctx.fillRect(this.W - 6 - ctx.measureText(k.label).width - 2, yy - 6, ctx.measureText(k.label).width + 4, 12);
+      ctx.fillStyle = "#333"; ctx.fillText(k.label, this.W - 6, yy);
+      this.yLabels.push(k.label);
+    }
+    ctx.textAlign = "start";
+    if (base) {
+      const bx = this.x(base.t);
+      ctx.strokeStyle = "#0077BB"; ctx.setLineDash([4, 3]); ctx.beginPath(); ctx.moveTo(Math.round(bx) + 0.5, top); ctx.lineTo(Math.round(bx) + 0.5, top + h); ctx.stroke(); ctx.setLineDash([]);
+    }
     ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
-    ctx.fillText(`memory (max ${bytes(ymax)})`, 4, top + 2);
+    const what = base ? `growth since ${duration(base.t)}` : "memory";
+    const hid = hidden.size ? `, ${hidden.size} hidden` : "";
+    this.memLabel = `${what} (max ${bytes(ymax)}${this.logScale ? ", log scale" : ""}${hid})`;
+    ctx.fillText(this.memLabel, 4, top + 2);
   }
 
   drawObjects() {
@@ -353,6 +522,7 @@ export class TimelineView {
     this.hits = [];
     const lingering = [];
     for (const o of this.objects) {
+      if (this.hidden.has(CATEGORIES.indexOf(o.category))) continue;
       const x0 = this.x(o.alloc_time), x1 = this.x(o.free_time >= 0 ? o.free_time : end);
       let y1 = bottom - o.y * scale, y0 = y1 - Math.max(1, o.size * scale);
       if (o.lingering && y1 - y0 < LINGER_H) {
@@ -454,6 +624,7 @@ export class TimelineView {
         if (this.drag.box) { this.box.x1 = p.x; this.schedule(); } else { this.pan(this.drag.last - p.x); this.drag.last = p.x; }
         return;
       }
+      this.cursorT = this.t(p.x);
       this.hover(p, ev);
     });
     c.addEventListener("pointerup", (ev) => {
@@ -475,6 +646,7 @@ export class TimelineView {
         Home: () => this.toStart(), End: () => this.toEnd(),
         f: () => this.setFollow(!this.follow),
         s: () => this.openSegments(),
+        b: () => this.setBaseline(this.cursorTime()),
         ArrowDown: () => this.step(1), ArrowUp: () => this.step(-1),
         Enter: () => { if (this.selected) this.showDetail(this.selected); },
         Escape: () => { this.selected = null; this.said.textContent = ""; this.schedule(); },
@@ -514,9 +686,10 @@ export class TimelineView {
 
   hover(p) {
     let html = null;
-    this.cursorT = this.t(p.x);
-    const o = p.y >= this.tracks.obj ? this.objectAt(p) : null;
-    if (o) {
+    const brk = p.y >= AXIS && this.axis.visible().find((b) => p.x >= b.x0 && p.x <= b.x1);
+    if (brk) html = `${esc(idleLabel(brk.t1 - brk.t0))}<br>no events from ${duration(brk.t0)} to ${duration(brk.t1)}`;
+    const o = !html && p.y >= this.tracks.obj ? this.objectAt(p) : null;
+    if (html) { /* the break */ } else if (o) {
       html = `<b>${esc(o.label || "(no label)")}</b><br>${sizes(o.requested, o.size)} · ${esc(o.category)}${o.lingering ? (o.leak ? " · <b>leak</b>" : " · <b>lingering</b>") : ""}`;
     } else if (p.y >= this.tracks.mem && p.y < this.tracks.mem + MEM_H) {
       const t = this.t(p.x), b = this.buckets.find((b) => b.t0 <= t && t < b.t1);
@@ -750,6 +923,15 @@ function injectStyle() {
 .lt-findings ul{list-style:none;padding:0;margin:0}
 .lt-finding{background:none;border:0;padding:.15em 0;text-align:left;cursor:pointer;font:inherit;color:inherit;text-decoration:underline}
 .lt-hint{color:#555}
+.lt-breaks{position:absolute;left:0;top:0;width:100%;height:0;pointer-events:none}
+.lt-break{position:absolute;top:2px;transform:translateX(-50%);white-space:nowrap;font:11px system-ui,sans-serif;color:#222;background:#fff;padding:0 .3em;border:1px solid #999;border-radius:2px}
+button.lt-key{font:inherit;color:inherit;background:none;border:1px solid transparent;border-radius:3px;padding:.1em .3em;cursor:pointer}
+button.lt-key:hover{border-color:#999}
+button.lt-key[aria-pressed=false]{text-decoration:line-through;color:#555}
+button.lt-key[aria-pressed=false] i{opacity:.25;outline:1px solid #555}
+.lt-baseline{font-weight:600}
+.lt-btn[aria-expanded=true]::before{content:"▾ "}
+.lt-btn[aria-expanded=false]::before{content:"▸ "}
 .lt-h{font-size:15px;margin:.8em 0 .4em}
 `));
 }
