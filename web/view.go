@@ -55,6 +55,27 @@ type TreeView struct {
 	// how many older ones are not listed.
 	Traces     []TraceView
 	MoreTraces int
+	// Kernels are the running kernels (the root page lists them, as
+	// Jupyter's Running tab does, each with a Shutdown button).
+	Kernels []RunningKernelView
+}
+
+// RunningKernelView is a running kernel listed on the tree page.
+type RunningKernelView struct {
+	ID string
+	// Spec is its kernelspec's name; State its execution state.
+	Spec, State string
+	// Notebook is the path of the notebook whose session runs it, or ""
+	// (a kernel started on its own).
+	Notebook string
+	// Trace is the file name of the trace it is writing, or "".
+	Trace        string
+	LastActivity time.Time
+}
+
+// notebookHref is the page of the notebook at path.
+func notebookHref(base, p string) string {
+	return base + "notebooks/" + escapePath(p)
 }
 
 // traceHref is the page of a saved trace's timeline.
@@ -67,6 +88,8 @@ type TraceView struct {
 	// Modified is when it was last written; Size is in bytes.
 	Modified time.Time
 	Size     int64
+	// Live: a running kernel is writing it.
+	Live bool
 }
 
 // EntryView is one row of a TreeView.

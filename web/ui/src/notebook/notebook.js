@@ -6,7 +6,9 @@
 // session's kernel, recording the choice in metadata.kernelspec.
 //
 // For the timeline (another bundle) it dispatches on document:
-//   linger:kernel  {kernelId, sessionId, path}  when a kernel is connected
+//   linger:kernel  {kernelId, sessionId, path}  when a kernel is connected,
+//                  and {…, restarted: true, trace} once it restarted (a new
+//                  process, writing the trace named trace)
 //   linger:execute {cellId, msgId, phase: "start"|"end", status}
 // and listens for linger:goto-cell {cellId}. window.linger.notebook is this
 // object (see scrollToCell, setLineAnnotations).
@@ -628,7 +630,8 @@ export class Notebook {
     if (!this.kernel) return this.startSession();
     this.setStatus("restarting");
     try {
-      await kernels.restart(this.kernel.kernelId);
+      const m = await kernels.restart(this.kernel.kernelId);
+      this.emit("linger:kernel", { kernelId: this.kernel.kernelId, sessionId: this.sessionId, path: this.path, restarted: true, trace: m?.trace });
       this.hideBanner();
       for (const c of this.cells) c.setPrompt(false);
       if (this.kernel.state === "disconnected" || this.kernel.state === "dead" || this.kernel.ws?.readyState !== WebSocket.OPEN) this.kernel.connect();

@@ -1,0 +1,52 @@
+package browser
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"linger/internal/browsertest"
+)
+
+// TestRunningKernels opens a notebook (its kernel starts), then the root
+// page: the notebook's kernel is listed as running, named by its
+// notebook, with the trace it writes, and that trace is marked live in
+// the traces list. Its Shutdown button shuts it down: the row goes, the
+// server lists no kernel, and the trace is no longer live.
+func TestRunningKernels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	t.Parallel()
+	axe := browsertest.AxeSource(t)
+	p := openNotebook(t, "1 + 1")
+	p.run(t, 0)
+	p.do(t, "run", void(chromedp.Poll[bool](`document.querySelector("[data-testid=timeline]").dataset.trace !== undefined`)))
+	trace := eval[string](t, p, "trace", `document.querySelector("[data-testid=timeline]").dataset.trace`)
+	p.do(t, "save", chromedp.Click(css(`[data-testid=save]`)), chromedp.WaitVisible(css(`[data-testid=save-state][data-state=saved]`)))
+	p.do(t, "the root page", chromedp.Navigate(p.base+"/tree/"), chromedp.WaitVisible(css(`[data-testid=running]`)))
+	type row struct{ Notebook, State, Trace string }
+	rows := eval[[]row](t, p, "running", `[...document.querySelectorAll("[data-testid=running-kernel]")].map((r) => ({
+		notebook: r.querySelector("[data-testid=running-notebook]")?.textContent || "", state: r.querySelector("[data-testid=running-state]").textContent,
+		trace: r.cells[4].textContent.trim() }))`)
+	if len(rows) != 1 || rows[0].Notebook != "demo.ipynb" || rows[0].Trace != trace || rows[0].State != "idle" {
+		t.Errorf("running kernels %+v, want demo.ipynb, idle, writing %s", rows, trace)
+	}
+	if !strings.HasPrefix(trace, "demo-") {
+		t.Errorf("trace %q is not named after its notebook", trace)
+	}
+	live := eval[[]string](t, p, "live traces", `[...document.querySelectorAll("[data-testid=trace]")].filter((r) => r.querySelector("[data-testid=trace-live]")).map((r) => r.dataset.name)`)
+	if len(live) != 1 || live[0] != trace {
+		t.Errorf("traces marked live %v, want [%s]", live, trace)
+	}
+	checkAxe(t, p, "tree with a running kernel", axe)
+	p.do(t, "shutdown", chromedp.Click(css(`[data-testid=shutdown-kernel]`)), chromedp.WaitVisible(css(`[data-testid=running-empty]`)))
+	if n := eval[int](t, p, "kernels", `fetch("/api/kernels").then((r) => r.json()).then((ks) => ks.length)`); n != 0 {
+		t.Errorf("after Shutdown the server lists %d kernels", n)
+	}
+	p.do(t, "reload", chromedp.Reload(), chromedp.WaitVisible(css(`[data-testid=running-empty]`)))
+	if n := eval[int](t, p, "live", `document.querySelectorAll("[data-testid=trace-live]").length`); n != 0 {
+		t.Errorf("after Shutdown %d traces are marked live", n)
+	}
+}
