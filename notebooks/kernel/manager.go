@@ -261,7 +261,7 @@ type Kernel struct {
 	last     time.Time
 	proc     *process
 	restarts int
-	session  string // the current process's session id, from its hello
+	session  string   // the current process's session id, from its hello
 	traces   []string // every process's trace file, oldest first
 	subs     map[*subscriber]struct{}
 	shut     bool
