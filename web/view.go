@@ -250,8 +250,20 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
 // tracebacks to colour them.
 func stripANSI(s string) string { return ansi.ReplaceAllString(s, "") }
 
+// traceback is an error's traceback as the page shows it: without its
+// last line when that says again what the heading above it says
+// ("NameError: …", as a kernel's traceback ends), so that an error reads
+// once.
 func traceback(o OutputView) string {
-	return stripANSI(strings.Join(o.Traceback, "\n"))
+	tb := strings.TrimRight(stripANSI(strings.Join(o.Traceback, "\n")), "\n ")
+	head := o.EName + ": " + o.EValue
+	if tb == head {
+		return ""
+	}
+	if rest, ok := strings.CutSuffix(tb, "\n"+head); ok {
+		return rest
+	}
+	return tb
 }
 
 var base64Only = regexp.MustCompile(`^[A-Za-z0-9+/=\s]*$`)

@@ -50,3 +50,32 @@ func TestRunningKernels(t *testing.T) {
 		t.Errorf("after Shutdown %d traces are marked live", n)
 	}
 }
+
+// TestErrorShownOnce runs a cell that fails: its error says what failed
+// once, with the traceback's frames, live and after a reload (the page as
+// the server renders the saved outputs).
+func TestErrorShownOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	t.Parallel()
+	p := openNotebook(t, "x = 1\nundefined_name + 1")
+	p.run(t, 0)
+	p.do(t, "the error", chromedp.WaitVisible(css(p.cell(0)+` [data-testid=output-error]`)))
+	check := func(when string) {
+		out := p.text(t, p.cell(0)+` [data-testid=outputs]`)
+		if n := strings.Count(out, "undefined_name"); n != 1 {
+			t.Errorf("%s: the error names undefined_name %d times:\n%s", when, n, out)
+		}
+		if !strings.Contains(out, "line 2") {
+			t.Errorf("%s: the error has no traceback line:\n%s", when, out)
+		}
+		if n := eval[int](t, p, "errors", `document.querySelectorAll("[data-testid=output-error], [data-testid=output-stream]").length`); n != 1 {
+			t.Errorf("%s: %d error and stream outputs, want the error alone", when, n)
+		}
+	}
+	check("live")
+	p.do(t, "save", chromedp.Click(css(`[data-testid=save]`)), chromedp.WaitVisible(css(`[data-testid=save-state][data-state=saved]`)))
+	p.do(t, "reload", chromedp.Reload(), chromedp.WaitVisible(css(p.cell(0)+` [data-testid=output-error]`)))
+	check("reloaded")
+}
