@@ -1,10 +1,13 @@
 package browser
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"linger/internal/browsertest"
 )
@@ -78,4 +81,62 @@ func TestErrorShownOnce(t *testing.T) {
 	p.do(t, "save", chromedp.Click(css(`[data-testid=save]`)), chromedp.WaitVisible(css(`[data-testid=save-state][data-state=saved]`)))
 	p.do(t, "reload", chromedp.Reload(), chromedp.WaitVisible(css(p.cell(0)+` [data-testid=output-error]`)))
 	check("reloaded")
+}
+
+// TestRenameFromTitle renames the notebook from its title: a name taken
+// is refused with the reason beside the field; a free one renames the
+// file, the title, the address and the session, and the next save goes
+// to the new file.
+func TestRenameFromTitle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	t.Parallel()
+	axe := browsertest.AxeSource(t)
+	p := openNotebook(t, "40 + 2")
+	if err := os.WriteFile(filepath.Join(p.dir, "taken.ipynb"), []byte(`{"cells":[],"metadata":{},"nbformat":4,"nbformat_minor":5}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	input := `[data-testid=notebook-title-input]`
+	p.do(t, "edit the title", chromedp.Click(css(`[data-testid=notebook-title]`)), chromedp.WaitVisible(css(input)))
+	if v := eval[string](t, p, "field", `document.activeElement.value`); v != "demo.ipynb" {
+		t.Errorf("the field holds %q with the focus", v)
+	}
+	p.do(t, "a name taken", chromedp.SetValue(css(input), "taken"), chromedp.KeyEvent(kb.Enter),
+		void(chromedp.Poll[bool](`document.querySelector("[data-testid=rename-error]").textContent !== ""`)))
+	if e := p.text(t, `[data-testid=rename-error]`); !strings.Contains(e, "taken.ipynb already exists") {
+		t.Errorf("rename error %q", e)
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, "demo.ipynb")); err != nil {
+		t.Errorf("a refused rename moved the notebook: %v", err)
+	}
+	checkAxe(t, p, "rename refused", axe)
+	p.do(t, "a free name", chromedp.SetValue(css(input), "renamed"), chromedp.KeyEvent(kb.Enter), chromedp.WaitNotPresent(css(input)),
+		void(chromedp.Poll[bool](`document.querySelector("[data-testid=notebook-title]").textContent === "renamed.ipynb"`)))
+	if e := p.text(t, `[data-testid=rename-error]`); e != "" {
+		t.Errorf("rename error %q after a rename", e)
+	}
+	loc := eval[string](t, p, "address", `location.pathname + " " + document.title`)
+	if loc != "/notebooks/renamed.ipynb renamed.ipynb · Linger" {
+		t.Errorf("address and title %q", loc)
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, "renamed.ipynb")); err != nil {
+		t.Errorf("renamed.ipynb: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, "demo.ipynb")); err == nil {
+		t.Error("demo.ipynb is still there")
+	}
+	p.run(t, 0)
+	p.do(t, "run and save", void(chromedp.Poll[bool](outputOf(0, "42"))), chromedp.KeyEvent("s", chromedp.KeyModifiers(kb.ModifierCtrl)),
+		chromedp.WaitVisible(css(`[data-testid=save-state][data-state=saved]`)))
+	b, err := os.ReadFile(filepath.Join(p.dir, "renamed.ipynb"))
+	if err != nil || !strings.Contains(string(b), "42") {
+		t.Errorf("the save after the rename: %v %.200s", err, b)
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, "demo.ipynb")); err == nil {
+		t.Error("the save after the rename wrote demo.ipynb")
+	}
+	if path := eval[string](t, p, "session", `fetch("/api/sessions").then((r) => r.json()).then((s) => s.map((x) => x.path).join(","))`); path != "renamed.ipynb" {
+		t.Errorf("sessions %q, want renamed.ipynb", path)
+	}
 }

@@ -10,6 +10,7 @@
 //                  and {…, restarted: true, trace} once it restarted (a new
 //                  process, writing the trace named trace)
 //   linger:execute {cellId, msgId, phase: "start"|"end", status}
+//   linger:renamed {path}  once the notebook was renamed (from its title)
 // and listens for linger:goto-cell {cellId}. window.linger.notebook is this
 // object (see scrollToCell, setLineAnnotations).
 //
@@ -26,6 +27,7 @@ import { toOutput } from "./outputs.js";
 import { startName, kernelNotice, kernelspecMetadata } from "./kernelspecs.js";
 import { CommandKeys, SHORTCUTS } from "./keys.js";
 import { confirm, shortcuts } from "./dialog.js";
+import { Title } from "./title.js";
 
 const AUTOSAVE_MS = 30000;
 // In command mode Tab moves through the page: an editor it reaches lets
@@ -63,6 +65,7 @@ export class Notebook {
     this.kernel = null;
     this.keys = new CommandKeys();
     this.trash = []; // deleted cells, last last: {index, model}
+    this.title = new Title(this); // the title renames the notebook
     this.setMode("command");
   }
 
