@@ -20,7 +20,7 @@
 //	GET    /api/status                             started, last_activity, connections, kernels
 //	GET    /api/me                                 the one identity (JupyterLab asks)
 //	GET    /api/kernelspecs[/{name}]               the Manager's specs: "linger", and "linger-cuda" when offered
-//	GET    /api/kernels                            kernel models
+//	GET    /api/kernels                            kernel models (with Linger's trace: the current process's trace file, and traces: every process's, oldest first)
 //	POST   /api/kernels                            start {name, env.KERNEL_WORKING_DIR: a folder in the root} → 201
 //	GET    /api/kernels/{id}                       kernel model
 //	DELETE /api/kernels/{id}                       shut down → 204
@@ -51,8 +51,8 @@
 // The pages (package web renders them; their scripts call the routes
 // above):
 //
-//	GET    /, /tree/{path}                         the notebook browser; / also lists the newest saved traces
-//	GET    /notebooks/{path}                       a notebook, run against a kernel
+//	GET    /, /tree/{path}                         the notebook browser; / also lists the running kernels (by notebook, each with Shutdown) and the newest saved traces (those a running kernel writes marked live)
+//	GET    /notebooks/{path}                       a notebook, run against a kernel; its title renames it (PATCH contents, then the session)
 //	GET    /timeline/{name}                        a saved trace's timeline
 //	GET    /compare                                two saved traces compared, or the picker
 //	GET    /static/...                             the pages' scripts, styles and icon, content-hashed, without the token

@@ -82,13 +82,42 @@ type kernelModel struct {
 	LastActivity   string `json:"last_activity"`
 	ExecutionState string `json:"execution_state"`
 	Connections    int    `json:"connections"`
+	// Linger's own: the file name of the current process's trace (a
+	// saved trace once the process ends, /timeline/NAME) and of every
+	// process's this kernel has run, oldest first, the current last
+	// (one more per restart).
+	Trace  string   `json:"trace,omitempty"`
+	Traces []string `json:"traces,omitempty"`
 }
 
+// tracer is what a kernel that records traces adds to kernelHandle
+// (*kernel.Kernel does; the handler tests' fake need not).
+type tracer interface{ Traces() []string }
+
 func (s *Server) kernelModel(k kernelHandle) kernelModel {
-	return kernelModel{
+	m := kernelModel{
 		ID: k.ID(), Name: k.Name(), LastActivity: msg.FormatDate(k.LastActivity()),
 		ExecutionState: k.ExecutionState(), Connections: s.connections(k.ID()),
 	}
+	if t, ok := k.(tracer); ok {
+		if m.Traces = t.Traces(); len(m.Traces) > 0 {
+			m.Trace = m.Traces[len(m.Traces)-1]
+		}
+	}
+	return m
+}
+
+// liveTraces are the file names of the traces kernels are writing now.
+func (s *Server) liveTraces() map[string]bool {
+	live := map[string]bool{}
+	for _, k := range s.kernels.List() {
+		if t, ok := k.(tracer); ok && k.ExecutionState() != "dead" {
+			if ts := t.Traces(); len(ts) > 0 {
+				live[ts[len(ts)-1]] = true
+			}
+		}
+	}
+	return live
 }
 
 func (s *Server) kernel(id string) (kernelHandle, error) {

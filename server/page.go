@@ -86,9 +86,14 @@ func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 		if ts, err := s.savedTraceList(); err == nil {
 			v.Traces = ts[:min(len(ts), treeTraces)]
 			v.MoreTraces = len(ts) - len(v.Traces)
+			live := s.liveTraces()
+			for i := range v.Traces {
+				v.Traces[i].Live = live[v.Traces[i].Name]
+			}
 		} else {
 			s.log.Warn("tree page: list saved traces", "err", err)
 		}
+		v.Kernels = s.runningKernels()
 	}
 	s.render(w, r, web.Tree(v))
 }
@@ -193,4 +198,22 @@ func remarshal(model any, into any) error {
 		return err
 	}
 	return json.Unmarshal(b, into)
+}
+
+// runningKernels lists the kernels for the root page, each named by its
+// notebook (its session's path), in start order.
+func (s *Server) runningKernels() []web.RunningKernelView {
+	notebooks := map[string]string{}
+	s.sessions.mu.Lock()
+	for _, se := range s.sessions.byID {
+		notebooks[se.KernelID] = se.Path
+	}
+	s.sessions.mu.Unlock()
+	var out []web.RunningKernelView
+	for _, k := range s.kernels.List() {
+		m := s.kernelModel(k)
+		out = append(out, web.RunningKernelView{ID: m.ID, Spec: m.Name, State: m.ExecutionState, Notebook: notebooks[m.ID],
+			Trace: m.Trace, LastActivity: k.LastActivity()})
+	}
+	return out
 }

@@ -26,7 +26,19 @@
 // restarts (asking first). Keys typed in an editor, a field or a dialog
 // are never commands. Restart and Restart & Run all ask first in a modal
 // dialog (a native <dialog>, aria-modal, the focus kept inside it and
-// given back on close), as JupyterLab does.
+// given back on close), as JupyterLab does. The notebook's title is a
+// button that renames it (title.js): a field, Enter or leaving it renames
+// the file, Esc keeps the name, and a refusal (a name taken) is said in
+// the alert beside it. An error output shows its heading ("NameError: …")
+// and its traceback without the traceback's last line when that repeats
+// the heading, so an error reads once.
+//
+// The root page lists the running kernels (RunningKernels: each by its
+// notebook, with a Shutdown button that tree.js answers with DELETE
+// /api/kernels/ID) and marks the saved traces a running kernel is writing
+// live. The notebook page's docked timeline follows the kernel's current
+// process across restarts and offers the earlier runs (timeline.js; see
+// docs/timeline.md).
 //
 // Elements that tests and the browser code find carry data-testid
 // attributes; their names are part of the contract with the browser tests

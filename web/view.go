@@ -55,6 +55,27 @@ type TreeView struct {
 	// how many older ones are not listed.
 	Traces     []TraceView
 	MoreTraces int
+	// Kernels are the running kernels (the root page lists them, as
+	// Jupyter's Running tab does, each with a Shutdown button).
+	Kernels []RunningKernelView
+}
+
+// RunningKernelView is a running kernel listed on the tree page.
+type RunningKernelView struct {
+	ID string
+	// Spec is its kernelspec's name; State its execution state.
+	Spec, State string
+	// Notebook is the path of the notebook whose session runs it, or ""
+	// (a kernel started on its own).
+	Notebook string
+	// Trace is the file name of the trace it is writing, or "".
+	Trace        string
+	LastActivity time.Time
+}
+
+// notebookHref is the page of the notebook at path.
+func notebookHref(base, p string) string {
+	return base + "notebooks/" + escapePath(p)
 }
 
 // traceHref is the page of a saved trace's timeline.
@@ -67,6 +88,8 @@ type TraceView struct {
 	// Modified is when it was last written; Size is in bytes.
 	Modified time.Time
 	Size     int64
+	// Live: a running kernel is writing it.
+	Live bool
 }
 
 // EntryView is one row of a TreeView.
@@ -227,8 +250,20 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
 // tracebacks to colour them.
 func stripANSI(s string) string { return ansi.ReplaceAllString(s, "") }
 
+// traceback is an error's traceback as the page shows it: without its
+// last line when that says again what the heading above it says
+// ("NameError: …", as a kernel's traceback ends), so that an error reads
+// once.
 func traceback(o OutputView) string {
-	return stripANSI(strings.Join(o.Traceback, "\n"))
+	tb := strings.TrimRight(stripANSI(strings.Join(o.Traceback, "\n")), "\n ")
+	head := o.EName + ": " + o.EValue
+	if tb == head {
+		return ""
+	}
+	if rest, ok := strings.CutSuffix(tb, "\n"+head); ok {
+		return rest
+	}
+	return tb
 }
 
 var base64Only = regexp.MustCompile(`^[A-Za-z0-9+/=\s]*$`)

@@ -450,3 +450,20 @@ func TestTreeTraces(t *testing.T) {
 		t.Errorf("a page without traces has %d trace sections", n)
 	}
 }
+
+// TestTracebackOnce: an error's traceback leaves out its last line when
+// that repeats the heading ("NameError: …"), so the page says it once.
+func TestTracebackOnce(t *testing.T) {
+	for _, tt := range []struct {
+		tb   []string
+		want string
+	}{
+		{[]string{"Traceback (most recent call last):", "  Cell In [1], line 1, in <toplevel>", "NameError: undefined: x"}, "Traceback (most recent call last):\n  Cell In [1], line 1, in <toplevel>"},
+		{[]string{"\x1b[31mNameError\x1b[0m: undefined: x"}, ""},
+		{[]string{"Traceback", "  line 1"}, "Traceback\n  line 1"},
+	} {
+		if got := traceback(OutputView{EName: "NameError", EValue: "undefined: x", Traceback: tt.tb}); got != tt.want {
+			t.Errorf("traceback(%q) = %q, want %q", tt.tb, got, tt.want)
+		}
+	}
+}

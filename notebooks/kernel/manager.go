@@ -84,6 +84,9 @@ type Manager struct {
 	mu      sync.Mutex
 	kernels map[string]*Kernel
 	order   []*Kernel
+	// names are the trace file names given out, so that two processes
+	// started in the same second never share one.
+	names map[string]bool
 }
 
 // NewManager returns a Manager starting kernels as opts says.
@@ -92,7 +95,7 @@ func NewManager(opts ManagerOptions) *Manager {
 		opts.Specs = []Spec{LingerSpec(opts.Command...)}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{opts: opts, ctx: ctx, cancel: cancel, kernels: map[string]*Kernel{}}
+	return &Manager{opts: opts, ctx: ctx, cancel: cancel, kernels: map[string]*Kernel{}, names: map[string]bool{}}
 }
 
 // StartTimeout bounds how long a kernel process may take to say hello.
@@ -258,7 +261,8 @@ type Kernel struct {
 	last     time.Time
 	proc     *process
 	restarts int
-	session  string // the current process's session id, from its hello
+	session  string   // the current process's session id, from its hello
+	traces   []string // every process's trace file, oldest first
 	subs     map[*subscriber]struct{}
 	shut     bool
 	done     chan struct{}
@@ -300,25 +304,55 @@ type subscriber struct {
 
 var traceName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
-func (k *Kernel) tracePath() string {
-	base := strings.TrimSuffix(filepath.Base(k.path), filepath.Ext(k.path))
-	base = strings.Trim(traceName.ReplaceAllString(base, "_"), "._")
+// traceTimeLayout is the start time in a trace's name: a file name on any
+// system (no colons), sorting as time does.
+const traceTimeLayout = "2006-01-02T15-04-05"
+
+// TraceName is the file name of the trace of a kernel process for the
+// notebook at path started at t: the notebook's name without its
+// extension, then the start time, e.g.
+// 02-mask-per-chunk-2026-12-03T07-12-05.ltrace ("kernel-…" without a
+// notebook). It is a plain file name: letters, digits, '.', '_' and '-',
+// no leading dot. n > 1 tells apart processes started in the same second
+// ("…T07-12-05-2.ltrace").
+func TraceName(path string, t time.Time, n int) string {
+	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	base = strings.Trim(traceName.ReplaceAllString(base, "_"), "._-")
 	if base == "" {
 		base = "kernel"
 	}
-	name := fmt.Sprintf("%s-%s.ltrace", base, k.id)
-	if k.restarts > 0 {
-		name = fmt.Sprintf("%s-%s-%d.ltrace", base, k.id, k.restarts)
+	name := base + "-" + t.Format(traceTimeLayout)
+	if n > 1 {
+		name += "-" + strconv.Itoa(n)
 	}
-	return filepath.Join(k.m.opts.TraceDir, name)
+	return name + ".ltrace"
+}
+
+// tracePath names the trace of a new process of k (TraceName), one that
+// no other process of this Manager was given and no file in the trace
+// directory has.
+func (k *Kernel) tracePath() string {
+	m, now := k.m, time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for n := 1; ; n++ {
+		name := TraceName(k.path, now, n)
+		p := filepath.Join(m.opts.TraceDir, name)
+		if m.names[name] {
+			continue
+		}
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		m.names[name] = true
+		return p
+	}
 }
 
 // startProcess starts a process for k and waits for its hello.
 func (k *Kernel) startProcess(ctx context.Context) error {
 	m := k.m
-	k.mu.Lock()
 	trace := k.tracePath()
-	k.mu.Unlock()
 	if dir := filepath.Dir(trace); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("start kernel: %w", err)
@@ -357,6 +391,7 @@ func (k *Kernel) startProcess(ctx context.Context) error {
 		pending: map[string]*msg.Message{}, queries: map[string]chan []Holder{}}
 	k.mu.Lock()
 	k.proc = p
+	k.traces = append(k.traces, trace)
 	k.mu.Unlock()
 	go k.readLoop(p, stdout)
 	if m.opts.Memory != 0 {
@@ -862,6 +897,19 @@ func (k *Kernel) TracePath() string {
 		return ""
 	}
 	return k.proc.trace
+}
+
+// Traces are the file names of the traces of every process this kernel
+// has run, oldest first: the current process's last, the earlier ones
+// (before each restart) saved traces.
+func (k *Kernel) Traces() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]string, len(k.traces))
+	for i, p := range k.traces {
+		out[i] = filepath.Base(p)
+	}
+	return out
 }
 
 // Lingering asks the live kernel which objects linger and who holds each.

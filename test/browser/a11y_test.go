@@ -278,11 +278,11 @@ func TestAccessibility(t *testing.T) {
 	checkAxe(t, p, "notebook", axe)
 	// Saved, so that leaving the page asks nothing.
 	p.do(t, "save", chromedp.KeyEvent("s", chromedp.KeyModifiers(kb.ModifierCtrl)), chromedp.WaitVisible(css(`[data-testid=save-state][data-state=saved]`)))
-	kernel := eval[string](t, p, "kernel id", `document.querySelector("[data-testid=timeline]").dataset.kernelId`)
+	trace := eval[string](t, p, "kernel's trace", `document.querySelector("[data-testid=timeline]").dataset.trace`)
 	p.do(t, "open the tree", chromedp.Navigate(p.base+"/tree/"), chromedp.WaitVisible(css(`[data-testid=entries]`)))
 	checkAxe(t, p, "tree", axe)
 	p.step(t, "open the saved trace", 30*time.Second,
-		chromedp.Navigate(p.base+"/timeline/demo-"+kernel+".ltrace"),
+		chromedp.Navigate(p.base+"/timeline/"+trace),
 		chromedp.WaitVisible(css(`[data-testid=timeline-canvas]`)),
 		void(chromedp.Poll[bool](`document.querySelector("[data-testid=timeline-findings] ul") !== null`)))
 	checkAxe(t, p, "saved trace", axe)

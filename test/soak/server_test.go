@@ -182,11 +182,12 @@ func (s *server) must(t testing.TB, want int, method, path string, body []byte) 
 
 // startKernel starts a kernel and returns its id and process id: the
 // server's one child running `linger kernel` that was not there before.
-func (s *server) startKernel(t *testing.T) (string, int) {
+func (s *server) startKernel(t *testing.T) (string, int, string) {
 	t.Helper()
 	before := s.kernelPIDs(t)
 	var k struct {
-		ID string `json:"id"`
+		ID    string `json:"id"`
+		Trace string `json:"trace"`
 	}
 	if err := json.Unmarshal(s.must(t, http.StatusCreated, "POST", "/api/kernels", []byte(`{"name":"linger"}`)), &k); err != nil {
 		t.Fatal(err)
@@ -200,7 +201,7 @@ func (s *server) startKernel(t *testing.T) (string, int) {
 	if len(pids) != 1 {
 		t.Fatalf("kernel %s: new kernel processes %v, want one", k.ID, pids)
 	}
-	return k.ID, pids[0]
+	return k.ID, pids[0], k.Trace
 }
 
 // kernelPIDs are the server's children that run `linger kernel`.

@@ -191,6 +191,7 @@ type soak struct {
 type kernelRun struct {
 	id      string
 	pid     int
+	trace   string // its trace file's name
 	client  *kernelClient
 	viewers []*viewer
 	done    sync.WaitGroup // the viewers' readers
@@ -206,7 +207,7 @@ type kernelRun struct {
 func (s *soak) startKernel() *kernelRun {
 	s.t.Helper()
 	k := &kernelRun{}
-	k.id, k.pid = s.srv.startKernel(s.t)
+	k.id, k.pid, k.trace = s.srv.startKernel(s.t)
 	c, err := s.srv.dialKernel(k.id)
 	if err != nil {
 		s.t.Fatal(err)
@@ -296,7 +297,7 @@ func (s *soak) waitViewers(k *kernelRun) {
 func (s *soak) check(k *kernelRun, killed bool) {
 	t := s.t
 	t.Helper()
-	n, reason, err := s.readTrace(k.id)
+	n, reason, err := s.readTrace(k.trace)
 	if err != nil {
 		t.Errorf("kernel %s: %v", k.id, err)
 	}
@@ -341,8 +342,8 @@ func (s *soak) check(k *kernelRun, killed bool) {
 // readTrace reads the kernel's trace file to its last complete frame and
 // returns how many events it holds, numbered 1..n without a gap, and the
 // end reason it gives.
-func (s *soak) readTrace(kid string) (uint64, string, error) {
-	paths, _ := filepath.Glob(filepath.Join(s.traces, "*"+kid+".ltrace"))
+func (s *soak) readTrace(name string) (uint64, string, error) {
+	paths, _ := filepath.Glob(filepath.Join(s.traces, name))
 	if len(paths) != 1 {
 		return 0, "", fmt.Errorf("trace files %v, want one", paths)
 	}
@@ -377,7 +378,7 @@ func (s *soak) readTrace(kid string) (uint64, string, error) {
 func (s *soak) analyzeKilled(k *kernelRun) {
 	t := s.t
 	t.Helper()
-	paths, _ := filepath.Glob(filepath.Join(s.traces, "*"+k.id+".ltrace"))
+	paths, _ := filepath.Glob(filepath.Join(s.traces, k.trace))
 	if len(paths) != 1 {
 		return // readTrace said so
 	}

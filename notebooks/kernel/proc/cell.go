@@ -274,6 +274,14 @@ func evalError(err error, interrupted bool) *cellError {
 			ce.traceback = append(ce.traceback, fmt.Sprintf("  Cell %s, line %d, in %s", fr.Pos.Filename(), fr.Pos.Line, fr.Name))
 		}
 	}
+	// The resolver's errors (an undefined name) come before the cell
+	// runs: where each is, as a syntax error says it.
+	var re resolve.ErrorList
+	if errors.As(err, &re) {
+		for _, e := range re {
+			ce.traceback = append(ce.traceback, fmt.Sprintf("  Cell %s, line %d", e.Pos.Filename(), e.Pos.Line))
+		}
+	}
 	ce.ename = errorName(err, ce.evalue, interrupted)
 	ce.traceback = append(ce.traceback, ce.ename+": "+ce.evalue)
 	return ce

@@ -1,6 +1,6 @@
 // Entry of the notebook browser (/ and /tree/{dir}): new notebook, new
 // folder, rename, delete, upload and download through the contents API.
-import { base, contents, escapePath } from "./notebook/api.js";
+import { api, base, contents, escapePath } from "./notebook/api.js";
 
 const main = document.querySelector("[data-testid=tree]");
 const dir = main.dataset.dir || "";
@@ -96,6 +96,26 @@ main.addEventListener("click", async (ev) => {
     case "download":
       if (await act(`Downloading ${path}`, () => download(path))) say("");
       break;
+    case "shutdown-kernel": {
+      // A running kernel (the Running kernels list): shut down, its row goes.
+      const krow = b.closest("[data-testid=running-kernel]");
+      const id = krow.dataset.kernelId;
+      const what = krow.querySelector("[data-testid=running-notebook]")?.textContent || id;
+      b.disabled = true;
+      if (await act(`Shutting down the kernel of ${what}`, () => api("DELETE", `api/kernels/${encodeURIComponent(id)}`))) {
+        const tbody = krow.parentElement;
+        krow.remove();
+        say(`Shut down the kernel of ${what}.`);
+        if (!tbody.children.length) {
+          const empty = document.createElement("p");
+          empty.className = "hint";
+          empty.dataset.testid = "running-empty";
+          empty.textContent = "No kernels are running.";
+          tbody.closest("table").replaceWith(empty);
+        }
+      } else b.disabled = false;
+      break;
+    }
   }
 });
 

@@ -76,6 +76,8 @@ export const sessions = {
     api("POST", "api/sessions", { path, type: "notebook", name: path.split("/").pop(), ...(kernelName ? { kernel: { name: kernelName } } : {}) }),
   /** Replaces the session's kernel with a new one of that spec, as @jupyterlab/services' changeKernel does. */
   changeKernel: (id, kernelName) => api("PATCH", `api/sessions/${encodeURIComponent(id)}`, { kernel: { name: kernelName } }),
+  /** Moves the session to the notebook's new path (after a rename). */
+  rename: (id, path) => api("PATCH", `api/sessions/${encodeURIComponent(id)}`, { path, name: path.split("/").pop() }),
 };
 
 /** A short random id (hex), for cell ids and message ids. */

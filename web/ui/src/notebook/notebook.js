@@ -6,8 +6,11 @@
 // session's kernel, recording the choice in metadata.kernelspec.
 //
 // For the timeline (another bundle) it dispatches on document:
-//   linger:kernel  {kernelId, sessionId, path}  when a kernel is connected
+//   linger:kernel  {kernelId, sessionId, path}  when a kernel is connected,
+//                  and {…, restarted: true, trace} once it restarted (a new
+//                  process, writing the trace named trace)
 //   linger:execute {cellId, msgId, phase: "start"|"end", status}
+//   linger:renamed {path}  once the notebook was renamed (from its title)
 // and listens for linger:goto-cell {cellId}. window.linger.notebook is this
 // object (see scrollToCell, setLineAnnotations).
 //
@@ -24,6 +27,7 @@ import { toOutput } from "./outputs.js";
 import { startName, kernelNotice, kernelspecMetadata } from "./kernelspecs.js";
 import { CommandKeys, SHORTCUTS } from "./keys.js";
 import { confirm, shortcuts } from "./dialog.js";
+import { Title } from "./title.js";
 
 const AUTOSAVE_MS = 30000;
 // In command mode Tab moves through the page: an editor it reaches lets
@@ -61,6 +65,7 @@ export class Notebook {
     this.kernel = null;
     this.keys = new CommandKeys();
     this.trash = []; // deleted cells, last last: {index, model}
+    this.title = new Title(this); // the title renames the notebook
     this.setMode("command");
   }
 
@@ -628,7 +633,8 @@ export class Notebook {
     if (!this.kernel) return this.startSession();
     this.setStatus("restarting");
     try {
-      await kernels.restart(this.kernel.kernelId);
+      const m = await kernels.restart(this.kernel.kernelId);
+      this.emit("linger:kernel", { kernelId: this.kernel.kernelId, sessionId: this.sessionId, path: this.path, restarted: true, trace: m?.trace });
       this.hideBanner();
       for (const c of this.cells) c.setPrompt(false);
       if (this.kernel.state === "disconnected" || this.kernel.state === "dead" || this.kernel.ws?.readyState !== WebSocket.OPEN) this.kernel.connect();

@@ -62,18 +62,31 @@ function renderData(data) {
   return el("pre", { class: "output result", "data-testid": "output-text" }, stripANSI(joined(data["text/plain"])));
 }
 
+/**
+ * An error's traceback as the page shows it: without its last line when
+ * that says again what the heading above it says ("NameError: …", as a
+ * kernel's traceback ends), so that an error reads once.
+ */
+export function tracebackText(o) {
+  const tb = stripANSI((o.traceback || []).join("\n")).replace(/[\n ]+$/, "");
+  const head = `${o.ename || "Error"}: ${o.evalue || ""}`;
+  if (tb === head) return "";
+  if (tb.endsWith("\n" + head)) return tb.slice(0, -head.length - 1);
+  return tb;
+}
+
 /** Builds the element of one output. */
 export function renderOutput(o) {
   switch (o.output_type) {
     case "stream":
       return el("pre", { class: `output stream stream-${o.name}`, "data-testid": "output-stream", "data-name": o.name }, fold(stripANSI(joined(o.text))));
     case "error": {
-      const tb = stripANSI((o.traceback || []).join("\n"));
+      const tb = tracebackText(o);
       return el(
         "div",
         { class: "output error", "data-testid": "output-error", role: "group", "aria-label": "Error" },
         el("div", { class: "ename" }, el("strong", { "data-testid": "ename" }, o.ename || "Error"), ": ", el("span", { "data-testid": "evalue" }, o.evalue || "")),
-        el("pre", { class: "traceback", "data-testid": "traceback" }, tb),
+        ...(tb ? [el("pre", { class: "traceback", "data-testid": "traceback" }, tb)] : []),
       );
     }
     default:

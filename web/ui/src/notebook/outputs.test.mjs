@@ -1,7 +1,7 @@
 // node --test web/ui/src/: the DOM-free parts of the output code.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { fold, stripANSI, joined, toOutput } from "./outputs.js";
+import { fold, stripANSI, joined, toOutput, tracebackText } from "./outputs.js";
 
 test("fold applies carriage returns and backspaces", () => {
   const cases = [
@@ -35,4 +35,14 @@ test("toOutput converts kernel messages to nbformat outputs", () => {
   });
   assert.deepEqual(toOutput("error", { ename: "E", evalue: "v" }), { output_type: "error", ename: "E", evalue: "v", traceback: [] });
   assert.equal(toOutput("status", {}), null);
+});
+
+test("tracebackText drops the last line that repeats the heading", () => {
+  const e = { ename: "NameError", evalue: "undefined: x" };
+  assert.equal(tracebackText({ ...e, traceback: ["Traceback (most recent call last):", "  Cell In [1], line 1, in <toplevel>", "NameError: undefined: x"] }),
+    "Traceback (most recent call last):\n  Cell In [1], line 1, in <toplevel>");
+  assert.equal(tracebackText({ ...e, traceback: ["\x1b[31mNameError\x1b[0m: undefined: x"] }), "");
+  assert.equal(tracebackText({ ...e, traceback: ["Traceback", "  line 1\nNameError: undefined: x\n"] }), "Traceback\n  line 1");
+  assert.equal(tracebackText({ ...e, traceback: ["Traceback", "  line 1"] }), "Traceback\n  line 1");
+  assert.equal(tracebackText({ ...e }), "");
 });

@@ -1,0 +1,137 @@
+package browser
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"linger/internal/browsertest"
+)
+
+// dockState is what the docked timeline shows: the trace it follows, its
+// stream's state, its status line, the labels of the objects it drew and
+// the previous runs offered.
+type dockState struct {
+	Trace    string
+	State    string
+	Status   string
+	Labels   []string
+	Previous []string
+}
+
+const dockJS = `(() => {
+	const root = document.querySelector("[data-testid=timeline]");
+	const v = window.linger.timeline.views.get(root);
+	return { trace: root.dataset.trace || "", state: v?.source.state || "", status: root.querySelector("[data-testid=timeline-status]")?.textContent || "",
+		labels: (v?.objects || []).map((o) => o.label || ""),
+		previous: [...root.querySelectorAll("[data-testid=timeline-previous] option")].map((o) => o.value) };
+})()`
+
+// waitDock polls the dock until it follows a trace other than those in
+// not, live, with an object labelled label drawn.
+func waitDock(t *testing.T, p *page, what, label string, not ...string) dockState {
+	t.Helper()
+	var d dockState
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d = eval[dockState](t, p, what, dockJS)
+		ok := d.Trace != "" && d.State == "live" && !strings.HasPrefix(d.Status, "Trace ended")
+		for _, n := range not {
+			ok = ok && d.Trace != n
+		}
+		has := false
+		for _, l := range d.Labels {
+			has = has || l == label
+		}
+		if ok && has {
+			return d
+		}
+		if time.Now().After(deadline) {
+			screenshot(t, p.ctx, strings.ReplaceAll(t.Name(), "/", "_")+"-failed.png")
+			t.Fatalf("%s: the dock shows %+v, want a live trace other than %v with %q drawn", what, d, not, label)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestTimelineFollowsRestart runs a cell, restarts the kernel (through the
+// dialog) and runs another: the dock follows the new process's trace at
+// once, with the new cell's object and no "Trace ended", and offers the
+// first run as the Previous run, which opens as a saved trace. Then the
+// kernel is killed and restarted from the banner: the dock follows again,
+// with both earlier runs offered. Not parallel: it kills the test's
+// kernel processes.
+func TestTimelineFollowsRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	axe := browsertest.AxeSource(t)
+	p := openNotebook(t, `a = tensor([256, 256], label="first_run")`, `b = tensor([128, 128], label="second_run")`, `c = tensor([64, 64], label="third_run")`)
+	prompt := func(i, n int) chromedp.Action[chromedp.Void] {
+		return void(chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q)?.textContent === "[%d]:"`, p.cell(i)+` [data-testid=prompt]`, n)))
+	}
+	p.run(t, 0)
+	p.do(t, "first cell", prompt(0, 1))
+	first := waitDock(t, p, "the first run on the dock", "first_run")
+	if len(first.Previous) != 0 {
+		t.Errorf("before any restart the dock offers previous runs %v", first.Previous)
+	}
+
+	p.do(t, "restart", chromedp.Click(css(`[data-testid=restart]`)), chromedp.WaitVisible(css(`[data-testid=restart-dialog]`)),
+		chromedp.Click(css(`[data-testid=dialog-accept]`)), chromedp.WaitNotPresent(css(`[data-testid=restart-dialog]`)),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
+	p.run(t, 1)
+	p.do(t, "second cell", prompt(1, 1))
+	second := waitDock(t, p, "the run after the restart", "second_run", first.Trace)
+	for _, l := range second.Labels {
+		if l == "first_run" {
+			t.Errorf("the new run's dock still draws the first run's object: %v", second.Labels)
+		}
+	}
+	if len(second.Previous) != 1 || second.Previous[0] != first.Trace {
+		t.Errorf("previous runs %v, want [%s]", second.Previous, first.Trace)
+	}
+	checkAxe(t, p, "notebook with a previous run", axe)
+	open := eval[string](t, p, "open link", `document.querySelector("[data-testid=timeline-previous-open]").href`)
+	cmp := eval[string](t, p, "compare link", `document.querySelector("[data-testid=timeline-previous-compare]").href`)
+	if !strings.HasSuffix(open, "/timeline/"+first.Trace) || !strings.Contains(cmp, "/compare?a="+first.Trace+"&b="+second.Trace) {
+		t.Errorf("previous run links %q, %q", open, cmp)
+	}
+
+	// A death, and a restart from the banner.
+	killKernels(t)
+	p.do(t, "the banner", chromedp.WaitVisible(css(`[data-testid=banner-restart]`)), chromedp.Click(css(`[data-testid=banner-restart]`)),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
+	p.run(t, 2)
+	p.do(t, "third cell", prompt(2, 1))
+	third := waitDock(t, p, "the run after the death", "third_run", first.Trace, second.Trace)
+	if len(third.Previous) != 2 || third.Previous[0] != second.Trace || third.Previous[1] != first.Trace {
+		t.Errorf("previous runs %v, want [%s %s]", third.Previous, second.Trace, first.Trace)
+	}
+
+	// The first run opens as a saved trace: its object, its end.
+	p.do(t, "save", chromedp.Click(css(`[data-testid=save]`)), chromedp.WaitVisible(css(`[data-testid=save-state][data-state=saved]`)))
+	p.step(t, "open the previous run", 30*time.Second, chromedp.Navigate(open),
+		chromedp.WaitVisible(css(`[data-testid=timeline-canvas]`)),
+		void(chromedp.Poll[bool](`document.querySelector("[data-testid=timeline-findings] ul") !== null`)))
+	if got := eval[[]string](t, p, "objects", `(async () => { for (let i = 0; i < 100; i++) { const v = [...window.linger.timeline.views.values()][0]; if (v?.objects?.length) return v.objects.map((o) => o.label || ""); await new Promise((r) => setTimeout(r, 100)); } return []; })()`); !contains(got, "first_run") {
+		t.Errorf("the previous run's saved trace draws %v, want first_run", got)
+	}
+	// Compared with the current run (still written by the live kernel).
+	p.step(t, "compare", 30*time.Second, chromedp.Navigate(cmp), chromedp.WaitVisible(css(`[data-testid=compare-summary]`)))
+	if msg := eval[string](t, p, "compare page", `document.querySelector("[data-testid=compare-message]")?.textContent || ""`); msg != "" {
+		t.Errorf("the compare page says %q", msg)
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

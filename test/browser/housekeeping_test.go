@@ -1,0 +1,142 @@
+package browser
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"linger/internal/browsertest"
+)
+
+// TestRunningKernels opens a notebook (its kernel starts), then the root
+// page: the notebook's kernel is listed as running, named by its
+// notebook, with the trace it writes, and that trace is marked live in
+// the traces list. Its Shutdown button shuts it down: the row goes, the
+// server lists no kernel, and the trace is no longer live.
+func TestRunningKernels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	t.Parallel()
+	axe := browsertest.AxeSource(t)
+	p := openNotebook(t, "1 + 1")
+	p.run(t, 0)
+	p.do(t, "run", void(chromedp.Poll[bool](`document.querySelector("[data-testid=timeline]").dataset.trace !== undefined`)))
+	trace := eval[string](t, p, "trace", `document.querySelector("[data-testid=timeline]").dataset.trace`)
+	p.do(t, "save", chromedp.Click(css(`[data-testid=save]`)), chromedp.WaitVisible(css(`[data-testid=save-state][data-state=saved]`)))
+	p.do(t, "the root page", chromedp.Navigate(p.base+"/tree/"), chromedp.WaitVisible(css(`[data-testid=running]`)))
+	type row struct{ Notebook, State, Trace string }
+	rows := eval[[]row](t, p, "running", `[...document.querySelectorAll("[data-testid=running-kernel]")].map((r) => ({
+		notebook: r.querySelector("[data-testid=running-notebook]")?.textContent || "", state: r.querySelector("[data-testid=running-state]").textContent,
+		trace: r.cells[4].textContent.trim() }))`)
+	if len(rows) != 1 || rows[0].Notebook != "demo.ipynb" || rows[0].Trace != trace || rows[0].State != "idle" {
+		t.Errorf("running kernels %+v, want demo.ipynb, idle, writing %s", rows, trace)
+	}
+	if !strings.HasPrefix(trace, "demo-") {
+		t.Errorf("trace %q is not named after its notebook", trace)
+	}
+	live := eval[[]string](t, p, "live traces", `[...document.querySelectorAll("[data-testid=trace]")].filter((r) => r.querySelector("[data-testid=trace-live]")).map((r) => r.dataset.name)`)
+	if len(live) != 1 || live[0] != trace {
+		t.Errorf("traces marked live %v, want [%s]", live, trace)
+	}
+	checkAxe(t, p, "tree with a running kernel", axe)
+	p.do(t, "shutdown", chromedp.Click(css(`[data-testid=shutdown-kernel]`)), chromedp.WaitVisible(css(`[data-testid=running-empty]`)))
+	if n := eval[int](t, p, "kernels", `fetch("/api/kernels").then((r) => r.json()).then((ks) => ks.length)`); n != 0 {
+		t.Errorf("after Shutdown the server lists %d kernels", n)
+	}
+	p.do(t, "reload", chromedp.Reload(), chromedp.WaitVisible(css(`[data-testid=running-empty]`)))
+	if n := eval[int](t, p, "live", `document.querySelectorAll("[data-testid=trace-live]").length`); n != 0 {
+		t.Errorf("after Shutdown %d traces are marked live", n)
+	}
+}
+
+// TestErrorShownOnce runs a cell that fails: its error says what failed
+// once, with the traceback's frames, live and after a reload (the page as
+// the server renders the saved outputs).
+func TestErrorShownOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	t.Parallel()
+	p := openNotebook(t, "x = 1\nundefined_name + 1")
+	p.run(t, 0)
+	p.do(t, "the error", chromedp.WaitVisible(css(p.cell(0)+` [data-testid=output-error]`)))
+	check := func(when string) {
+		out := p.text(t, p.cell(0)+` [data-testid=outputs]`)
+		if n := strings.Count(out, "undefined_name"); n != 1 {
+			t.Errorf("%s: the error names undefined_name %d times:\n%s", when, n, out)
+		}
+		if !strings.Contains(out, "line 2") {
+			t.Errorf("%s: the error has no traceback line:\n%s", when, out)
+		}
+		if n := eval[int](t, p, "errors", `document.querySelectorAll("[data-testid=output-error], [data-testid=output-stream]").length`); n != 1 {
+			t.Errorf("%s: %d error and stream outputs, want the error alone", when, n)
+		}
+	}
+	check("live")
+	p.do(t, "save", chromedp.Click(css(`[data-testid=save]`)), chromedp.WaitVisible(css(`[data-testid=save-state][data-state=saved]`)))
+	p.do(t, "reload", chromedp.Reload(), chromedp.WaitVisible(css(p.cell(0)+` [data-testid=output-error]`)))
+	check("reloaded")
+}
+
+// TestRenameFromTitle renames the notebook from its title: a name taken
+// is refused with the reason beside the field; a free one renames the
+// file, the title, the address and the session, and the next save goes
+// to the new file.
+func TestRenameFromTitle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	t.Parallel()
+	axe := browsertest.AxeSource(t)
+	p := openNotebook(t, "40 + 2")
+	if err := os.WriteFile(filepath.Join(p.dir, "taken.ipynb"), []byte(`{"cells":[],"metadata":{},"nbformat":4,"nbformat_minor":5}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	input := `[data-testid=notebook-title-input]`
+	p.do(t, "edit the title", chromedp.Click(css(`[data-testid=notebook-title]`)), chromedp.WaitVisible(css(input)))
+	if v := eval[string](t, p, "field", `document.activeElement.value`); v != "demo.ipynb" {
+		t.Errorf("the field holds %q with the focus", v)
+	}
+	p.do(t, "a name taken", chromedp.SetValue(css(input), "taken"), chromedp.KeyEvent(kb.Enter),
+		void(chromedp.Poll[bool](`document.querySelector("[data-testid=rename-error]").textContent !== ""`)))
+	if e := p.text(t, `[data-testid=rename-error]`); !strings.Contains(e, "taken.ipynb already exists") {
+		t.Errorf("rename error %q", e)
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, "demo.ipynb")); err != nil {
+		t.Errorf("a refused rename moved the notebook: %v", err)
+	}
+	checkAxe(t, p, "rename refused", axe)
+	p.do(t, "a free name", chromedp.SetValue(css(input), "renamed"), chromedp.KeyEvent(kb.Enter), chromedp.WaitNotPresent(css(input)),
+		void(chromedp.Poll[bool](`document.querySelector("[data-testid=notebook-title]").textContent === "renamed.ipynb"`)))
+	if e := p.text(t, `[data-testid=rename-error]`); e != "" {
+		t.Errorf("rename error %q after a rename", e)
+	}
+	loc := eval[string](t, p, "address", `location.pathname + " " + document.title`)
+	if loc != "/notebooks/renamed.ipynb renamed.ipynb · Linger" {
+		t.Errorf("address and title %q", loc)
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, "renamed.ipynb")); err != nil {
+		t.Errorf("renamed.ipynb: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, "demo.ipynb")); err == nil {
+		t.Error("demo.ipynb is still there")
+	}
+	p.run(t, 0)
+	p.do(t, "run and save", void(chromedp.Poll[bool](outputOf(0, "42"))), chromedp.KeyEvent("s", chromedp.KeyModifiers(kb.ModifierCtrl)),
+		chromedp.WaitVisible(css(`[data-testid=save-state][data-state=saved]`)))
+	b, err := os.ReadFile(filepath.Join(p.dir, "renamed.ipynb"))
+	if err != nil || !strings.Contains(string(b), "42") {
+		t.Errorf("the save after the rename: %v %.200s", err, b)
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, "demo.ipynb")); err == nil {
+		t.Error("the save after the rename wrote demo.ipynb")
+	}
+	if path := eval[string](t, p, "session", `fetch("/api/sessions").then((r) => r.json()).then((s) => s.map((x) => x.path).join(","))`); path != "renamed.ipynb" {
+		t.Errorf("sessions %q, want renamed.ipynb", path)
+	}
+}
