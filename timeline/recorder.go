@@ -182,6 +182,14 @@ func NewRecorder(path string, opts RecorderOptions) (*Recorder, error) {
 	}
 	w := NewWriter(out)
 	w.name = fmt.Sprintf("trace %q", path)
+	// The header at once, so that the log is a trace (of no events yet)
+	// from its first moment: whoever opens a kernel's live trace by name
+	// right after a start or restart never finds an empty file.
+	w.flushDefs()
+	if w.err != nil {
+		f.Close()
+		return nil, fmt.Errorf("create trace %q: %w", path, pathless(w.err))
+	}
 	ring := make([]event.Event, opts.RingSize)
 	r := &Recorder{
 		path:      path,
