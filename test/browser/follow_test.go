@@ -95,6 +95,7 @@ func TestTimelineFollowsRestart(t *testing.T) {
 		t.Errorf("previous runs %v, want [%s]", second.Previous, first.Trace)
 	}
 	checkAxe(t, p, "notebook with a previous run", axe)
+	galleryShot(t, p, "after-restart")
 	open := eval[string](t, p, "open link", `document.querySelector("[data-testid=timeline-previous-open]").href`)
 	cmp := eval[string](t, p, "compare link", `document.querySelector("[data-testid=timeline-previous-compare]").href`)
 	if !strings.HasSuffix(open, "/timeline/"+first.Trace) || !strings.Contains(cmp, "/compare?a="+first.Trace+"&b="+second.Trace) {

@@ -31,17 +31,10 @@ func TestScenarioNotebooks(t *testing.T) {
 	if len(paths) == 0 {
 		t.Fatal("no scenario notebooks in examples/")
 	}
-	shots := artifacts(t)
-	if os.Getenv("LINGER_GALLERY") == "1" {
-		shots = filepath.Join("..", "..", "docs", "gallery")
-		if err := os.MkdirAll(shots, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, path := range paths {
 		name := filepath.Base(path)
 		t.Run(strings.TrimSuffix(name, ".ipynb"), func(t *testing.T) {
-			runScenario(t, path, filepath.Join(shots, strings.TrimSuffix(name, ".ipynb")+".png"))
+			runScenario(t, path, strings.TrimSuffix(name, ".ipynb"))
 		})
 	}
 }
@@ -116,9 +109,7 @@ func runScenario(t *testing.T, path, shot string) {
 	// showing the whole run and its findings.
 	p.step(t, "fit the whole run", 10*time.Second,
 		void(chromedp.Evaluate[any](`[...document.querySelectorAll("[data-testid=timeline] button")].find((b) => b.textContent.trim() === "Fit")?.click()`)),
-		void(chromedp.Evaluate[any](`window.scrollTo(0, 0)`)),
-		chromedp.EmulateViewport(1400, 1100),
-		chromedp.Sleep(500*time.Millisecond))
+		void(chromedp.Evaluate[any](`window.scrollTo(0, 0)`)))
 	// The object view draws what lingers, however small beside the
 	// weights.
 	if strings.Contains(text, "∞ leak") || strings.Contains(text, "▲ lingering") {
@@ -126,12 +117,41 @@ func runScenario(t *testing.T, path, shot string) {
 			void(chromedp.Poll[bool](`[...window.linger.timeline.views.values()][0].objects?.some((o) => o.lingering)`,
 				chromedp.WithPollingInterval(250*time.Millisecond))))
 	}
-	png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
+	galleryShot(t, p, shot)
+}
+
+// gallerySizes are the viewports of the gallery's pictures: a desktop
+// monitor, and the smallest common laptop screen (NAME-1024.png).
+var gallerySizes = []struct {
+	w, h   int64
+	suffix string
+}{{1600, 1000, ""}, {1024, 768, "-1024"}}
+
+// galleryShot saves what the viewport shows at each of gallerySizes, as
+// NAME.png and NAME-1024.png: in docs/gallery with LINGER_GALLERY=1 (make
+// gallery), which the README shows, else among the test's artifacts. The
+// viewport is as it was after.
+func galleryShot(t *testing.T, p *page, name string) {
+	t.Helper()
+	dir := artifacts(t)
+	if os.Getenv("LINGER_GALLERY") == "1" {
+		dir = filepath.Join("..", "..", "docs", "gallery")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
+	before := eval[[]int64](t, p, "viewport", `[innerWidth, innerHeight]`)
+	defer p.do(t, "restore the viewport", chromedp.EmulateViewport(before[0], before[1]), chromedp.Sleep(300*time.Millisecond))
+	for _, sz := range gallerySizes {
+		p.do(t, "resize for the picture", chromedp.EmulateViewport(sz.w, sz.h), chromedp.Sleep(600*time.Millisecond))
+		png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		f := filepath.Join(dir, name+sz.suffix+".png")
+		if err := os.WriteFile(f, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", f)
 	}
-	t.Logf("screenshot: %s", shot)
 }

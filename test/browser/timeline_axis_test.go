@@ -132,6 +132,7 @@ func TestTimelineIdleBreak(t *testing.T) {
 		t.Errorf("Fit shows %.3f–%.3f s, not every event", geo.T0/1e9, geo.T1/1e9)
 	}
 	screenshot(t, p.ctx, "timeline-idle-fit.png")
+	galleryShot(t, p, "reopened-after-idle")
 	// The KV cache's colour is drawn across the leak's width.
 	if n := eval[float64](t, p, "kv ink", inkOf+`("#88CCEE")`); n < 200 {
 		t.Errorf("kv_cache drawn over %v px", n)

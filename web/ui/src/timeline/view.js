@@ -318,7 +318,11 @@ export class TimelineView {
       this.restack();
       this.scopes = s.scopes; this.marks = s.marks;
       // The latest cell's start: follow-live shows its whole run.
+      const cellWas = this.cellStart;
       for (const sc of s.scopes) if (sc.kind === "cell" && !(sc.begin <= this.cellStart)) this.cellStart = sc.begin;
+      // Learnt after the cell's last events (the answer can come later):
+      // follow again, or the view keeps the cell before.
+      if (this.cellStart !== cellWas && this.follow && this.source.live) { this.toEnd(); return; }
       if (this.pending) {
         // A finding jumped here: select its object, so that Enter opens it.
         const f = this.pending, o = this.objects.find((o) => o.alloc_time === f.alloc_time_ns && o.size === f.size && (o.label || "") === (f.label || ""));
