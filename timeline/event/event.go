@@ -151,10 +151,13 @@ type ScopeID uint64
 //	kind                 Addr          Size             Requested   Category/Expect   Label        Extra
 //	alloc, free          block address rounded bytes    requested   yes               block label  -
 //	segment_alloc/free   segment base  segment bytes    -           -                 -            pool: 0 small, 1 large, 2 outside the allocator
-//	scope_begin/end      scope id      flags (begin)    -           Expect=scope kind scope label  parent scope id
+//	scope_begin/end      scope id      flags (begin)    count (1)   Expect=scope kind scope label  parent scope id
 //	oom                  -             rounded request  requested   yes               block label  device free bytes
 //	mark                 -             -                -           -                 text         -
 //	counter              -             value            -           -                 name         -
+//
+// (1) A cell's scope_begin has the execution count of the request that ran
+// it in Requested (Emitter.BeginCell; 0: unknown, or a silent run).
 //
 // Scope is the innermost scope open when the event happened (for
 // scope_begin, the new scope's parent is in Extra and Scope is the parent

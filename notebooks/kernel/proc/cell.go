@@ -16,7 +16,6 @@ import (
 
 	"linger/engine/alloc"
 	"linger/notebooks/msg"
-	"linger/timeline/event"
 )
 
 // fileOptions make cells feel like Python.
@@ -121,6 +120,7 @@ func (k *kernelProc) execute(m *msg.Message) {
 	}
 	if store {
 		k.s.cellCounts[cell] = count
+		run.count = count
 	}
 	res, cerr := k.runCell(m, run, req.Code, req.Silent)
 	if res != nil && res != starlark.None && !req.Silent {
@@ -212,7 +212,7 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	k.mu.Unlock()
 	// The Go heap is sampled at both ends inside the cell's scope, so that
 	// the analyzer's sample at the cell's end sees the heap the cell left.
-	scope := k.em.Begin(event.ScopeCell, cell)
+	scope := k.em.BeginCell(cell, uint64(run.count))
 	k.s.samp.goHeap(1)
 	err = k.s.exec(f, thread)
 	k.mu.Lock()

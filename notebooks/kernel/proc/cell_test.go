@@ -1,10 +1,16 @@
 package proc
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"go.starlark.net/starlark"
+
+	"linger/notebooks/msg"
+	"linger/notebooks/msg/msgtest"
+	"linger/timeline/event"
 )
 
 // TestExecGlobals: after each cell the session's globals hold what the
@@ -31,5 +37,32 @@ func TestExecGlobals(t *testing.T) {
 	run("w = mem\nz = w == m", "m", "w", "x", "y", "z")
 	if s.globals["z"] != starlark.True {
 		t.Errorf("mem given back is not the mem module: z = %v", s.globals["z"])
+	}
+}
+
+// TestCellScopeCount: a cell's scope carries the execution count of the
+// request that ran it ("In [n]"), a silent run none, so that a trace
+// names its cells as the notebook shows them.
+func TestCellScopeCount(t *testing.T) {
+	c := startKernel(t)
+	run := func(id string, silent bool) {
+		t.Helper()
+		ms := c.collect(c.request(msg.Shell, "execute_request", map[string]any{"code": "x = 1", "silent": silent}, map[string]any{"cellId": id}), 20*time.Second)
+		if rep := msgtest.Find(ms, "execute_reply"); rep["status"] != "ok" {
+			t.Fatalf("%s: %v", id, rep)
+		}
+	}
+	run("first", false)
+	run("second", false)
+	run("quiet", true)
+	run("first", false)
+	var got []string
+	for _, e := range c.log.Events() {
+		if e.Kind == event.KindScopeBegin && e.Expect == event.ScopeCell {
+			got = append(got, fmt.Sprintf("%s:%d", c.log.String(e.Label), e.Requested))
+		}
+	}
+	if want := []string{"first:1", "second:2", "quiet:0", "first:3"}; !slices.Equal(got, want) {
+		t.Errorf("cell scopes (id:count) = %v, want %v", got, want)
 	}
 }

@@ -56,6 +56,7 @@ type cellRun struct {
 	cancel      context.CancelFunc
 	interrupted bool
 	cell        string
+	count       int    // the execution count ("In [count]"), 0 for a silent run
 	startUse    uint64 // the kernel's memory use when the cell started
 	memory      string // why the watchdog stopped the cell, or ""
 }
