@@ -3,6 +3,7 @@ package proc
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,5 +65,10 @@ func TestCellScopeCount(t *testing.T) {
 	}
 	if want := []string{"first:1", "second:2", "quiet:0", "first:3"}; !slices.Equal(got, want) {
 		t.Errorf("cell scopes (id:count) = %v, want %v", got, want)
+	}
+	// A traceback names the cell by its count too, as IPython's "Cell In[4]".
+	ms := c.collect(c.request(msg.Shell, "execute_request", map[string]any{"code": "x = 1\ny = [][x]"}, map[string]any{"cellId": "boom"}), 20*time.Second)
+	if tb := fmt.Sprint(msgtest.Find(ms, "execute_reply")["traceback"]); !strings.Contains(tb, "Cell In[4], line 2, in <toplevel>") {
+		t.Errorf("traceback %s, want Cell In[4], line 2", tb)
 	}
 }
