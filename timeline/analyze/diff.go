@@ -19,9 +19,9 @@ func change(a, b uint64) Change { return Change{A: a, B: b, Delta: int64(b) - in
 
 // DiffRow compares a category (Site empty) or a (site, category) between
 // two traces. Sites are matched by their string form with each notebook
-// cell's id replaced by its position ("cell #4:2", see Cell): two runs of
-// one notebook, or of two copies of it (other cell ids), match line by
-// line. Site is that key; SiteA and SiteB are the site in each trace
+// cell's id replaced by a key that pairs the cells of the two traces by
+// source, then by position ("cell #4:2", see cellKeys): two runs of one
+// notebook, or of two copies of it (other cell ids), match line by line. Site is that key; SiteA and SiteB are the site in each trace
 // (with its cell ids: Report.NameSite names it as the user saw it),
 // empty on the side without it.
 type DiffRow struct {
@@ -95,16 +95,16 @@ func diffRows(a, b []Stat, ra, rb *Report) []DiffRow {
 	type key struct{ cat, site string }
 	rows := make(map[key]*[2]Stat)
 	names := make(map[key]*[2]string)
+	var keys [2]map[string]string
+	if ra != nil && rb != nil {
+		keys[0], keys[1] = cellKeys(ra, rb)
+	}
 	for i, side := range [2][]Stat{a, b} {
 		rep := [2]*Report{ra, rb}[i]
-		var byID map[string]*Cell
-		if rep != nil {
-			byID = rep.cellsByID()
-		}
 		for _, s := range side {
 			k := key{s.Category, s.Site}
 			if rep != nil && s.Site != "" {
-				k.site = positionSite(s.Site, byID)
+				k.site = keySite(s.Site, keys[i])
 			}
 			if rows[k] == nil {
 				rows[k], names[k] = new([2]Stat), new([2]string)

@@ -317,9 +317,11 @@ func (e *Emitter) Begin(kind ScopeKind, label string) ScopeID {
 // BeginCell opens a notebook cell's scope: kind cell, labelled with the
 // cell's id, with the execution count of the request that runs it ("In
 // [count]"; 0 when it has none, a silent run) in the scope_begin's
-// Requested. Readers that predate it see an ordinary cell scope.
-func (e *Emitter) BeginCell(id string, count uint64) ScopeID {
-	return e.begin(ScopeCell, id, 0, count, true)
+// Requested and the hash of its source (SourceHash; 0: unknown) in the
+// high bits of its Size (ScopeSourceShift). Readers that predate them
+// see an ordinary cell scope.
+func (e *Emitter) BeginCell(id string, count uint64, source uint32) ScopeID {
+	return e.begin(ScopeCell, id, uint64(source)<<ScopeSourceShift, count, true)
 }
 
 // BeginTeardown opens the session's teardown (see ScopeFlagTeardown): a

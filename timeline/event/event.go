@@ -10,7 +10,11 @@
 // appended.
 package event
 
-import "fmt"
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+)
 
 // Kind is what an event records. Values are wire numbers.
 type Kind uint8
@@ -151,13 +155,14 @@ type ScopeID uint64
 //	kind                 Addr          Size             Requested   Category/Expect   Label        Extra
 //	alloc, free          block address rounded bytes    requested   yes               block label  -
 //	segment_alloc/free   segment base  segment bytes    -           -                 -            pool: 0 small, 1 large, 2 outside the allocator
-//	scope_begin/end      scope id      flags (begin)    count (1)   Expect=scope kind scope label  parent scope id
+//	scope_begin/end      scope id      flags (begin)(1) count (1)   Expect=scope kind scope label  parent scope id
 //	oom                  -             rounded request  requested   yes               block label  device free bytes
 //	mark                 -             -                -           -                 text         -
 //	counter              -             value            -           -                 name         -
 //
 // (1) A cell's scope_begin has the execution count of the request that ran
-// it in Requested (Emitter.BeginCell; 0: unknown, or a silent run).
+// it in Requested (Emitter.BeginCell; 0: unknown, or a silent run), and
+// its source's hash in Size's high 32 bits (ScopeSourceShift).
 //
 // Scope is the innermost scope open when the event happened (for
 // scope_begin, the new scope's parent is in Extra and Scope is the parent
@@ -198,6 +203,22 @@ const (
 	// when the teardown began stays a leak, whoever frees it then.
 	ScopeFlagTeardown = 1
 )
+
+// A cell's scope_begin has a hash of the cell's source in the high 32
+// bits of its Size, beside the flags (Emitter.BeginCell; 0: unknown):
+// what tells the same cell apart in two runs of a notebook whose copies
+// gave the cells other ids. A reader that ignores it sees the flags.
+const (
+	ScopeSourceShift = 32
+	ScopeFlagsMask   = 1<<ScopeSourceShift - 1
+)
+
+// SourceHash is the hash of a cell's source a cell scope records: the
+// first 32 bits of its SHA-256, never 0.
+func SourceHash(src string) uint32 {
+	h := sha256.Sum256([]byte(src))
+	return max(binary.BigEndian.Uint32(h[:4]), 1)
+}
 
 // Segment pools, the values of Event.Extra on segment events.
 const (

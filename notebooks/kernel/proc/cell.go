@@ -16,6 +16,7 @@ import (
 
 	"linger/engine/alloc"
 	"linger/notebooks/msg"
+	"linger/timeline/event"
 )
 
 // fileOptions make cells feel like Python.
@@ -212,7 +213,7 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	k.mu.Unlock()
 	// The Go heap is sampled at both ends inside the cell's scope, so that
 	// the analyzer's sample at the cell's end sees the heap the cell left.
-	scope := k.em.BeginCell(cell, uint64(run.count))
+	scope := k.em.BeginCell(cell, uint64(run.count), event.SourceHash(code))
 	k.s.samp.goHeap(1)
 	err = k.s.exec(f, thread)
 	k.mu.Lock()

@@ -61,6 +61,9 @@ func TestCellScopeCount(t *testing.T) {
 	for _, e := range c.log.Events() {
 		if e.Kind == event.KindScopeBegin && e.Expect == event.ScopeCell {
 			got = append(got, fmt.Sprintf("%s:%d", c.log.String(e.Label), e.Requested))
+			if h := uint32(e.Size >> event.ScopeSourceShift); h != event.SourceHash("x = 1") {
+				t.Errorf("cell %s: source hash %08x, want that of its source, %08x", c.log.String(e.Label), h, event.SourceHash("x = 1"))
+			}
 		}
 	}
 	if want := []string{"first:1", "second:2", "quiet:0", "first:3"}; !slices.Equal(got, want) {
