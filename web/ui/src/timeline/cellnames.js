@@ -23,12 +23,19 @@ export class CellNames {
 
   /** position is the cell's place (1-based): on the page's notebook, else in the trace; 0 if unknown. */
   position(id) {
-    const cells = this.doc?.querySelectorAll?.("[data-testid=cell][data-cell-id]");
-    if (cells?.length) {
-      const i = [...cells].findIndex((c) => c.dataset.cellId === id);
-      if (i >= 0) return i + 1;
+    return this.pagePlaces().get(id) || this.cells.get(id)?.position || 0;
+  }
+
+  // The places of the page's cells, read again at most every half second
+  // (a frame names every cell band in view).
+  pagePlaces() {
+    const now = Date.now();
+    if (!this.places || now - this.placesAt > 500) {
+      const cells = this.doc?.querySelectorAll?.("[data-testid=cell][data-cell-id]") || [];
+      this.places = new Map([...cells].map((c, i) => [c.dataset.cellId, i + 1]));
+      this.placesAt = now;
     }
-    return this.cells.get(id)?.position || 0;
+    return this.places;
   }
 
   /** cell names a cell: "In [3], cell 4"; count is the run's own (a scope's), else the cell's latest known. */
