@@ -12,9 +12,11 @@ import (
 // Cell is a notebook cell as the user sees it: its id (which differs
 // between two copies of a notebook), the execution count of its latest
 // run ("In [3]"; 0 when the trace does not say: a trace written before
-// cell scopes carried it, or a silent run), and its position: the order of
-// its first run among the trace's cells, 1-based, which is its place in
-// the notebook when the notebook was run from the top. Source is the hash
+// cell scopes carried it, or a silent run), and its position: its place
+// in the notebook (1-based) as the client that ran it said it (Linger's
+// page and linger run do), else the order of its first run among the
+// trace's cells, which is its place among the code cells when the
+// notebook was run from the top. Source is the hash
 // of the source of its latest run (event.SourceHash, as 8 hex digits;
 // empty when the trace does not say).
 type Cell struct {
@@ -41,11 +43,15 @@ func (a *Analyzer) cellRun(e *event.Event) {
 		a.cellOrd = append(a.cellOrd, e.Label)
 	}
 	c.Runs++
-	if e.Requested != 0 {
-		c.Count = e.Requested
+	run := event.CellRunOf(e)
+	if run.Count != 0 {
+		c.Count = run.Count
 	}
-	if h := e.Size >> event.ScopeSourceShift; h != 0 {
-		c.Source = fmt.Sprintf("%08x", h)
+	if run.Position != 0 {
+		c.Position = run.Position
+	}
+	if run.Source != 0 {
+		c.Source = fmt.Sprintf("%08x", run.Source)
 	}
 }
 

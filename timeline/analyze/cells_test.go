@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ type runCell struct {
 	count  uint64
 	source string
 	keep   int // KV layers kept past the request; -1: the cell builds no cache
+	pos    int // the place the client said; 0: not said
 }
 
 const (
@@ -29,7 +31,7 @@ func notebookRun(t *testing.T, cells []runCell, layers int, kvBytes uint64) *Rep
 	b := newBuilder(t)
 	var kept []uint64
 	for _, c := range cells {
-		sc := b.em.BeginCell(c.id, c.count, event.SourceHash(c.source))
+		sc := b.em.BeginCell(c.id, event.CellRun{Count: c.count, Position: c.pos, Source: event.SourceHash(c.source)})
 		if c.keep >= 0 {
 			req := b.em.Begin(event.ScopeRequest, "request 1")
 			site := b.site(c.id, 2)
@@ -83,7 +85,7 @@ func TestDiffMatchesCells(t *testing.T) {
 	const layers, kvBytes = 4, 3 << 20
 	keepA, keepB := layers, 1
 	wantA, wantB := uint64(2*keepA*kvBytes), uint64(2*keepB*kvBytes)
-	a := notebookRun(t, []runCell{{"1618aa5e", 1, setupSource, -1}, {"7c01d2f9", 2, cacheSource, keepA}}, layers, kvBytes)
+	a := notebookRun(t, []runCell{{"1618aa5e", 1, setupSource, -1, 0}, {"7c01d2f9", 2, cacheSource, keepA, 0}}, layers, kvBytes)
 	if len(a.Cells) != 2 || a.Cells[1] != (Cell{ID: "7c01d2f9", Count: 2, Position: 2, Runs: 1, Source: a.Cells[1].Source}) || len(a.Cells[1].Source) != 8 {
 		t.Fatalf("A's cells = %+v", a.Cells)
 	}
@@ -93,8 +95,8 @@ func TestDiffMatchesCells(t *testing.T) {
 		key   string // the row's key: B's position of the cache's cell
 		nameB string
 	}{
-		{"fixed in place", []runCell{{"e4b0c3a1", 7, setupSource, -1}, {"90ffee12", 8, cacheSource + "\nkept = None", keepB}}, "cell #2:2 ← ", "In [8], cell 2, line 2 ← "},
-		{"moved down", []runCell{{"00000001", 1, "print(1)", -1}, {"e4b0c3a1", 2, setupSource, -1}, {"90ffee12", 3, cacheSource, keepB}}, "cell #3:2 ← ", "In [3], cell 3, line 2 ← "},
+		{"fixed in place", []runCell{{"e4b0c3a1", 7, setupSource, -1, 0}, {"90ffee12", 8, cacheSource + "\nkept = None", keepB, 0}}, "cell #2:2 ← ", "In [8], cell 2, line 2 ← "},
+		{"moved down", []runCell{{"00000001", 1, "print(1)", -1, 0}, {"e4b0c3a1", 2, setupSource, -1, 0}, {"90ffee12", 3, cacheSource, keepB, 0}}, "cell #3:2 ← ", "In [3], cell 3, line 2 ← "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := notebookRun(t, tt.cells, layers, kvBytes)
@@ -112,6 +114,22 @@ func TestDiffMatchesCells(t *testing.T) {
 				t.Errorf("B names its site %q, want %q first", got, tt.nameB)
 			}
 		})
+	}
+}
+
+// TestCellPosition: a cell's place as its client said it (a markdown
+// cell above counts), else the order of the cells' first runs.
+func TestCellPosition(t *testing.T) {
+	r := notebookRun(t, []runCell{{"s", 1, setupSource, -1, 2}, {"w", 2, cacheSource, 0, 3}, {"x", 3, "print(1)", -1, 0}}, 1, 512)
+	var got []int
+	for _, c := range r.Cells {
+		got = append(got, c.Position)
+	}
+	if want := []int{2, 3, 3}; !slices.Equal(got, want) {
+		t.Errorf("positions %v, want %v (said, said, then the third run)", got, want)
+	}
+	if got := r.NameSite("cell w:2 ← x y.go:1"); got != "In [2], cell 3, line 2 ← x y.go:1" {
+		t.Errorf("NameSite = %q", got)
 	}
 }
 

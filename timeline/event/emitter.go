@@ -317,11 +317,16 @@ func (e *Emitter) Begin(kind ScopeKind, label string) ScopeID {
 // BeginCell opens a notebook cell's scope: kind cell, labelled with the
 // cell's id, with the execution count of the request that runs it ("In
 // [count]"; 0 when it has none, a silent run) in the scope_begin's
-// Requested and the hash of its source (SourceHash; 0: unknown) in the
-// high bits of its Size (ScopeSourceShift). Readers that predate them
-// see an ordinary cell scope.
-func (e *Emitter) BeginCell(id string, count uint64, source uint32) ScopeID {
-	return e.begin(ScopeCell, id, uint64(source)<<ScopeSourceShift, count, true)
+// Requested, and the cell's place in its notebook and the hash of its
+// source in the high bits of its Size (see ScopePositionShift; a place
+// over 65535 is unknown). Readers that predate them see an ordinary cell
+// scope.
+func (e *Emitter) BeginCell(id string, run CellRun) ScopeID {
+	pos := uint64(run.Position)
+	if run.Position < 0 || pos > 0xffff {
+		pos = 0
+	}
+	return e.begin(ScopeCell, id, pos<<ScopePositionShift|uint64(run.Source)<<ScopeSourceShift, run.Count, true)
 }
 
 // BeginTeardown opens the session's teardown (see ScopeFlagTeardown): a

@@ -162,7 +162,7 @@ type ScopeID uint64
 //
 // (1) A cell's scope_begin has the execution count of the request that ran
 // it in Requested (Emitter.BeginCell; 0: unknown, or a silent run), and
-// its source's hash in Size's high 32 bits (ScopeSourceShift).
+// its place and source's hash in Size beside the flags (CellRun).
 //
 // Scope is the innermost scope open when the event happened (for
 // scope_begin, the new scope's parent is in Extra and Scope is the parent
@@ -204,14 +204,31 @@ const (
 	ScopeFlagTeardown = 1
 )
 
-// A cell's scope_begin has a hash of the cell's source in the high 32
-// bits of its Size, beside the flags (Emitter.BeginCell; 0: unknown):
-// what tells the same cell apart in two runs of a notebook whose copies
-// gave the cells other ids. A reader that ignores it sees the flags.
+// A cell's scope_begin's Size has, beside the flags (bits 0–15), the
+// cell's place in its notebook (bits 16–31, 1-based; 0: unknown, as when
+// the client does not say it) and a hash of its source (bits 32–63;
+// SourceHash; 0: unknown): what tells the same cell apart in two runs of
+// a notebook whose copies gave the cells other ids (Emitter.BeginCell).
+// A reader that ignores them sees the flags.
 const (
-	ScopeSourceShift = 32
-	ScopeFlagsMask   = 1<<ScopeSourceShift - 1
+	ScopePositionShift = 16
+	ScopeSourceShift   = 32
+	ScopeFlagsMask     = 1<<ScopePositionShift - 1
 )
+
+// CellRun is what a cell's scope says of the run: the execution count
+// ("In [3]"; 0 for a silent run), the cell's place in its notebook
+// (1-based, at most 65535; 0 unknown) and its source's hash (SourceHash).
+type CellRun struct {
+	Count    uint64
+	Position int
+	Source   uint32
+}
+
+// CellRunOf reads a cell scope_begin's CellRun.
+func CellRunOf(e *Event) CellRun {
+	return CellRun{Count: e.Requested, Position: int(e.Size >> ScopePositionShift & 0xffff), Source: uint32(e.Size >> ScopeSourceShift)}
+}
 
 // SourceHash is the hash of a cell's source a cell scope records: the
 // first 32 bits of its SHA-256, never 0.

@@ -90,8 +90,11 @@ func (k *kernelProc) execute(m *msg.Message) {
 		k.execCount++
 	}
 	count := k.execCount
+	// cellId is JupyterLab's; lingerCellPosition, the cell's place in
+	// its notebook (1-based), Linger's page and linger run send.
 	var meta struct {
-		CellID string `json:"cellId"`
+		CellID   string `json:"cellId"`
+		Position int    `json:"lingerCellPosition"`
 	}
 	if len(m.Metadata) > 0 {
 		_ = json.Unmarshal(m.Metadata, &meta)
@@ -102,7 +105,7 @@ func (k *kernelProc) execute(m *msg.Message) {
 	}
 	// The run is registered before execute_input goes out: a client may
 	// interrupt as soon as it sees it, before the cell's thread exists.
-	run := &cellRun{cell: cell}
+	run := &cellRun{cell: cell, position: meta.Position}
 	k.mu.Lock()
 	k.cur = run
 	k.mu.Unlock()
@@ -213,7 +216,7 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	k.mu.Unlock()
 	// The Go heap is sampled at both ends inside the cell's scope, so that
 	// the analyzer's sample at the cell's end sees the heap the cell left.
-	scope := k.em.BeginCell(cell, uint64(run.count), event.SourceHash(code))
+	scope := k.em.BeginCell(cell, event.CellRun{Count: uint64(run.count), Position: run.position, Source: event.SourceHash(code)})
 	k.s.samp.goHeap(1)
 	err = k.s.exec(f, thread)
 	k.mu.Lock()

@@ -42,13 +42,18 @@ func TestExecGlobals(t *testing.T) {
 }
 
 // TestCellScopeCount: a cell's scope carries the execution count of the
-// request that ran it ("In [n]"), a silent run none, so that a trace
-// names its cells as the notebook shows them.
+// request that ran it ("In [n]"), a silent run none, the cell's place
+// when the client says it, and its source's hash, so that a trace names
+// its cells as the notebook shows them.
 func TestCellScopeCount(t *testing.T) {
 	c := startKernel(t)
 	run := func(id string, silent bool) {
 		t.Helper()
-		ms := c.collect(c.request(msg.Shell, "execute_request", map[string]any{"code": "x = 1", "silent": silent}, map[string]any{"cellId": id}), 20*time.Second)
+		meta := map[string]any{"cellId": id}
+		if id == "second" {
+			meta["lingerCellPosition"] = 4 // the page's place, below a markdown cell, say
+		}
+		ms := c.collect(c.request(msg.Shell, "execute_request", map[string]any{"code": "x = 1", "silent": silent}, meta), 20*time.Second)
 		if rep := msgtest.Find(ms, "execute_reply"); rep["status"] != "ok" {
 			t.Fatalf("%s: %v", id, rep)
 		}
@@ -60,14 +65,15 @@ func TestCellScopeCount(t *testing.T) {
 	var got []string
 	for _, e := range c.log.Events() {
 		if e.Kind == event.KindScopeBegin && e.Expect == event.ScopeCell {
-			got = append(got, fmt.Sprintf("%s:%d", c.log.String(e.Label), e.Requested))
+			run := event.CellRunOf(&e)
+			got = append(got, fmt.Sprintf("%s:%d@%d", c.log.String(e.Label), run.Count, run.Position))
 			if h := uint32(e.Size >> event.ScopeSourceShift); h != event.SourceHash("x = 1") {
 				t.Errorf("cell %s: source hash %08x, want that of its source, %08x", c.log.String(e.Label), h, event.SourceHash("x = 1"))
 			}
 		}
 	}
-	if want := []string{"first:1", "second:2", "quiet:0", "first:3"}; !slices.Equal(got, want) {
-		t.Errorf("cell scopes (id:count) = %v, want %v", got, want)
+	if want := []string{"first:1@0", "second:2@4", "quiet:0@0", "first:3@0"}; !slices.Equal(got, want) {
+		t.Errorf("cell scopes (id:count@position) = %v, want %v", got, want)
 	}
 	// A traceback names the cell by its count too, as IPython's "Cell In[4]".
 	ms := c.collect(c.request(msg.Shell, "execute_request", map[string]any{"code": "x = 1\ny = [][x]"}, map[string]any{"cellId": "boom"}), 20*time.Second)
