@@ -224,7 +224,20 @@ func (s *Server) compareView(v *web.CompareView, c *comparison) {
 	}
 	row := func(r analyze.DiffRow) web.DiffRowView {
 		k := key{r.Category, r.Site}
-		return web.DiffRowView{Category: r.Category, Site: r.Site,
+		// The row shows the line as B's user saw it (A's when only A
+		// has it); the cell ids, which differ between runs, are in its
+		// title.
+		site := r.Site
+		if r.SiteB != "" {
+			site = c.reports[1].NameSite(r.SiteB)
+		} else if r.SiteA != "" {
+			site = c.reports[0].NameSite(r.SiteA)
+		}
+		var title string
+		if r.SiteA != "" || r.SiteB != "" {
+			title = "A: " + cmp.Or(r.SiteA, "–") + "\nB: " + cmp.Or(r.SiteB, "–")
+		}
+		return web.DiffRowView{Category: r.Category, Site: site, Key: r.Site, Title: title,
 			LingeringA: n(r.LingeringBytes.A), LingeringB: n(r.LingeringBytes.B),
 			PeakA: n(r.PeakBytes.A), PeakB: n(r.PeakBytes.B),
 			DuplicatesA: n(dups[0][k]), DuplicatesB: n(dups[1][k])}

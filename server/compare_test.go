@@ -145,6 +145,7 @@ func TestCompareAPI(t *testing.T) {
 			Sites []struct {
 				Category       string `json:"category"`
 				Site           string `json:"site"`
+				SiteA          string `json:"site_a"`
 				LingeringBytes change `json:"lingering_bytes"`
 			} `json:"sites"`
 		} `json:"diff"`
@@ -183,7 +184,10 @@ func TestCompareAPI(t *testing.T) {
 	}
 	var site bool
 	for _, s := range got.Diff.Sites {
-		if s.Category == "kv_cache" && strings.HasPrefix(s.Site, "cell c1:2 ← linger/engine.(*Engine).Generate") && s.LingeringBytes == (change{kv, 0, -kv}) {
+		// Matched by the cell's position (the first cell run), A's site
+		// with its cell id beside.
+		if s.Category == "kv_cache" && strings.HasPrefix(s.Site, "cell #1:2 ← linger/engine.(*Engine).Generate") &&
+			strings.HasPrefix(s.SiteA, "cell c1:2 ← ") && s.LingeringBytes == (change{kv, 0, -kv}) {
 			site = true
 		}
 	}

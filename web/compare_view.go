@@ -99,7 +99,11 @@ func (f CompareFigure) textB() string {
 // traces: bytes left lingering, bytes at each trace's peak, and duplicate
 // copies.
 type DiffRowView struct {
-	Category, Site           string
+	Category, Site string
+	// Key is the site under which the two traces' rows were matched
+	// (cells by position, analyze.DiffRow.Site), Site if empty; Title
+	// the row's site in each trace with its cell ids, Site if empty.
+	Key, Title               string
 	LingeringA, LingeringB   int64
 	PeakA, PeakB             int64
 	DuplicatesA, DuplicatesB int64

@@ -31,6 +31,9 @@ type lifetimeRun struct {
 	report  *analyze.Report
 	holders []string
 	trace   string
+	// names are the cells as the executed notebook shows them, by id:
+	// "In [2], cell 3" (its execution count and place).
+	names map[string]string
 }
 
 func runLifetimes(t *testing.T, name string) *lifetimeRun {
@@ -48,9 +51,13 @@ func runLifetimes(t *testing.T, name string) *lifetimeRun {
 	if err != nil {
 		t.Fatalf("executed notebook: %v", err)
 	}
-	for _, c := range nb.Cells {
+	r.names = map[string]string{}
+	for i, c := range nb.Cells {
 		for _, o := range c.Outputs {
 			r.outputs += o.Text
+		}
+		if c.ExecutionCount != nil {
+			r.names[c.ID] = fmt.Sprintf("In [%d], cell %d", *c.ExecutionCount, i+1)
 		}
 	}
 	rep := readRunReport(t, report)
@@ -103,7 +110,7 @@ func TestRunChatHistory(t *testing.T) {
 		t.Errorf("output lacks %q:\n%s", s, r.stdout)
 	}
 	for cell, n := range want {
-		s := fmt.Sprintf("kv_cache %10s  at cell %s:1", units.Format(uint64(n)*block), cell)
+		s := fmt.Sprintf("kv_cache %10s  at %s, line 1", units.Format(uint64(n)*block), r.names[cell])
 		if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), strings.Join(strings.Fields(s), " ")) {
 			t.Errorf("output lacks %q:\n%s", s, r.stdout)
 		}

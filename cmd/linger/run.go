@@ -204,13 +204,13 @@ func executeCells(ctx context.Context, k *kernel.Kernel, nb *nbformat.Notebook, 
 		}
 	}
 	i := 0
-	for _, c := range nb.Cells {
+	for pos, c := range nb.Cells {
 		if c.Type != nbformat.CellCode {
 			continue
 		}
 		i++
 		start := time.Now()
-		err := executeCell(ctx, k, msgs, c)
+		err := executeCell(ctx, k, msgs, c, pos+1)
 		took := time.Since(start).Round(time.Millisecond)
 		var ce *cellFailure
 		switch {
@@ -266,7 +266,7 @@ func checkLingering(rep *analyze.Report, limit int64) error {
 	}
 	where := ""
 	if len(rep.Lingering.BySite) > 0 {
-		where = fmt.Sprintf(" (most at %s)", cellSite(rep.Lingering.BySite[0].Site))
+		where = fmt.Sprintf(" (most at %s)", rep.NameSite(cellSite(rep.Lingering.BySite[0].Site)))
 	}
 	return fmt.Errorf("%w: %s lingered, limit %s%s", errLingering, units.FormatBlocks(rep.Lingering.Requested, rep.Lingering.Bytes), units.Format(uint64(limit)), where)
 }
@@ -328,7 +328,8 @@ func printLingering(w io.Writer, rep *analyze.Report, holders []kernel.Holder, h
 			fmt.Fprintf(w, "  ... %d more sites\n", len(order)-i)
 			break
 		}
-		fmt.Fprintf(w, "  %-16s %10s  at %s\n", k.cat, units.FormatBlocks(bytes[k][0], bytes[k][1]), k.site)
+		// Named as the notebook shows the cell: In [3], its place, the line.
+		fmt.Fprintf(w, "  %-16s %10s  at %s\n", k.cat, units.FormatBlocks(bytes[k][0], bytes[k][1]), rep.NameSite(k.site))
 	}
 	if herr != nil {
 		fmt.Fprintf(w, "  (holders unknown: %v)\n", herr)
@@ -360,13 +361,14 @@ type cellFailure struct {
 
 func (c *cellFailure) Error() string { return c.ename + ": " + c.evalue }
 
-// executeCell runs one code cell and stores its outputs and execution
+// executeCell runs one code cell, the notebook's position-th (1-based,
+// the trace names the cell by it), and stores its outputs and execution
 // count in c.
-func executeCell(ctx context.Context, k *kernel.Kernel, msgs <-chan *msg.Message, c *nbformat.Cell) error {
+func executeCell(ctx context.Context, k *kernel.Kernel, msgs <-chan *msg.Message, c *nbformat.Cell, position int) error {
 	req := msg.New(msg.Shell, "execute_request", "linger-run", map[string]any{
 		"code": c.Source, "silent": false, "store_history": true, "user_expressions": map[string]any{},
 		"allow_stdin": false, "stop_on_error": true})
-	req.Metadata, _ = json.Marshal(map[string]any{"cellId": c.ID})
+	req.Metadata, _ = json.Marshal(map[string]any{"cellId": c.ID, "lingerCellPosition": position})
 	if err := k.Send(req); err != nil {
 		return err
 	}

@@ -36,7 +36,9 @@ func TestRunHelperStack(t *testing.T) {
 	// qwen2-1.5b: 28 layers, 2 KV heads of 128, bf16; the cache holds the
 	// 1024-token prompt and the one new token, k and v per layer.
 	const perTensor = 1025 * 2 * 128 * 2
-	const want = "kv_cache           28.0 MiB  at cell warm:2 → cell setup:3 (prefill)"
+	// Named as the notebook shows them: setup is its second cell (a
+	// markdown cell comes first), run as In [1], warm its third, In [2].
+	const want = "kv_cache           28.0 MiB  at In [2], cell 3, line 2 → In [1], cell 2, line 3 (prefill)"
 	if !strings.Contains(stdout.String(), want) {
 		t.Errorf("linger run's summary lacks %q:\n%s", want, stdout.String())
 	}

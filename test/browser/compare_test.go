@@ -23,8 +23,9 @@ import (
 	"linger/notebooks/nbformat"
 )
 
-// The two runs of the comparison: the same cell (same id, so the sites
-// match) runs three requests, keeping each one's KV cache in a global
+// The two runs of the comparison: the same cell, as in two copies of a
+// notebook (other cell ids: the sites match by the cell's position), runs
+// three requests, keeping each one's KV cache in a global
 // list, then keeping none. The leaky run grows request after request; the
 // fixed one stays flat.
 const (
@@ -93,9 +94,9 @@ func TestCompareView(t *testing.T) {
 	work, traces := t.TempDir(), t.TempDir()
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	for i, run := range []struct{ name, src string }{{"leaky", compareLeaky}, {"fixed", compareFixed}} {
+	for i, run := range []struct{ name, id, src string }{{"leaky", "generate", compareLeaky}, {"fixed", "generate-copy", compareFixed}} {
 		wg.Go(func() {
-			errs[i] = runTrace(t, work, run.name, "generate", run.src, filepath.Join(traces, run.name+".ltrace"))
+			errs[i] = runTrace(t, work, run.name, run.id, run.src, filepath.Join(traces, run.name+".ltrace"))
 		})
 	}
 	wg.Wait()
@@ -154,10 +155,17 @@ func TestCompareView(t *testing.T) {
 	if row.A != strconv.FormatUint(kvBytes, 10) || row.B != "0" || row.AText == "" {
 		t.Errorf("kv_cache lingering A = %s (%q), B = %s; want %d and 0", row.A, row.AText, row.B, kvBytes)
 	}
-	// The site rows name the notebook cell and line first.
+	// The site rows name the notebook cell and line first, as the user
+	// saw it (In [1], the first cell); the two runs' cells, of other ids,
+	// are one row.
 	site := eval[string](t, p, "kv_cache site", `document.querySelector("[data-testid=compare-sites] [data-testid=compare-row][data-category=kv_cache][data-status=only-a] .compare-place")?.textContent || ""`)
-	if site != "cell generate:4" {
-		t.Errorf("kv_cache site = %q, want cell generate:4 (the generate line)", site)
+	if site != "In [1], cell 1, line 4" {
+		t.Errorf("kv_cache site = %q, want In [1], cell 1, line 4 (the generate line)", site)
+	}
+	// Matched, no row is B's alone: B's generate line is A's row.
+	if n := eval[int](t, p, "kv_cache rows of B alone", `[...document.querySelectorAll("[data-testid=compare-sites] [data-testid=compare-row][data-category=kv_cache]")].filter((r) =>
+		r.querySelector("[data-testid=lingering-a]").dataset.bytes === "0" && r.querySelector("[data-testid=peak-a]").dataset.bytes === "0").length`); n != 0 {
+		t.Errorf("%d kv_cache site rows are B's alone, want none (the two runs' generate line matched by position)", n)
 	}
 
 	// 2. Both charts painted, on one memory scale.

@@ -91,11 +91,14 @@ func runScenario(t *testing.T, path, shot string) {
 		void(chromedp.Poll[bool](`/peak:/.test(`+findings+`)`, chromedp.WithPollingInterval(250*time.Millisecond))))
 	text := eval[string](t, p, "findings text", findings)
 	t.Logf("findings: %.400s", text)
-	// What lingers is found at the cell that made it, by the id the
-	// notebook gave the cell, and that cell's lines say so in the gutter.
+	// What lingers is found at the cell that made it: named as the
+	// notebook shows it (In [n], its place), with the id the notebook gave
+	// the cell in the finding's title; that cell's lines say so in the
+	// gutter.
 	if strings.Contains(text, "∞ leak") || strings.Contains(text, "▲ lingering") {
-		if !strings.Contains(text, "(cell leaky-") {
-			t.Errorf("findings name no leaky- cell: %.400s", text)
+		titles := eval[string](t, p, "findings titles", `[...document.querySelectorAll("[data-testid=finding]")].map((b) => b.title).join("\n")`)
+		if !strings.Contains(titles, "cell leaky-") || !strings.Contains(text, ", line ") {
+			t.Errorf("findings name no leaky- cell by its line: %.400s (titles %.400s)", text, titles)
 		}
 		marked := eval[[]string](t, p, "gutters", `[...document.querySelectorAll("[data-testid=cell]")].
 			filter((c) => [...c.querySelectorAll(".cm-mem-gutter .cm-gutterElement")].some((g) => g.textContent.includes("▲"))).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -75,13 +74,19 @@ print(cache.len)`)
 	p.step(t, "click the lingering object", 20*time.Second,
 		chromedp.MouseClickXY(at.X, at.Y),
 		chromedp.WaitVisible(css(`[data-testid=timeline-detail] [data-testid=detail-stack]`)))
-	got := eval[[]string](t, p, "call stack", `[...document.querySelectorAll("[data-testid=detail-stack] li")].map((li) => li.textContent)`)
-	want := []string{fmt.Sprintf("cell %s, line 2", p.ids[1]), fmt.Sprintf("cell %s, line 3, in prefill", p.ids[0])}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("detail panel's call stack %q, want %q", got, want)
+	// The cells are named as the notebook shows them, In [n] and their
+	// place; their ids are in the links' titles only.
+	stack := `[...document.querySelectorAll("[data-testid=detail-stack] li")].map((li) => li.textContent)`
+	want := []string{"In [2], cell 2, line 2", "In [1], cell 1, line 3, in prefill"}
+	wantJSON, _ := json.Marshal(want)
+	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](fmt.Sprintf(`JSON.stringify(%s) === %q`, stack, wantJSON), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("detail panel's call stack %q, want %q", eval[[]string](t, p, "call stack", stack), want)
 	}
-	if site := p.text(t, `[data-testid=detail-cell]`); site != fmt.Sprintf("cell %s, line 3", p.ids[0]) {
+	if site := p.text(t, `[data-testid=detail-cell]`); site != "In [1], cell 1, line 3" {
 		t.Errorf("detail panel's site %q, want the helper's line", site)
+	}
+	if title := eval[string](t, p, "site title", `document.querySelector("[data-testid=detail-cell]").title`); title != "cell id "+p.ids[0] {
+		t.Errorf("detail panel's site title %q, want the cell's id %s", title, p.ids[0])
 	}
 	screenshot(t, p.ctx, "helper-stack.png")
 }

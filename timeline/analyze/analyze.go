@@ -201,6 +201,10 @@ type Analyzer struct {
 	anom     Anomalies
 
 	scopes map[event.ScopeID]*scope
+	// cells are the notebook cells whose scopes began, by label (the
+	// cell id), and their labels in the order of their first run.
+	cells   map[event.StringID]*Cell
+	cellOrd []event.StringID
 	// byKind are the open scopes of each kind, in the order they began:
 	// the owner of an object whose scope chain holds no scope of its kind.
 	byKind   [event.ScopeEngine + 1][]*scope
@@ -608,6 +612,9 @@ func (a *Analyzer) begin(e *event.Event) {
 	s := &scope{id: id, kind: e.Expect, label: e.Label, parent: a.scopes[event.ScopeID(e.Extra)],
 		teardown: e.Size&event.ScopeFlagTeardown != 0}
 	a.scopes[id] = s
+	if s.kind == event.ScopeCell {
+		a.cellRun(e)
+	}
 	if int(s.kind) < len(a.byKind) {
 		a.byKind[s.kind] = append(a.byKind[s.kind], s)
 	}

@@ -18,10 +18,17 @@ type Change struct {
 func change(a, b uint64) Change { return Change{A: a, B: b, Delta: int64(b) - int64(a)} }
 
 // DiffRow compares a category (Site empty) or a (site, category) between
-// two traces. Sites are matched by their string form.
+// two traces. Sites are matched by their string form with each notebook
+// cell's id replaced by a key that pairs the cells of the two traces by
+// source, then by position ("cell #4:2", see cellKeys): two runs of one
+// notebook, or of two copies of it (other cell ids), match line by line. Site is that key; SiteA and SiteB are the site in each trace
+// (with its cell ids: Report.NameSite names it as the user saw it),
+// empty on the side without it.
 type DiffRow struct {
 	Category       string `json:"category"`
 	Site           string `json:"site,omitempty"`
+	SiteA          string `json:"site_a,omitempty"`
+	SiteB          string `json:"site_b,omitempty"`
 	Allocs         Change `json:"allocs"`
 	AllocBytes     Change `json:"alloc_bytes"`
 	Lingering      Change `json:"lingering"`
@@ -58,9 +65,20 @@ func Diff(a, b *Report) *DiffReport {
 		PeakBytes:      change(a.Peak.Bytes, b.Peak.Bytes),
 		Duplicates:     change(dupCopies(a), dupCopies(b)),
 	}
-	d.Categories = diffRows(a.Categories, b.Categories)
-	d.Sites = diffRows(a.Sites, b.Sites)
+	d.Categories = diffRows(a.Categories, b.Categories, nil, nil)
+	d.Sites = diffRows(a.Sites, b.Sites, a, b)
 	return d
+}
+
+// addStat adds the figures Diff compares of y to x.
+func addStat(x, y Stat) Stat {
+	x.Category, x.Site = y.Category, y.Site
+	x.Allocs += y.Allocs
+	x.AllocBytes += y.AllocBytes
+	x.Lingering += y.Lingering
+	x.LingeringBytes += y.LingeringBytes
+	x.PeakBytes += y.PeakBytes
+	return x
 }
 
 func dupCopies(r *Report) uint64 {
@@ -71,22 +89,38 @@ func dupCopies(r *Report) uint64 {
 	return n
 }
 
-func diffRows(a, b []Stat) []DiffRow {
+// diffRows pairs the stats of a and b by (category, site), sites keyed by
+// cell position when the reports ra and rb (nil for categories) say it.
+func diffRows(a, b []Stat, ra, rb *Report) []DiffRow {
 	type key struct{ cat, site string }
 	rows := make(map[key]*[2]Stat)
+	names := make(map[key]*[2]string)
+	var keys [2]map[string]string
+	if ra != nil && rb != nil {
+		keys[0], keys[1] = cellKeys(ra, rb)
+	}
 	for i, side := range [2][]Stat{a, b} {
+		rep := [2]*Report{ra, rb}[i]
 		for _, s := range side {
 			k := key{s.Category, s.Site}
-			if rows[k] == nil {
-				rows[k] = new([2]Stat)
+			if rep != nil && s.Site != "" {
+				k.site = keySite(s.Site, keys[i])
 			}
-			rows[k][i] = s
+			if rows[k] == nil {
+				rows[k], names[k] = new([2]Stat), new([2]string)
+			}
+			// Two sites of one trace may share a key (a cell the trace
+			// ran twice under one id has one position): add them up.
+			rows[k][i] = addStat(rows[k][i], s)
+			if rep != nil && s.Site != "" {
+				names[k][i] = s.Site
+			}
 		}
 	}
 	out := []DiffRow{}
 	for k, p := range rows {
 		x, y := p[0], p[1]
-		r := DiffRow{Category: k.cat, Site: k.site,
+		r := DiffRow{Category: k.cat, Site: k.site, SiteA: names[k][0], SiteB: names[k][1],
 			Allocs: change(x.Allocs, y.Allocs), AllocBytes: change(x.AllocBytes, y.AllocBytes),
 			Lingering: change(x.Lingering, y.Lingering), LingeringBytes: change(x.LingeringBytes, y.LingeringBytes),
 			PeakBytes: change(x.PeakBytes, y.PeakBytes)}

@@ -49,6 +49,9 @@ type Report struct {
 	Categories []Stat    `json:"categories"`
 	Sites      []Stat    `json:"sites"`
 	Anomalies  Anomalies `json:"anomalies"`
+	// Cells are the notebook cells the trace ran, in the order of their
+	// first run: what names a site's cell as the user sees it (NameSite).
+	Cells []Cell `json:"cells"`
 	// MemoryBudget is the kernel's memory budget, its Go heap and
 	// host-memory segments together (the "memory_budget" counter); 0 for
 	// a trace without one.
@@ -388,6 +391,7 @@ func (a *Analyzer) Report(names Names) *Report {
 	a.reportStats(rep, r)
 	a.reportPeak(rep, r)
 	a.reportTracks(rep)
+	a.reportCells(rep, r)
 	return rep
 }
 

@@ -397,3 +397,22 @@ func BenchmarkDecode(b *testing.B) {
 		rest = rest[n:]
 	}
 }
+
+// TestCodecCellScope: a cell scope's execution count (Requested, larger
+// than its Size) and source hash (Size's high bits) survive the codec.
+func TestCodecCellScope(t *testing.T) {
+	in := []Event{
+		{Seq: 1, Time: 10, Kind: KindScopeBegin, Expect: ScopeCell, Addr: 2, Size: uint64(SourceHash("x = 1")) << ScopeSourceShift, Requested: 3, Label: 1, Extra: 1, Scope: 1},
+		{Seq: 2, Time: 20, Kind: KindScopeEnd, Expect: ScopeCell, Addr: 2, Scope: 1},
+		{Seq: 3, Time: 30, Kind: KindScopeBegin, Expect: ScopeCell, Addr: 3, Size: uint64(SourceHash("y = 2")) << ScopeSourceShift, Requested: 4, Label: 1, Extra: 1, Scope: 1},
+	}
+	out := decodeBatch(t, encodeBatch(in), 1, len(in))
+	for i := range in {
+		if out[i] != in[i] {
+			t.Errorf("event %d: got %+v, want %+v", i, out[i], in[i])
+		}
+	}
+	if out[0].Size&ScopeFlagsMask != 0 {
+		t.Errorf("flags %d, want none", out[0].Size&ScopeFlagsMask)
+	}
+}

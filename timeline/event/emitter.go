@@ -311,7 +311,22 @@ func (e *Emitter) emitLocked(ev *Event) uint64 {
 // Begin opens a scope of the given kind inside the innermost open scope and
 // returns its id. End it with End. With recording off it returns 0.
 func (e *Emitter) Begin(kind ScopeKind, label string) ScopeID {
-	return e.begin(kind, label, 0, true)
+	return e.begin(kind, label, 0, 0, true)
+}
+
+// BeginCell opens a notebook cell's scope: kind cell, labelled with the
+// cell's id, with the execution count of the request that runs it ("In
+// [count]"; 0 when it has none, a silent run) in the scope_begin's
+// Requested, and the cell's place in its notebook and the hash of its
+// source in the high bits of its Size (see ScopePositionShift; a place
+// over 65535 is unknown). Readers that predate them see an ordinary cell
+// scope.
+func (e *Emitter) BeginCell(id string, run CellRun) ScopeID {
+	pos := uint64(run.Position)
+	if run.Position < 0 || pos > 0xffff {
+		pos = 0
+	}
+	return e.begin(ScopeCell, id, pos<<ScopePositionShift|uint64(run.Source)<<ScopeSourceShift, run.Count, true)
 }
 
 // BeginTeardown opens the session's teardown (see ScopeFlagTeardown): a
@@ -319,7 +334,7 @@ func (e *Emitter) Begin(kind ScopeKind, label string) ScopeID {
 // open scope. The kernel opens it when it shuts down, frees what the
 // session left inside it, ends it, then ends the session.
 func (e *Emitter) BeginTeardown() ScopeID {
-	return e.begin(ScopeSession, "teardown", ScopeFlagTeardown, true)
+	return e.begin(ScopeSession, "teardown", ScopeFlagTeardown, 0, true)
 }
 
 // Open opens a scope of the given kind beside the open ones, not inside
@@ -329,10 +344,10 @@ func (e *Emitter) BeginTeardown() ScopeID {
 // without containing them. Its scope_begin's parent is the innermost open
 // scope. End it with End; with recording off it returns 0.
 func (e *Emitter) Open(kind ScopeKind, label string) ScopeID {
-	return e.begin(kind, label, 0, false)
+	return e.begin(kind, label, 0, 0, false)
 }
 
-func (e *Emitter) begin(kind ScopeKind, label string, flags uint64, push bool) ScopeID {
+func (e *Emitter) begin(kind ScopeKind, label string, flags, requested uint64, push bool) ScopeID {
 	if !e.Enabled() {
 		return 0
 	}
@@ -344,7 +359,7 @@ func (e *Emitter) begin(kind ScopeKind, label string, flags uint64, push bool) S
 	}
 	e.nextSc++
 	id := e.nextSc
-	ev := Event{Kind: KindScopeBegin, Expect: kind, Addr: uint64(id), Size: flags, Extra: uint64(parent), Scope: parent}
+	ev := Event{Kind: KindScopeBegin, Expect: kind, Addr: uint64(id), Size: flags, Requested: requested, Extra: uint64(parent), Scope: parent}
 	if label != "" {
 		ev.Label = e.internLocked(label)
 	}

@@ -10,7 +10,11 @@
 // appended.
 package event
 
-import "fmt"
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+)
 
 // Kind is what an event records. Values are wire numbers.
 type Kind uint8
@@ -151,10 +155,14 @@ type ScopeID uint64
 //	kind                 Addr          Size             Requested   Category/Expect   Label        Extra
 //	alloc, free          block address rounded bytes    requested   yes               block label  -
 //	segment_alloc/free   segment base  segment bytes    -           -                 -            pool: 0 small, 1 large, 2 outside the allocator
-//	scope_begin/end      scope id      flags (begin)    -           Expect=scope kind scope label  parent scope id
+//	scope_begin/end      scope id      flags (begin)(1) count (1)   Expect=scope kind scope label  parent scope id
 //	oom                  -             rounded request  requested   yes               block label  device free bytes
 //	mark                 -             -                -           -                 text         -
 //	counter              -             value            -           -                 name         -
+//
+// (1) A cell's scope_begin has the execution count of the request that ran
+// it in Requested (Emitter.BeginCell; 0: unknown, or a silent run), and
+// its place and source's hash in Size beside the flags (CellRun).
 //
 // Scope is the innermost scope open when the event happened (for
 // scope_begin, the new scope's parent is in Extra and Scope is the parent
@@ -195,6 +203,39 @@ const (
 	// when the teardown began stays a leak, whoever frees it then.
 	ScopeFlagTeardown = 1
 )
+
+// A cell's scope_begin's Size has, beside the flags (bits 0–15), the
+// cell's place in its notebook (bits 16–31, 1-based; 0: unknown, as when
+// the client does not say it) and a hash of its source (bits 32–63;
+// SourceHash; 0: unknown): what tells the same cell apart in two runs of
+// a notebook whose copies gave the cells other ids (Emitter.BeginCell).
+// A reader that ignores them sees the flags.
+const (
+	ScopePositionShift = 16
+	ScopeSourceShift   = 32
+	ScopeFlagsMask     = 1<<ScopePositionShift - 1
+)
+
+// CellRun is what a cell's scope says of the run: the execution count
+// ("In [3]"; 0 for a silent run), the cell's place in its notebook
+// (1-based, at most 65535; 0 unknown) and its source's hash (SourceHash).
+type CellRun struct {
+	Count    uint64
+	Position int
+	Source   uint32
+}
+
+// CellRunOf reads a cell scope_begin's CellRun.
+func CellRunOf(e *Event) CellRun {
+	return CellRun{Count: e.Requested, Position: int(e.Size >> ScopePositionShift & 0xffff), Source: uint32(e.Size >> ScopeSourceShift)}
+}
+
+// SourceHash is the hash of a cell's source a cell scope records: the
+// first 32 bits of its SHA-256, never 0.
+func SourceHash(src string) uint32 {
+	h := sha256.Sum256([]byte(src))
+	return max(binary.BigEndian.Uint32(h[:4]), 1)
+}
 
 // Segment pools, the values of Event.Extra on segment events.
 const (

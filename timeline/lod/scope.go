@@ -14,7 +14,11 @@ type Scope struct {
 	Parent event.ScopeID   `json:"parent"`
 	Kind   event.ScopeKind `json:"kind"`
 	Label  event.StringID  `json:"label"`
-	Begin  int64           `json:"begin"`
+	// Count is a cell's execution count ("In [3]"), from its
+	// scope_begin's Requested; 0 for other scopes, a silent run, or a
+	// trace written before cells carried it.
+	Count uint64 `json:"count,omitempty"`
+	Begin int64  `json:"begin"`
 	// End is -1 while the scope is open.
 	End int64 `json:"end"`
 }
@@ -51,6 +55,9 @@ func (ix *Index) beginScope(e *event.Event, t int64) {
 	}
 	ix.open[event.ScopeID(e.Addr)] = len(ix.scopes)
 	ix.scopes = append(ix.scopes, Scope{ID: event.ScopeID(e.Addr), Parent: event.ScopeID(e.Extra), Kind: k, Label: e.Label, Begin: t, End: -1})
+	if k == event.ScopeCell {
+		ix.scopes[len(ix.scopes)-1].Count = e.Requested
+	}
 }
 
 func (ix *Index) endScope(e *event.Event, t int64) {

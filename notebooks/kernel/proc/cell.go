@@ -90,8 +90,11 @@ func (k *kernelProc) execute(m *msg.Message) {
 		k.execCount++
 	}
 	count := k.execCount
+	// cellId is JupyterLab's; lingerCellPosition, the cell's place in
+	// its notebook (1-based), Linger's page and linger run send.
 	var meta struct {
-		CellID string `json:"cellId"`
+		CellID   string `json:"cellId"`
+		Position int    `json:"lingerCellPosition"`
 	}
 	if len(m.Metadata) > 0 {
 		_ = json.Unmarshal(m.Metadata, &meta)
@@ -102,7 +105,7 @@ func (k *kernelProc) execute(m *msg.Message) {
 	}
 	// The run is registered before execute_input goes out: a client may
 	// interrupt as soon as it sees it, before the cell's thread exists.
-	run := &cellRun{cell: cell}
+	run := &cellRun{cell: cell, position: meta.Position}
 	k.mu.Lock()
 	k.cur = run
 	k.mu.Unlock()
@@ -121,6 +124,7 @@ func (k *kernelProc) execute(m *msg.Message) {
 	}
 	if store {
 		k.s.cellCounts[cell] = count
+		run.count = count
 	}
 	res, cerr := k.runCell(m, run, req.Code, req.Silent)
 	if res != nil && res != starlark.None && !req.Silent {
@@ -175,7 +179,7 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	cell := run.cell
 	f, err := fileOptions.Parse(cell, code, 0)
 	if err != nil {
-		return nil, syntaxError(code, err)
+		return nil, syntaxError(code, err, k.s.cellCounts)
 	}
 	hasResult := false
 	if n := len(f.Stmts); n > 0 {
@@ -212,7 +216,7 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	k.mu.Unlock()
 	// The Go heap is sampled at both ends inside the cell's scope, so that
 	// the analyzer's sample at the cell's end sees the heap the cell left.
-	scope := k.em.Begin(event.ScopeCell, cell)
+	scope := k.em.BeginCell(cell, event.CellRun{Count: uint64(run.count), Position: run.position, Source: event.SourceHash(code)})
 	k.s.samp.goHeap(1)
 	err = k.s.exec(f, thread)
 	k.mu.Lock()
@@ -230,18 +234,18 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 		delete(k.s.globals, resultVar)
 	}
 	if err != nil && memory != "" {
-		return nil, memoryError(err, memory)
+		return nil, memoryError(err, memory, k.s.cellCounts)
 	}
 	if err != nil {
-		return nil, evalError(err, interrupted)
+		return nil, evalError(err, interrupted, k.s.cellCounts)
 	}
 	return res, nil
 }
 
 // memoryError is a cell the watchdog stopped over the kernel's memory
 // budget: Python's MemoryError, with the cell's traceback and why.
-func memoryError(err error, why string) *cellError {
-	ce := evalError(err, false)
+func memoryError(err error, why string, counts map[string]int) *cellError {
+	ce := evalError(err, false, counts)
 	ce.ename, ce.evalue = "MemoryError", why
 	ce.traceback[len(ce.traceback)-1] = ce.ename + ": " + ce.evalue
 	return ce
@@ -249,19 +253,29 @@ func memoryError(err error, why string) *cellError {
 
 // syntaxError is a cell that does not parse, with a hint where a Python
 // habit is the cause (see powerHint).
-func syntaxError(code string, err error) *cellError {
+func syntaxError(code string, err error, counts map[string]int) *cellError {
 	ce := &cellError{ename: "SyntaxError", evalue: err.Error()}
 	var se syntax.Error
 	if errors.As(err, &se) {
 		ce.evalue = powerHint(code, se)
-		ce.traceback = []string{fmt.Sprintf("  Cell %s, line %d", se.Pos.Filename(), se.Pos.Line), "SyntaxError: " + ce.evalue}
+		ce.traceback = []string{fmt.Sprintf("  Cell %s, line %d", tracebackCell(se.Pos.Filename(), counts), se.Pos.Line), "SyntaxError: " + ce.evalue}
 		return ce
 	}
 	ce.traceback = []string{"SyntaxError: " + err.Error()}
 	return ce
 }
 
-func evalError(err error, interrupted bool) *cellError {
+// tracebackCell names a cell in a traceback as IPython does, by the
+// execution count the notebook shows beside it ("In[3]"); by its id when
+// the kernel has not run it with a count.
+func tracebackCell(id string, counts map[string]int) string {
+	if n, ok := counts[id]; ok && n > 0 {
+		return fmt.Sprintf("In[%d]", n)
+	}
+	return id
+}
+
+func evalError(err error, interrupted bool, counts map[string]int) *cellError {
 	ce := &cellError{ename: "Error", evalue: err.Error()}
 	var ee *starlark.EvalError
 	if errors.As(err, &ee) {
@@ -271,7 +285,7 @@ func evalError(err error, interrupted bool) *cellError {
 			if fr.Pos.Line == 0 || strings.HasPrefix(fr.Pos.Filename(), "<") {
 				continue
 			}
-			ce.traceback = append(ce.traceback, fmt.Sprintf("  Cell %s, line %d, in %s", fr.Pos.Filename(), fr.Pos.Line, fr.Name))
+			ce.traceback = append(ce.traceback, fmt.Sprintf("  Cell %s, line %d, in %s", tracebackCell(fr.Pos.Filename(), counts), fr.Pos.Line, fr.Name))
 		}
 	}
 	// The resolver's errors (an undefined name) come before the cell

@@ -56,6 +56,8 @@ type cellRun struct {
 	cancel      context.CancelFunc
 	interrupted bool
 	cell        string
+	count       int    // the execution count ("In [count]"), 0 for a silent run
+	position    int    // the cell's place in its notebook, 0 if the client did not say
 	startUse    uint64 // the kernel's memory use when the cell started
 	memory      string // why the watchdog stopped the cell, or ""
 }

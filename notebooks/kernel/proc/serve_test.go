@@ -210,12 +210,14 @@ func TestCellRules(t *testing.T) {
 // error saying what to write instead, and pow and math are there.
 func TestPower(t *testing.T) {
 	c := startKernel(t)
+	n := 0 // the execution count: the traceback names the cell by it, as IPython's "Cell In[3]"
 	for _, tt := range []struct{ code, evalue string }{
 		{"x = 10**9", "Starlark has no ** operator: use pow(10, 9) instead of 10**9"},
 		{"y = 1\nprint(y ** -2)", "Starlark has no ** operator: use pow(y, -2) instead of y ** -2"},
 		{"z = f(3)**(1 + 1)", "Starlark has no ** operator: use pow(f(3), (1 + 1)) instead of f(3)**(1 + 1)"},
 		{"x = = 1", "got '=', want primary expression"},
 	} {
+		n++
 		req := c.request(msg.Shell, "execute_request", map[string]any{"code": tt.code}, map[string]any{"cellId": "c1"})
 		ms := c.collect(req, 5*time.Second)
 		rep, e := msgtest.Find(ms, "execute_reply"), msgtest.Find(ms, "error")
@@ -223,7 +225,7 @@ func TestPower(t *testing.T) {
 			t.Errorf("%q: reply %v, error %v; want evalue %q", tt.code, rep, e, tt.evalue)
 			continue
 		}
-		want := fmt.Sprintf("[  Cell c1, line %d SyntaxError: %s]", strings.Count(tt.code, "\n")+1, tt.evalue)
+		want := fmt.Sprintf("[  Cell In[%d], line %d SyntaxError: %s]", n, strings.Count(tt.code, "\n")+1, tt.evalue)
 		if got := fmt.Sprint(e["traceback"]); got != want {
 			t.Errorf("%q: traceback %s, want %s", tt.code, got, want)
 		}

@@ -119,7 +119,9 @@ export class KernelClient {
    * again, or rejects when the connection drops first. As JupyterLab does,
    * the request's metadata carries the cell's id (handlers.cellId): the
    * kernel names the cell in the site of every allocation the code makes,
-   * which is how the timeline finds a cell and its lines.
+   * which is how the timeline finds a cell and its lines; and its place
+   * in the notebook (handlers.position, 1-based), which the trace keeps to
+   * name the cell as the page does.
    */
   execute(code, handlers) {
     const msgId = this.send("shell", "execute_request", {
@@ -129,7 +131,7 @@ export class KernelClient {
       user_expressions: {},
       allow_stdin: false,
       stop_on_error: true,
-    }, handlers.cellId ? { cellId: handlers.cellId } : {});
+    }, handlers.cellId ? { cellId: handlers.cellId, ...(handlers.position ? { lingerCellPosition: handlers.position } : {}) } : {});
     return new Promise((resolve, reject) => {
       this.pending.set(msgId, { ...handlers, resolve, reject, reply: null, idle: false });
       handlers.onStart?.(msgId);

@@ -561,6 +561,7 @@ export class Notebook {
     try {
       reply = await this.kernel.execute(cell.source(), {
         cellId: cell.id,
+        position: this.cells.indexOf(cell) + 1,
         onStart: (id) => {
           msgId = id;
           this.emit("linger:execute", { cellId: cell.id, msgId, phase: "start" });

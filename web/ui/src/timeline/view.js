@@ -11,6 +11,8 @@ import { Axis, EventAxis, findIdle, idleLabel } from "./axis.js";
 import { yOf, yTicks } from "./yscale.js";
 import { applyPrefs, buildLegend, displayControls, showBaseline, baselineAt } from "./legend.js";
 import { SegmentsPanel } from "./segments.js";
+import { CellNames } from "./cellnames.js";
+import { renderDetail, renderGroup, starlarkFrames, frameText, holderGroup } from "./detail.js";
 
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
@@ -52,6 +54,7 @@ export class TimelineView {
     this.idle = null; // where the events are: {first, last, breaks} (axis.js)
     this.axis = new Axis(0, 1e9, 1000);
     applyPrefs(this); // hidden categories, log scale, Go heap lane (legend.js)
+    this.names = new CellNames(); // cells as the user sees them (cellnames.js)
     this.build();
     this.unsub = source.onChange((what) => this.sourceChanged(what));
     new ResizeObserver(() => this.resize()).observe(this.body);
@@ -410,7 +413,7 @@ export class TimelineView {
       const y = y0 + row * SCOPE_ROW;
       ctx.fillStyle = SCOPE_COLOURS[s.kind]; ctx.fillRect(x0, y + 1, Math.max(1, x1 - x0), SCOPE_ROW - 2);
       ctx.strokeStyle = "#777"; ctx.strokeRect(x0 + 0.5, y + 1.5, Math.max(1, x1 - x0 - 1), SCOPE_ROW - 3);
-      if (x1 - x0 > 40) { ctx.fillStyle = "#222"; ctx.fillText(s.label || s.kind, Math.max(x0, 0) + 3, y + SCOPE_ROW / 2, x1 - Math.max(x0, 0) - 6); }
+      if (x1 - x0 > 40) { ctx.fillStyle = "#222"; ctx.fillText(this.scopeText(s), Math.max(x0, 0) + 3, y + SCOPE_ROW / 2, x1 - Math.max(x0, 0) - 6); }
     }
     for (const m of this.marks) {
       const x = this.x(m.time);
@@ -420,6 +423,9 @@ export class TimelineView {
       if (m.oom) { ctx.fillStyle = "#000"; ctx.fillText("OOM", x + 5, y0 + 4); }
     }
   }
+
+  /** scopeText is a scope's name: a cell as the user sees it ("In [3], cell 4"), others by their label. */
+  scopeText(s) { return s.kind === "cell" ? this.names.cell(s.label, s.count) : s.label || s.kind; }
 
   /** memScale is the top of the memory track's scale: the largest value in the buckets. (The compare view shares one scale between two views.) */
   memScale() {
@@ -695,6 +701,13 @@ export class TimelineView {
     const o = !html && p.y >= this.tracks.obj ? this.objectAt(p) : null;
     if (html) { /* the break */ } else if (o) {
       html = `<b>${esc(o.label || "(no label)")}</b><br>${sizes(o.requested, o.size)} · ${esc(o.category)}${o.lingering ? (o.leak ? " · <b>leak</b>" : " · <b>lingering</b>") : ""}`;
+      // Its stack, as memory_viz shows one: the notebook frames, innermost
+      // first, then the first Go frames.
+      const fs = starlarkFrames(o.site).slice().reverse(), gos = o.site?.frames || [];
+      if (fs.length || gos.length) {
+        html += `<ol class="lt-tipstack" data-testid="tooltip-stack">${fs.map((f) => `<li>${esc(frameText(this.names, f))}</li>`).join("")}` +
+          `${gos.slice(0, 3).map((f) => `<li class="lt-gof">${esc(f.func)}</li>`).join("")}${gos.length > 3 ? `<li class="lt-gof">… ${gos.length - 3} more</li>` : ""}</ol>`;
+      }
     } else if (p.y >= this.tracks.mem && p.y < this.tracks.mem + MEM_H) {
       const t = this.t(p.x), b = this.buckets.find((b) => b.t0 <= t && t < b.t1);
       if (b) {
@@ -705,14 +718,17 @@ export class TimelineView {
     } else if (p.y >= this.tracks.scopes && p.y < this.tracks.mem) {
       const t = this.t(p.x), row = SCOPE_KINDS[Math.floor((p.y - this.tracks.scopes) / SCOPE_ROW)];
       const s = this.scopes.find((s) => s.kind === row && s.begin <= t && (s.end < 0 || t <= s.end));
-      if (s) html = `${esc(s.kind)} ${esc(s.label)}<br>${duration(s.begin)} – ${s.end >= 0 ? duration(s.end) : "open"}`;
+      if (s) html = `${esc(s.kind === "cell" ? this.scopeText(s) : `${s.kind} ${s.label}`)}<br>${duration(s.begin)} – ${s.end >= 0 ? duration(s.end) : "open"}${s.kind === "cell" ? `<br><small>${esc(this.names.title(s.label))}</small>` : ""}`;
     }
     html ??= hostTooltip(this, p);
     if (!html) { this.tooltip.hidden = true; return; }
     this.tooltip.innerHTML = html;
     this.tooltip.hidden = false;
-    this.tooltip.style.left = `${Math.min(p.x + 12, this.W - 220)}px`;
-    this.tooltip.style.top = `${p.y + 12}px`;
+    this.tooltip.style.left = `${Math.max(0, Math.min(p.x + 12, this.W - 340))}px`;
+    // Below the pointer, or above it where it would run off the view's
+    // bottom (a stack makes it tall).
+    const h = this.tooltip.offsetHeight, below = p.y + 12 + h <= this.body.clientHeight;
+    this.tooltip.style.top = `${below ? p.y + 12 : Math.max(0, p.y - 8 - h)}px`;
   }
 
   /** openSegments shows the allocator at the cursor's time, the selected object's allocation, or the end. */
@@ -740,51 +756,23 @@ export class TimelineView {
     if (o) this.showDetail(o);
   }
 
-  async showDetail(o) {
-    const site = o.site;
-    const rows = [];
-    if (site?.cell) {
-      const a = el("a", { href: `#cell-${site.cell}`, class: "lt-link", "data-testid": "detail-cell" }, `cell ${site.cell}, line ${site.line}`);
-      a.addEventListener("click", (ev) => { ev.preventDefault(); document.dispatchEvent(new CustomEvent("linger:goto-cell", { detail: { cellId: site.cell, line: site.line } })); });
-      rows.push(["site", a]);
-    }
-    // A helper's allocation: its notebook call stack, outermost first (as
-    // a Python traceback), each line a link to its cell.
-    if (site?.stack?.length > 1) {
-      const ol = el("ol", { class: "lt-stack", "data-testid": "detail-stack" });
-      for (const f of site.stack) {
-        const a = el("a", { href: `#cell-${f.cell}`, class: "lt-link" }, `cell ${f.cell}, line ${f.line}${f.func && f.func !== "<toplevel>" ? `, in ${f.func}` : ""}`);
-        a.addEventListener("click", (ev) => { ev.preventDefault(); document.dispatchEvent(new CustomEvent("linger:goto-cell", { detail: { cellId: f.cell, line: f.line } })); });
-        ol.append(el("li", {}, a));
-      }
-      rows.push(["call stack", ol]);
-    }
-    if (site?.frames?.length) rows.push(["Go frames", el("code", {}, site.frames.map((f) => `${f.func} ${f.file}:${f.line}`).join("\n"))]);
-    if (!site) rows.push(["site", "unknown"]);
-    rows.push(["size", el("span", { "data-testid": "detail-size" }, `${sizes(o.requested, o.size)}, ${o.category}`)]);
-    rows.push(["lifetime", `${duration(o.alloc_time)} → ${o.free_time >= 0 ? duration(o.free_time) : "never freed (leak)"} (${duration(o.lifetime)})`]);
-    rows.push(["expected to die with", `${o.expect} (scope #${o.scope})`]);
-    if (o.lingering) rows.push(["status", o.leak ? "lingering, never freed" : "lingering, freed late"]);
-    const held = el("span", { "data-testid": "detail-held-by" }, this.source.lingering ? "asking the kernel…" : "not available for a saved trace");
-    rows.push(["held by", held]);
-    const dl = el("dl", {});
-    for (const [k, v] of rows) dl.append(el("dt", {}, k), el("dd", {}, v));
-    this.detail.replaceChildren(el("h2", { class: "lt-h" }, o.label || "(no label)"), dl);
-    if (this.source.lingering) {
-      try {
-        // The cause that holds it, as linger run says it (the server's
-        // kernel.GroupHolders), then its own path and how many others the
-        // cause holds.
-        const hs = await this.source.lingering();
-        const h = (hs.holders || []).find((h) => h.addr === o.addr);
-        const g = (hs.groups || []).find((g) => g.addrs?.includes(o.addr));
-        if (!h || !g) { held.textContent = o.lingering ? "no reference path found" : "not lingering"; return; }
-        held.textContent = holderGroup(g);
-        const others = g.count - 1;
-        const path = el("span", { "data-testid": "detail-held-path" }, `${h.path || "no reference path found"}${others ? `; ${others} other${others === 1 ? "" : "s"} share${others === 1 ? "s" : ""} this cause` : ""}`);
-        dl.append(el("dt", {}, "its path"), el("dd", {}, path));
-      } catch (e) { held.textContent = `unavailable (${e.message})`; }
-    }
+  /** showDetail opens o in the detail panel (detail.js). */
+  showDetail(o) { return renderDetail(this, o); }
+
+  /**
+   * openGroup opens a finding's group in the detail panel and shows its
+   * whole episode: from its first object's allocation to the last one's
+   * end (when it should have died, or its free, or the trace's end),
+   * selecting the first so that Enter opens it.
+   */
+  openGroup(g, title, end) {
+    const os = g.objects;
+    if (!os.length) { this.fit(); return; }
+    const t0 = Math.min(...os.map((o) => o.alloc_time_ns));
+    const t1 = Math.max(...os.map((o) => o.linger_time_ns || (o.leaked ? end : (o.free_time_ns || end))), ...os.map((o) => o.alloc_time_ns));
+    this.group = { title, t0, t1, first: os[0].alloc_time_ns, last: Math.max(...os.map((o) => o.alloc_time_ns)), count: g.count };
+    renderGroup(this, g, title);
+    this.jump(t0, t1, g.first);
   }
 
   async loadFindings() {
@@ -796,12 +784,14 @@ export class TimelineView {
       this.findings.replaceChildren(el("h2", { class: "lt-h" }, "Findings"), el("p", { class: "lt-hint" }, `Not available (${e.message}).`));
       return;
     }
+    this.names.learn(r.cells);
     const list = el("ul", {});
-    // A site is shown by its first frame; the whole stack is its title.
-    const short = (site) => (site || "").split(" ← ")[0];
+    // A site is shown by its first frame, its cells named as the user sees
+    // them; the whole stack, with the cells' ids, is its title.
+    const short = (site) => this.names.site((site || "").split(" ← ")[0]);
     const item = (text, fn, title) => {
       const t = title ? { title } : {};
-      const li = el("li", fn ? {} : t, fn ? el("button", { type: "button", class: "lt-finding", onclick: fn, ...t }, text) : text);
+      const li = el("li", fn ? {} : t, fn ? el("button", { type: "button", class: "lt-finding", "data-testid": "finding", onclick: fn, ...t }, text) : text);
       list.append(li);
     };
     const end = r.duration_ns || this.source.end();
@@ -815,7 +805,7 @@ export class TimelineView {
     const group = (leaked, category, site) => {
       const key = `${leaked}\0${category}\0${short(site)}`;
       let g = groups.get(key);
-      if (!g) groups.set(key, (g = { leaked, category, site, first: null, count: 0, bytes: 0, requested: 0, labels: new Set() }));
+      if (!g) groups.set(key, (g = { leaked, category, site, first: null, objects: [], count: 0, bytes: 0, requested: 0, labels: new Set() }));
       return g;
     };
     for (const t of r.lingering?.by_site || []) {
@@ -826,6 +816,7 @@ export class TimelineView {
       const g = group(o.leaked, o.category, o.site);
       if (!g.count) { g.count = 1; g.bytes = o.size; g.requested = o.requested || 0; } // a report without per-site totals
       g.first ??= o;
+      g.objects.push(o);
       if (g.labels.size < 4 && o.label) g.labels.add(o.label);
     }
     const ranked = [...groups.values()].sort((a, b) => (b.requested || b.bytes) - (a.requested || a.bytes));
@@ -836,10 +827,10 @@ export class TimelineView {
       const labels = [...g.labels];
       const what = g.count === 1 ? `${labels[0] ? ` ${labels[0]}` : ""} ${sizes(g.requested, g.bytes)}` :
         ` ${sizes(g.requested, g.bytes)} in ${g.count} objects${labels.length ? ` (${labels.join(", ")}${g.count > labels.length ? ", …" : ""})` : ""}`;
-      item(`${g.leaked ? "∞ leak" : "▲ lingering"}: ${g.category}${what} (${short(g.site) || "unknown site"})`,
-        // From its allocation to when it should have died (its scope's
-        // end): a window narrow enough that it is among the objects drawn.
-        o ? () => this.jump(o.alloc_time_ns, o.linger_time_ns || (o.leaked ? end : (o.free_time_ns || end)), o) : () => this.fit(), g.site);
+      const text = `${g.leaked ? "∞ leak" : "▲ lingering"}: ${g.category}${what} (${short(g.site) || "unknown site"})`;
+      // Opens the group and shows its whole episode: from its first
+      // allocation to when the last should have died (its scope's end).
+      item(text, o ? () => this.openGroup(g, text, end) : () => this.fit(), g.site);
     }
     if (ranked.length > 50) item(`… and ${ranked.length - 50} more places (${sizes(r.lingering.requested, r.lingering.bytes)} lingered in all)`);
     // Who holds them, once per cause (the objects of one list are one
@@ -888,14 +879,6 @@ export class TimelineView {
   destroy() { clearTimeout(this.findingsTimer); this.unsub(); this.source.close(); this.root.replaceChildren(); }
 }
 
-// holderGroup says a cause as linger run does: "global stop_state[*]: 24
-// objects, 28.1 KiB (36.0 KiB allocated): stop.* (24)".
-function holderGroup(g) {
-  const what = (g.what || []).slice(0, 4).map((k) => `${k.name} (${k.count})`);
-  if ((g.what || []).length > 4) what.push("…");
-  return `${g.path}: ${g.count} objects, ${sizes(g.requested, g.bytes)}${what.length ? `: ${what.join(", ")}` : ""}`;
-}
-
 function esc(s) { return String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`); }
 
 let styled = false;
@@ -911,7 +894,12 @@ function injectStyle() {
 .lt-status{margin-left:auto;width:18em;max-width:100%;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;text-align:right}
 .lt-body{position:relative;min-height:420px;margin:6px 0;overflow:clip;overflow-clip-margin:8px}
 .lt-canvas{display:block;touch-action:none;cursor:crosshair}
-.lt-tooltip{position:absolute;pointer-events:none;background:#fff;border:1px solid #888;padding:.3em .5em;font:12px system-ui,sans-serif;max-width:220px;box-shadow:0 1px 4px rgba(0,0,0,.2)}
+.lt-tooltip{position:absolute;pointer-events:none;background:#fff;border:1px solid #888;padding:.3em .5em;font:12px system-ui,sans-serif;max-width:340px;box-shadow:0 1px 4px rgba(0,0,0,.2)}
+.lt-tipstack{margin:.3em 0 0;padding-left:1.2em}
+.lt-tipstack .lt-gof{color:#555;overflow-wrap:anywhere}
+.lt-go summary{cursor:pointer}
+.lt-group{list-style:none;padding:0;margin:0}
+.lt-h3{font-size:13px;margin:.6em 0 .2em}
 .lt-sr{position:absolute;width:1px;height:1px;margin:0;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 .lt-legend{display:flex;flex-wrap:wrap;gap:.25em .75em;font:12px system-ui,sans-serif;padding:.25em 0}
 .lt-key i{display:inline-block;width:12px;height:12px;margin-right:.3em;vertical-align:middle}

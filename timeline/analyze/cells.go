@@ -1,0 +1,174 @@
+package analyze
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"linger/timeline/event"
+)
+
+// Cell is a notebook cell as the user sees it: its id (which differs
+// between two copies of a notebook), the execution count of its latest
+// run ("In [3]"; 0 when the trace does not say: a trace written before
+// cell scopes carried it, or a silent run), and its position: its place
+// in the notebook (1-based) as the client that ran it said it (Linger's
+// page and linger run do), else the order of its first run among the
+// trace's cells, which is its place among the code cells when the
+// notebook was run from the top. Source is the hash
+// of the source of its latest run (event.SourceHash, as 8 hex digits;
+// empty when the trace does not say).
+type Cell struct {
+	ID       string `json:"id"`
+	Count    uint64 `json:"count,omitempty"`
+	Position int    `json:"position"`
+	Runs     int    `json:"runs"`
+	Source   string `json:"source,omitempty"`
+}
+
+// cellRun records a cell scope's begin: the cell's first run fixes its
+// position, the latest its count.
+func (a *Analyzer) cellRun(e *event.Event) {
+	if e.Label == 0 {
+		return
+	}
+	c := a.cells[e.Label]
+	if c == nil {
+		if a.cells == nil {
+			a.cells = make(map[event.StringID]*Cell)
+		}
+		c = &Cell{Position: len(a.cellOrd) + 1}
+		a.cells[e.Label] = c
+		a.cellOrd = append(a.cellOrd, e.Label)
+	}
+	c.Runs++
+	run := event.CellRunOf(e)
+	if run.Count != 0 {
+		c.Count = run.Count
+	}
+	if run.Position != 0 {
+		c.Position = run.Position
+	}
+	if run.Source != 0 {
+		c.Source = fmt.Sprintf("%08x", run.Source)
+	}
+}
+
+func (a *Analyzer) reportCells(rep *Report, r *resolver) {
+	rep.Cells = make([]Cell, 0, len(a.cellOrd))
+	for _, id := range a.cellOrd {
+		c := *a.cells[id]
+		c.ID = r.str(id)
+		rep.Cells = append(rep.Cells, c)
+	}
+}
+
+// siteCell matches one cell frame of a site's string form, "cell ID:LINE".
+var siteCell = regexp.MustCompile(`cell ([^\s:]+):(\d+)`)
+
+// cellName says a cell line as the page does: "In [3], cell 4, line 2";
+// "cell 4, line 2" without a count, and the id when the cell is unknown.
+func cellName(c *Cell, id string, line string) string {
+	switch {
+	case c == nil:
+		return "cell " + id + ", line " + line
+	case c.Count > 0:
+		return fmt.Sprintf("In [%d], cell %d, line %s", c.Count, c.Position, line)
+	}
+	return fmt.Sprintf("cell %d, line %s", c.Position, line)
+}
+
+// NameSite rewrites the notebook part of a site's string form ("cell
+// 1618aa5e:2 ← engine...") with the names the user sees ("In [3], cell
+// 4, line 2 ← engine..."); cells the report does not know keep their id.
+func (r *Report) NameSite(site string) string {
+	byID := r.cellsByID()
+	nb, rest, found := strings.Cut(site, " ← ")
+	nb = siteCell.ReplaceAllStringFunc(nb, func(m string) string {
+		s := siteCell.FindStringSubmatch(m)
+		return cellName(byID[s[1]], s[1], s[2])
+	})
+	if found {
+		return nb + " ← " + rest
+	}
+	return nb
+}
+
+func (r *Report) cellsByID() map[string]*Cell {
+	m := make(map[string]*Cell, len(r.Cells))
+	for i := range r.Cells {
+		m[r.Cells[i].ID] = &r.Cells[i]
+	}
+	return m
+}
+
+// cellKeys pairs the cells of two traces (of two runs of one notebook,
+// or of two copies of it, whose cells have other ids) and gives each the
+// key under which Diff matches their sites: first by source (a cell whose
+// source appears once in each trace is the same cell, wherever it moved),
+// then, among the cells left, by position (a cell edited between the runs,
+// as a fix is, is still the same line of the notebook). A pair's key is
+// B's position, "#4"; a cell of A left unpaired is "A#4".
+func cellKeys(a, b *Report) (ka, kb map[string]string) {
+	ka, kb = make(map[string]string), make(map[string]string)
+	bySource := func(r *Report) map[string][]*Cell {
+		m := make(map[string][]*Cell)
+		for i := range r.Cells {
+			if c := &r.Cells[i]; c.Source != "" {
+				m[c.Source] = append(m[c.Source], c)
+			}
+		}
+		return m
+	}
+	sa, sb := bySource(a), bySource(b)
+	for src, cs := range sa {
+		if len(cs) == 1 && len(sb[src]) == 1 {
+			k := "#" + strconv.Itoa(sb[src][0].Position)
+			ka[cs[0].ID], kb[sb[src][0].ID] = k, k
+		}
+	}
+	// The cells left, by position: B's keep theirs; one of A pairs with
+	// the cell of B at its position unless that cell is paired already.
+	claimed := make(map[string]bool)
+	for _, k := range ka {
+		claimed[k] = true
+	}
+	for i := range b.Cells {
+		if c := &b.Cells[i]; kb[c.ID] == "" {
+			kb[c.ID] = "#" + strconv.Itoa(c.Position)
+		}
+	}
+	for i := range a.Cells {
+		c := &a.Cells[i]
+		if ka[c.ID] != "" {
+			continue
+		}
+		k := "#" + strconv.Itoa(c.Position)
+		if claimed[k] {
+			k = "A" + k // its place is another cell's in B
+		}
+		claimed[k] = true
+		ka[c.ID] = k
+	}
+	return ka, kb
+}
+
+// keySite is a site's string form with each cell id replaced by its key
+// ("cell #4:2", cellKeys); a cell without one (a trace without cell
+// scopes) keeps its id.
+func keySite(site string, keys map[string]string) string {
+	nb, rest, found := strings.Cut(site, " ← ")
+	nb = siteCell.ReplaceAllStringFunc(nb, func(m string) string {
+		s := siteCell.FindStringSubmatch(m)
+		k, ok := keys[s[1]]
+		if !ok {
+			return m
+		}
+		return "cell " + k + ":" + s[2]
+	})
+	if found {
+		return nb + " ← " + rest
+	}
+	return nb
+}
