@@ -176,10 +176,12 @@ clean:
 # esbuild and committed; ui rebuilds them, check-ui rebuilds into a
 # temporary directory and fails when the committed ones differ.
 # The README's gallery: each scenario notebook run in the notebook page by
-# the browser test, its page saved to docs/gallery (committed).
+# the browser test, its page saved to docs/gallery (committed) at 1600x1000
+# and 1024x768, with a trace reopened after idle time and a notebook after
+# a restart.
 .PHONY: gallery
 gallery: browser
-	LINGER_GALLERY=1 $(GO) test -count=1 -run TestScenarioNotebooks ./test/browser
+	LINGER_GALLERY=1 $(GO) test -count=1 -run 'TestScenarioNotebooks|TestTimelineIdleBreak|TestTimelineFollowsRestart' ./test/browser
 
 .PHONY: ui check-ui
 ui:
