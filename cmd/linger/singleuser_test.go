@@ -44,7 +44,9 @@ func TestSingleuserProcess(t *testing.T) {
 	addr := freePort(t)
 	env := h.Env("alice", "http://"+addr+"/user/alice/")
 	env["JUPYTERHUB_ACTIVITY_INTERVAL"] = "0.2"
-	cmd := exec.Command(bin)
+	// Flags only, as Spawner.args gives them: still single-user mode.
+	metrics := freePort(t)
+	cmd := exec.Command(bin, "--metrics-addr", metrics)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "LINGER_KERNEL_MEMORY=1GiB")
 	for k, v := range env {
@@ -118,6 +120,24 @@ func TestSingleuserProcess(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		_, b = do(alice, "GET", "api/kernels/"+k.ID, "")
 		_ = json.Unmarshal(b, &k)
+	}
+
+	// The metrics listener answers /metrics without a login, and nothing
+	// else; the main port's /metrics needs one.
+	if resp, err := http.Get("http://" + metrics + "/metrics"); err != nil || resp.StatusCode != 200 {
+		t.Errorf("metrics listener: %v %v", resp, err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "linger_http_requests_total") {
+			t.Errorf("metrics listener's /metrics has no linger_ metrics")
+		}
+	}
+	if resp, err := http.Get("http://" + metrics + "/api/status"); err != nil || resp.StatusCode != 404 {
+		t.Errorf("metrics listener serves /api/status: %v %v", resp, err)
+	}
+	if resp, err := http.Get(base + "metrics"); err != nil || resp.StatusCode != 403 {
+		t.Errorf("the main port's /metrics without a login: %v %v, want 403", resp, err)
 	}
 
 	// Activity: at start, then every 0.2 s, with what api/status says.
