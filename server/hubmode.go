@@ -21,7 +21,9 @@ import (
 //     /debug) gets 403: a script cannot follow a login page.
 //   - A hub token (the cookie, "Authorization: token T" or ?token=T)
 //     admits its user when the hub says the token may use this server;
-//     another user of the same hub gets 403 on every route.
+//     another user of the same hub gets 403 on every route. A page opened
+//     with ?token=T keeps T as the browser's login and drops it from the
+//     address, as Jupyter Server does with its own token.
 //   - Cookie-authenticated requests that change state need the _xsrf
 //     header as in token mode, and websockets the same Origin.
 //   - Every answer carries X-JupyterHub-Version, which the hub reads to
@@ -91,6 +93,18 @@ func (s *Server) hubAuthenticate(h http.Handler) http.Handler {
 		}
 		if page {
 			s.setXSRFCookie(w, r)
+			if r.URL.Query().Get("token") != "" && r.Header.Get("Authorization") == "" {
+				// A link with a hub token (as Jupyter's ?token= links):
+				// the browser keeps it as its login, and the address
+				// drops it.
+				a.SetCookie(w, r, token)
+				u := *r.URL
+				q := u.Query()
+				q.Del("token")
+				u.RawQuery = q.Encode()
+				http.Redirect(w, r, u.RequestURI(), http.StatusFound)
+				return
+			}
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 	})

@@ -253,6 +253,18 @@ func TestHubWhoMayEnter(t *testing.T) {
 			}
 			resp, body := hget(t, c, u, hdr...)
 			got := resp.StatusCode
+			if tc.code == 200 && tc.how == "query" && r == "tree/" {
+				// A page opened with a hub token keeps it as the login
+				// and drops it from the address.
+				var login bool
+				for _, ck := range resp.Cookies() {
+					login = login || ck.Name == "jupyterhub-user-alice" && ck.Value == tok && ck.HttpOnly
+				}
+				if got != http.StatusFound || resp.Header.Get("Location") != "/user/alice/tree/" || !login {
+					t.Errorf("%s?token= by %s: %s to %q, login cookie %v; want 302 to the page without the token, with the cookie", r, tc.who, resp.Status, resp.Header.Get("Location"), login)
+				}
+				continue
+			}
 			if tc.code == 200 && got != 403 && got != 302 {
 				continue // admitted: the route answers as it would
 			}

@@ -376,11 +376,16 @@ func (a *Auth) Callback(w http.ResponseWriter, r *http.Request) (u *User, next s
 	case err != nil:
 		return nil, "", &CallbackError{http.StatusBadGateway, err}
 	}
+	a.SetCookie(w, r, token)
+	return u, a.safeNext(s.Next), nil
+}
+
+// SetCookie makes token the browser's login, as the OAuth callback does.
+func (a *Auth) SetCookie(w http.ResponseWriter, r *http.Request, token string) {
 	http.SetCookie(w, &http.Cookie{
 		Name: a.CookieName(), Value: token, Path: a.cfg.Prefix,
 		HttpOnly: true, Secure: a.secure(r), SameSite: http.SameSiteLaxMode,
 	})
-	return u, a.safeNext(s.Next), nil
 }
 
 // ClearCookie removes the login cookie (a token the hub no longer knows).
