@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -290,5 +292,39 @@ func TestComparePage(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(page, `<option value="leaky.ltrace">`) || !strings.Contains(page, `<option value="fixed.ltrace">`) ||
 		strings.Contains(page, "notes.txt") || strings.Contains(page, "outside") || strings.Contains(page, `data-testid="compare-charts"`) {
 		t.Errorf("picker page: %d %.3000s", code, body)
+	}
+}
+
+// TestTraceFile: a saved trace downloads as the bytes on disk, named; a
+// name out of the directory, a link planted in it or an unknown name
+// downloads nothing.
+func TestTraceFile(t *testing.T) {
+	ts := newCompareServer(t)
+	dir := ts.s.opts.TraceDir
+	want, err := os.ReadFile(filepath.Join(dir, "leaky.ltrace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", ts.URL+"/api/timeline/traces/leaky.ltrace/file", nil)
+	req.Header.Set("Authorization", "token "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Equal(got, want) || resp.Header.Get("Content-Disposition") != `attachment; filename="leaky.ltrace"` {
+		t.Errorf("download: %s, %d of %d bytes equal, disposition %q", resp.Status, len(got), len(want), resp.Header.Get("Content-Disposition"))
+	}
+	if err := os.Symlink(filepath.Join(filepath.Dir(dir), "outside.ltrace"), filepath.Join(dir, "link.ltrace")); err != nil {
+		t.Fatal(err)
+	}
+	for name, code := range map[string]int{"..%2Foutside.ltrace": 400, "link.ltrace": 403, "nope.ltrace": 404, "notes.txt": 400} {
+		if c, body := ts.do(t, "GET", "/api/timeline/traces/"+name+"/file", ""); c != code {
+			t.Errorf("%s: %d %s, want %d", name, c, body, code)
+		}
+	}
+	if _, body := ts.do(t, "GET", "/", ""); !strings.Contains(string(body), `href="/api/timeline/traces/leaky.ltrace/file"`) {
+		t.Error("the root page has no download link for a saved trace")
 	}
 }

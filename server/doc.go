@@ -43,7 +43,7 @@
 //	POST   /api/contents/{path}/checkpoints/{id}   restore → 204
 //	DELETE /api/contents/{path}/checkpoints/{id}   → 204
 //	GET    /api/timeline/kernels/{id}/...          a live kernel's trace: stream, lod, objects, scopes, report, export, segments
-//	GET    /api/timeline/traces/{name}/...         a saved trace: the same but the stream (docs/timeline.md)
+//	GET    /api/timeline/traces/{name}/...         a saved trace: the same but the stream, and its file (docs/timeline.md)
 //	GET    /api/timeline/compare                   two saved traces' analyses diffed
 //	GET    /metrics                                Prometheus
 //	GET    /debug/pprof/..., /debug/fgprof         Go's profiles; fgprof's wall-clock profile

@@ -277,6 +277,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/timeline/traces/{name}/export", s.handleTimelineExport)
 	handle("GET /api/timeline/kernels/{id}/segments", s.handleTimelineSegments)
 	handle("GET /api/timeline/traces/{name}/segments", s.handleTimelineSegments)
+	handle("GET /api/timeline/traces/{name}/file", s.handleTraceFile)
 	handle("GET /api/timeline/compare", s.handleCompare)
 
 	handle("/api/{rest...}", s.handleAPINotFound)

@@ -366,3 +366,32 @@ func (s *Server) handleTimelineSegments(w http.ResponseWriter, r *http.Request) 
 	}
 	writeJSON(w, http.StatusOK, st)
 }
+
+// handleTraceFile is a saved trace's file as it is on disk, to download
+// (linger trace analyze reads it anywhere); a kernel's live trace too,
+// up to what it has flushed.
+func (s *Server) handleTraceFile(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	p, err := s.tracePath(name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	f, err := timeline.OpenRaw(p)
+	if errors.Is(err, timeline.ErrNotRegular) {
+		err = httperr.New(httperr.Forbidden, "trace %q is not a regular file", name)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
+	http.ServeContent(w, r, name, fi.ModTime(), f)
+}

@@ -152,21 +152,23 @@ func Open(path string) (*Reader, error) { return open(path, os.Open) }
 // the link is refused by the open itself (O_NOFOLLOW), so a server that
 // vetted the name with Lstat cannot be made to follow a link swapped in
 // after the check.
-func OpenRegular(path string) (*Reader, error) {
-	return open(path, func(path string) (*os.File, error) {
-		f, err := openRegular(path)
+func OpenRegular(path string) (*Reader, error) { return open(path, OpenRaw) }
+
+// OpenRaw opens the file at path for its bytes (a trace to download, say)
+// under OpenRegular's rule: a link, FIFO or device is ErrNotRegular.
+func OpenRaw(path string) (*os.File, error) {
+	f, err := openRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
 		if err != nil {
 			return nil, err
 		}
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			f.Close()
-			if err != nil {
-				return nil, err
-			}
-			return nil, ErrNotRegular
-		}
-		return f, nil
-	})
+		return nil, ErrNotRegular
+	}
+	return f, nil
 }
 
 func open(path string, openFile func(string) (*os.File, error)) (*Reader, error) {

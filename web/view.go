@@ -81,6 +81,11 @@ func notebookHref(base, p string) string {
 // traceHref is the page of a saved trace's timeline.
 func traceHref(base, name string) string { return base + "timeline/" + url.PathEscape(name) }
 
+// traceFileHref is where a saved trace's file downloads from.
+func traceFileHref(base, name string) string {
+	return base + "api/timeline/traces/" + url.PathEscape(name) + "/file"
+}
+
 // TraceView is a saved trace listed on the tree page.
 type TraceView struct {
 	// Name is the trace file's name in the server's trace directory.

@@ -76,6 +76,10 @@ export class TimelineView {
     for (const [f, label] of [["perfetto", "Perfetto"], ["memviz-json", "memory_viz JSON"], ["memviz-pickle", "pickle"], ["pprof", "pprof"]]) {
       exports.append(el("a", { href: this.source.exportURL(f), download: "", "data-testid": `export-${f}`, class: "lt-link", "aria-label": `Export as ${label}` }, label), " ");
     }
+    // A saved trace's own file, for linger trace analyze elsewhere.
+    if (/\/api\/timeline\/traces\/[^/]+$/.test(this.source.prefix)) {
+      exports.append(el("a", { href: `${this.source.prefix}/file`, download: "", "data-testid": "export-ltrace", class: "lt-link", "aria-label": "Download the trace file (.ltrace)" }, ".ltrace"), " ");
+    }
     this.toolbar = el("div", { class: "lt-toolbar", role: "toolbar", "aria-label": "Timeline" },
       btn("Fit", "Show every event, first to last, idle stretches collapsed (0)", () => this.fit()),
       btn("−", "Zoom out (-)", () => this.zoom(2), "Zoom out"),
