@@ -78,7 +78,7 @@ export class TimelineView {
     }
     // A saved trace's own file, for linger trace analyze elsewhere.
     if (/\/api\/timeline\/traces\/[^/]+$/.test(this.source.prefix)) {
-      exports.append(el("a", { href: `${this.source.prefix}/file`, download: "", "data-testid": "export-ltrace", class: "lt-link", "aria-label": "Download the trace file (.ltrace)" }, ".ltrace"), " ");
+      exports.append(el("a", { href: `${this.source.prefix}/file`, download: "", "data-testid": "export-ltrace", class: "lt-link", title: "Download the trace file, for linger trace analyze" }, "trace file"), " ");
     }
     this.toolbar = el("div", { class: "lt-toolbar", role: "toolbar", "aria-label": "Timeline" },
       btn("Fit", "Show every event, first to last, idle stretches collapsed (0)", () => this.fit()),
