@@ -7,17 +7,7 @@
 // A finding opens its group instead: all its objects, by holder.
 
 import { sizes, duration } from "./palette.js";
-
-function el(tag, attrs = {}, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") e.className = v;
-    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v);
-  }
-  for (const k of kids) e.append(k);
-  return e;
-}
+import { el } from "./dom.js";
 
 /** frames are a site's notebook frames, outermost first: its call stack, or its cell line alone. */
 export function starlarkFrames(site) {

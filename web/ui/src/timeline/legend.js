@@ -6,6 +6,7 @@
 // (localStorage, by path), so that a reload or the next run keeps them.
 
 import { CATEGORIES, CATEGORY_COLOURS, TRACKS, bytes, duration } from "./palette.js";
+import { el } from "./dom.js";
 
 const KEY = () => `linger.timeline:${location.pathname}`;
 
@@ -27,17 +28,6 @@ export function applyPrefs(view) {
   view.hostCollapsed = !!p.hostCollapsed;
   view.eventAxis = !!p.eventAxis;
   view.baseline = null;
-}
-
-function el(tag, attrs = {}, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-    else if (k === "class") e.className = v;
-    else e.setAttribute(k, v);
-  }
-  e.append(...kids);
-  return e;
 }
 
 /** buildLegend fills view.legend: category buttons, then the tracks' and lingering keys. */

@@ -8,21 +8,11 @@
 // the bars are drawn on one canvas, never one DOM node per block.
 
 import { CATEGORIES, CATEGORY_COLOURS, bytes, duration } from "./palette.js";
+import { el } from "./dom.js";
 
 const ROW = 18; // px per segment
 const MAX_ROWS = 400; // segments drawn; the rest are counted
 const LABEL_W = 88; // px for a segment's size at the left of its bar
-
-function el(tag, attrs = {}, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") e.className = v;
-    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v);
-  }
-  for (const k of kids) if (k != null) e.append(k);
-  return e;
-}
 
 /** colourOf is a category's colour by name. */
 function colourOf(name) {

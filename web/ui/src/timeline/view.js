@@ -13,6 +13,7 @@ import { applyPrefs, buildLegend, displayControls, showBaseline, baselineAt } fr
 import { SegmentsPanel } from "./segments.js";
 import { CellNames } from "./cellnames.js";
 import { renderDetail, renderGroup, starlarkFrames, frameText, holderGroup } from "./detail.js";
+import { el } from "./dom.js";
 
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
@@ -22,17 +23,6 @@ const OBJECTS_N = 400, POLL_MS = 500;
 const LINGER_H = 9;
 // The Go heap lane's height when collapsed: its title alone.
 const HOST_COLLAPSED_H = 16;
-
-function el(tag, attrs = {}, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") e.className = v;
-    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v);
-  }
-  for (const k of kids) e.append(k);
-  return e;
-}
 
 let views = 0;
 
