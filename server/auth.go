@@ -77,13 +77,8 @@ func (s *Server) authenticate(h http.Handler) http.Handler {
 				return
 			}
 			s.setCookies(w, r)
-			if r.Method == http.MethodGet && !strings.Contains(r.URL.Path, "/api/") && !strings.Contains(r.URL.Path, "/debug/") && r.URL.Path != "/metrics" {
-				// A page: drop the token from the address.
-				u := *r.URL
-				q := u.Query()
-				q.Del("token")
-				u.RawQuery = q.Encode()
-				http.Redirect(w, r, u.RequestURI(), http.StatusFound)
+			if s.isPage(r) {
+				redirectWithoutToken(w, r)
 				return
 			}
 			h.ServeHTTP(w, r)
@@ -100,6 +95,17 @@ func (s *Server) authenticate(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// redirectWithoutToken sends a page opened with ?token= to its address
+// without it, so the token leaves the address bar and history (the
+// cookie the caller set carries it from now on).
+func redirectWithoutToken(w http.ResponseWriter, r *http.Request) {
+	u := *r.URL
+	q := u.Query()
+	q.Del("token")
+	u.RawQuery = q.Encode()
+	http.Redirect(w, r, u.RequestURI(), http.StatusFound)
 }
 
 // setCookies gives a browser the token cookie and an _xsrf cookie for its

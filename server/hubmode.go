@@ -43,8 +43,9 @@ func hubUser(ctx context.Context) *hub.User {
 }
 
 // isPage reports whether r is a browser's page load, which may be sent to
-// the login: a GET that is not a websocket nor under the API, /debug or
-// /metrics.
+// the login (or, with ?token=, to its address without it): a GET that is
+// not a websocket nor under the API, /debug or /metrics, below the base
+// URL.
 func (s *Server) isPage(r *http.Request) bool {
 	if r.Method != http.MethodGet || isWebsocket(r) {
 		return false
@@ -98,11 +99,7 @@ func (s *Server) hubAuthenticate(h http.Handler) http.Handler {
 				// the browser keeps it as its login, and the address
 				// drops it.
 				a.SetCookie(w, r, token)
-				u := *r.URL
-				q := u.Query()
-				q.Del("token")
-				u.RawQuery = q.Encode()
-				http.Redirect(w, r, u.RequestURI(), http.StatusFound)
+				redirectWithoutToken(w, r)
 				return
 			}
 		}

@@ -566,3 +566,35 @@ func TestWebsocketQueryToken(t *testing.T) {
 	}
 	ws.Close()
 }
+
+// TestQueryTokenUnderBaseURL: under a base URL, a page opened with
+// ?token= goes to its address without it, but /metrics, the API and
+// /debug answer at once: a scraper given a URL with the token has no
+// cookie to follow a redirect with.
+func TestQueryTokenUnderBaseURL(t *testing.T) {
+	ts := newTestServer(t, func(o *Options) { o.BaseURL = "/lab/" })
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct {
+		path string
+		code int
+		want string
+	}{
+		{"/lab/metrics", 200, "linger_kernels"},
+		{"/lab/api/status", 200, "last_activity"},
+		{"/lab/debug/pprof/", 200, "goroutine"},
+		{"/lab/tree/", 302, ""},
+	} {
+		resp, err := c.Get(ts.URL + tc.path + "?token=" + testToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || !strings.Contains(string(b), tc.want) {
+			t.Errorf("%s?token=: %s %.100s, want %d", tc.path, resp.Status, b, tc.code)
+		}
+		if tc.code == 302 && resp.Header.Get("Location") != tc.path {
+			t.Errorf("%s?token= goes to %q, want %s", tc.path, resp.Header.Get("Location"), tc.path)
+		}
+	}
+}

@@ -285,12 +285,10 @@ func (s *Server) handleTimelineExport(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badRequest("%v", err))
 		return
 	}
-	at := et.DefaultAt
-	if text := r.URL.Query().Get("at"); text != "" {
-		if at, err = export.ParseAt(text); err != nil {
-			s.writeError(w, r, badRequest("%v", err))
-			return
-		}
+	at, err := instantParam(r, et.DefaultAt)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	f, err := s.traceFile(r)
 	if err != nil {
@@ -324,6 +322,31 @@ func (s *Server) handleTimelineExport(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(w, tmp)
 }
 
+// instantParam reads the instant of an export or an allocator view:
+// ?at= (peak, end or a sequence number, as the CLI's --at), or ?time=
+// (nanoseconds from the trace's start: the last event at or before it);
+// def without either.
+func instantParam(r *http.Request, def export.At) (export.At, error) {
+	q := r.URL.Query()
+	switch {
+	case q.Get("time") != "" && q.Get("at") != "":
+		return def, badRequest("give at= or time=, not both")
+	case q.Get("time") != "":
+		ns, err := strconv.ParseInt(q.Get("time"), 10, 64)
+		if err != nil {
+			return def, badRequest("time=%q: want nanoseconds from the trace's start", q.Get("time"))
+		}
+		return export.AtTime(ns), nil
+	case q.Get("at") != "":
+		at, err := export.ParseAt(q.Get("at"))
+		if err != nil {
+			return def, badRequest("%v", err)
+		}
+		return at, nil
+	}
+	return def, nil
+}
+
 // handleTimelineSegments is the allocator at one instant (export.Allocator):
 // its segments, the blocks alive in each and the free space between, what
 // was alive by category and, at an out-of-memory event, what it carried.
@@ -331,25 +354,10 @@ func (s *Server) handleTimelineExport(w http.ResponseWriter, r *http.Request) {
 // it) or ?time= (nanoseconds from the trace's start: the last event at or
 // before it).
 func (s *Server) handleTimelineSegments(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	at := export.AtEnd
-	switch {
-	case q.Get("time") != "" && q.Get("at") != "":
-		s.writeError(w, r, badRequest("give at= or time=, not both"))
+	at, err := instantParam(r, export.AtEnd)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
-	case q.Get("time") != "":
-		ns, err := strconv.ParseInt(q.Get("time"), 10, 64)
-		if err != nil {
-			s.writeError(w, r, badRequest("time=%q: want nanoseconds from the trace's start", q.Get("time")))
-			return
-		}
-		at = export.AtTime(ns)
-	case q.Get("at") != "":
-		var err error
-		if at, err = export.ParseAt(q.Get("at")); err != nil {
-			s.writeError(w, r, badRequest("%v", err))
-			return
-		}
 	}
 	f, err := s.traceFile(r)
 	if err != nil {
