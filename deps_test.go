@@ -37,9 +37,9 @@ var policy = map[string][]string{
 	"server": {"notebooks/kernel", "notebooks/kernel/wire", "notebooks/contents", "notebooks/nbformat", "notebooks/msg",
 		"timeline/...", "web/...", "server/..."},
 	"server/live":        {"timeline", "timeline/event", "timeline/lod", "server/httperr"},
-	"server/httperr":     {},             // the one error vocabulary of the server's routes and live's
-	"server/hub":         {},             // JupyterHub's OAuth and activity, for single-user mode
-	"server/hub/hubtest": {"server/hub"}, // a stand-in hub for single-user mode's tests
+	"server/httperr":     {},                // the one error vocabulary of the server's routes and live's
+	"server/hub":         {"notebooks/msg"}, // JupyterHub's OAuth and activity, for single-user mode (dates as msg writes them)
+	"server/hub/hubtest": {"server/hub"},    // a stand-in hub for single-user mode's tests
 	"web":                {"internal/units"},
 	"notebooks":          {"notebooks/nbformat", "notebooks/msg"}, // contents, nbformat, msg: the notebook formats, no engine
 	// The kernel's server side (the Manager) and the pipe protocol run in
@@ -101,7 +101,7 @@ var (
 
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, but nothing of Linger.)
-var stdlibOnly = []string{"timeline/event", "internal/units", "server/httperr", "server/hub", "timeline/event/eventtest", "internal/testbin", "engine/device/devicetest"}
+var stdlibOnly = []string{"timeline/event", "internal/units", "server/httperr", "timeline/event/eventtest", "internal/testbin", "engine/device/devicetest"}
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.

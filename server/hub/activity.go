@@ -9,16 +9,15 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
-)
 
-// ISOTime formats t as the hub parses it: UTC, microseconds, a Z.
-func ISOTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
+	"linger/notebooks/msg"
+)
 
 // ReportActivity posts last to the hub's activity URL, for this server
 // and for its user, as jupyterhub-singleuser's notify_activity; the hub's
 // idle culler reads it.
 func (a *Auth) ReportActivity(ctx context.Context, last time.Time) error {
-	ts := ISOTime(last)
+	ts := msg.FormatDate(last) // what /api/status says, and the hub parses
 	body, _ := json.Marshal(map[string]any{
 		"servers":       map[string]any{a.cfg.ServerName: map[string]string{"last_activity": ts}},
 		"last_activity": ts,

@@ -20,6 +20,7 @@
 //   - Someone is admitted when their token's scopes cover one of
 //     JUPYTERHUB_OAUTH_ACCESS_SCOPES, by JupyterHub's filter rules.
 //
-// The package depends on nothing of Linger's: package server decides
-// which requests need a login and how each refusal is answered.
+// It depends on nothing of Linger's but notebooks/msg's date format:
+// package server decides which requests need a login and how each
+// refusal is answered.
 package hub
