@@ -195,6 +195,24 @@ func (s *Scheduler) Submit(req Request) (int, error) {
 	return s.next, nil
 }
 
+// RunningRequest is a request a Scheduler admitted and has not retired:
+// its id (Submit's) and the KV cache it holds.
+type RunningRequest struct {
+	ID    int
+	Cache KVCache
+}
+
+// Running returns the requests admitted and not yet finished, in the
+// order they were admitted, for retention paths: a scheduler left
+// mid-flight holds their caches.
+func (s *Scheduler) Running() []RunningRequest {
+	out := make([]RunningRequest, 0, len(s.running))
+	for _, j := range s.running {
+		out = append(out, RunningRequest{ID: j.id, Cache: j.cache})
+	}
+	return out
+}
+
 // Pending returns the requests waiting or running.
 func (s *Scheduler) Pending() int { return len(s.waiting) + len(s.running) }
 

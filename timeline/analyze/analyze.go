@@ -609,7 +609,17 @@ func (a *Analyzer) begin(e *event.Event) {
 		a.anom.UnknownScopes++
 		return
 	}
-	s := &scope{id: id, kind: e.Expect, label: e.Label, parent: a.scopes[event.ScopeID(e.Extra)],
+	parent := a.scopes[event.ScopeID(e.Extra)]
+	if e.Expect >= event.ScopeCell {
+		// A cell (or the session's teardown) is never inside a request:
+		// one recorded inside a scope a previous cell left open (traces
+		// from before the Emitter detached them) is inside the nearest
+		// scope around that of its own kind or larger.
+		for parent != nil && (parent.ended || parent.kind < e.Expect) {
+			parent = parent.parent
+		}
+	}
+	s := &scope{id: id, kind: e.Expect, label: e.Label, parent: parent,
 		teardown: e.Size&event.ScopeFlagTeardown != 0}
 	a.scopes[id] = s
 	if s.kind == event.ScopeCell {
@@ -629,8 +639,15 @@ func (a *Analyzer) begin(e *event.Event) {
 // object whose own scope ended without it (it fell back to a larger
 // owner) or never had an instance. The session is over for them; what
 // the teardown frees stays leaked.
+//
+// Scopes smaller than the session still open beside its chain (requests
+// a scheduler left running when its cell ended, detached by the
+// Emitter) will never end before the session does: everything they own
+// lingers now.
 func (a *Analyzer) beginTeardown(t *scope, e *event.Event) {
+	chain := map[*scope]bool{}
 	for s := t.parent; s != nil; s = s.parent {
+		chain[s] = true
 		if s.ended {
 			continue
 		}
@@ -641,6 +658,19 @@ func (a *Analyzer) beginTeardown(t *scope, e *event.Event) {
 				a.linger(o, s, e)
 			}
 			o = next
+		}
+	}
+	for k := event.ScopeLayer; k < event.ScopeSession; k++ {
+		for _, s := range a.byKind[k] {
+			if chain[s] {
+				continue
+			}
+			for o := s.owned; o != nil; {
+				next := o.next
+				a.linger(o, s, e)
+				o = next
+			}
+			s.owned = nil
 		}
 	}
 }

@@ -57,6 +57,17 @@
 // session (or an engine the teardown closes) are freed there normally and
 // never reported.
 //
+// Scopes smaller than the session that are still open when the teardown
+// begins, outside its chain of scopes (a scheduler's requests that a cell
+// left running, which the Emitter detaches when the cell ends), will
+// never end before the session: everything they own lingers then.
+//
+// A cell (or the teardown) is never inside a smaller scope: one recorded
+// inside a request (a trace from before the Emitter detached the scopes a
+// cell left open, in which the next cell began inside a stale request) is
+// taken to be inside the nearest scope around it of its own kind or
+// larger, so that the stale request owns nothing the later cell makes.
+//
 // Where scopes nest properly this is exactly "when a scope of kind K ends,
 // every live object allocated inside it with Expect ≤ K lingers". It differs
 // where the recorded nesting contradicts the kind order, as in continuous

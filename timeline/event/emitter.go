@@ -63,10 +63,13 @@ type Emitter struct {
 	static map[staticKey]SiteID
 	nsites SiteID
 	open   []openScope
-	beside map[ScopeID]ScopeKind // scopes opened with Open
-	nextSc ScopeID
-	hook   atomic.Pointer[func() Where]
-	frames int // the most Go frames a site keeps
+	beside map[ScopeID]ScopeKind // scopes opened with Open, and detached ones
+	// detached are the scopes a cell's end left open (see End), in the
+	// order they began.
+	detached []ScopeID
+	nextSc   ScopeID
+	hook     atomic.Pointer[func() Where]
+	frames   int // the most Go frames a site keeps
 }
 
 // siteKey keys a captured site: pcs holds the bytes of its program
@@ -378,6 +381,14 @@ func (e *Emitter) begin(kind ScopeKind, label string, flags, requested uint64, p
 // End closes the scope id. Scopes need not end innermost first (requests in
 // a dynamic batch end in any order); ending an unknown or already-ended
 // scope, or scope 0, does nothing.
+//
+// A cell's end (a scope of kind ScopeCell or larger) detaches the scopes
+// still open inside it: a scheduler's requests left running, a loop the
+// user abandoned. They stay open, as scopes opened with Open are, and end
+// when their owner ends them (a later cell may step the scheduler on),
+// but no scope begun later is inside them and no event defaults to them:
+// the next cell begins inside the session, never inside a stale request.
+// Detached reports the ones still open.
 func (e *Emitter) End(id ScopeID) {
 	if !e.Enabled() || id == 0 {
 		return
@@ -386,6 +397,9 @@ func (e *Emitter) End(id ScopeID) {
 	defer e.mu.Unlock()
 	if kind, ok := e.beside[id]; ok {
 		delete(e.beside, id)
+		if i := slices.Index(e.detached, id); i >= 0 {
+			e.detached = slices.Delete(e.detached, i, i+1)
+		}
 		e.emitLocked(&Event{Kind: KindScopeEnd, Expect: kind, Addr: uint64(id)})
 		return
 	}
@@ -394,6 +408,16 @@ func (e *Emitter) End(id ScopeID) {
 			continue
 		}
 		kind := e.open[i].kind
+		if kind >= ScopeCell {
+			for _, in := range e.open[i+1:] {
+				if e.beside == nil {
+					e.beside = make(map[ScopeID]ScopeKind)
+				}
+				e.beside[in.id] = in.kind
+				e.detached = append(e.detached, in.id)
+			}
+			e.open = e.open[:i+1]
+		}
 		e.open = append(e.open[:i], e.open[i+1:]...)
 		var parent ScopeID
 		if len(e.open) > 0 {
@@ -402,6 +426,18 @@ func (e *Emitter) End(id ScopeID) {
 		e.emitLocked(&Event{Kind: KindScopeEnd, Expect: kind, Addr: uint64(id), Scope: parent})
 		return
 	}
+}
+
+// Detached returns the scopes that cells ended around and that are still
+// open (see End), in the order they began: what a kernel's teardown ends
+// after it began, so that no scope outlives the session.
+func (e *Emitter) Detached() []ScopeID {
+	if !e.Enabled() {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.detached)
 }
 
 // Current returns the innermost open scope, or 0.

@@ -304,6 +304,55 @@ func TestEmitterOpenAndTeardown(t *testing.T) {
 	}
 }
 
+// TestEmitterCellDetaches: a cell that ends with a request still open (a
+// scheduler left mid-flight) detaches it: the next cell begins inside the
+// session, events default to that cell, and the request still ends when
+// its owner ends it, after which nothing is detached.
+func TestEmitterCellDetaches(t *testing.T) {
+	sink := eventtest.Strict(t)
+	em := event.NewEmitter(sink, event.EmitterOptions{})
+	sess := em.Begin(event.ScopeSession, "session")
+	c1 := em.Begin(event.ScopeCell, "c1")
+	req := em.Begin(event.ScopeRequest, "request 1")
+	step := em.Begin(event.ScopeStep, "prefill 1/1")
+	em.End(step)
+	em.End(c1)
+	if got := em.Detached(); len(got) != 1 || got[0] != req {
+		t.Fatalf("detached %v, want [%d]", got, req)
+	}
+	if cur := em.Current(); cur != sess {
+		t.Errorf("current scope %d after the cell, want the session %d", cur, sess)
+	}
+	c2 := em.Begin(event.ScopeCell, "c2")
+	em.Emit(event.Event{Kind: event.KindAlloc, Addr: 4096, Size: 512})
+	em.End(req) // the scheduler retires it in the later cell
+	em.End(c2)
+	if got := em.Detached(); len(got) != 0 {
+		t.Errorf("detached %v after the request ended, want none", got)
+	}
+	ev := sink.Events()
+	byKind := func(k event.Kind, id event.ScopeID) event.Event {
+		for _, e := range ev {
+			if e.Kind == k && event.ScopeID(e.Addr) == id {
+				return e
+			}
+		}
+		t.Fatalf("no %v of scope %d", k, id)
+		return event.Event{}
+	}
+	if b := byKind(event.KindScopeBegin, c2); event.ScopeID(b.Extra) != sess {
+		t.Errorf("second cell's parent %d, want the session %d (not the stale request %d)", b.Extra, sess, req)
+	}
+	if e := byKind(event.KindScopeEnd, req); e.Expect != event.ScopeRequest {
+		t.Errorf("request end %+v", e)
+	}
+	for _, e := range ev {
+		if e.Kind == event.KindAlloc && e.Scope != c2 {
+			t.Errorf("alloc in scope %d, want the second cell %d", e.Scope, c2)
+		}
+	}
+}
+
 // BenchmarkSiteDepth is the cost of an allocation event whose site is
 // captured each time (Caller, then Emit) at the stack depths of the
 // engine's call paths, with sites cut at 8 Go frames (the limit before

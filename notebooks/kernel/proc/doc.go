@@ -149,6 +149,21 @@
 // setup cell and filled by later cells is judged in the cells that fill
 // it, not by the setup cell, long ended.
 //
+// A cell's end ends nothing a cell left running, and nothing stays around
+// the next cell either: the scopes still open inside a cell when it ends
+// (a scheduler's requests admitted and not finished, after a step() or
+// an interrupted run()) are detached from it (event.Emitter.End). They
+// stay open, so a later cell that steps the scheduler on serves the same
+// requests, whose blocks are still judged by their request's end; but
+// the next cell begins inside the session, never inside a stale request,
+// so what it makes is judged by its own scopes. A request still running
+// when the kernel shuts down holds its cache to the end: the teardown
+// closes the schedulers (their requests' scopes end, their caches are
+// freed) after it began, so those caches are leaks, and ends any other
+// scope left open. The retention walk reaches a scheduler's running
+// requests: global sc → Scheduler#1 → request#3 → KVCache#7 → layer[0].k
+// (request#N by the id submit returned).
+//
 // When the kernel shuts down it opens the session's teardown scope
 // (event.Emitter.BeginTeardown), frees there what the session left (the
 // tokenizers' caches, the tensors tensor() and causal_mask() made, the

@@ -77,6 +77,9 @@ type Engine struct {
 	ws  *Workspace
 
 	batches []*BatchContext // open ones; guarded by s.mu
+	// schedulers are the engine's schedulers, which may hold running
+	// requests between cells; guarded by s.mu.
+	schedulers []*Scheduler
 }
 
 var (
@@ -134,6 +137,10 @@ func (e *Engine) refs(yield func(string, any)) {
 	// value still refers to them.
 	for _, bc := range e.batches {
 		yield("", bc)
+	}
+	// A scheduler no value refers to still runs the requests it admitted.
+	for _, sc := range e.schedulers {
+		yield("", sc)
 	}
 }
 
@@ -195,7 +202,12 @@ func engineScheduler(thread *starlark.Thread, b *starlark.Builtin, args starlark
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
-	return &Scheduler{e: e, sc: sc, n: e.s.nextNumber("scheduler")}, nil
+	v := &Scheduler{e: e, sc: sc}
+	e.s.mu.Lock()
+	v.n = e.s.id("scheduler")
+	e.schedulers = append(e.schedulers, v)
+	e.s.mu.Unlock()
+	return v, nil
 }
 
 func engineClose(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

@@ -230,12 +230,27 @@ func (sc *Scheduler) Attr(name string) (starlark.Value, error) {
 
 func (sc *Scheduler) pathName() string { return fmt.Sprintf("Scheduler#%d", sc.n) }
 
-// refs yields the prefix cache's blocks.
+// refs yields the running requests' caches (request#3 → KVCache#7),
+// then the prefix cache's blocks.
 func (sc *Scheduler) refs(yield func(string, any)) {
+	for _, r := range sc.sc.Running() {
+		yield("", &schedRequest{id: r.ID, cache: sc.e.s.kvCache(r.Cache)})
+	}
 	for _, t := range sc.sc.PrefixTensors() {
 		yield("prefix_cache", t)
 	}
 }
+
+// schedRequest is a request a scheduler is running, as a step of a
+// retention path: request#3, by the id submit returned.
+type schedRequest struct {
+	id    int
+	cache *KVCache
+}
+
+func (r *schedRequest) pathName() string { return fmt.Sprintf("request#%d", r.id) }
+
+func (r *schedRequest) refs(yield func(string, any)) { yield("", r.cache) }
 
 func schedulerSubmit(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	sc := b.Receiver().(*Scheduler)

@@ -128,3 +128,22 @@ func (c *client) exec(code string) []*msg.Message {
 	c.t.Helper()
 	return c.collect(c.request(msg.Shell, "execute_request", map[string]any{"code": code, "silent": false}, nil), 20*time.Second)
 }
+
+// stop shuts the kernel down as the server does (its input closed) and
+// waits until it has ended and every frame it sent is read, so that c.log
+// holds the whole trace, the teardown included.
+func (c *client) stop() {
+	c.t.Helper()
+	c.w.Close()
+	select {
+	case err := <-c.done:
+		c.done <- err // for the cleanup's wait
+		if err != nil {
+			c.t.Fatalf("kernel ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		c.t.Fatal("kernel did not stop")
+	}
+	for range c.msgs { // closed when the kernel's output ends
+	}
+}

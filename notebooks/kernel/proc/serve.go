@@ -166,6 +166,11 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	wg.Wait()
 	teardown := k.em.BeginTeardown()
 	k.s.close()
+	// Scopes a cell left open that nothing ended (see event.Emitter.End)
+	// end inside the teardown: no scope outlives the session.
+	for _, id := range k.em.Detached() {
+		k.em.End(id)
+	}
 	k.em.End(teardown)
 	k.em.End(sess)
 	k.sink.flush()

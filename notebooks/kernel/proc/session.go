@@ -172,6 +172,18 @@ func (s *session) close() {
 			_ = t.t.Free()
 		}
 	}
+	s.mu.Lock()
+	var scheds []*Scheduler
+	for _, e := range s.engines {
+		scheds = append(scheds, e.schedulers...)
+	}
+	s.mu.Unlock()
+	// A scheduler left mid-flight: its requests' scopes end and their
+	// caches are freed here, after the teardown began, so what they held
+	// is judged as held to the end.
+	for _, sc := range scheds {
+		_ = sc.sc.Close()
+	}
 	for _, e := range s.engines {
 		_ = e.eng.Close()
 	}
