@@ -260,9 +260,12 @@ func (e *Engine) newKVCache(maxTokens int, scope event.ScopeID, expect event.Sco
 
 // NewKVCacheFor returns an empty cache, as NewKVCache does, that its
 // caller owns for a lifetime it declares: each block the cache adds is
-// recorded in the scope open when it is added (inside the request that
-// adds it, in the cell that runs that request) and is expected to die with
-// the innermost scope of kind expect around it. A notebook's cache made in
+// recorded in the scope that was innermost when the engine call adding it
+// (Generate with Request.Cache, Forward) began, and is expected to die
+// with the innermost scope of kind expect around that: the caller's own
+// request around several calls (a retry loop, a multi-turn exchange),
+// else the cell. The request and step scopes a call opens inside itself
+// end with the call and never own a caller's blocks. A notebook's cache made in
 // one cell and filled by requests in later cells is judged in the cells
 // that fill it (expect cell) or at the end of the session (expect
 // session), never by the cell that made it, which has long ended.

@@ -326,6 +326,11 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 		return nil, err
 	}
 	start := time.Now()
+	if req.Cache != nil {
+		// The caller's cache is the caller's: what it adds belongs to the
+		// scopes around this call, not to the request scope below.
+		defer req.Cache.callIn(e.em.Current())()
+	}
 	rs := e.em.Begin(event.ScopeRequest, scopeLabel(e.em, "request %d", e.nextRequest()))
 	defer e.em.End(rs)
 	// Runs after the cache is freed (defers run last-in first-out), so
@@ -497,6 +502,7 @@ func (e *Engine) Forward(tokens []int, cache KVCache, mask *Tensor) (*Tensor, er
 			return nil, fmt.Errorf("forward: %w: mask: %w", ErrBadRequest, err)
 		}
 	}
+	defer cache.callIn(e.em.Current())()
 	logits, err := e.forward([]seqIn{{tokens: tokens, cache: cache, mask: mask}}, fwdOut{wantLogits: true, logitsLabel: "logits"})
 	if err != nil {
 		return nil, fmt.Errorf("forward: %w", err)

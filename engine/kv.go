@@ -99,6 +99,11 @@ type KVCache interface {
 	trim()
 	// isFreed reports whether Free was called.
 	isFreed() bool
+	// callIn records that an engine call began inside scope outer (the
+	// innermost scope open when it was entered, before the call opened
+	// scopes of its own), until the returned function is called; see
+	// kvBase.call.
+	callIn(outer event.ScopeID) (done func())
 	// fits reports whether the cache was made for this model shape and dtype.
 	fits(c Config, dt DType) bool
 }
@@ -150,19 +155,35 @@ type kvBase struct {
 	// Generate and the scheduler). Blocks the cache adds later belong to
 	// it, whatever scope is innermost then: under continuous batching that
 	// is often another request's. 0 for a cache its caller owns
-	// (Engine.NewKVCacheFor): its blocks belong to the scope open when
-	// they are added, the request that adds them in the cell that runs it.
+	// (Engine.NewKVCacheFor): its blocks belong to the scopes around the
+	// engine call that adds them (call), in the cell that runs it.
 	scope event.ScopeID
 	// expect is what the blocks are expected to die with: the request, or
 	// the lifetime the caller declared.
 	expect event.ScopeKind
+	// call is, for a cache its caller owns (scope 0), the scope open
+	// around the engine call that is filling it: its blocks belong to
+	// the caller's scopes (a request the user opened around several
+	// generate calls, else the cell), never to the request or step scopes
+	// the call opens inside, which end with the call. 0 outside calls.
+	call event.ScopeID
+}
+
+func (b *kvBase) callIn(outer event.ScopeID) func() {
+	prev := b.call
+	b.call = outer
+	return func() { b.call = prev }
 }
 
 // alloc allocates one of the cache's tensors in the cache's scope.
 func (b *kvBase) alloc(shape []int, label string) (*Tensor, error) {
 	// Cache tensors are made once per request or per 16 tokens: a stack
 	// walk for the site is affordable, and names the real caller.
-	return emptyIn(b.a, b.scope, b.a.Emitter().Caller(0), shape, b.dt, event.CategoryKVCache, b.expect, label)
+	scope := b.scope
+	if scope == 0 {
+		scope = b.call
+	}
+	return emptyIn(b.a, scope, b.a.Emitter().Caller(0), shape, b.dt, event.CategoryKVCache, b.expect, label)
 }
 
 func (b *kvBase) ID() uint64   { return b.id }

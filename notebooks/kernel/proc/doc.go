@@ -143,11 +143,16 @@
 // A cache a request makes (generate without cache=, keep_cache=True) is
 // expected to die with that request. A cache a cell makes with kv_cache
 // is the notebook's, for the lifetime it declares (expect=, "cell" by
-// default): each block it adds is recorded where it is added, in the
-// request of the cell that fills it, and is expected to die with that
-// cell, or with the session for expect="session". So a cache made in a
-// setup cell and filled by later cells is judged in the cells that fill
-// it, not by the setup cell, long ended.
+// default): each block it adds belongs to the scopes around the engine
+// call that adds it (generate(cache=c), forward), never to the request
+// and step scopes the call opens inside itself, and is expected to die
+// with the innermost scope of that kind there: for expect="request" the
+// user's own timeline.scope("request", ...) around the calls (several
+// generate calls of one multi-turn exchange or retry loop share it),
+// else the cell that runs them; the cell for expect="cell"; the session
+// for expect="session". So a cache made in a setup cell and filled by
+// later cells is judged in the cells that fill it, not by the setup cell,
+// long ended.
 //
 // A cell's end ends nothing a cell left running, and nothing stays around
 // the next cell either: the scopes still open inside a cell when it ends
