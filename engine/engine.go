@@ -202,6 +202,18 @@ func (e *Engine) closeStream() error {
 	return nil
 }
 
+// Scope returns the engine's lifetime scope (kind engine, from New to
+// Close; 0 with recording off), for tensors its callers make to live as
+// long as it (ZerosIn, CausalMaskIn).
+func (e *Engine) Scope() event.ScopeID { return e.scope }
+
+// Closed reports whether Close was called.
+func (e *Engine) Closed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
 // Config returns the model shape.
 func (e *Engine) Config() Config { return e.cfg }
 

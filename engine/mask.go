@@ -22,16 +22,23 @@ import (
 // On an accelerator the mask is made by the CausalMask kernel (bf16) or,
 // for an f32 mask, uploaded.
 func CausalMask(a *alloc.Allocator, rows, cols, offset int, dt DType, expect event.ScopeKind, label string) (*Tensor, error) {
-	return causalMask(a, nil, a.Emitter().Caller(0), rows, cols, offset, dt, expect, label)
+	return causalMask(a, nil, 0, a.Emitter().Caller(0), rows, cols, offset, dt, expect, label)
 }
 
-// causalMask is CausalMask allocated at site, computed on st when a's
-// device is an accelerator (nil: a stream of its own).
-func causalMask(a *alloc.Allocator, st device.Stream, site event.SiteID, rows, cols, offset int, dt DType, expect event.ScopeKind, label string) (*Tensor, error) {
+// CausalMaskIn is CausalMask recorded in the given scope instead of the
+// innermost open one (see ZerosIn).
+func CausalMaskIn(a *alloc.Allocator, scope event.ScopeID, rows, cols, offset int, dt DType, expect event.ScopeKind, label string) (*Tensor, error) {
+	return causalMask(a, nil, scope, a.Emitter().Caller(0), rows, cols, offset, dt, expect, label)
+}
+
+// causalMask is CausalMask allocated at site in scope (0: the innermost
+// open one), computed on st when a's device is an accelerator (nil: a
+// stream of its own).
+func causalMask(a *alloc.Allocator, st device.Stream, scope event.ScopeID, site event.SiteID, rows, cols, offset int, dt DType, expect event.ScopeKind, label string) (*Tensor, error) {
 	if offset < 0 {
 		return nil, fmt.Errorf("causal mask %q: offset must not be negative, got %d", label, offset)
 	}
-	m, err := emptyAt(a, site, []int{rows, cols}, dt, event.CategoryAttnMask, expect, label)
+	m, err := emptyIn(a, scope, site, []int{rows, cols}, dt, event.CategoryAttnMask, expect, label)
 	if err != nil {
 		return nil, fmt.Errorf("causal mask: %w", err)
 	}

@@ -87,7 +87,18 @@ func hostData(a *alloc.Allocator) bool {
 // Zeros is Empty with every element set to 0 (reused allocator blocks are
 // not zeroed by the allocator).
 func Zeros(a *alloc.Allocator, shape []int, dt DType, category event.Category, expect event.ScopeKind, label string) (*Tensor, error) {
-	t, err := emptyAt(a, a.Emitter().Caller(0), shape, dt, category, expect, label)
+	return zerosIn(a, 0, a.Emitter().Caller(0), shape, dt, category, expect, label)
+}
+
+// ZerosIn is Zeros recorded in the given scope instead of the innermost
+// open one: an engine's (Engine.Scope), for a tensor a caller makes to
+// live as long as that engine (expect ScopeEngine) outside its calls.
+func ZerosIn(a *alloc.Allocator, scope event.ScopeID, shape []int, dt DType, category event.Category, expect event.ScopeKind, label string) (*Tensor, error) {
+	return zerosIn(a, scope, a.Emitter().Caller(0), shape, dt, category, expect, label)
+}
+
+func zerosIn(a *alloc.Allocator, scope event.ScopeID, site event.SiteID, shape []int, dt DType, category event.Category, expect event.ScopeKind, label string) (*Tensor, error) {
+	t, err := emptyIn(a, scope, site, shape, dt, category, expect, label)
 	if err != nil {
 		return nil, err
 	}

@@ -106,8 +106,10 @@
 //	      .clear_prefix_cache()); prefix_cache shares prompts' full 16-token blocks between requests, reference-counted,
 //	      evicted least recently used past prefix_capacity blocks (0: never); the blocks are the engine's (expect engine)
 //	  .close(), .config, .model, .device, .weight_bytes
-//	tensor(shape, category="activation", expect="cell", label="tensor", dtype="f32") → Tensor (.free() .view(*sizes) .slice(dim, start, end) .shape .bytes .live .label)
-//	causal_mask(rows, cols, offset=0, label="mask", expect="cell") → Tensor
+//	tensor(shape, category="activation", expect="cell", label="tensor", dtype="f32", owner=None) → Tensor (.free() .view(*sizes) .slice(dim, start, end) .shape .bytes .live .label)
+//	causal_mask(rows, cols, offset=0, label="mask", expect="cell", owner=None) → Tensor
+//	  owner=e: the tensor lives as long as engine e (expect="engine", on e's device); expect="engine" without
+//	  owner= is the one engine open's, and an error naming them when several are open or none is
 //	tokenizer(cache_size=0) → Tokenizer (.encode(text, key=None) .stats() .clear()); each cache entry is a tokenizer_cache block
 //	mem.stats() (.allocated .reserved .outside ...), mem.empty_cache(), mem.snapshot() (.limit .device_free .device_total .stats
 //	  .segments=[struct(addr, size, pool, allocated, requested, blocks=[struct(addr, size, requested, allocated, category, label, site "cell:line")])]), mem.device() (.name .free .total .used .budget .budget_used)

@@ -4,27 +4,101 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.starlark.net/starlark"
 
 	"linger/engine"
+	"linger/engine/alloc"
 	"linger/engine/device"
 	"linger/timeline/event"
 )
 
 // The tensor bindings, on the kernel's first allocator:
 //
-//	tensor(shape, category="activation", expect="cell", label="tensor", dtype="f32") → Tensor
-//	causal_mask(rows, cols, offset=0, label="mask", expect="cell", dtype="f32") → Tensor
+//	tensor(shape, category="activation", expect="cell", label="tensor", dtype="f32", owner=None) → Tensor
+//	causal_mask(rows, cols, offset=0, label="mask", expect="cell", dtype="f32", owner=None) → Tensor
 //
 // A tensor they make stays in the session's registry until freed, so the
 // retention walk finds it when no value refers to it any more.
+//
+// A tensor expected to live as long as an engine (expect="engine") names
+// the engine: owner=e (which implies expect="engine"), or, when exactly
+// one engine is open, that one. With several open and none named, or
+// none open, the call fails and says so rather than guess: closing one
+// engine must never judge another's tensors.
+
+// placement is where a tensor() or causal_mask() allocates: the
+// allocator, the scope it is recorded in (0: the innermost open one) and
+// its expectation.
+type placement struct {
+	a      *alloc.Allocator
+	scope  event.ScopeID
+	expect event.ScopeKind
+}
+
+// place resolves the expect= and owner= arguments of fn.
+func (s *session) place(fn, expect string, owner starlark.Value) (placement, error) {
+	var e *Engine
+	switch o := owner.(type) {
+	case starlark.NoneType:
+	case *Engine:
+		e = o
+		if expect == "" {
+			expect = "engine"
+		}
+		if expect != "engine" {
+			return placement{}, fmt.Errorf("%s: owner= names the engine the tensor lives as long as, so it goes with expect=\"engine\", not expect=%q", fn, expect)
+		}
+	default:
+		return placement{}, fmt.Errorf("%s: owner must be an Engine, not %s", fn, owner.Type())
+	}
+	if expect == "" {
+		expect = "cell"
+	}
+	exp, err := event.ParseScopeKind(expect)
+	if err != nil {
+		return placement{}, fmt.Errorf("%s: %w", fn, err)
+	}
+	if exp != event.ScopeEngine {
+		return placement{a: s.mainAllocator(), expect: exp}, nil
+	}
+	if e == nil {
+		open := s.openEngines()
+		switch len(open) {
+		case 0:
+			return placement{}, fmt.Errorf("%s: expect=\"engine\" with no engine open: make one with engine(), or give another expect", fn)
+		case 1:
+			e = open[0]
+		default:
+			names := make([]string, len(open))
+			for i, o := range open {
+				names[i] = o.pathName()
+			}
+			return placement{}, fmt.Errorf("%s: expect=\"engine\" with %d engines open (%s): name the one it lives as long as with owner=",
+				fn, len(open), strings.Join(names, ", "))
+		}
+	}
+	if e.eng.Closed() {
+		return placement{}, fmt.Errorf("%s: owner %s is closed", fn, e.pathName())
+	}
+	return placement{a: e.eng.Allocator(), scope: e.eng.Scope(), expect: exp}, nil
+}
+
+// openEngines are the engines not closed, in the order they were made.
+func (s *session) openEngines() []*Engine {
+	s.mu.Lock()
+	engines := slices.Clone(s.engines)
+	s.mu.Unlock()
+	return slices.DeleteFunc(engines, func(e *Engine) bool { return e.eng.Closed() })
+}
 
 func newTensor(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	s := sessionOf(thread)
 	var shape starlark.Value
-	category, expect, label, dtype := "activation", "cell", "tensor", "f32"
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "shape", &shape, "category?", &category, "expect?", &expect, "label?", &label, "dtype?", &dtype); err != nil {
+	var owner starlark.Value = starlark.None
+	category, expect, label, dtype := "activation", "", "tensor", "f32"
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "shape", &shape, "category?", &category, "expect?", &expect, "label?", &label, "dtype?", &dtype, "owner?", &owner); err != nil {
 		return nil, err
 	}
 	it, ok := shape.(starlark.Iterable)
@@ -39,15 +113,15 @@ func newTensor(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	if err != nil {
 		return nil, fmt.Errorf("tensor: %w", err)
 	}
-	exp, err := event.ParseScopeKind(expect)
+	p, err := s.place("tensor", expect, owner)
+	if err != nil {
+		return nil, err
+	}
+	dt, err := dtypeOn(p.a, dtype)
 	if err != nil {
 		return nil, fmt.Errorf("tensor: %w", err)
 	}
-	dt, err := s.dtype(dtype)
-	if err != nil {
-		return nil, fmt.Errorf("tensor: %w", err)
-	}
-	t, err := engine.Zeros(s.mainAllocator(), dims, dt, cat, exp, label)
+	t, err := engine.ZerosIn(p.a, p.scope, dims, dt, cat, p.expect, label)
 	if err != nil {
 		return nil, fmt.Errorf("tensor: %w", err)
 	}
@@ -57,36 +131,37 @@ func newTensor(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 func newCausalMask(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	s := sessionOf(thread)
 	var rows, cols, offset int
-	label, expect, dtype := "mask", "cell", "f32"
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rows", &rows, "cols", &cols, "offset?", &offset, "label?", &label, "expect?", &expect, "dtype?", &dtype); err != nil {
+	var owner starlark.Value = starlark.None
+	label, expect, dtype := "mask", "", "f32"
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rows", &rows, "cols", &cols, "offset?", &offset, "label?", &label, "expect?", &expect, "dtype?", &dtype, "owner?", &owner); err != nil {
 		return nil, err
 	}
-	exp, err := event.ParseScopeKind(expect)
+	p, err := s.place("causal_mask", expect, owner)
+	if err != nil {
+		return nil, err
+	}
+	dt, err := dtypeOn(p.a, dtype)
 	if err != nil {
 		return nil, fmt.Errorf("causal_mask: %w", err)
 	}
-	dt, err := s.dtype(dtype)
-	if err != nil {
-		return nil, fmt.Errorf("causal_mask: %w", err)
-	}
-	t, err := engine.CausalMask(s.mainAllocator(), rows, cols, offset, dt, exp, label)
+	t, err := engine.CausalMaskIn(p.a, p.scope, rows, cols, offset, dt, p.expect, label)
 	if err != nil {
 		return nil, fmt.Errorf("causal_mask: %w", err)
 	}
 	return s.tensor(t, true), nil
 }
 
-// dtype parses a tensor's dtype for the first allocator's device. The cpu
+// dtypeOn parses a tensor's dtype for the device of allocator a. The cpu
 // device computes in f32 only, so a tensor there is f32 whatever was
 // asked; meta and an accelerator (cuda) keep the dtype asked, so that a
 // notebook's figures on cuda are the same as on meta (an accelerator's
 // engine reads bf16 and f32 masks alike).
-func (s *session) dtype(name string) (engine.DType, error) {
+func dtypeOn(a *alloc.Allocator, name string) (engine.DType, error) {
 	dt, err := engine.ParseDType(name)
 	if err != nil {
 		return 0, err
 	}
-	if dev := s.mainAllocator().Device(); dev.HasData() && !isAccelerator(dev) {
+	if dev := a.Device(); dev.HasData() && !isAccelerator(dev) {
 		dt = engine.F32
 	}
 	return dt, nil
