@@ -53,12 +53,27 @@ func (a *Allocator) TakeOutside(size uint64, label string) (*Outside, error) {
 	if a.em.Enabled() {
 		site = a.em.Caller(0)
 	}
-	o, err := a.takeOutside(size, label, site)
+	o, err := a.takeOutside(size, label, event.ScopeNone, site)
 	a.notifySegments()
 	return o, err
 }
 
-func (a *Allocator) takeOutside(size uint64, label string, site event.SiteID) (*Outside, error) {
+// TakeOutsideFor is TakeOutside for memory expected to be given back
+// before the scope of kind expect it is taken in ends: the segment_alloc
+// carries the expectation (and, as for a block, the innermost open scope
+// and the caller's site), so that the analyzer judges it as it judges a
+// block: lingering when that scope ends with the memory still taken.
+func (a *Allocator) TakeOutsideFor(size uint64, label string, expect event.ScopeKind) (*Outside, error) {
+	var site event.SiteID
+	if a.em.Enabled() {
+		site = a.em.Caller(0)
+	}
+	o, err := a.takeOutside(size, label, expect, site)
+	a.notifySegments()
+	return o, err
+}
+
+func (a *Allocator) takeOutside(size uint64, label string, expect event.ScopeKind, site event.SiteID) (*Outside, error) {
 	if size == 0 {
 		return nil, fmt.Errorf("take outside %q: size 0: %w", label, ErrInvalidRequest)
 	}
@@ -80,7 +95,7 @@ func (a *Allocator) takeOutside(size uint64, label string, site event.SiteID) (*
 	a.segDirty.Store(true)
 	if a.em.Enabled() {
 		a.em.Emit(event.Event{Kind: event.KindSegmentAlloc, Addr: seg.Addr, Size: seg.Size, Site: site,
-			Label: a.labelLocked(label), Extra: event.PoolOutside})
+			Label: a.labelLocked(label), Extra: event.PoolOutside, Expect: expect})
 	}
 	return &Outside{a: a, seg: seg, label: label}, nil
 }

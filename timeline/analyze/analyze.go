@@ -125,6 +125,7 @@ type obj struct {
 	label           event.StringID
 	site            event.SiteID
 	key             *agg // the (site, category) aggregate
+	outside         bool // memory outside the allocator (catOutside)
 
 	owner      *scope
 	prev, next *obj
@@ -179,6 +180,24 @@ type agg struct {
 	firstAllocSeq uint64
 }
 
+// catOutside is the analyzer's category of memory taken outside the
+// caching allocator (segments of event.PoolOutside made with an
+// expectation): objects with a site, an owner and a verdict like blocks,
+// that count toward no category of the allocator, no allocated track and
+// no peak. Reports name it "outside".
+const catOutside = event.Category(event.NumCategories)
+
+// numCats counts the event categories and catOutside.
+const numCats = event.NumCategories + 1
+
+// catName is a category's name in reports.
+func catName(c event.Category) string {
+	if c == catOutside {
+		return "outside"
+	}
+	return c.String()
+}
+
 // numTracks is the number of tracks, memstate's: allocated, reserved,
 // device used and the Go heap.
 const numTracks = memstate.NumTracks
@@ -187,7 +206,7 @@ const numTracks = memstate.NumTracks
 // time. Create it with New. It is not safe for concurrent use.
 type Analyzer struct {
 	opts Options
-	dup  [event.NumCategories]bool
+	dup  [numCats]bool
 
 	// The kernel's memory budget (the "memory_budget" counter), and the
 	// interned name of that counter once known.
@@ -212,10 +231,13 @@ type Analyzer struct {
 	live     map[uint64]*obj
 	pool     []*obj // recycled objects
 
-	cats   [event.NumCategories]agg
+	cats   [numCats]agg // the categories, then catOutside
 	keys   map[uint64]*agg // by siteCatKey
 	keyOrd []*agg          // keys in order of appearance
 	labels []*agg          // by label id
+	// outsideLabels stands for the label aggregate of memory outside the
+	// allocator, which the peak's shares leave out.
+	outsideLabels agg
 
 	epoch       uint64
 	peak        uint64
@@ -313,6 +335,9 @@ func (a *Analyzer) Add(e event.Event) {
 		a.free(&e)
 	case event.KindSegmentAlloc, event.KindSegmentFree:
 		a.mem.Apply(&e)
+		if e.Extra == event.PoolOutside {
+			a.outside(&e)
+		}
 	case event.KindScopeBegin:
 		a.begin(&e)
 	case event.KindScopeEnd:
@@ -350,6 +375,15 @@ func (a *Analyzer) label(id event.StringID) *agg {
 	return g
 }
 
+// labelOf is the label aggregate o counts in: its label's, for the peak's
+// shares; memory outside the allocator is in none of them.
+func (a *Analyzer) labelOf(o *obj) *agg {
+	if o.outside {
+		return &a.outsideLabels
+	}
+	return a.label(o.label)
+}
+
 // touch saves g's values at the latest peak before its first change since.
 func (a *Analyzer) touch(g *agg) {
 	if g.stamp != a.epoch {
@@ -381,6 +415,44 @@ func (a *Analyzer) alloc(e *event.Event) {
 	if !o.cat.Valid() {
 		o.cat = event.CategoryOther
 	}
+	a.track(o, e)
+	a.mem.Alloc(o.cat, o.size)
+	if allocated := a.mem.Tracks[memstate.Allocated]; allocated > a.peak {
+		a.peak, a.peakSeq, a.peakTime = allocated, e.Seq, e.Time
+		a.peakObjects = uint64(len(a.live))
+		a.epoch++
+	}
+}
+
+// outside follows memory taken outside the allocator (a segment of
+// event.PoolOutside) as an object when it was taken with an expectation:
+// judged as a block is, in category catOutside, off the allocator's
+// figures (memstate has applied the segment to the tracks).
+func (a *Analyzer) outside(e *event.Event) {
+	if e.Kind == event.KindSegmentFree {
+		if o := a.live[e.Addr]; o != nil && o.outside {
+			a.release(o, e, true)
+		}
+		return
+	}
+	if e.Expect == event.ScopeNone {
+		return
+	}
+	if old, dup := a.live[e.Addr]; dup {
+		a.anom.DoubleAllocs++
+		a.release(old, e, false)
+	}
+	o := a.newObj()
+	o.addr, o.size, o.req = e.Addr, e.Size, e.Size
+	o.seq, o.time = e.Seq, e.Time
+	o.cat, o.expect, o.label, o.site = catOutside, e.Expect, e.Label, e.Site
+	o.outside = true
+	a.track(o, e)
+}
+
+// track makes o live: its owner, its aggregates and the duplicates
+// detector's counts.
+func (a *Analyzer) track(o *obj, e *event.Event) {
 	a.live[e.Addr] = o
 
 	owner, period := a.walk(a.scopes[e.Scope], o.expect)
@@ -413,7 +485,7 @@ func (a *Analyzer) alloc(e *event.Event) {
 	}
 	g.lastAllocSeq, g.lastLabel = o.seq, o.label
 
-	for _, x := range [...]*agg{&a.cats[o.cat], g, a.label(o.label)} {
+	for _, x := range [...]*agg{&a.cats[o.cat], g, a.labelOf(o)} {
 		a.touch(x)
 		x.live += o.size
 		x.liveReq += o.req
@@ -424,12 +496,6 @@ func (a *Analyzer) alloc(e *event.Event) {
 	}
 	g.maxLive, g.maxLiveBytes = max(g.maxLive, g.liveN), max(g.maxLiveBytes, g.live)
 	g.maxLiveReq = max(g.maxLiveReq, g.liveReq)
-	a.mem.Alloc(o.cat, o.size)
-	if allocated := a.mem.Tracks[memstate.Allocated]; allocated > a.peak {
-		a.peak, a.peakSeq, a.peakTime = allocated, e.Seq, e.Time
-		a.peakObjects = uint64(len(a.live))
-		a.epoch++
-	}
 }
 
 // walk returns, from s outwards, the owner of an object expected to die
@@ -525,14 +591,16 @@ func (a *Analyzer) free(e *event.Event) {
 func (a *Analyzer) release(o *obj, e *event.Event, freed bool) {
 	delete(a.live, o.addr)
 	a.unlink(o)
-	for _, x := range [...]*agg{&a.cats[o.cat], o.key, a.label(o.label)} {
+	for _, x := range [...]*agg{&a.cats[o.cat], o.key, a.labelOf(o)} {
 		a.touch(x)
 		x.live -= o.size
 		x.liveReq -= o.req
 		x.liveN--
 		x.frees++
 	}
-	a.mem.Free(o.cat, o.size)
+	if !o.outside {
+		a.mem.Free(o.cat, o.size)
+	}
 	if o.lingering && a.teardown > 0 {
 		// The kernel's teardown frees it: it was still held when the
 		// session ended, so it stays leaked.
@@ -749,7 +817,7 @@ func (a *Analyzer) object(o *obj) Object {
 	ob := Object{
 		Addr: o.addr, Size: o.size, Requested: o.req,
 		CategoryID: o.cat, LabelID: o.label, SiteID: o.site, ScopeLabelID: o.scopeLabel,
-		Category: o.cat.String(),
+		Category: catName(o.cat),
 		AllocSeq: o.seq, AllocTime: o.time,
 		Expect:    o.expect.String(),
 		ScopeID:   uint64(o.scopeID),

@@ -406,14 +406,14 @@ func (a *Analyzer) reportLingering(rep *Report, r *resolver) {
 	l.MaxDelayNS, l.MaxDelayEvents, l.MaxDelaySteps = a.lateMax, a.lateMaxE, a.lateMaxS
 	l.ByCategory, l.BySite = []Total{}, []Total{}
 	total := func(g *agg) Total {
-		return Total{Category: g.cat.String(), Count: g.lingN, Bytes: g.lingBytes, Requested: g.lingReq,
+		return Total{Category: catName(g.cat), Count: g.lingN, Bytes: g.lingBytes, Requested: g.lingReq,
 			Leaked: g.lingLiveN, LeakedBytes: g.lingLiveBytes, LeakedRequested: g.lingLiveReq,
 			LateFrees: g.lateN, LateFreeBytes: g.lateBytes, LateFreeRequested: g.lateReq}
 	}
 	for i := range a.cats {
 		if g := &a.cats[i]; g.lingN > 0 {
 			t := total(g)
-			t.Category = event.Category(i).String()
+			t.Category = catName(event.Category(i))
 			l.ByCategory = append(l.ByCategory, t)
 		}
 	}
@@ -445,7 +445,7 @@ func (a *Analyzer) reportLingering(rep *Report, r *resolver) {
 
 func (a *Analyzer) stat(g *agg) Stat {
 	pb, _, pn := a.atPeak(g)
-	return Stat{Category: g.cat.String(), Allocs: g.allocs, AllocBytes: g.allocBytes, Frees: g.frees,
+	return Stat{Category: catName(g.cat), Allocs: g.allocs, AllocBytes: g.allocBytes, Frees: g.frees,
 		LiveCount: g.liveN, LiveBytes: g.live, Lingering: g.lingN, LingeringBytes: g.lingBytes,
 		Leaked: g.lingLiveN, LeakedBytes: g.lingLiveBytes, PeakCount: pn, PeakBytes: pb}
 }
@@ -456,7 +456,7 @@ func (a *Analyzer) growth(g *agg, site string) (Growth, bool) {
 	}
 	ps, pt, r2 := g.fit.slope()
 	rs, rt, _ := g.reqFit.slope()
-	return Growth{Category: g.cat.String(), Site: site, Samples: int(g.fit.n), BytesPerStep: ps,
+	return Growth{Category: catName(g.cat), Site: site, Samples: int(g.fit.n), BytesPerStep: ps,
 		BytesPerSecond: pt, RequestedPerStep: rs, RequestedPerSecond: rt, R2: r2,
 		First: uint64(g.fit.first), Last: uint64(g.fit.last),
 		FirstRequested: uint64(g.reqFit.first), LastRequested: uint64(g.reqFit.last)}, true
@@ -510,7 +510,7 @@ func (a *Analyzer) duplicate(g *agg, r *resolver) (Duplicate, bool) {
 	if saved < a.opts.MinDuplicateBytes {
 		return Duplicate{}, false
 	}
-	return Duplicate{Category: g.cat.String(), Label: labelPattern(r.str(g.firstLabel), r.str(g.lastLabel)),
+	return Duplicate{Category: catName(g.cat), Label: labelPattern(r.str(g.firstLabel), r.str(g.lastLabel)),
 		Count: g.allocs, Steps: g.periods, MinSize: g.minSize, MaxSize: g.maxSize,
 		TotalBytes: g.allocBytes, SavedBytes: saved, MaxLive: g.maxLive, MaxLiveBytes: g.maxLiveBytes,
 		MinRequested: g.minReq, MaxRequested: g.maxReq, TotalRequested: g.allocReq,
@@ -552,15 +552,15 @@ func (a *Analyzer) reportPeak(rep *Report, r *resolver) {
 	p := &rep.Peak
 	p.Bytes, p.Seq, p.TimeNS, p.Objects = a.peak, a.peakSeq, a.peakTime, a.peakObjects
 	p.ByCategory, p.BySite, p.ByLabel = []Share{}, []Share{}, []Share{}
-	for i := range a.cats {
+	for i := range a.cats[:catOutside] { // the peak is the allocator's
 		if b, req, n := a.atPeak(&a.cats[i]); n > 0 {
-			p.ByCategory = append(p.ByCategory, Share{Category: event.Category(i).String(), Bytes: b, Requested: req, Count: n})
+			p.ByCategory = append(p.ByCategory, Share{Category: catName(event.Category(i)), Bytes: b, Requested: req, Count: n})
 			p.Requested += req
 		}
 	}
 	for _, g := range a.keyOrd {
-		if b, req, n := a.atPeak(g); n > 0 {
-			p.BySite = append(p.BySite, Share{Category: g.cat.String(), Site: r.site(g.site), Bytes: b, Requested: req, Count: n})
+		if b, req, n := a.atPeak(g); n > 0 && g.cat != catOutside {
+			p.BySite = append(p.BySite, Share{Category: catName(g.cat), Site: r.site(g.site), Bytes: b, Requested: req, Count: n})
 		}
 	}
 	for id, g := range a.labels {

@@ -17,7 +17,15 @@ import (
 //	mem.empty_cache(): every allocator's cached segments back to the device
 //	mem.snapshot() → struct(limit, device_free, device_total, stats, segments=[...])
 //	mem.device() → struct(name, free, total, used)
-//	mem.take_outside(bytes, label="outside") → OutsideMemory
+//	mem.take_outside(bytes, label="outside", expect="cell") → OutsideMemory
+//
+// Memory taken outside the allocator is an object with a lifetime, as a
+// block is: recorded with the cell line that took it and the scope it is
+// expected to be given back in (expect=, "cell" by default, as tensor()),
+// judged lingering when that scope ends with it still taken (category
+// "outside" in the report), named by the retention walk (global taken[3]
+// → OutsideMemory#4) and counted by linger run's --max-lingering. The
+// kernel's teardown gives back what is still taken.
 var memModule = &starlarkstruct.Module{
 	Name: "mem",
 	Members: starlark.StringDict{
@@ -125,21 +133,29 @@ func memDevice(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 func memTakeOutside(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	s := sessionOf(thread)
 	var size starlark.Value
-	label := "outside"
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "bytes", &size, "label?", &label); err != nil {
+	label, expect := "outside", "cell"
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "bytes", &size, "label?", &label, "expect?", &expect); err != nil {
 		return nil, err
 	}
 	n, err := sizeArg(size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", b.Name(), err)
 	}
-	a := s.mainAllocator()
-	id := s.nextNumber("outside")
-	o, err := a.TakeOutside(n, label)
+	exp, err := event.ParseScopeKind(expect)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", b.Name(), err)
 	}
-	return &OutsideMemory{o: o, n: id}, nil
+	a := s.mainAllocator()
+	o, err := a.TakeOutsideFor(n, label, exp)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", b.Name(), err)
+	}
+	m := &OutsideMemory{o: o}
+	s.mu.Lock()
+	m.n = s.id("outside")
+	s.outside = append(s.outside, m)
+	s.mu.Unlock()
+	return m, nil
 }
 
 // OutsideMemory is device memory taken beside the caching allocator, until
@@ -182,14 +198,19 @@ func (m *OutsideMemory) Attr(name string) (starlark.Value, error) {
 }
 
 func (m *OutsideMemory) pathName() string       { return fmt.Sprintf("OutsideMemory#%d", m.n) }
-func (m *OutsideMemory) refs(func(string, any)) {}
+func (m *OutsideMemory) refs(yield func(string, any)) { yield("", m.o) }
 
 func outsideRelease(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
 		return nil, err
 	}
-	if err := b.Receiver().(*OutsideMemory).o.Release(); err != nil {
+	m := b.Receiver().(*OutsideMemory)
+	if err := m.o.Release(); err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
+	s := sessionOf(thread)
+	s.mu.Lock()
+	s.outside = without(s.outside, m)
+	s.mu.Unlock()
 	return starlark.None, nil
 }

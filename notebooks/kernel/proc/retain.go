@@ -50,6 +50,9 @@ func (s *session) holderPaths() map[uint64]string {
 	for _, t := range s.tensors {
 		queue = append(queue, walkItem{t, "kernel registry (no reference left; call .free())"})
 	}
+	for _, m := range s.outside {
+		queue = append(queue, walkItem{m, "kernel registry (no reference left; call .release())"})
+	}
 	s.mu.Unlock()
 	walk(queue, paths, seen)
 	return paths
@@ -70,6 +73,12 @@ func walk(queue []walkItem, paths map[uint64]string, seen map[uintptr]bool) {
 		push := func(v any, path string) { queue = append(queue, walkItem{v, path}) }
 		switch v := it.v.(type) {
 		case *alloc.Block:
+			if v != nil && v.Live() {
+				if _, ok := paths[v.Addr()]; !ok {
+					paths[v.Addr()] = it.path
+				}
+			}
+		case *alloc.Outside:
 			if v != nil && v.Live() {
 				if _, ok := paths[v.Addr()]; !ok {
 					paths[v.Addr()] = it.path

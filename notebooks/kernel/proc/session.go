@@ -44,6 +44,7 @@ type session struct {
 	engines []*Engine
 	toks    []*Tokenizer
 	tensors []*Tensor // made by tensor() and causal_mask(), until freed
+	outside []*OutsideMemory // taken by mem.take_outside, until released
 	caches  map[uint64]*KVCache
 	nextID  map[string]int
 
@@ -154,7 +155,8 @@ func (s *session) allocators() []*alloc.Allocator {
 }
 
 // close frees what the cells left: the tokenizers' caches, the tensors
-// tensor() and causal_mask() made that are still alive, and the engines
+// tensor() and causal_mask() made that are still alive, the memory
+// mem.take_outside took and nobody gave back, and the engines
 // (their caches, weights and workspaces). It runs when the kernel shuts
 // down, inside the session's teardown scope (event.ScopeFlagTeardown), so
 // that objects declared to live as long as the session end with it, and
@@ -171,6 +173,13 @@ func (s *session) close() {
 		if t.t.Live() {
 			_ = t.t.Free()
 		}
+	}
+	s.mu.Lock()
+	outside := s.outside
+	s.outside = nil
+	s.mu.Unlock()
+	for _, m := range outside {
+		_ = m.o.Release()
 	}
 	s.mu.Lock()
 	var scheds []*Scheduler
