@@ -349,3 +349,64 @@ func TestRunHolders(t *testing.T) {
 		t.Errorf("report: requested %d (leaked %d) in %d bytes; want %d in %d", l.Requested, l.LeakedRequested, l.Bytes, req, blocks)
 	}
 }
+
+// TestRunSchedulerMidFlight: a cell that steps a scheduler once leaves
+// two requests running to the end; their KV caches, held to the
+// shutdown, are leaks, and linger run --max-lingering 1MiB fails on
+// them. small: 4 layers, k and v of 4 KV heads × 32 values, bf16 on
+// meta, a contiguous cache of prompt+new tokens per request.
+func TestRunSchedulerMidFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kernel process")
+	}
+	cfg := engine.Presets["small"]
+	tensor := rounded(uint64((4000 + 64) * cfg.KVHeads * cfg.HeadDim * engine.BF16.Size()))
+	want := 2 * uint64(cfg.Layers) * 2 * tensor
+	var stdout, stderr bytes.Buffer
+	err := runNotebook(context.Background(), []string{filepath.Join("testdata", "lifetimes", "scheduler-midflight.ipynb"),
+		"--out", filepath.Join(t.TempDir(), "out.ipynb"), "--max-lingering", "1MiB"}, &stdout, &stderr)
+	if !errors.Is(err, errLingering) {
+		t.Fatalf("linger run --max-lingering 1MiB: %v, want the lingering error\n%s%s", err, stdout.String(), stderr.String())
+	}
+	if s := summary(2*cfg.Layers*2, want, want); !strings.Contains(stdout.String(), s) {
+		t.Errorf("output lacks %q:\n%s", s, stdout.String())
+	}
+	r := runLifetimes(t, "scheduler-midflight.ipynb")
+	l := r.report.Lingering
+	if l.Leaked != uint64(2*cfg.Layers*2) || l.LeakedBytes != want {
+		t.Errorf("leaked %d objects, %d bytes; want %d, %d", l.Leaked, l.LeakedBytes, 2*cfg.Layers*2, want)
+	}
+	for _, o := range l.Objects {
+		if o.Category != "kv_cache" || !strings.HasPrefix(o.Site, "cell setup:5 ") {
+			t.Errorf("%+v: want a KV block made at cell setup:5 (sc.step())", o)
+		}
+	}
+}
+
+// TestRunOutsideKept: memory taken outside the allocator and kept in a
+// global lingers from its cell's end at the line that took it, and linger
+// run's --max-lingering counts it; the buffer given back in its cell is
+// quiet.
+func TestRunOutsideKept(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kernel process")
+	}
+	const size = 24 << 20
+	r := runLifetimes(t, "outside-kept.ipynb")
+	if !errors.Is(r.err, errLingering) {
+		t.Errorf("linger run --max-lingering 0: %v, want the lingering error", r.err)
+	}
+	if s := summary(1, size, size); !strings.Contains(r.stdout, s) {
+		t.Errorf("output lacks %q:\n%s", s, r.stdout)
+	}
+	if !slices.Contains(r.holders, "global nccl → OutsideMemory#2") {
+		t.Errorf("holders %q, want global nccl → OutsideMemory#2", r.holders)
+	}
+	l := r.report.Lingering
+	if len(l.Objects) != 1 {
+		t.Fatalf("lingering %+v, want the nccl buffer alone", l.Objects)
+	}
+	if o := l.Objects[0]; o.Label != "nccl buffer" || o.Category != "outside" || !o.Leaked || o.ScopeKind != "cell" || !strings.HasPrefix(o.Site, "cell setup:4 ") {
+		t.Errorf("object %+v: want the nccl buffer, outside, taken at cell setup:4, lingering from its cell, leaked", o)
+	}
+}
