@@ -53,6 +53,7 @@ func (e *StopError) Unwrap() error { return e.Err }
 type Dict struct {
 	strings map[event.StringID]string
 	sites   map[event.SiteID]event.Site
+	held    map[uint64]string // holder paths by allocation seq (Holders)
 }
 
 // String returns the string with the given id, or "" if it is undefined.
@@ -424,6 +425,12 @@ func (r *Reader) apply(typ byte, p []byte) error {
 		r.left = count
 		r.next = first
 		r.dec.Reset(first)
+	case frameHolders:
+		h, err := decodeHolders(p)
+		if err != nil {
+			return err
+		}
+		r.dict.setHolders(h)
 	case frameEnd:
 		r.ended = true
 		r.reason = string(p)

@@ -77,6 +77,7 @@ type pendingDef struct {
 	site bool
 	str  StringDef
 	sd   SiteDef
+	held *Holders // a holders record instead of a definition
 }
 
 // Recorder is the event.Sink a kernel's events go into: it writes them to
@@ -151,6 +152,7 @@ type Recorder struct {
 	last    uint64        // Seq of the newest event published
 	strs    []StringDef   // every string definition, in order (append-only)
 	sites   []SiteDef     // every site definition, in order (append-only)
+	held    Dict          // the holders recorded so far (its held map alone)
 	ended   bool
 	reason  string
 	err     error // first write error
@@ -260,6 +262,27 @@ func (r *Recorder) DefineSite(id event.SiteID, s event.Site) {
 	r.defMu.Lock()
 	r.defs = append(r.defs, pendingDef{pos: r.wpos, site: true, sd: SiteDef{id, s}})
 	r.defMu.Unlock()
+}
+
+// Holders records what held the lingering objects at this point of the
+// trace (see Holders): written to the log after every event emitted
+// before the call, in the producer's order, as definitions are. Call it
+// from the producer's goroutine.
+func (r *Recorder) Holders(h Holders) {
+	if r.closing.Load() {
+		return
+	}
+	r.defMu.Lock()
+	r.defs = append(r.defs, pendingDef{pos: r.wpos, held: &h})
+	r.defMu.Unlock()
+}
+
+// HeldBy returns the path that last held the object allocated at event
+// allocSeq, among the holders recorded and written so far.
+func (r *Recorder) HeldBy(allocSeq uint64) (string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.held.HeldBy(allocSeq)
 }
 
 // Emit implements event.Sink. e.Seq must be greater than the previous
@@ -509,6 +532,11 @@ func (r *Recorder) applyDefs(pos uint64) {
 	}
 	r.mu.Lock()
 	for _, d := range r.pend[:n] {
+		if d.held != nil {
+			r.w.WriteHolders(*d.held)
+			r.held.setHolders(*d.held)
+			continue
+		}
 		if d.site {
 			r.w.DefineSite(d.sd.ID, d.sd.Site)
 			r.sites = append(r.sites, d.sd)

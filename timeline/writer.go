@@ -53,6 +53,7 @@ const (
 	frameEvents  = 3
 	frameEnd     = 4
 	frameStacks  = 5
+	frameHolders = 6
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
