@@ -518,6 +518,12 @@ func (k *Kernel) readLoop(p *process, stdout io.Reader) {
 			if err := json.Unmarshal(payload, &c); err != nil {
 				continue
 			}
+			if c.Op == wire.OpHolders {
+				if p.rec != nil {
+					p.rec.Holders(recordedHolders(c))
+				}
+				continue
+			}
 			if c.Op == wire.OpLingeringReply {
 				p.mu.Lock()
 				ch := p.queries[c.ID]
@@ -945,3 +951,12 @@ func (k *Kernel) Lingering(ctx context.Context) ([]Holder, error) {
 
 // Done is closed when the kernel is shut down for good.
 func (k *Kernel) Done() <-chan struct{} { return k.done }
+
+// recordedHolders is an OpHolders control as the trace records it.
+func recordedHolders(c wire.Control) timeline.Holders {
+	h := timeline.Holders{Seq: c.Seq, Reason: c.Reason, Held: make([]timeline.Held, len(c.Holders))}
+	for i, x := range c.Holders {
+		h.Held[i] = timeline.Held{AllocSeq: x.AllocSeq, Addr: x.Addr, Path: x.Path}
+	}
+	return h
+}

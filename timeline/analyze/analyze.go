@@ -231,7 +231,7 @@ type Analyzer struct {
 	live     map[uint64]*obj
 	pool     []*obj // recycled objects
 
-	cats   [numCats]agg // the categories, then catOutside
+	cats   [numCats]agg    // the categories, then catOutside
 	keys   map[uint64]*agg // by siteCatKey
 	keyOrd []*agg          // keys in order of appearance
 	labels []*agg          // by label id
@@ -798,6 +798,10 @@ func (a *Analyzer) linger(o *obj, s *scope, e *event.Event) {
 		a.opts.OnLinger(a.object(o))
 	}
 }
+
+// Lingered returns how many objects have become lingering so far: a
+// cheap test of whether anything newly lingers since an earlier call.
+func (a *Analyzer) Lingered() uint64 { return a.ling.n }
 
 // Live returns the object alive at addr now, between Adds, and whether
 // there is one. Its LingerSeq is 0 unless it is lingering; names are

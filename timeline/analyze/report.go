@@ -151,6 +151,19 @@ type Object struct {
 	// Stack is the site's notebook call stack, outermost first: the
 	// calling cell's line before a helper's.
 	Stack []StackFrame `json:"stack,omitempty"`
+
+	// HeldBy is the reference path that held it, as the trace recorded it
+	// (see HolderNames): "global last_cache → KVCache#3 → layer[5].k";
+	// empty when the trace names no holder for it.
+	HeldBy string `json:"held_by,omitempty"`
+}
+
+// HolderNames is the Names of a trace that records who held its lingering
+// objects (*timeline.File and *timeline.Dict do: a live kernel's holders,
+// kept in the trace). Report fills each lingering Object's HeldBy from
+// it.
+type HolderNames interface {
+	HeldBy(allocSeq uint64) (string, bool)
 }
 
 // Growth is a category (Site empty) or (site, category) whose live bytes
@@ -435,6 +448,9 @@ func (a *Analyzer) reportLingering(rep *Report, r *resolver) {
 		o.Label, o.Site, o.ScopeLabel = r.str(o.LabelID), r.site(o.SiteID), r.str(o.ScopeLabelID)
 		o.Stack = r.stack(o.SiteID)
 		o.Leaked = o.FreeSeq == 0
+		if h, ok := r.names.(HolderNames); ok {
+			o.HeldBy, _ = h.HeldBy(o.AllocSeq)
+		}
 		l.Objects = append(l.Objects, o)
 	}
 	slices.SortFunc(l.Objects, func(x, y Object) int {

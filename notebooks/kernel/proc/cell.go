@@ -132,7 +132,7 @@ func (k *kernelProc) execute(m *msg.Message) {
 			"data": k.resultData(res), "metadata": map[string]any{}})
 	}
 	k.flushStream(false)
-	k.sink.flush()
+	k.recordHolders("cell "+run.cell, false)
 	if cerr != nil {
 		if !req.Silent {
 			k.publish(m, "error", map[string]any{"ename": cerr.ename, "evalue": cerr.evalue, "traceback": cerr.traceback})

@@ -24,6 +24,23 @@ type client struct {
 	done    chan error
 	session string
 	log     eventtest.Sink // the kernel's events, decoded from its FrameEvents
+	held    []wire.Control // the holders the kernel recorded (OpHolders), under mu
+}
+
+// heldBy returns the holder paths the kernel recorded, by allocation
+// seq, the latest record winning, and the records' reasons in order.
+func (c *client) heldBy() (map[uint64]string, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	paths := map[uint64]string{}
+	var reasons []string
+	for _, ctl := range c.held {
+		reasons = append(reasons, ctl.Reason)
+		for _, h := range ctl.Holders {
+			paths[h.AllocSeq] = h.Path
+		}
+	}
+	return paths, reasons
 }
 
 func startKernel(t *testing.T) *client {
@@ -65,6 +82,12 @@ func startKernelOpts(t *testing.T, opts Options) *client {
 			case wire.FrameControl:
 				var ctl wire.Control
 				_ = json.Unmarshal(p, &ctl)
+				if ctl.Op == wire.OpHolders {
+					c.mu.Lock()
+					c.held = append(c.held, ctl)
+					c.mu.Unlock()
+					continue
+				}
 				c.ctrl <- ctl
 			}
 		}

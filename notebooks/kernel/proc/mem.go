@@ -197,7 +197,7 @@ func (m *OutsideMemory) Attr(name string) (starlark.Value, error) {
 	return outsideMethods.bound(m, name), nil
 }
 
-func (m *OutsideMemory) pathName() string       { return fmt.Sprintf("OutsideMemory#%d", m.n) }
+func (m *OutsideMemory) pathName() string             { return fmt.Sprintf("OutsideMemory#%d", m.n) }
 func (m *OutsideMemory) refs(yield func(string, any)) { yield("", m.o) }
 
 func outsideRelease(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

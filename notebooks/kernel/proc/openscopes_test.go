@@ -2,6 +2,7 @@ package proc
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -57,6 +58,22 @@ print(len(done), sc.pending)`, prompt, newTokens, prompt, newTokens))
 		t.Errorf("leaked %d objects, %d bytes requested; want %d, %d (the in-flight caches, held to the end, and the later cell's tensor)",
 			l.Leaked, l.LeakedRequested, requests*layers*2+1, want)
 	}
+	held, reasons := c.heldBy()
+	if len(reasons) != 2 || reasons[0] != "cell exec-2" || reasons[1] != "teardown" {
+		t.Errorf("holders recorded at %q, want at the end of cell exec-2 (scores newly lingered) and at the teardown", reasons)
+	}
+	for _, o := range l.Objects {
+		if o.Category != "kv_cache" {
+			continue
+		}
+		p := held[o.AllocSeq]
+		if !regexp.MustCompile(`^global sc → Scheduler#1 → request#[12] → KVCache#\d+ → `).MatchString(p) || !strings.HasSuffix(p, labelStep(o.Label)) {
+			t.Errorf("%s (alloc %d) held by %q at the teardown, want global sc → Scheduler#1 → request#N → KVCache#M → %s", o.Label, o.AllocSeq, p, labelStep(o.Label))
+		}
+	}
+	if p := held[scoresSeq(l)]; p != "global scores → Tensor#1 → scores" {
+		t.Errorf("scores held by %q in the trace, want global scores → Tensor#1 → scores", p)
+	}
 	for _, o := range l.Objects {
 		if o.Label == "scores" && o.ScopeKind != "cell" {
 			t.Errorf("scores lingered from its %s, want from its cell: %+v", o.ScopeKind, o)
@@ -65,4 +82,14 @@ print(len(done), sc.pending)`, prompt, newTokens, prompt, newTokens))
 			t.Errorf("KV block made at %s, want the cell's line 5 (sc.step())", o.Site)
 		}
 	}
+}
+
+// scoresSeq is the allocation seq of the lingering object labelled scores.
+func scoresSeq(l analyze.Lingering) uint64 {
+	for _, o := range l.Objects {
+		if o.Label == "scores" {
+			return o.AllocSeq
+		}
+	}
+	return 0
 }

@@ -34,6 +34,12 @@ libs = {"nccl": mem.take_outside(48 * MiB, label="nccl buffer")}`)
 		t.Fatal(err)
 	}
 	l := rep.Lingering
+	held, _ := c.heldBy()
+	for _, o := range l.Objects {
+		if p := held[o.AllocSeq]; p != `global libs["nccl"] → OutsideMemory#2` {
+			t.Errorf("%s held by %q in the trace, want global libs[\"nccl\"] → OutsideMemory#2", o.Label, p)
+		}
+	}
 	if l.Count != 1 || l.Leaked != 1 || l.LeakedBytes != 48*mib {
 		t.Errorf("lingering %d, leaked %d (%d bytes); want the 48 MiB buffer alone, leaked", l.Count, l.Leaked, l.LeakedBytes)
 	}

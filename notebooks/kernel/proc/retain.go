@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
@@ -58,6 +59,13 @@ func (s *session) holderPaths() map[uint64]string {
 	return paths
 }
 
+// pathStep is what a retention path goes through: a referrer, or a step
+// of a value's own that no cell can hold (a scheduler's running request).
+type pathStep interface {
+	pathName() string
+	refs(yield func(step string, child any))
+}
+
 // walk visits queue breadth first, recording the first path to each live
 // block in paths.
 func walk(queue []walkItem, paths map[uint64]string, seen map[uintptr]bool) {
@@ -90,7 +98,7 @@ func walk(queue []walkItem, paths map[uint64]string, seen map[uintptr]bool) {
 					paths[b.Addr()] = it.path + " → " + labelStep(b.Label())
 				}
 			}
-		case referrer:
+		case pathStep: // a referrer, or a step that is no value (request#3)
 			p := it.path
 			if name := v.pathName(); name != "" {
 				p += " → " + name
@@ -182,4 +190,44 @@ func (s *session) lingering() []wire.Holder {
 		out = append(out, wire.Holder{Addr: o.Addr, Size: o.Size, Requested: o.Requested, Category: o.Category, Label: o.Label, Site: o.Site, Path: paths[o.Addr]})
 	}
 	return out
+}
+
+// recordHolders flushes the events so far to the server and, when objects
+// newly lingered since the last record (or, with all, whenever any
+// lingering object is alive), walks the roots and sends their holders
+// (wire.OpHolders), which the server keeps in the trace: a saved trace
+// names who held them as the live kernel did. Without all it names only
+// the objects that lingered since the last record; the walk runs only
+// when there are some, so a cell that leaves nothing new lingering costs
+// one counter read. It must run on the executor goroutine, or after it
+// stopped.
+func (k *kernelProc) recordHolders(reason string, all bool) {
+	seq := k.em.Seq()
+	k.sink.flush()
+	n := k.sink.lingered()
+	if n == k.heldCount && !all {
+		return
+	}
+	k.heldCount = n
+	since := k.heldSeq
+	k.heldSeq = seq
+	rep := k.sink.report()
+	var held []wire.Holder
+	var paths map[uint64]string
+	for _, o := range rep.Lingering.Objects {
+		if o.FreeSeq != 0 || (!all && o.LingerSeq <= since) {
+			continue
+		}
+		if paths == nil {
+			paths = k.s.holderPaths()
+		}
+		held = append(held, wire.Holder{Addr: o.Addr, AllocSeq: o.AllocSeq, Path: paths[o.Addr]})
+	}
+	if len(held) == 0 {
+		return
+	}
+	b, err := json.Marshal(wire.Control{Op: wire.OpHolders, Seq: seq, Reason: reason, Holders: held})
+	if err == nil {
+		_ = k.writeFrame(wire.FrameControl, b)
+	}
 }

@@ -38,6 +38,12 @@ type kernelProc struct {
 	execCount int
 	history   [][3]any
 
+	// heldCount and heldSeq are the analyzer's lingering count and the
+	// last event at the latest holders record (recordHolders); executor
+	// only.
+	heldCount uint64
+	heldSeq   uint64
+
 	mu  sync.Mutex // guards cur
 	cur *cellRun
 
@@ -165,6 +171,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	k.shutdown()
 	wg.Wait()
 	teardown := k.em.BeginTeardown()
+	// What the session still holds as it ends: every lingering object's
+	// holder goes into the trace before the teardown frees it.
+	k.recordHolders("teardown", true)
 	k.s.close()
 	// Scopes a cell left open that nothing ended (see event.Emitter.End)
 	// end inside the teardown: no scope outlives the session.

@@ -43,7 +43,7 @@ type session struct {
 	main    *alloc.Allocator
 	engines []*Engine
 	toks    []*Tokenizer
-	tensors []*Tensor // made by tensor() and causal_mask(), until freed
+	tensors []*Tensor        // made by tensor() and causal_mask(), until freed
 	outside []*OutsideMemory // taken by mem.take_outside, until released
 	caches  map[uint64]*KVCache
 	nextID  map[string]int

@@ -83,6 +83,13 @@ func (s *pipeSink) report() *analyze.Report {
 	return s.an.Report(&s.dict)
 }
 
+// lingered is how many objects have become lingering so far.
+func (s *pipeSink) lingered() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.an.Lingered()
+}
+
 // site resolves a site id the kernel's Emitter defined.
 func (s *pipeSink) site(id event.SiteID) (event.Site, bool) {
 	s.mu.Lock()

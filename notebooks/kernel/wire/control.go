@@ -27,6 +27,12 @@ const (
 	OpShutdown       = "shutdown"        // server → kernel: end the process
 	OpLingering      = "lingering"       // server → kernel: who holds each lingering object?
 	OpLingeringReply = "lingering_reply" // kernel → server: the answer, Holders, same ID
+	// OpHolders is the kernel telling, unasked, what held the objects that
+	// newly lingered (at a cell's end) or linger when the teardown begins:
+	// Holders with AllocSeq set, Seq the last event before the walk and
+	// Reason when it ran. It follows the events it speaks of on the pipe;
+	// the server records it in the trace (timeline.Holders).
+	OpHolders = "holders"
 )
 
 // Control is a control frame's payload.
@@ -35,6 +41,9 @@ type Control struct {
 	ID      string   `json:"id,omitempty"`
 	Holders []Holder `json:"holders,omitempty"`
 	Error   string   `json:"error,omitempty"`
+	// Seq and Reason, for OpHolders.
+	Seq    uint64 `json:"seq,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Holder is one lingering object and the reference path that keeps it
@@ -52,6 +61,10 @@ type Holder struct {
 	// "global last_cache → KVCache#3 → layer[5].k"; empty when no path was
 	// found.
 	Path string `json:"path"`
+	// AllocSeq is the sequence number of the object's allocation in the
+	// kernel's trace (of its segment_alloc, for memory outside the
+	// allocator): what names it in a trace, where addresses are reused.
+	AllocSeq uint64 `json:"alloc_seq,omitempty"`
 }
 
 // ExitMemoryLimit is the exit status of a kernel that ended itself over
