@@ -243,6 +243,7 @@ type Analyzer struct {
 	trackStart [numTracks]uint64
 	started    bool
 	series     series
+	outside    outsideTrack
 }
 
 type lingTotals struct {
@@ -323,6 +324,7 @@ func (a *Analyzer) Add(e event.Event) {
 		a.anom.OOMs++
 	}
 	a.series.add(e.Seq, e.Time, &a.mem.Tracks)
+	a.outside.note(&a.mem, &e, a.teardown > 0)
 }
 
 func siteCatKey(s event.SiteID, c event.Category) uint64 { return uint64(s)<<8 | uint64(c) }
