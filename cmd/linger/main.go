@@ -5,7 +5,7 @@
 //
 //	linger generate --model PRESET --device meta|cpu [--prompt-tokens N | --prompt TEXT] [flags]
 //	linger serve [--dir DIR] [--addr HOST:PORT] [--token T] [--trace-dir DIR] [--base-url /PREFIX/] [--allow-host NAME]... [--allow-remote] [--allow-short-token]
-//	linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--timeout D] [--kernel linger|linger-cuda] [--param NAME=VALUE]...
+//	linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--max-duplicates BYTES] [--max-growth RATE] [--max-peak BYTES] [--max-outside BYTES] [--timeout D] [--kernel linger|linger-cuda] [--param NAME=VALUE]...
 //	linger trace analyze FILE [--json] [--max-objects N]
 //	linger trace export --format perfetto|memviz-json|memviz-pickle|pprof [--at peak|end|SEQ] FILE -o OUT
 //	linger trace diff A B [--json]
@@ -17,7 +17,9 @@
 // is the notebook server (the Jupyter Server API, kernels, the pages and
 // their timelines); singleuser is the same server started by JupyterHub,
 // which it is when run with no command in a hub's environment; run executes a notebook headless in a fresh kernel and
-// fails on a cell error or on lingering memory over a limit; trace
+// fails on a cell error or on a gate: lingering memory, a duplicates
+// finding's saving, a growth finding's slope, the peak or the memory held
+// outside the allocator over its limit; trace
 // analyzes, exports or compares traces; kernel is the kernel process that
 // serve and run start, not a command for people.
 //
@@ -41,7 +43,7 @@ var commands = map[string]cli.Command{
 	"trace":      {Summary: "analyze, export or compare traces (linger trace help)", Run: runTrace},
 	"serve":      {Summary: "the notebook server (Jupyter Server API, kernels, timelines)", Run: runServe},
 	"singleuser": {Summary: "the notebook server as a JupyterHub single-user server (configured by the hub's environment)", Run: runSingleuser},
-	"run":        {Summary: "execute a notebook headless in a fresh kernel; fail on errors or lingering memory", Run: runNotebook},
+	"run":        {Summary: "execute a notebook headless in a fresh kernel; fail on errors or a gate (lingering, duplicates, growth, peak, outside memory)", Run: runNotebook},
 	"kernel":     {Summary: "a kernel process (started by the server)", Run: runKernel},
 }
 

@@ -20,12 +20,9 @@ import (
 	"linger/timeline/analyze"
 )
 
-// errCell and errLingering are the failures of a headless run that CI
-// gates on.
-var (
-	errCell      = errors.New("a cell failed")
-	errLingering = errors.New("lingering memory over the limit")
-)
+// errCell is the failure of a headless run's cell; errLingering and the
+// others of gates.go are its gates'.
+var errCell = errors.New("a cell failed")
 
 // runNotebook executes a notebook headless in a fresh kernel process, as
 // jupyter nbconvert --execute does, and judges its trace.
@@ -78,21 +75,23 @@ func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if err := writeRunFiles(f, trace, rep, holders, herr); err != nil {
+	gates, gateErr := judgeGates(rep, f.gates)
+	if err := writeRunFiles(f, trace, &runReport{Report: rep, Gates: gates, Holders: holders}, herr); err != nil {
 		return err
 	}
 	printLingering(stdout, rep, holders, herr)
+	printGates(stdout, gates)
 	if cellErr != nil {
 		return cellErr
 	}
-	return checkLingering(rep, f.limit)
+	return gateErr
 }
 
 // runFlags are linger run's command line.
 type runFlags struct {
 	notebook           string
 	out, trace, report string // files to write; "" for none
-	limit              int64  // the most bytes that may linger; -1 for no limit
+	gates              []gate // --max-lingering and the others, in gateKinds' order
 	timeout            time.Duration
 	params             []param // --param, in order
 	kernel             string  // the kernelspec: linger or linger-cuda
@@ -105,8 +104,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs := newFlagSet("run", stderr)
 	fs.StringVar(&f.out, "out", "", "write the executed notebook (outputs, execution counts) to `FILE`")
 	fs.StringVar(&f.trace, "trace", "", "write the kernel's trace to `FILE` (.ltrace)")
-	fs.StringVar(&f.report, "report", "", "write the analyzer's report and the end-of-run holders to `FILE` as JSON")
-	maxLinger := fs.String("max-lingering", "", "fail when more than `BYTES` lingered (e.g. 0, 64MiB); default no limit")
+	fs.StringVar(&f.report, "report", "", "write the analyzer's report, the gates judged on it and the end-of-run holders to `FILE` as JSON")
+	parseGates := gateFlags(fs)
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up on the whole run after `D`")
 	fs.StringVar(&f.kernel, "kernel", kernel.LingerSpecName, "the kernel to run it in: `NAME` linger, or linger-cuda (beside linger or on PATH, its probe answering)")
 	fs.Func("param", "override a parameter: `NAME=VALUE` (repeatable), e.g. DEVICE=cuda; VALUE is a Starlark literal, else a string.\nA cell after the one tagged \"parameters\" assigns it, as papermill injects one", func(s string) error {
@@ -117,7 +116,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 		return err
 	})
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--timeout D] [--kernel NAME] [--param NAME=VALUE]...\n\nExecutes every code cell in a fresh kernel, prints a line per cell and the lingering summary,\nand exits non-zero on a cell error or when lingering bytes exceed --max-lingering.\n\nFlags:")
+		fmt.Fprintln(stderr, runUsage)
 		fs.PrintDefaults()
 	}
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -140,16 +139,26 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	if f.notebook == "" {
 		return nil, fmt.Errorf("%w: no notebook given", errUsage)
 	}
-	f.limit = -1
-	if *maxLinger != "" {
-		n, err := units.Parse(*maxLinger)
-		if err != nil {
-			return nil, fmt.Errorf("%w: --max-lingering: %v", errUsage, err)
-		}
-		f.limit = int64(n)
+	gates, err := parseGates()
+	if err != nil {
+		return nil, err
 	}
+	f.gates = gates
 	return &f, nil
 }
+
+const runUsage = `Usage: linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json]
+        [--max-lingering BYTES] [--max-duplicates BYTES] [--max-growth RATE] [--max-peak BYTES] [--max-outside BYTES]
+        [--timeout D] [--kernel NAME] [--param NAME=VALUE]...
+
+Executes every code cell in a fresh kernel, prints a line per cell, the lingering summary
+and a line per gate, and exits 1 on a cell error or when a gate trips: when a figure of the
+trace's report is over its --max- limit, each tripped gate naming its finding. The figures are
+the allocator's bytes (blocks rounded to 512 B, what the device holds), and the findings those
+of linger trace analyze (growth and duplicates of at least 1 MiB). --report lists every gate
+set, with its limit, value, whether it passed and its finding.
+
+Flags:`
 
 // startRunKernel starts a kernel of the named spec for the notebook at
 // path: this binary as "linger kernel", or linger-cuda once its probe
@@ -244,46 +253,37 @@ func analyzeTrace(path string) (*analyze.Report, error) {
 
 // writeRunFiles writes the copy of the trace and the report the flags ask
 // for.
-func writeRunFiles(f *runFlags, trace string, rep *analyze.Report, holders []kernel.Holder, herr error) error {
+func writeRunFiles(f *runFlags, trace string, r *runReport, herr error) error {
 	if f.trace != "" {
 		if err := copyFile(f.trace, trace); err != nil {
 			return fmt.Errorf("write the trace: %w", err)
 		}
 	}
 	if f.report != "" {
-		if err := writeRunReport(f.report, rep, holders, herr); err != nil {
+		if err := writeRunReport(f.report, r, herr); err != nil {
 			return fmt.Errorf("write the report: %w", err)
 		}
 	}
 	return nil
 }
 
-// checkLingering fails, with errLingering, when more than limit bytes
-// lingered; a negative limit is no limit.
-func checkLingering(rep *analyze.Report, limit int64) error {
-	if limit < 0 || rep.Lingering.Bytes <= uint64(limit) {
-		return nil
-	}
-	where := ""
-	if len(rep.Lingering.BySite) > 0 {
-		where = fmt.Sprintf(" (most at %s)", rep.NameSite(cellSite(rep.Lingering.BySite[0].Site)))
-	}
-	return fmt.Errorf("%w: %s lingered, limit %s%s", errLingering, units.FormatBlocks(rep.Lingering.Requested, rep.Lingering.Bytes), units.Format(uint64(limit)), where)
-}
-
 // runReport is the JSON --report writes: the analyzer's verdict over the
-// whole trace and who held the lingering objects alive when the last cell
-// ended (HoldersError says why they are unknown, when they are).
-// HolderGroups are the same holders once per cause.
+// whole trace, the gates the command line set, judged on it (in the
+// order of --help; [] for none), and who held the lingering objects alive
+// when the last cell ended (HoldersError says why they are unknown, when
+// they are). HolderGroups are the same holders once per cause.
 type runReport struct {
 	Report       *analyze.Report      `json:"report"`
+	Gates        []gateResult         `json:"gates"`
 	Holders      []kernel.Holder      `json:"holders"`
 	HolderGroups []kernel.HolderGroup `json:"holder_groups"`
 	HoldersError string               `json:"holders_error,omitempty"`
 }
 
-func writeRunReport(path string, rep *analyze.Report, holders []kernel.Holder, herr error) error {
-	r := runReport{Report: rep, Holders: holders, HolderGroups: kernel.GroupHolders(holders)}
+// writeRunReport writes r to path, with r's holder groups and the holders
+// error herr.
+func writeRunReport(path string, r *runReport, herr error) error {
+	r.HolderGroups = kernel.GroupHolders(r.Holders)
 	if r.Holders == nil {
 		r.Holders = []kernel.Holder{}
 	}

@@ -121,6 +121,7 @@ func checkRunReport(t *testing.T, path string, leaky bool) {
 	}
 	var r struct {
 		Report  *analyze.Report `json:"report"`
+		Gates   []gateResult    `json:"gates"`
 		Holders []kernel.Holder `json:"holders"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -128,6 +129,9 @@ func checkRunReport(t *testing.T, path string, leaky bool) {
 	}
 	if r.Report == nil || r.Report.Events == 0 {
 		t.Fatalf("report without events: %.200s", b)
+	}
+	if len(r.Gates) != 1 || r.Gates[0].Gate != "max-lingering" || r.Gates[0].Passed == leaky || r.Gates[0].Value != float64(r.Report.Lingering.Bytes) {
+		t.Errorf("gates %+v, want --max-lingering 0 passed %t at %d bytes", r.Gates, !leaky, r.Report.Lingering.Bytes)
 	}
 	var kv uint64
 	for _, c := range r.Report.Lingering.ByCategory {

@@ -265,6 +265,7 @@ type Analyzer struct {
 	trackStart [numTracks]uint64
 	started    bool
 	series     series
+	outside    outsideTrack
 }
 
 type lingTotals struct {
@@ -336,7 +337,7 @@ func (a *Analyzer) Add(e event.Event) {
 	case event.KindSegmentAlloc, event.KindSegmentFree:
 		a.mem.Apply(&e)
 		if e.Extra == event.PoolOutside {
-			a.outside(&e)
+			a.outsideObject(&e)
 		}
 	case event.KindScopeBegin:
 		a.begin(&e)
@@ -348,6 +349,7 @@ func (a *Analyzer) Add(e event.Event) {
 		a.anom.OOMs++
 	}
 	a.series.add(e.Seq, e.Time, &a.mem.Tracks)
+	a.outside.note(&a.mem, &e, a.teardown > 0)
 }
 
 func siteCatKey(s event.SiteID, c event.Category) uint64 { return uint64(s)<<8 | uint64(c) }
@@ -424,11 +426,11 @@ func (a *Analyzer) alloc(e *event.Event) {
 	}
 }
 
-// outside follows memory taken outside the allocator (a segment of
+// outsideObject follows memory taken outside the allocator (a segment of
 // event.PoolOutside) as an object when it was taken with an expectation:
 // judged as a block is, in category catOutside, off the allocator's
 // figures (memstate has applied the segment to the tracks).
-func (a *Analyzer) outside(e *event.Event) {
+func (a *Analyzer) outsideObject(e *event.Event) {
 	if e.Kind == event.KindSegmentFree {
 		if o := a.live[e.Addr]; o != nil && o.outside {
 			a.release(o, e, true)

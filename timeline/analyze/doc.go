@@ -144,6 +144,12 @@
 // three are flat, the Go heap (go_heap_grows: host memory, e.g. a
 // substring keeping its whole input buffer alive).
 //
+// Memory outside the allocator (segments of event.PoolOutside, memstate's
+// Outside) is kept apart too, whatever the device_used counter says:
+// Report.Outside is the most held at once and what was still held when
+// the session's teardown began (or at the last event, in a trace without
+// one), two figures a CI gate can read without the series.
+//
 // # Concurrency
 //
 // An Analyzer is not safe for concurrent use: a live stream's owner

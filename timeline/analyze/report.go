@@ -44,6 +44,7 @@ type Report struct {
 	Duplicates []Duplicate `json:"duplicates"`
 	Peak       Peak        `json:"peak"`
 	Tracks     Tracks      `json:"tracks"`
+	Outside    Outside     `json:"outside"`
 	// Categories and Sites are the per-category and per-(site, category)
 	// totals Diff compares; Sites is ordered by allocated bytes.
 	Categories []Stat    `json:"categories"`
@@ -404,6 +405,7 @@ func (a *Analyzer) Report(names Names) *Report {
 	a.reportStats(rep, r)
 	a.reportPeak(rep, r)
 	a.reportTracks(rep)
+	rep.Outside = a.outside.report(&a.mem)
 	a.reportCells(rep, r)
 	return rep
 }

@@ -40,6 +40,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	writeDuplicates(p, rep.Duplicates, unit)
 	writePeak(p, &rep.Peak)
 	writeTracks(p, &rep.Tracks, unit)
+	writeOutside(p, &rep.Outside)
 	if a := rep.Anomalies; a.UnknownFrees+a.DoubleAllocs+a.UnknownScopes+a.OutOfOrder+a.Gaps > 0 {
 		p("anomalies: %d unknown frees, %d double allocs, %d unknown scopes, %d out of order, %d gaps",
 			a.UnknownFrees, a.DoubleAllocs, a.UnknownScopes, a.OutOfOrder, a.Gaps)
@@ -176,6 +177,19 @@ func writeTracks(p printer, t *Tracks, unit string) {
 		}
 		p("  go heap %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.End.GoHeap), state)
 	}
+}
+
+// writeOutside writes the memory taken outside the allocator, when the
+// trace took any.
+func writeOutside(p printer, o *Outside) {
+	if o.Peak == 0 {
+		return
+	}
+	when := "at the end"
+	if o.AtTeardown {
+		when = "when the teardown began"
+	}
+	p("  outside the allocator: at most %s at once (seq %d, %s); %s %s", fmtBytes(o.Peak), o.PeakSeq, fmtDuration(o.PeakTimeNS), fmtBytes(o.End), when)
 }
 
 func verdictText(v string) string {
