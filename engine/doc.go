@@ -74,6 +74,7 @@
 //	                        MoE dispatch and combine, which die with their layer too)
 //	activation     step     the hidden state of a step and the final norm
 //	logits         step     the last token's logits, freed after sampling
+//	logits         (caller) router logits a request hands its caller (Request.RouterLogits)
 //	batch_scratch  batch    a batch's stacked hidden state and logits (BatchContext)
 //
 // Attention is causal by position: without Request.Mask (or a mask given to
@@ -108,7 +109,8 @@
 // while it is alive. A correct Generate or Scheduler run leaves none, and
 // Engine.Close leaves the allocator at zero allocated bytes. The public
 // pieces the scenarios misuse on purpose are KVCache (kept after its
-// request: Request.KeepCache), CausalMask and Tensor views (a mask per
+// request: Request.KeepCache), router logits kept for load-balancing
+// statistics (Request.RouterLogits), CausalMask and Tensor views (a mask per
 // chunk versus views of one full mask: Request.Mask, Engine.Forward),
 // BatchContext (not closed) and Workspace guards (not released).
 //

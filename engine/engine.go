@@ -90,7 +90,8 @@ type Engine struct {
 	ropeBuf        []float32
 	tokBuf         []int32
 	kPages, vPages []device.Ptr
-	rt             routing // a MoE layer's token routing (cpu)
+	rt             routing     // a MoE layer's token routing (cpu)
+	keep           *routerKeep // the router logits the running Generate keeps
 }
 
 // New loads a model. It fails with a clear error for an unknown preset,

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 
 	"linger/timeline/event"
@@ -41,6 +42,7 @@ func (e *Engine) moe(f *layerFrame, l int, x *Tensor, seqs []seqIn) error {
 		rmsNorm(h.data, x.data, lw.ffnNorm.data, R, H, c.NormEps)
 		matmulT(router.data, h.data, R, H, lw.router.data, E)
 	}
+	e.keepRouterRows(l, router, seqs)
 	topw, err := f.alloc(labelTopK, l, R, K)
 	if err != nil {
 		return err
@@ -209,3 +211,67 @@ func grow(s []int, n int) []int {
 	}
 	return s[:n]
 }
+
+// routerKeep holds the router logits a request hands its caller
+// (Request.RouterLogits): one [rows, Experts] tensor per MoE layer, row i
+// the i-th token the request ran.
+type routerKeep struct {
+	ts   []*Tensor // by MoE layer: ts[l-DenseLayers]
+	base int       // the cache's length when the request began
+}
+
+// keepRouter allocates the router logits a request keeps, rows rows per
+// MoE layer, zeroed (rows a request stopped short of, at its EOS, stay 0),
+// and makes the forward passes fill them until endKeep.
+func (e *Engine) keepRouter(expect event.ScopeKind, rows, base int) error {
+	c := e.cfg
+	if !c.MoE() {
+		return fmt.Errorf("%w: router logits of %s, which has no experts", ErrBadRequest, c.Name)
+	}
+	if !expect.Valid() {
+		return fmt.Errorf("%w: router logits expected to die with %v", ErrBadRequest, expect)
+	}
+	k := &routerKeep{base: base}
+	site := e.em.At(&siteKeepRouter, 0)
+	for l := c.DenseLayers; l < c.Layers; l++ {
+		t, err := emptyAt(e.a, site, []int{rows, c.Experts}, e.dt, event.CategoryLogits, expect, labelRouterKept.get(l))
+		if err != nil {
+			free(k.ts...)
+			return fmt.Errorf("router logits: %w", err)
+		}
+		clear(t.data)
+		k.ts = append(k.ts, t)
+	}
+	e.keep = k
+	return nil
+}
+
+// endKeep stops filling the kept router logits and returns them, or,
+// when ok is false (the request failed), frees them.
+func (e *Engine) endKeep(ok bool) []*Tensor {
+	k := e.keep
+	e.keep = nil
+	if k == nil {
+		return nil
+	}
+	if !ok {
+		free(k.ts...)
+		return nil
+	}
+	return k.ts
+}
+
+// keepRouterRows copies layer l's router logits into the kept ones, when
+// a request keeps them (one sequence: Generate's).
+func (e *Engine) keepRouterRows(l int, router *Tensor, seqs []seqIn) {
+	k := e.keep
+	if k == nil || len(seqs) != 1 || router.data == nil {
+		return
+	}
+	E := e.cfg.Experts
+	t := k.ts[l-e.cfg.DenseLayers]
+	row := seqs[0].pos - k.base
+	copy(t.data[row*E:], router.data)
+}
+
+var siteKeepRouter event.Callsite

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"testing"
@@ -299,6 +300,83 @@ func TestSmallMoESchedulerMatchesSolo(t *testing.T) {
 		if c.Err != nil || !slices.Equal(c.Result.Tokens, solo[c.ID-1]) {
 			t.Errorf("request %d: batched %v (%v), solo %v", c.ID, c.Result, c.Err, solo[c.ID-1])
 		}
+	}
+}
+
+// TestRouterLogits: a request that keeps its router logits gets one
+// tensor per MoE layer, [tokens run, Experts], filled with what the router
+// computed (the same whatever the chunk size); they outlive the request,
+// lingering until the caller frees them, and a failed or refused request
+// keeps none.
+func TestRouterLogits(t *testing.T) {
+	cfg := preset(t, "small-moe")
+	sink := newRecSink(false)
+	e := newTestEngine(t, cfg, KVContiguous, event.NewEmitter(sink, event.EmitterOptions{}))
+	base := e.a.Stats().Allocated
+	const n, gen = 30, 5
+	rows := n + gen - 1
+	keep := func(chunk int) []*Tensor {
+		t.Helper()
+		res, err := e.Generate(context.Background(), Request{Prompt: prompt(n, cfg.Vocab, 2), MaxNewTokens: gen, ChunkSize: chunk, RouterLogits: event.ScopeRequest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.RouterLogits) != cfg.MoELayers() {
+			t.Fatalf("%d router logits tensors, want %d", len(res.RouterLogits), cfg.MoELayers())
+		}
+		return res.RouterLogits
+	}
+	a := keep(7)
+	want := uint64(rows * cfg.Experts * 4)
+	var kept uint64
+	for _, ts := range a {
+		if !slices.Equal(ts.Shape(), []int{rows, cfg.Experts}) || ts.Bytes() != want {
+			t.Errorf("router logits %v, %d bytes, want [%d %d], %d", ts, ts.Bytes(), rows, cfg.Experts, want)
+		}
+		kept += round512(ts.Bytes())
+		zero := 0
+		for _, v := range ts.Float32s() {
+			if v == 0 {
+				zero++
+			}
+		}
+		if zero > 0 {
+			t.Errorf("%d zero logits in %v", zero, ts)
+		}
+	}
+	if got := e.a.Stats().Allocated; got != base+kept {
+		t.Errorf("allocated %d, want the base %d + the kept logits %d", got, base, kept)
+	}
+	if len(sink.lingering) != len(a) {
+		t.Errorf("%d lingering, want the %d kept tensors", len(sink.lingering), len(a))
+	}
+	for _, o := range sink.lingering {
+		if o.cat != event.CategoryLogits || o.expect != event.ScopeRequest {
+			t.Errorf("lingering %+v", o)
+		}
+	}
+	b := keep(30)
+	for i := range a {
+		if d := maxDiff(a[i].Float32s(), b[i].Float32s()); d > 1e-4 {
+			t.Errorf("layer %d: router logits differ by %g between chunk sizes", cfg.DenseLayers+i, d)
+		}
+	}
+	free(a...)
+	free(b...)
+	if got := e.a.Stats().Allocated; got != base {
+		t.Errorf("allocated %d after freeing them, want %d", got, base)
+	}
+	tiny := newTestEngine(t, preset(t, "tiny"), KVContiguous, nil)
+	if _, err := tiny.Generate(context.Background(), Request{Prompt: []int{1, 2}, ChunkSize: 2, RouterLogits: event.ScopeRequest}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("router logits of a dense model: %v, want ErrBadRequest", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.Generate(ctx, Request{Prompt: prompt(n, cfg.Vocab, 2), ChunkSize: 8, RouterLogits: event.ScopeRequest}); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled: %v", err)
+	}
+	if got := e.a.Stats().Allocated; got != base {
+		t.Errorf("allocated %d after a canceled request, want %d", got, base)
 	}
 }
 
