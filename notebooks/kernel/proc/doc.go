@@ -91,13 +91,16 @@
 //	      when a later engine needs more; cpu's is the machine's memory, capped by the kernel's budget; cuda takes none (the card's).
 //	      Another capacity for a device already made is an error that says what to do (restart, or memory_limit= for less), as is
 //	      a memory_limit over meta's capacity (it names capacity=), and weights that do not fit on meta name the parameter to raise
-//	  .generate(prompt_tokens=N | prompt="text", max_new_tokens=0, chunk_size=2048, keep_cache=False, mask=None, cache=None, top_k=, temperature=, seed=, on_error="raise"|"return") → Result
+//	  .generate(prompt_tokens=N | prompt="text", max_new_tokens=0, chunk_size=2048, keep_cache=False, mask=None, cache=None, top_k=, temperature=, seed=, on_error="raise"|"return", router_logits=False) → Result
+//	      router_logits=True (a MoE model: deepseek-v3, small-moe) hands the cell each MoE layer's router logits in r.router_logits,
+//	      one Tensor per MoE layer, [tokens run (prompt + max_new_tokens - 1), experts], category logits, expected to die with the
+//	      cell, as tensor()'s are: kept past it (load-balancing statistics in a global) they linger; freed in it, nothing does
 //	      with on_error="return" a failed call returns struct(error=text, oom=OOM or None, cache=the cache= given or None)
 //	      instead of ending the cell (a Result answers .error "" and .oom None, so one test of r.error serves both);
 //	      a caller's cache after a failed prefill holds the chunks done, which the cell resets or keeps;
 //	      OOM: struct(requested, size, category, label, limit, reserved, allocated, device_free,
 //	      live=[struct(category, bytes, blocks)], top_labels=[struct(label, category, bytes, blocks)])
-//	      Result: .tokens .text .cache .cached_tokens .peak .prompt_tokens .chunks .stopped_at_eos .prefill_seconds .decode_seconds .tokens_per_second .allocated
+//	      Result: .tokens .text .cache .cached_tokens .peak .prompt_tokens .chunks .stopped_at_eos .prefill_seconds .decode_seconds .tokens_per_second .allocated .router_logits (None unless asked)
 //	  .forward(tokens, cache, mask=None) → Tensor: one forward pass of tokens (ids, or a count of synthetic ones)
 //	      after those in cache, appending to it, attending through mask (a [len(tokens), cache.len+len(tokens)]
 //	      tensor or view; None: causal by position); returns the last token's logits, which the caller frees
