@@ -58,7 +58,7 @@ type Request struct {
 	// innermost scope of this kind around the request: ScopeRequest, and
 	// they linger once the request ends, as a kept cache does; a notebook
 	// declares its cell. The caller frees them (Engine.Close does not). A
-	// model without experts is an ErrBadRequest.
+	// model without experts, or a Scheduler's request, is an ErrBadRequest.
 	RouterLogits event.ScopeKind
 }
 

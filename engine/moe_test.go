@@ -370,6 +370,13 @@ func TestRouterLogits(t *testing.T) {
 	if _, err := tiny.Generate(context.Background(), Request{Prompt: []int{1, 2}, ChunkSize: 2, RouterLogits: event.ScopeRequest}); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("router logits of a dense model: %v, want ErrBadRequest", err)
 	}
+	sc, err := NewScheduler(e, SchedulerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Submit(Request{Prompt: []int{1, 2}, ChunkSize: 2, RouterLogits: event.ScopeRequest}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("router logits of a scheduler's request: %v, want ErrBadRequest", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := e.Generate(ctx, Request{Prompt: prompt(n, cfg.Vocab, 2), ChunkSize: 8, RouterLogits: event.ScopeRequest}); !errors.Is(err, context.Canceled) {
