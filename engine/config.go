@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"linger/engine/device"
 )
 
 // DType is the element type of a tensor. Real data exists only for F32 on
@@ -113,6 +115,49 @@ func (c Config) KVBytesPerToken(dt DType) uint64 {
 	return uint64(c.Layers) * uint64(c.KVValuesPerToken()) * uint64(dt.Size())
 }
 
+// MoELayers is how many layers route to experts.
+func (c Config) MoELayers() int {
+	if !c.MoE() {
+		return 0
+	}
+	return c.Layers - c.DenseLayers
+}
+
+// WeightBytes is the bytes of the model's parameters in dt, before any
+// allocator rounding: what Engine.WeightBytes reports once loaded.
+func (c Config) WeightBytes(dt DType) uint64 {
+	var n uint64
+	for _, s := range weightSpecs(c, &weights{}) {
+		p := uint64(1)
+		for _, d := range s.shape {
+			p *= uint64(d)
+		}
+		n += p
+	}
+	return n * uint64(dt.Size())
+}
+
+// MetaTokens is the prompt length MetaCapacity makes room for: the field
+// report's 128K-token stress input.
+const MetaTokens = 131072
+
+// MetaCapacity is a meta device's capacity that fits a model of shape c
+// in dt: device.DefaultMetaCapacity (80 GiB, an A100/H100-sized card)
+// when the model's weights and a KV cache of MetaTokens tokens fit in
+// it with 16 GiB to spare, else those plus 16 GiB, rounded up to a
+// multiple of 16 GiB (DeepSeek-V3 in bf16: 1,280 GiB). Meta memory is
+// only accounting, so the figure costs nothing; it keeps a notebook's
+// engine(model="deepseek-v3", device="meta") from failing at its first
+// weight, while every model that fits a real card keeps the card's size.
+func MetaCapacity(c Config, dt DType) uint64 {
+	const spare, unit = 16 << 30, 16 << 30
+	need := c.WeightBytes(dt) + MetaTokens*c.KVBytesPerToken(dt) + spare
+	if need <= device.DefaultMetaCapacity {
+		return device.DefaultMetaCapacity
+	}
+	return (need + unit - 1) / unit * unit
+}
+
 // Validate reports the first field that is missing or out of range.
 func (c Config) Validate() error {
 	pos := func(name string, v int) error {
@@ -198,6 +243,15 @@ var Presets = map[string]Config{
 	"llama3-8b": {
 		Name: "llama3-8b", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 14336,
 		Vocab: 128256, MaxContext: 131072, RopeTheta: 500000, NormEps: 1e-5,
+	},
+	// small-moe is DeepSeek-V3's architecture at a size cpu computes in
+	// milliseconds: MLA with a 32-value latent, a dense first layer, then
+	// 8 routed experts (2 active per token) and 1 shared expert per layer.
+	"small-moe": {
+		Name: "small-moe", Layers: 4, Hidden: 128, Heads: 4, FFN: 256,
+		Vocab: 4096, MaxContext: 4096, RopeTheta: 10000, NormEps: 1e-6,
+		QLoraRank: 64, KVLoraRank: 32, QKNopeHeadDim: 16, QKRopeHeadDim: 8, VHeadDim: 16,
+		Experts: 8, ActiveExperts: 2, SharedExperts: 1, ExpertFFN: 64, DenseLayers: 1,
 	},
 	"deepseek-v3": {
 		Name: "deepseek-v3", Layers: 61, Hidden: 7168, Heads: 128, FFN: 18432,

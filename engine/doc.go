@@ -1,7 +1,7 @@
 // Package engine is Linger's instrumented long-context inference engine: a
 // decoder-only transformer (RMSNorm, rotary embeddings, grouped-query
 // attention, SwiGLU; DeepSeek's multi-head latent attention and mixture of
-// experts on meta) whose every tensor is allocated through the caching
+// experts) whose every tensor is allocated through the caching
 // allocator (package alloc) with a category, a label and the scope it is
 // expected to die with, so the timeline can tell a correct run from one
 // that leaves memory lingering.
@@ -13,9 +13,23 @@
 // float32 and computed in pure Go (kernel.go); on meta the same code runs
 // with shapes only: every allocation is made and freed exactly as on a real
 // device, but no kernel runs, so a 131072-token prefill of qwen2-1.5b, or
-// DeepSeek-V3's 671B parameters, takes well under a second. MLA and MoE are
-// meta-only; New refuses them on cpu and on an accelerator with
-// ErrUnsupported.
+// DeepSeek-V3's 671B parameters, takes well under a second. MLA and MoE run
+// on meta and cpu (mla.go, moe.go; the small-moe preset is DeepSeek-V3's
+// architecture at a size cpu computes in milliseconds); New refuses them
+// on an accelerator with ErrUnsupported. MLA runs weight-absorbed: the
+// cache holds each token's compressed latent and rope key
+// ("layer.5.kv_latent", KVLoraRank+QKRopeHeadDim values), queries are
+// projected into the latent space, and the cache is never expanded per
+// head. A MoE layer's router picks each token's top ActiveExperts experts
+// (softmax over the chosen logits); its buffers are allocations of their
+// own, the same on meta and cpu: "layer.5.moe.router_logits" (R×Experts),
+// "layer.5.moe.topk_weights", "layer.5.moe.dispatch" (the tokens permuted
+// to their experts, R×ActiveExperts×Hidden), "layer.5.moe.experts.gate"
+// and ".up" (R×ActiveExperts×ExpertFFN), "layer.5.moe.combine" (the
+// experts' outputs before the weighted sum, R×ActiveExperts×Hidden) and
+// the shared experts' "layer.5.moe.shared.gate", ".up", ".down".
+// MetaCapacity sizes a meta device for a model (80 GiB, or DeepSeek-V3's
+// 1,280 GiB in bf16).
 //
 // On an accelerator (a device implementing device.Accelerator, such as
 // cuda, whose memory the host cannot address) the engine takes one
@@ -56,9 +70,11 @@
 //	kv_cache       request  keys and values (MLA: latents); freed when the request ends
 //	kv_cache       engine   a Scheduler's prefix cache blocks ("prefix.block[HASH]"), freed by eviction or Close
 //	attn_mask      (caller) only a caller's masks (CausalMask): the engine builds none
-//	activation     layer    a block's temporaries (q, k, v, attention out, gate, up, ...)
+//	activation     layer    a block's temporaries (q, k, v, attention out, gate, up, ...;
+//	                        MoE dispatch and combine, which die with their layer too)
 //	activation     step     the hidden state of a step and the final norm
 //	logits         step     the last token's logits, freed after sampling
+//	logits         (caller) router logits a request hands its caller (Request.RouterLogits)
 //	batch_scratch  batch    a batch's stacked hidden state and logits (BatchContext)
 //
 // Attention is causal by position: without Request.Mask (or a mask given to
@@ -93,7 +109,8 @@
 // while it is alive. A correct Generate or Scheduler run leaves none, and
 // Engine.Close leaves the allocator at zero allocated bytes. The public
 // pieces the scenarios misuse on purpose are KVCache (kept after its
-// request: Request.KeepCache), CausalMask and Tensor views (a mask per
+// request: Request.KeepCache), router logits kept for load-balancing
+// statistics (Request.RouterLogits), CausalMask and Tensor views (a mask per
 // chunk versus views of one full mask: Request.Mask, Engine.Forward),
 // BatchContext (not closed) and Workspace guards (not released).
 //

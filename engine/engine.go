@@ -90,10 +90,12 @@ type Engine struct {
 	ropeBuf        []float32
 	tokBuf         []int32
 	kPages, vPages []device.Ptr
+	rt             routing     // a MoE layer's token routing (cpu)
+	keep           *routerKeep // the router logits the running Generate keeps
 }
 
 // New loads a model. It fails with a clear error for an unknown preset,
-// an invalid config, MLA or MoE on a device with data (cpu), or a weights
+// an invalid config, MLA or MoE on an accelerator, or a weights
 // file that is missing, malformed or does not fit the model.
 func New(opts Options) (*Engine, error) {
 	cfg := opts.Config
@@ -136,11 +138,13 @@ func New(opts Options) (*Engine, error) {
 		case acc != nil && dt != BF16:
 			return nil, fmt.Errorf("new engine: dtype %v on %s: %w (only bf16)", dt, a.Device().Name(), ErrUnsupported)
 		}
+	}
+	if acc != nil {
 		if cfg.MLA() {
-			return nil, fmt.Errorf("new engine: %s: multi-head latent attention on %s: %w (use meta)", cfg.Name, a.Device().Name(), ErrUnsupported)
+			return nil, fmt.Errorf("new engine: %s: multi-head latent attention on %s: %w (use meta or cpu)", cfg.Name, a.Device().Name(), ErrUnsupported)
 		}
 		if cfg.MoE() {
-			return nil, fmt.Errorf("new engine: %s: mixture of experts on %s: %w (use meta)", cfg.Name, a.Device().Name(), ErrUnsupported)
+			return nil, fmt.Errorf("new engine: %s: mixture of experts on %s: %w (use meta or cpu)", cfg.Name, a.Device().Name(), ErrUnsupported)
 		}
 	}
 	if opts.KVLayout != KVContiguous && opts.KVLayout != KVPaged {
@@ -148,9 +152,11 @@ func New(opts Options) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, dt: dt, a: a, em: a.Emitter(), compute: compute, layout: opts.KVLayout,
 		tok: opts.Tokenizer, caches: make(map[KVCache]struct{})}
-	if !cfg.MLA() {
-		e.freqs = ropeFreqs(cfg.HeadDim, cfg.RopeTheta)
+	rd := cfg.HeadDim
+	if cfg.MLA() {
+		rd = cfg.QKRopeHeadDim
 	}
+	e.freqs, e.ropeBuf = ropeFreqs(rd, cfg.RopeTheta), make([]float32, rd)
 	// The engine's lifetime is a scope beside the cells and requests that
 	// use it: what is expected to die with the engine (its weights and
 	// workspace, a notebook's expect="engine" tensors) lingers when it

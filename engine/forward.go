@@ -152,7 +152,7 @@ func (e *Engine) sync() error {
 // layerFrame tracks one layer's temporaries so every path frees them.
 type layerFrame struct {
 	e  *Engine
-	ts [16]*Tensor
+	ts [24]*Tensor
 	n  int
 }
 
@@ -194,7 +194,7 @@ var siteHidden, siteFreeHidden, siteNormOut, siteFreeNormOut, siteLogits event.C
 
 // Sites of the free statements of the layer temporaries (see labelTable).
 var (
-	siteFreeQKV, siteFreeQ, siteFreeAttn, siteFreeMLA, siteFreeFFN, siteFreeGate, siteFreeMoE event.Callsite
+	siteFreeQKV, siteFreeQ, siteFreeAttn, siteFreeFFN, siteFreeGate event.Callsite
 )
 
 // layer runs transformer block l on the hidden state x in place.
@@ -205,7 +205,7 @@ func (e *Engine) layer(l int, x *Tensor, seqs []seqIn, g *WorkspaceGuard) error 
 		return err
 	}
 	if e.cfg.IsMoELayer(l) {
-		return e.moe(f, l, x)
+		return e.moe(f, l, x, seqs)
 	}
 	return e.ffn(f, l, x)
 }
@@ -213,7 +213,7 @@ func (e *Engine) layer(l int, x *Tensor, seqs []seqIn, g *WorkspaceGuard) error 
 func (e *Engine) attention(f *layerFrame, l int, x *Tensor, seqs []seqIn, g *WorkspaceGuard) error {
 	c, lw := e.cfg, &e.w.layers[l]
 	if c.MLA() {
-		return e.mlaAttention(f, l, x)
+		return e.mlaAttention(f, l, x, seqs, g)
 	}
 	R, H := x.shape[0], c.Hidden
 	qd, kvd := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
@@ -238,9 +238,6 @@ func (e *Engine) attention(f *layerFrame, l int, x *Tensor, seqs []seqIn, g *Wor
 		matmulT(q.data, h.data, R, H, lw.wq.data, qd)
 		matmulT(k.data, h.data, R, H, lw.wk.data, kvd)
 		matmulT(v.data, h.data, R, H, lw.wv.data, kvd)
-		if cap(e.ropeBuf) < c.HeadDim {
-			e.ropeBuf = make([]float32, c.HeadDim)
-		}
 		r := 0
 		for _, s := range seqs {
 			T := len(s.tokens)
@@ -294,45 +291,6 @@ func (e *Engine) attention(f *layerFrame, l int, x *Tensor, seqs []seqIn, g *Wor
 	return nil
 }
 
-// mlaAttention accounts for DeepSeek's multi-head latent attention in its
-// weight-absorbed form (queries projected into the latent space, so the
-// cache is never expanded per head). Meta only: New refuses MLA on cpu.
-func (e *Engine) mlaAttention(f *layerFrame, l int, x *Tensor) error {
-	c := e.cfg
-	R := x.shape[0]
-	lat := c.KVLoraRank + c.QKRopeHeadDim
-	steps := []struct {
-		tbl   *labelTable
-		shape []int
-	}{
-		{labelAttnNorm, []int{R, c.Hidden}},
-		{labelQLatent, []int{R, c.QLoraRank}},
-		{labelQ, []int{R, c.Heads * (c.QKNopeHeadDim + c.QKRopeHeadDim)}},
-		{labelKVLatent, []int{R, lat}},
-		{labelQAbsorb, []int{R, c.Heads, lat}},
-		{labelAttnOut, []int{R, c.Heads, c.KVLoraRank}},
-		{labelProj, []int{R, c.Heads * c.VHeadDim}},
-	}
-	// Each intermediate lives until the next two exist, as in the real
-	// computation's dataflow.
-	var prev [2]*Tensor
-	for _, s := range steps {
-		t, err := f.alloc(s.tbl, l, s.shape...)
-		if err != nil {
-			return err
-		}
-		f.free(&siteFreeMLA, prev[0])
-		prev[0], prev[1] = prev[1], t
-	}
-	f.free(&siteFreeMLA, prev[:]...)
-	o, err := f.alloc(labelDown, l, R, c.Hidden)
-	if err != nil {
-		return err
-	}
-	f.free(&siteFreeMLA, o)
-	return nil
-}
-
 func (e *Engine) ffn(f *layerFrame, l int, x *Tensor) error {
 	c, lw := e.cfg, &e.w.layers[l]
 	R, H, F := x.shape[0], c.Hidden, c.FFN
@@ -373,47 +331,6 @@ func (e *Engine) ffn(f *layerFrame, l int, x *Tensor) error {
 		}
 	}
 	f.free(&siteFreeGate, gate, down)
-	return nil
-}
-
-// moe accounts for a routed-experts FFN: router logits, then the
-// activations of the active experts (R×ActiveExperts token slots of
-// ExpertFFN each) and of the shared experts. Meta only.
-func (e *Engine) moe(f *layerFrame, l int, x *Tensor) error {
-	c := e.cfg
-	R, H, EF := x.shape[0], c.Hidden, c.ExpertFFN
-	slots := R * c.ActiveExperts
-	h, err := f.alloc(labelFFNNorm, l, R, H)
-	if err != nil {
-		return err
-	}
-	router, err := f.alloc(labelRouter, l, R, c.Experts)
-	if err != nil {
-		return err
-	}
-	gate, err := f.alloc(labelExpGate, l, slots, EF)
-	if err != nil {
-		return err
-	}
-	up, err := f.alloc(labelExpUp, l, slots, EF)
-	if err != nil {
-		return err
-	}
-	e.samplePeak()
-	f.free(&siteFreeMoE, router, up)
-	down, err := f.alloc(labelExpDown, l, slots, H)
-	if err != nil {
-		return err
-	}
-	f.free(&siteFreeMoE, gate, down)
-	if c.SharedExperts > 0 {
-		sh, err := f.alloc(labelShared, l, R, 2*c.SharedExperts*EF)
-		if err != nil {
-			return err
-		}
-		f.free(&siteFreeMoE, sh)
-	}
-	f.free(&siteFreeMoE, h)
 	return nil
 }
 

@@ -52,6 +52,14 @@ type Request struct {
 	// positions; each chunk attends through a view of it (scenario 2's
 	// fixed form), which allocates nothing. The caller owns it.
 	Mask *Tensor
+	// RouterLogits, when not 0, hands the caller the router logits of
+	// every MoE layer in Result.RouterLogits (what load-balancing
+	// statistics are computed from), recorded as expected to die with the
+	// innermost scope of this kind around the request: ScopeRequest, and
+	// they linger once the request ends, as a kept cache does; a notebook
+	// declares its cell. The caller frees them (Engine.Close does not). A
+	// model without experts, or a Scheduler's request, is an ErrBadRequest.
+	RouterLogits event.ScopeKind
 }
 
 // Result is the outcome of a generation.
@@ -83,6 +91,12 @@ type Result struct {
 	// Cache is the request's KV cache when KeepCache or Request.Cache was
 	// set, nil otherwise.
 	Cache KVCache
+	// RouterLogits, with Request.RouterLogits, are one tensor per MoE
+	// layer (layer DenseLayers first), [len(Prompt)+max(0, MaxNewTokens-1),
+	// Experts] of category logits, labelled "layer.N.moe.router_logits.kept":
+	// row i holds the router's logits for the i-th token the request ran
+	// (rows after an EOS stop are 0). The caller owns them.
+	RouterLogits []*Tensor
 }
 
 func (e *Engine) validate(req *Request) error {
@@ -354,6 +368,16 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 				return
 			}
 			cache.Free()
+		}()
+	}
+	if req.RouterLogits != 0 {
+		if err := e.keepRouter(req.RouterLogits, len(req.Prompt)+max(0, req.MaxNewTokens-1), cache.Len()); err != nil {
+			return nil, fmt.Errorf("generate: %w", err)
+		}
+		defer func() {
+			if ts := e.endKeep(err == nil); res != nil {
+				res.RouterLogits = ts
+			}
 		}()
 	}
 	smp := e.newSampler(&req)

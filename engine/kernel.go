@@ -133,6 +133,13 @@ func ropeFreqs(d int, theta float64) []float64 {
 // rotate-half convention: (x1, x2) → (x1 cos − x2 sin, x2 cos + x1 sin)
 // with x1 the first half of the head and x2 the second.
 func rope(x []float32, rows, heads, d int, pos0 int, freqs []float64, cs []float32) {
+	ropeAt(x, rows, heads, d, 0, d, pos0, freqs, cs)
+}
+
+// ropeAt is rope over the d values at offset off of each head, heads
+// being stride values apart: MLA rotates only the rope part of each
+// query head and of the latent's shared key.
+func ropeAt(x []float32, rows, heads, stride, off, d int, pos0 int, freqs []float64, cs []float32) {
 	half := d / 2
 	cos, sin := cs[:half], cs[half:2*half]
 	for r := 0; r < rows; r++ {
@@ -142,7 +149,8 @@ func rope(x []float32, rows, heads, d int, pos0 int, freqs []float64, cs []float
 			cos[i], sin[i] = float32(c), float32(s)
 		}
 		for h := 0; h < heads; h++ {
-			v := x[(r*heads+h)*d : (r*heads+h+1)*d]
+			o := (r*heads+h)*stride + off
+			v := x[o : o+d]
 			for i := 0; i < half; i++ {
 				a, b := v[i], v[i+half]
 				v[i] = a*cos[i] - b*sin[i]
@@ -164,7 +172,8 @@ func swiglu(gate, up []float32) {
 }
 
 // kvSpan is a run of consecutive cached tokens whose keys and values are
-// contiguous: k and v are [n, kvHeads, headDim].
+// contiguous: k and v are [n, kvHeads, headDim]; for MLA k is the
+// latents, [n, KVLoraRank+QKRopeHeadDim], and v is nil.
 type kvSpan struct {
 	start, n int
 	k, v     []float32

@@ -279,12 +279,18 @@ func (c *contiguousKV) reserve(n int) error {
 func (c *contiguousKV) write(layer, pos, rows int, k, v []float32) {
 	w := c.width
 	copy(c.k[layer].data[pos*w:(pos+rows)*w], k)
-	copy(c.v[layer].data[pos*w:(pos+rows)*w], v)
+	if c.v != nil { // nil for MLA: one latent plane
+		copy(c.v[layer].data[pos*w:(pos+rows)*w], v)
+	}
 }
 
 func (c *contiguousKV) spans(layer, n int, buf []kvSpan) []kvSpan {
 	w := c.width
-	return append(buf[:0], kvSpan{start: 0, n: n, k: c.k[layer].data[:n*w], v: c.v[layer].data[:n*w]})
+	sp := kvSpan{start: 0, n: n, k: c.k[layer].data[:n*w]}
+	if c.v != nil {
+		sp.v = c.v[layer].data[:n*w]
+	}
+	return append(buf[:0], sp)
 }
 
 // pages returns the layer's one page, of the cache's capacity.
@@ -382,7 +388,9 @@ func (p *pagedKV) write(layer, pos, rows int, k, v []float32) {
 		t := pos + r
 		b, s := p.blocks[t/PageSize].data, t%PageSize
 		copy(b[ko+s*w:ko+s*w+w], k[r*w:r*w+w])
-		copy(b[vo+s*w:vo+s*w+w], v[r*w:r*w+w])
+		if v != nil { // nil for MLA: one latent plane
+			copy(b[vo+s*w:vo+s*w+w], v[r*w:r*w+w])
+		}
 	}
 }
 
@@ -393,7 +401,11 @@ func (p *pagedKV) spans(layer, n int, buf []kvSpan) []kvSpan {
 	for i := 0; i*PageSize < n; i++ {
 		m := min(PageSize, n-i*PageSize)
 		d := p.blocks[i].data
-		buf = append(buf, kvSpan{start: i * PageSize, n: m, k: d[ko : ko+m*w], v: d[vo : vo+m*w]})
+		sp := kvSpan{start: i * PageSize, n: m, k: d[ko : ko+m*w]}
+		if p.planes() == 2 {
+			sp.v = d[vo : vo+m*w]
+		}
+		buf = append(buf, sp)
 	}
 	return buf
 }

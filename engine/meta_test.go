@@ -140,7 +140,7 @@ func TestMetaDeepSeek(t *testing.T) {
 			res.Cache.Free()
 			experts := 0
 			for _, ev := range sink.Events() {
-				if ev.Kind == event.KindAlloc && sink.String(ev.Label) == "layer.3.experts.gate" {
+				if ev.Kind == event.KindAlloc && sink.String(ev.Label) == "layer.3.moe.experts.gate" {
 					experts++
 					if want := uint64(1024 * cfg.ActiveExperts * cfg.ExpertFFN * 2); ev.Requested != want {
 						t.Errorf("expert activation %d bytes, want %d", ev.Requested, want)
@@ -161,17 +161,6 @@ func TestMetaDeepSeek(t *testing.T) {
 }
 
 func TestUnsupportedOnCPU(t *testing.T) {
-	for _, name := range []string{"deepseek-v3"} {
-		_, err := New(Options{Model: name, Allocator: alloc.New(device.NewCPU(1<<30), alloc.Options{})})
-		if !errors.Is(err, ErrUnsupported) {
-			t.Errorf("%s on cpu: err = %v, want ErrUnsupported", name, err)
-		}
-	}
-	moe := Presets["tiny"]
-	moe.Experts, moe.ActiveExperts, moe.ExpertFFN = 4, 2, 32
-	if _, err := New(Options{Config: moe, Allocator: alloc.New(device.NewCPU(1<<30), alloc.Options{})}); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("MoE on cpu: err = %v", err)
-	}
 	if _, err := New(Options{Model: "tiny", Allocator: alloc.New(device.NewCPU(1<<30), alloc.Options{}), DType: BF16}); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("bf16 on cpu: err = %v", err)
 	}

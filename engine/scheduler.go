@@ -187,8 +187,8 @@ func (s *Scheduler) Submit(req Request) (int, error) {
 	if err := s.e.validate(&req); err != nil {
 		return 0, fmt.Errorf("submit: %w", err)
 	}
-	if req.Cache != nil || req.Mask != nil {
-		return 0, fmt.Errorf("submit: %w: Cache and Mask are not supported by the scheduler", ErrBadRequest)
+	if req.Cache != nil || req.Mask != nil || req.RouterLogits != 0 {
+		return 0, fmt.Errorf("submit: %w: Cache, Mask and RouterLogits are not supported by the scheduler", ErrBadRequest)
 	}
 	s.next++
 	s.waiting = append(s.waiting, &job{id: s.next, req: req})

@@ -71,7 +71,12 @@ func openCUDA() (device.Device, error) {
 // kernelDevices are the kernel's: meta (still the default, for engine()
 // without a device), cpu, and cuda, opened when a cell first names it.
 func kernelDevices() []proc.Device {
-	return append(append([]proc.Device(nil), proc.DefaultDevices...), proc.Device{Name: "cuda", New: openCUDA})
+	return append(append([]proc.Device(nil), proc.DefaultDevices...), proc.Device{Name: "cuda", New: func(capacity uint64) (device.Device, error) {
+		if capacity != 0 {
+			return nil, errors.New("capacity= does not apply to cuda, whose capacity is the card's; use memory_limit=")
+		}
+		return openCUDA()
+	}})
 }
 
 // generateDevices are generate's: meta (the default), cpu and cuda.

@@ -105,6 +105,27 @@ func TestDefaultCapacity(t *testing.T) {
 	}
 }
 
+func TestMetaSetCapacity(t *testing.T) {
+	m := NewMeta(1 << 30)
+	s, err := m.Alloc(600 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetCapacity(512 << 20); err == nil {
+		t.Error("capacity below the bytes in use accepted")
+	}
+	if err := m.SetCapacity(4 << 30); err != nil {
+		t.Fatal(err)
+	}
+	if free, total := m.MemInfo(); total != 4<<30 || free != 4<<30-600<<20 {
+		t.Errorf("MemInfo = %d, %d after growing to 4 GiB", free, total)
+	}
+	if _, err := m.Alloc(3 << 30); err != nil {
+		t.Errorf("3 GiB more after growing: %v", err)
+	}
+	m.Free(s)
+}
+
 func TestMetaAddresses(t *testing.T) {
 	m := NewMeta(1 << 30)
 	seen := map[uint64]bool{}

@@ -27,6 +27,21 @@ func NewMeta(capacity uint64) *Meta {
 	return &Meta{capacity: capacity, next: 0x7f0000000000, live: make(map[uint64]uint64)}
 }
 
+// SetCapacity changes the capacity to c bytes (0: DefaultMetaCapacity).
+// It fails, changing nothing, when c is below the bytes of live segments.
+func (m *Meta) SetCapacity(c uint64) error {
+	if c == 0 {
+		c = DefaultMetaCapacity
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c < m.used {
+		return fmt.Errorf("meta: capacity %d below the %d bytes in use", c, m.used)
+	}
+	m.capacity = c
+	return nil
+}
+
 // Name returns "meta".
 func (m *Meta) Name() string { return "meta" }
 

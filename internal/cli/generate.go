@@ -53,6 +53,16 @@ func Generate(ctx context.Context, prog string, args []string, devices []Device,
 	if err != nil {
 		return err
 	}
+	if m, ok := d.(*device.Meta); ok && f.capacity == "" {
+		// As in a kernel: meta's default fits the model asked for.
+		dt := opts.DType
+		if dt == 0 {
+			dt = engine.BF16
+		}
+		if err := m.SetCapacity(engine.MetaCapacity(opts.Config, dt)); err != nil {
+			return err
+		}
+	}
 	tok, ids, err := f.tokens(opts.Config.Vocab)
 	if err != nil {
 		return err
@@ -234,7 +244,7 @@ func parseGenerateFlags(prog string, args []string, devices []Device, stderr io.
 	fs.StringVar(&f.trace, "trace", "", "write the trace log to `FILE` (.ltrace)")
 	fs.BoolVar(&f.json, "json", false, "print a JSON summary (peaks, device used, time, events, trace size) on stdout instead of the text")
 	fs.StringVar(&f.dtype, "dtype", "", "element type: f32, bf16, f16 (default bf16 on meta, f32 on cpu)")
-	fs.StringVar(&f.capacity, "capacity", "", "device capacity, e.g. 80GiB (default: 80GiB on meta, the machine's memory on cpu)")
+	fs.StringVar(&f.capacity, "capacity", "", "device capacity, e.g. 80GiB (default: on meta 80GiB, or what the model needs when more, as engine.MetaCapacity says: 1280GiB for deepseek-v3; on cpu the machine's memory)")
 	fs.StringVar(&f.limit, "memory-limit", "", "allocator limit, simulating a smaller card, e.g. 16GiB")
 	fs.StringVar(&f.kv, "kv", "contiguous", "KV cache layout: contiguous or paged (16-token blocks)")
 	fs.StringVar(&f.weights, "weights", "", "load weights from a safetensors `FILE` instead of seeded random ones")

@@ -84,14 +84,23 @@
 // error ErrNoCUDA, which names the kernelspec to pick ("Linger (CUDA)",
 // linger-cuda), and the kernel stays up.
 //
-//	engine(model="qwen2-1.5b", device="meta"|"cpu", dtype=, memory_limit="16GiB", kv_layout="contiguous"|"paged", seed=0) → Engine
-//	  .generate(prompt_tokens=N | prompt="text", max_new_tokens=0, chunk_size=2048, keep_cache=False, mask=None, cache=None, top_k=, temperature=, seed=, on_error="raise"|"return") → Result
+//	engine(model="qwen2-1.5b", device="meta"|"cpu", dtype=, memory_limit="16GiB", capacity="1TiB", kv_layout="contiguous"|"paged", seed=0) → Engine
+//	  capacity= is the device's, given where the device is made (the first engine on it; mem.* and tensor() make the default one):
+//	      meta's default is 80 GiB, or what the model needs when more (engine.MetaCapacity: its weights, a 131072-token KV cache
+//	      and 16 GiB, rounded up to 16 GiB: "1280GiB" for deepseek-v3 in bf16), and a meta device of the default capacity grows
+//	      when a later engine needs more; cpu's is the machine's memory, capped by the kernel's budget; cuda takes none (the card's).
+//	      Another capacity for a device already made is an error that says what to do (restart, or memory_limit= for less), as is
+//	      a memory_limit over meta's capacity (it names capacity=), and weights that do not fit on meta name the parameter to raise
+//	  .generate(prompt_tokens=N | prompt="text", max_new_tokens=0, chunk_size=2048, keep_cache=False, mask=None, cache=None, top_k=, temperature=, seed=, on_error="raise"|"return", router_logits=False) → Result
+//	      router_logits=True (a MoE model: deepseek-v3, small-moe) hands the cell each MoE layer's router logits in r.router_logits,
+//	      one Tensor per MoE layer, [tokens run (prompt + max_new_tokens - 1), experts], category logits, expected to die with the
+//	      cell, as tensor()'s are: kept past it (load-balancing statistics in a global) they linger; freed in it, nothing does
 //	      with on_error="return" a failed call returns struct(error=text, oom=OOM or None, cache=the cache= given or None)
 //	      instead of ending the cell (a Result answers .error "" and .oom None, so one test of r.error serves both);
 //	      a caller's cache after a failed prefill holds the chunks done, which the cell resets or keeps;
 //	      OOM: struct(requested, size, category, label, limit, reserved, allocated, device_free,
 //	      live=[struct(category, bytes, blocks)], top_labels=[struct(label, category, bytes, blocks)])
-//	      Result: .tokens .text .cache .cached_tokens .peak .prompt_tokens .chunks .stopped_at_eos .prefill_seconds .decode_seconds .tokens_per_second .allocated
+//	      Result: .tokens .text .cache .cached_tokens .peak .prompt_tokens .chunks .stopped_at_eos .prefill_seconds .decode_seconds .tokens_per_second .allocated .router_logits (None unless asked)
 //	  .forward(tokens, cache, mask=None) → Tensor: one forward pass of tokens (ids, or a count of synthetic ones)
 //	      after those in cache, appending to it, attending through mask (a [len(tokens), cache.len+len(tokens)]
 //	      tensor or view; None: causal by position); returns the last token's logits, which the caller frees
@@ -106,6 +115,8 @@
 //	      .clear_prefix_cache()); prefix_cache shares prompts' full 16-token blocks between requests, reference-counted,
 //	      evicted least recently used past prefix_capacity blocks (0: never); the blocks are the engine's (expect engine)
 //	  .close(), .config, .model, .device, .weight_bytes
+//	  .config: layers hidden heads kv_heads vocab max_context, and for MLA and MoE (0 otherwise) kv_lora_rank qk_rope_head_dim
+//	      experts active_experts shared_experts expert_ffn dense_layers moe_layers
 //	tensor(shape, category="activation", expect="cell", label="tensor", dtype="f32", owner=None) → Tensor (.free() .view(*sizes) .slice(dim, start, end) .shape .bytes .live .label)
 //	causal_mask(rows, cols, offset=0, label="mask", expect="cell", owner=None) → Tensor
 //	  owner=e: the tensor lives as long as engine e (expect="engine", on e's device); expect="engine" without

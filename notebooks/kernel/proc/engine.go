@@ -1,19 +1,23 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 
 	"linger/engine"
+	"linger/engine/alloc"
+	"linger/engine/device"
 	"linger/engine/tokenizer"
+	"linger/internal/units"
 	"linger/timeline/event"
 )
 
 // The engine binding:
 //
-//	engine(model="qwen2-1.5b", device=, dtype=, memory_limit=, kv_layout=, seed=0) → Engine
+//	engine(model="qwen2-1.5b", device=, dtype=, memory_limit=, capacity=, kv_layout=, seed=0) → Engine
 //
 // and the values an Engine makes: its Workspace and WorkspaceGuards, its
 // BatchContexts (this file), KVCaches (kvcache.go), Results and
@@ -23,15 +27,23 @@ import (
 func newEngine(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	s := sessionOf(thread)
 	model, dev, dtype, layout := "qwen2-1.5b", s.devices[0].Name, "", ""
-	var limit starlark.Value = starlark.None
+	var limit, capacity starlark.Value = starlark.None, starlark.None
 	var seed int64
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "model?", &model, "device?", &dev, "dtype?", &dtype,
-		"memory_limit?", &limit, "kv_layout?", &layout, "seed?", &seed); err != nil {
+		"memory_limit?", &limit, "capacity?", &capacity, "kv_layout?", &layout, "seed?", &seed); err != nil {
 		return nil, err
 	}
-	lim, err := sizeArg(limit)
-	if err != nil {
+	var ask deviceAsk
+	var err error
+	if ask.limit, err = sizeArg(limit); err != nil {
 		return nil, fmt.Errorf("engine: memory_limit: %w", err)
+	}
+	if ask.capacity, err = sizeArg(capacity); err != nil {
+		return nil, fmt.Errorf("engine: capacity: %w", err)
+	}
+	cfg, err := engine.LookupPreset(model)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	opts := engine.Options{Model: model, Seed: seed}
 	if dtype != "" {
@@ -42,13 +54,14 @@ func newEngine(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	if opts.KVLayout, err = engine.ParseKVLayout(layout); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	s.mu.Lock()
-	opts.Allocator, err = s.allocator(dev, lim)
-	s.mu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
+	metaDT := opts.DType // the engine's dtype on meta
+	if metaDT == 0 {
+		metaDT = engine.BF16
 	}
-	cfg, err := engine.LookupPreset(model)
+	ask.fit = engine.MetaCapacity(cfg, metaDT)
+	s.mu.Lock()
+	opts.Allocator, err = s.allocator(dev, ask)
+	s.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -57,7 +70,7 @@ func newEngine(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	}
 	eng, err := engine.New(opts)
 	if err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
+		return nil, fmt.Errorf("engine: %w%s", err, weightsHint(opts.Allocator, cfg, metaDT, err))
 	}
 	e := &Engine{s: s, eng: eng, dev: dev}
 	e.ws = &Workspace{e: e}
@@ -66,6 +79,22 @@ func newEngine(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	s.engines = append(s.engines, e)
 	s.mu.Unlock()
 	return e, nil
+}
+
+// weightsHint says, after an engine that ran out of memory on meta, which
+// parameter to raise: memory_limit= when it is below the device's
+// capacity, else capacity=.
+func weightsHint(a *alloc.Allocator, cfg engine.Config, dt engine.DType, err error) string {
+	if _, meta := a.Device().(*device.Meta); !meta || !errors.Is(err, alloc.ErrOutOfMemory) {
+		return ""
+	}
+	_, total := a.Device().MemInfo()
+	w := units.Format(cfg.WeightBytes(dt))
+	if limit := a.Limit(); limit < total {
+		return fmt.Sprintf(" (%s's weights need %s in %v: raise memory_limit=, now %s)", cfg.Name, w, dt, units.Format(limit))
+	}
+	return fmt.Sprintf(" (%s's weights need %s in %v and device meta has a capacity of %s: give capacity=%q to the first engine on it, in a fresh kernel if the device is already made)",
+		cfg.Name, w, dt, units.Format(total), sizeLiteral(engine.MetaCapacity(cfg, dt)))
 }
 
 // An Engine is a model on a device with its weights allocated.
@@ -124,6 +153,10 @@ func (e *Engine) Attr(name string) (starlark.Value, error) {
 			"layers": starlark.MakeInt(cfg.Layers), "hidden": starlark.MakeInt(cfg.Hidden),
 			"heads": starlark.MakeInt(cfg.Heads), "kv_heads": starlark.MakeInt(cfg.KVHeads),
 			"vocab": starlark.MakeInt(cfg.Vocab), "max_context": starlark.MakeInt(cfg.MaxContext),
+			"kv_lora_rank": starlark.MakeInt(cfg.KVLoraRank), "qk_rope_head_dim": starlark.MakeInt(cfg.QKRopeHeadDim),
+			"experts": starlark.MakeInt(cfg.Experts), "active_experts": starlark.MakeInt(cfg.ActiveExperts),
+			"shared_experts": starlark.MakeInt(cfg.SharedExperts), "expert_ffn": starlark.MakeInt(cfg.ExpertFFN),
+			"dense_layers": starlark.MakeInt(cfg.DenseLayers), "moe_layers": starlark.MakeInt(cfg.MoELayers()),
 		}), nil
 	}
 	return engineMethods.bound(e, name), nil

@@ -9,6 +9,7 @@ import (
 
 	"linger/engine"
 	"linger/engine/alloc"
+	"linger/timeline/event"
 )
 
 // Generation: Engine.generate → Result, and Engine.scheduler → Scheduler,
@@ -27,15 +28,20 @@ func engineGenerate(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 	var temp starlark.Float
 	var seed int64
 	onError := "raise"
+	routerLogits := false
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "prompt_tokens?", &promptTokens, "prompt?", &prompt,
 		"max_new_tokens?", &maxNew, "chunk_size?", &chunk, "keep_cache?", &keep, "mask?", &mask, "cache?", &cache,
-		"top_k?", &topK, "temperature?", &temp, "seed?", &seed, "on_error?", &onError); err != nil {
+		"top_k?", &topK, "temperature?", &temp, "seed?", &seed, "on_error?", &onError, "router_logits?", &routerLogits); err != nil {
 		return nil, err
 	}
 	if onError != "raise" && onError != "return" {
 		return nil, fmt.Errorf("generate: on_error %q: want \"raise\" or \"return\"", onError)
 	}
 	req := engine.Request{MaxNewTokens: maxNew, ChunkSize: chunk, KeepCache: keep, TopK: topK, Temperature: float64(temp), Seed: seed}
+	if routerLogits {
+		// The notebook's, as tensor() makes them: judged when the cell ends.
+		req.RouterLogits = event.ScopeCell
+	}
 	var err error
 	if req.Prompt, err = e.prompt(promptTokens, prompt, starlark.None); err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
@@ -108,19 +114,27 @@ func syntheticPrompt(n, vocab int) []int {
 
 // result returns the value of a finished generation.
 func (e *Engine) result(res *engine.Result) *Result {
-	r := &Result{e: e, res: res, n: e.s.nextNumber("result"), cache: starlark.None}
+	r := &Result{e: e, res: res, n: e.s.nextNumber("result"), cache: starlark.None, router: starlark.None}
 	if res.Cache != nil {
 		r.cache = e.s.kvCache(res.Cache)
+	}
+	if res.RouterLogits != nil {
+		ts := make([]starlark.Value, len(res.RouterLogits))
+		for i, t := range res.RouterLogits {
+			ts[i] = e.s.tensor(t, true)
+		}
+		r.router = starlark.NewList(ts)
 	}
 	return r
 }
 
 // A Result is a finished generation.
 type Result struct {
-	e     *Engine
-	res   *engine.Result
-	n     int
-	cache starlark.Value // *KVCache, or None
+	e      *Engine
+	res    *engine.Result
+	n      int
+	cache  starlark.Value // *KVCache, or None
+	router starlark.Value // [*Tensor] of router_logits=True, or None
 }
 
 var (
@@ -131,7 +145,7 @@ var (
 // A Result answers error ("") and oom (None) as the value of a failed
 // call (on_error="return") does, so that one test of r.error serves both.
 var resultAttrs = []string{"allocated", "cache", "cached_tokens", "chunks", "decode_seconds", "error", "oom", "peak",
-	"prefill_seconds", "prompt_tokens", "stopped_at_eos", "text", "tokens", "tokens_per_second"}
+	"prefill_seconds", "prompt_tokens", "router_logits", "stopped_at_eos", "text", "tokens", "tokens_per_second"}
 
 func (r *Result) String() string {
 	return fmt.Sprintf("Result#%d(prompt_tokens=%d, tokens=%d, chunks=%d, peak=%d)", r.n, r.res.PromptTokens, len(r.res.Tokens), r.res.Chunks, r.res.PeakAllocated)
@@ -154,6 +168,8 @@ func (r *Result) Attr(name string) (starlark.Value, error) {
 		return starlark.String(""), nil
 	case "cache":
 		return r.cache, nil
+	case "router_logits":
+		return r.router, nil
 	case "peak":
 		return starlark.MakeUint64(res.PeakAllocated), nil
 	case "prompt_tokens":
@@ -185,6 +201,9 @@ func (r *Result) pathName() string { return fmt.Sprintf("Result#%d", r.n) }
 func (r *Result) refs(yield func(string, any)) {
 	if r.cache != starlark.None {
 		yield(".cache", r.cache)
+	}
+	if r.router != starlark.None {
+		yield(".router_logits", r.router)
 	}
 }
 

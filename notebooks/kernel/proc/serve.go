@@ -86,19 +86,21 @@ type Options struct {
 }
 
 // A Device is a device a kernel offers its cells: New makes it, once per
-// kernel, when a cell first names it. An error from New (no GPU, no
-// driver) is the cell's error, and the next cell that names the device
-// tries again. The first device of Options.Devices must not fail.
+// kernel, when a cell first names it, with the capacity in bytes that
+// cell gave (engine(capacity=...)), 0 for the device's default. An error
+// from New (no GPU, no driver, a capacity the device cannot take) is the
+// cell's error, and the next cell that names the device tries again. The
+// first device of Options.Devices must not fail with capacity 0.
 type Device struct {
 	Name string
-	New  func() (device.Device, error)
+	New  func(capacity uint64) (device.Device, error)
 }
 
 // DefaultDevices are the meta device (sizes and addresses, no data) and
 // the cpu device (real data in host memory).
 var DefaultDevices = []Device{
-	{Name: "meta", New: func() (device.Device, error) { return device.NewMeta(0), nil }},
-	{Name: "cpu", New: func() (device.Device, error) { return device.NewCPU(0), nil }},
+	{Name: "meta", New: func(c uint64) (device.Device, error) { return device.NewMeta(c), nil }},
+	{Name: "cpu", New: func(c uint64) (device.Device, error) { return device.NewCPU(c), nil }},
 }
 
 // ErrNoCUDA is a cell's error for device "cuda" in a kernel whose

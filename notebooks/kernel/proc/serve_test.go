@@ -348,7 +348,7 @@ func TestDeviceCUDA(t *testing.T) {
 	}
 
 	gpu := startKernelOpts(t, Options{Devices: []Device{
-		{Name: "cuda", New: func() (device.Device, error) { return device.NewMeta(0), nil }}, DefaultDevices[0]}})
+		{Name: "cuda", New: func(uint64) (device.Device, error) { return device.NewMeta(0), nil }}, DefaultDevices[0]}})
 	if r := msgtest.Find(gpu.exec(`engine(model="tiny", device="cuda").device`), "execute_result"); r["data"].(map[string]any)["text/plain"] != `"cuda"` {
 		t.Errorf("a kernel with a cuda device: %v", r)
 	}
@@ -360,7 +360,7 @@ func TestDeviceCUDA(t *testing.T) {
 // meta, so that the notebook's figures are meta's.
 func TestDeviceAccelerator(t *testing.T) {
 	gpu := startKernelOpts(t, Options{Devices: []Device{
-		{Name: "cuda", New: func() (device.Device, error) { return devicetest.NewHost(1 << 30), nil }}, DefaultDevices[0]}})
+		{Name: "cuda", New: func(uint64) (device.Device, error) { return devicetest.NewHost(1 << 30), nil }}, DefaultDevices[0]}})
 	src := "e = engine(model=\"tiny\", device=\"cuda\")\n" +
 		"m = causal_mask(24, 24)\n" +
 		"m16 = causal_mask(24, 24, dtype=\"bf16\")\n" +

@@ -12,6 +12,8 @@ import (
 	"go.starlark.net/starlark"
 
 	"linger/engine/alloc"
+	"linger/engine/device"
+	"linger/internal/units"
 	"linger/timeline/event"
 )
 
@@ -38,15 +40,18 @@ type session struct {
 	// run, what the page shows at its prompt (In [3]); executor only.
 	cellCounts map[string]int
 
-	mu      sync.Mutex // guards what follows against the retention walk
-	allocs  map[string]*alloc.Allocator
-	main    *alloc.Allocator
-	engines []*Engine
-	toks    []*Tokenizer
-	tensors []*Tensor        // made by tensor() and causal_mask(), until freed
-	outside []*OutsideMemory // taken by mem.take_outside, until released
-	caches  map[uint64]*KVCache
-	nextID  map[string]int
+	mu     sync.Mutex // guards what follows against the retention walk
+	allocs map[string]*alloc.Allocator
+	// capacity is the capacity each device was made with by
+	// engine(capacity=), 0 for its default.
+	capacity map[string]uint64
+	main     *alloc.Allocator
+	engines  []*Engine
+	toks     []*Tokenizer
+	tensors  []*Tensor        // made by tensor() and causal_mask(), until freed
+	outside  []*OutsideMemory // taken by mem.take_outside, until released
+	caches   map[uint64]*KVCache
+	nextID   map[string]int
 
 	// Set for the running cell.
 	ctx      context.Context
@@ -55,7 +60,7 @@ type session struct {
 
 func newSession(em *event.Emitter, sink *pipeSink, devices []Device, b *budget) *session {
 	return &session{em: em, sink: sink, samp: newSampler(em), devices: devices, budget: b, globals: starlark.StringDict{}, cellCounts: map[string]int{},
-		allocs: map[string]*alloc.Allocator{}, caches: map[uint64]*KVCache{}, nextID: map[string]int{}}
+		allocs: map[string]*alloc.Allocator{}, capacity: map[string]uint64{}, caches: map[uint64]*KVCache{}, nextID: map[string]int{}}
 }
 
 // threadSession is the thread-local key of a cell's session.
@@ -88,33 +93,92 @@ func (s *session) cellCtx() context.Context {
 	return s.ctx
 }
 
+// deviceAsk is what an engine() asks of its device's allocator.
+type deviceAsk struct {
+	// capacity is engine(capacity=): the device's capacity when it is
+	// made; 0 for the device's default.
+	capacity uint64
+	// limit is engine(memory_limit=), which becomes the allocator's
+	// limit; 0 leaves the limit as it is.
+	limit uint64
+	// fit is the meta capacity the engine's model needs
+	// (engine.MetaCapacity); a meta device of the default capacity is
+	// made, or grown, that large. 0: nothing asked.
+	fit uint64
+}
+
 // allocator returns the allocator of the named device, making it (and
-// the device) on first use; a limit other than 0 becomes its limit.
-// Callers hold s.mu.
-func (s *session) allocator(dev string, limit uint64) (*alloc.Allocator, error) {
-	if a, ok := s.allocs[dev]; ok {
-		if limit != 0 {
-			a.SetLimit(limit)
+// the device, with the capacity asked) on first use. A capacity asked
+// of a device already made with another one is an error: it applies when
+// the device is made. A meta device whose capacity was not asked is made
+// or grown to ask.fit (meta memory is accounting only: nothing is
+// simulated smaller than asked), and its allocator's limit with it
+// unless memory_limit set one. On meta, a memory limit over the capacity
+// is an error that names capacity=. Callers hold s.mu.
+func (s *session) allocator(dev string, ask deviceAsk) (*alloc.Allocator, error) {
+	a, made := s.allocs[dev]
+	var d device.Device
+	if made {
+		d = a.Device()
+		if had := s.capacity[dev]; ask.capacity != 0 && ask.capacity != had {
+			_, total := d.MemInfo()
+			if ask.capacity > total {
+				return nil, fmt.Errorf("device %q was made with a capacity of %s by an earlier engine or tensor; capacity=%q applies only where the device is made: restart the kernel and give it to the first engine on %q",
+					dev, units.Format(total), sizeLiteral(ask.capacity), dev)
+			}
+			return nil, fmt.Errorf("device %q was made with a capacity of %s by an earlier engine or tensor, and capacity= applies only where the device is made: to run this engine in less, give memory_limit=%q",
+				dev, units.Format(total), sizeLiteral(ask.capacity))
 		}
-		return a, nil
+	} else {
+		i := slices.IndexFunc(s.devices, func(d Device) bool { return d.Name == dev })
+		if i < 0 && dev == "cuda" {
+			return nil, ErrNoCUDA
+		}
+		if i < 0 {
+			return nil, fmt.Errorf("unknown device %q (want %s)", dev, s.deviceNames())
+		}
+		var err error
+		if d, err = s.devices[i].New(ask.capacity); err != nil {
+			return nil, fmt.Errorf("device %q: %w", dev, err)
+		}
 	}
-	i := slices.IndexFunc(s.devices, func(d Device) bool { return d.Name == dev })
-	if i < 0 && dev == "cuda" {
-		return nil, ErrNoCUDA
+	// Checked before a new device is kept, so that a refused engine()
+	// leaves no device made at a capacity nobody asked for.
+	m, meta := d.(*device.Meta)
+	_, total := d.MemInfo()
+	asked := ask.capacity
+	if made {
+		asked = s.capacity[dev]
 	}
-	if i < 0 {
-		return nil, fmt.Errorf("unknown device %q (want %s)", dev, s.deviceNames())
+	grow := meta && asked == 0 && ask.fit > total
+	capacity := total
+	if grow {
+		capacity = ask.fit
 	}
-	d, err := s.devices[i].New()
-	if err != nil {
-		return nil, fmt.Errorf("device %q: %w", dev, err)
+	if meta && ask.limit > capacity {
+		return nil, fmt.Errorf("memory_limit=%q exceeds the %s capacity of device %q: give capacity=%q (or more) to the first engine on %q",
+			sizeLiteral(ask.limit), units.Format(capacity), dev, sizeLiteral(ask.limit), dev)
 	}
-	s.budget.adopt(d)
-	s.samp.addDevice(d)
-	a := alloc.New(d, alloc.Options{Emitter: s.em, Limit: limit, OnSegments: s.samp.device})
-	s.allocs[dev] = a
-	if s.main == nil {
-		s.main = a
+	if grow {
+		if err := m.SetCapacity(capacity); err != nil {
+			return nil, fmt.Errorf("device %q: %w", dev, err)
+		}
+		if made && a.Limit() == total { // no memory_limit: the limit is the capacity
+			a.SetLimit(0)
+		}
+	}
+	if !made {
+		s.budget.adopt(d)
+		s.samp.addDevice(d)
+		a = alloc.New(d, alloc.Options{Emitter: s.em, OnSegments: s.samp.device})
+		s.allocs[dev] = a
+		s.capacity[dev] = ask.capacity
+		if s.main == nil {
+			s.main = a
+		}
+	}
+	if ask.limit != 0 {
+		a.SetLimit(ask.limit)
 	}
 	return a, nil
 }
@@ -141,7 +205,7 @@ func (s *session) mainAllocator() *alloc.Allocator {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.main == nil {
-		_, _ = s.allocator(s.devices[0].Name, 0)
+		_, _ = s.allocator(s.devices[0].Name, deviceAsk{})
 	}
 	return s.main
 }

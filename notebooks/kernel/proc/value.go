@@ -77,6 +77,20 @@ func sizeArg(v starlark.Value) (uint64, error) {
 	return 0, fmt.Errorf("size must be an int or a string like \"16GiB\", not %s", v.Type())
 }
 
+// sizeLiteral writes n exactly as sizeArg reads it, for an error's
+// suggested argument: "1TiB", "1280GiB", "23MiB", else bytes.
+func sizeLiteral(n uint64) string {
+	switch {
+	case n != 0 && n%(1<<40) == 0:
+		return fmt.Sprintf("%dTiB", n>>40)
+	case n != 0 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n != 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprint(n)
+}
+
 func intList(xs []int) *starlark.List {
 	vs := make([]starlark.Value, len(xs))
 	for i, x := range xs {

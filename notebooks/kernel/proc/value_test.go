@@ -20,7 +20,7 @@ values = [e, e.workspace, e.workspace.acquire(2), e.batch(), r, r.cache, e.sched
 	if r == nil {
 		t.Fatalf("reply %v", msgtest.Find(ms, "execute_reply"))
 	}
-	const want = `[("Engine", 12), ("Workspace", 3), ("WorkspaceGuard", 3), ("BatchContext", 3), ("Result", 14), ("KVCache", 7), ("Scheduler", 7), ("Tensor", 9), ("Tensor", 9), ("Tokenizer", 3), ("OutsideMemory", 4)]`
+	const want = `[("Engine", 12), ("Workspace", 3), ("WorkspaceGuard", 3), ("BatchContext", 3), ("Result", 15), ("KVCache", 7), ("Scheduler", 7), ("Tensor", 9), ("Tensor", 9), ("Tokenizer", 3), ("OutsideMemory", 4)]`
 	if got := r["data"].(map[string]any)["text/plain"]; got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
