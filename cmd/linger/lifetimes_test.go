@@ -371,7 +371,26 @@ func TestRunSchedulerMidFlight(t *testing.T) {
 	if s := summary(2*cfg.Layers*2, want, want); !strings.Contains(stdout.String(), s) {
 		t.Errorf("output lacks %q:\n%s", s, stdout.String())
 	}
+	// The requests lingered only when the teardown began: the holders
+	// the kernel recorded then name the scheduler that runs them.
+	held := fmt.Sprintf("held by global sc → Scheduler#1: %d objects, %s: layer.*.k (%d), layer.*.v (%d)",
+		2*cfg.Layers*2, units.Format(want), 2*cfg.Layers, 2*cfg.Layers)
+	if !strings.Contains(stdout.String(), held) {
+		t.Errorf("output lacks %q:\n%s", held, stdout.String())
+	}
 	r := runLifetimes(t, "scheduler-midflight.ipynb")
+	var text bytes.Buffer
+	if err := runTraceAnalyze(context.Background(), []string{r.trace}, &text, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "held at the end, as the kernel recorded it:\n  "+held) {
+		t.Errorf("linger trace analyze of the saved trace lacks %q:\n%s", held, text.String())
+	}
+	for _, o := range r.report.Lingering.Objects {
+		if !strings.HasPrefix(o.HeldBy, "global sc → Scheduler#1 → request#") {
+			t.Errorf("%s in --report held by %q, want the scheduler's request", o.Label, o.HeldBy)
+		}
+	}
 	l := r.report.Lingering
 	if l.Leaked != uint64(2*cfg.Layers*2) || l.LeakedBytes != want {
 		t.Errorf("leaked %d objects, %d bytes; want %d, %d", l.Leaked, l.LeakedBytes, 2*cfg.Layers*2, want)

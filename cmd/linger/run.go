@@ -75,6 +75,7 @@ func runNotebook(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	holders = withTraceHolders(holders, rep)
 	gates, gateErr := judgeGates(rep, f.gates)
 	if err := writeRunFiles(f, trace, &runReport{Report: rep, Gates: gates, Holders: holders}, herr); err != nil {
 		return err
@@ -335,6 +336,12 @@ func printLingering(w io.Writer, rep *analyze.Report, holders []kernel.Holder, h
 		fmt.Fprintf(w, "  (holders unknown: %v)\n", herr)
 		return
 	}
+	printHolderGroups(w, holders)
+}
+
+// printHolderGroups writes who held the objects, once per cause, the ten
+// largest causes.
+func printHolderGroups(w io.Writer, holders []kernel.Holder) {
 	groups := kernel.GroupHolders(holders)
 	for i, g := range groups {
 		if i == 10 {
@@ -508,4 +515,36 @@ func cellSite(site string) string {
 		return site[:j]
 	}
 	return site
+}
+
+// traceHolders are the holders the trace recorded (the kernel's walk at a
+// cell's end and at the teardown, kept as holders frames) of the objects
+// still lingering at its end, as the kernel's lingering query answers.
+func traceHolders(rep *analyze.Report) []kernel.Holder {
+	var hs []kernel.Holder
+	for _, o := range rep.Lingering.Objects {
+		if o.Leaked && o.HeldBy != "" {
+			hs = append(hs, kernel.Holder{Addr: o.Addr, Size: o.Size, Requested: o.Requested, Category: o.Category,
+				Label: o.Label, Site: o.Site, Path: o.HeldBy, AllocSeq: o.AllocSeq})
+		}
+	}
+	return hs
+}
+
+// withTraceHolders adds to the end-of-run holders (the kernel asked before
+// it shut down) those the trace recorded for objects that lingered only
+// when the session's teardown began: a scheduler's requests left running,
+// which no query before the shutdown could name.
+func withTraceHolders(asked []kernel.Holder, rep *analyze.Report) []kernel.Holder {
+	known := map[uint64]bool{}
+	for _, h := range asked {
+		known[h.Addr] = true
+	}
+	out := asked
+	for _, h := range traceHolders(rep) {
+		if !known[h.Addr] {
+			out = append(out, h)
+		}
+	}
+	return out
 }

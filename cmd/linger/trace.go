@@ -109,7 +109,16 @@ func runTraceAnalyze(_ context.Context, args []string, stdout, stderr io.Writer)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	return rep.WriteText(stdout)
+	if err := rep.WriteText(stdout); err != nil {
+		return err
+	}
+	// Who held what was still lingering at the end, as the live kernel's
+	// walk recorded it in the trace (each object's held_by in --json).
+	if hs := traceHolders(rep); len(hs) > 0 {
+		fmt.Fprintln(stdout, "held at the end, as the kernel recorded it:")
+		printHolderGroups(stdout, hs)
+	}
+	return nil
 }
 
 func runTraceDiff(_ context.Context, args []string, stdout, stderr io.Writer) error {
