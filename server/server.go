@@ -273,6 +273,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/timeline/traces/{name}/{what}", lm.ServeHTTP)
 	handle("GET /api/timeline/kernels/{id}/report", s.handleTimelineReport)
 	handle("GET /api/timeline/traces/{name}/report", s.handleTimelineReport)
+	handle("GET /api/timeline/traces/{name}/lingering", s.handleTraceLingering)
 	handle("GET /api/timeline/kernels/{id}/export", s.handleTimelineExport)
 	handle("GET /api/timeline/traces/{name}/export", s.handleTimelineExport)
 	handle("GET /api/timeline/kernels/{id}/segments", s.handleTimelineSegments)

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"linger/notebooks/kernel"
 	"linger/server/httperr"
 	"linger/server/live"
 	"linger/timeline"
@@ -65,6 +66,35 @@ type liveAnalysis struct {
 	final     *analyze.Report // once ended
 	finalLing []uint64        // once ended, ascending
 	finalLate []uint64        // once ended, ascending
+	// held are the holders a saved trace recorded, by allocation seq
+	// (live.HolderFollower); nil for a kernel's, whose Recorder has them.
+	held map[uint64]string
+}
+
+// heldNames is a trace's names and the holders it recorded: what makes a
+// report's objects say who held them (analyze.HolderNames).
+type heldNames struct {
+	*timeline.Dict
+	heldBy func(uint64) (string, bool)
+}
+
+func (n heldNames) HeldBy(seq uint64) (string, bool) {
+	if n.heldBy == nil {
+		return "", false
+	}
+	return n.heldBy(seq)
+}
+
+// Holders implements live.HolderFollower.
+func (l *liveAnalysis) Holders(paths map[uint64]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held = paths
+}
+
+func (l *liveAnalysis) heldBy(seq uint64) (string, bool) {
+	p, ok := l.held[seq]
+	return p, ok
 }
 
 func newLiveAnalysis() *liveAnalysis {
@@ -94,7 +124,7 @@ func (l *liveAnalysis) Follow(b timeline.Batch) {
 func (l *liveAnalysis) End(stop error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.final = l.a.Report(&l.dict)
+	l.final = l.a.Report(heldNames{&l.dict, l.heldBy})
 	if stop != nil {
 		l.final.Truncated = stop.Error()
 	}
@@ -261,7 +291,7 @@ func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, fmt.Errorf("kernel %q: no analysis", id))
 			return
 		}
-		writeJSON(w, http.StatusOK, l.report())
+		writeJSON(w, http.StatusOK, withHolders(l.report(), rec.HeldBy))
 		return
 	}
 	path, err := s.tracePath(r.PathValue("name"))
@@ -402,4 +432,57 @@ func (s *Server) handleTraceFile(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
 	http.ServeContent(w, r, name, fi.ModTime(), f)
+}
+
+// withHolders is rep with its lingering objects' HeldBy from heldBy (a
+// kernel's Recorder: the holders recorded so far), a copy where any
+// changes: reports are shared.
+func withHolders(rep *analyze.Report, heldBy func(uint64) (string, bool)) *analyze.Report {
+	var objs []analyze.Object
+	for i, o := range rep.Lingering.Objects {
+		p, ok := heldBy(o.AllocSeq)
+		if !ok || p == o.HeldBy {
+			continue
+		}
+		if objs == nil {
+			objs = slices.Clone(rep.Lingering.Objects)
+		}
+		objs[i].HeldBy = p
+	}
+	if objs == nil {
+		return rep
+	}
+	c := *rep
+	c.Lingering.Objects = objs
+	return &c
+}
+
+// handleTraceLingering answers, for a saved trace, who held each object
+// still lingering at its end, as the live kernel's walk recorded it in
+// the trace, in the shape of a live kernel's lingering route ({holders,
+// groups}), so that a page names holders for a saved trace as for a live
+// one. A trace that recorded none (made before holders were kept, or by
+// another source) answers empty lists.
+func (s *Server) handleTraceLingering(w http.ResponseWriter, r *http.Request) {
+	path, err := s.tracePath(r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rep, err := s.savedReport(r.Context(), path)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := lingeringHolders{Holders: []kernel.Holder{}, Groups: []kernel.HolderGroup{}}
+	for _, o := range rep.Lingering.Objects {
+		if o.Leaked && o.HeldBy != "" {
+			out.Holders = append(out.Holders, kernel.Holder{Addr: o.Addr, Size: o.Size, Requested: o.Requested, Category: o.Category,
+				Label: o.Label, Site: o.Site, Path: o.HeldBy, AllocSeq: o.AllocSeq})
+		}
+	}
+	if g := kernel.GroupHolders(out.Holders); g != nil {
+		out.Groups = g
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -134,6 +134,19 @@ func (d *Dict) HeldBy(allocSeq uint64) (string, bool) {
 	return p, ok
 }
 
+// HolderPaths returns a copy of every holder path the trace recorded, by
+// allocation seq (nil when it recorded none).
+func (d *Dict) HolderPaths() map[uint64]string {
+	if len(d.held) == 0 {
+		return nil
+	}
+	m := make(map[uint64]string, len(d.held))
+	for k, v := range d.held {
+		m[k] = v
+	}
+	return m
+}
+
 // setHolders records the holders of a holders frame; a later frame's
 // path for the same object replaces an earlier one (the teardown's is the
 // last word: what held it to the end).

@@ -98,6 +98,14 @@ type Options struct {
 	Paths httperr.Paths
 }
 
+// A HolderFollower is a Follower that also takes the holders a saved
+// trace recorded (timeline.Holders: who held its lingering objects, by
+// allocation seq), given once, after the last batch and before End.
+type HolderFollower interface {
+	Follower
+	Holders(paths map[uint64]string)
+}
+
 // A Follower consumes a trace's events beside its level-of-detail index;
 // see Options.Follow. Its methods may be called from different goroutines,
 // but Follow and End one at a time.

@@ -137,6 +137,9 @@ func (h *Handler) readTrace(path string) (*lod.Index, Follower, Ending, error) {
 			return nil, nil, Ending{}, fmt.Errorf("read trace %q: %w", path, unreadable(err))
 		}
 		if fol != nil {
+			if hf, ok := fol.(HolderFollower); ok {
+				hf.Holders(r.Dict().HolderPaths())
+			}
 			fol.End(err)
 		}
 		return ix, fol, end, nil

@@ -61,7 +61,7 @@ export async function renderDetail(view, o) {
   }
   const rows = [];
   const row = (k, v) => rows.push([k, v]);
-  const held = el("span", { "data-testid": "detail-held-by" }, view.source.lingering ? "asking the kernel…" : (o.lingering ? "not available for a saved trace" : "not lingering"));
+  const held = el("span", { "data-testid": "detail-held-by" }, view.source.lingering ? (view.source.live ? "asking the kernel…" : "looking it up in the trace…") : (o.lingering ? "not available for this trace" : "not lingering"));
   row("held by", held);
   row("size", el("span", { "data-testid": "detail-size" }, `${sizes(o.requested, o.size)}, ${o.category}`));
   const life = el("span", { "data-testid": "detail-lifetime" }, lifetimeText(o, null));
@@ -109,7 +109,13 @@ export async function renderDetail(view, o) {
       const hs = await view.source.lingering();
       const h = (hs.holders || []).find((h) => h.addr === o.addr);
       const g = (hs.groups || []).find((g) => g.addrs?.includes(o.addr));
-      if (!h || !g) { held.textContent = o.lingering ? "no reference path found" : "not lingering"; return; }
+      if (!h || !g) {
+        // A saved trace names the holders of what lingered to its end, as
+        // the kernel's walk recorded them; one from before holders were
+        // kept, or an object freed late, has none.
+        held.textContent = !o.lingering ? "not lingering" : view.source.live ? "no reference path found" : o.leak ? "not recorded in this trace" : "freed late; the trace records holders of what lingered to the end";
+        return;
+      }
       held.textContent = holderGroup(g);
       const others = g.count - 1;
       held.after(el("br"), el("span", { "data-testid": "detail-held-path" }, `${h.path || "no reference path found"}${others ? `; ${others} other${others === 1 ? "" : "s"} share${others === 1 ? "s" : ""} this cause` : ""}`));

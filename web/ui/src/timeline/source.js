@@ -54,6 +54,8 @@ export class TraceSource extends Source {
     return r.buckets;
   }
   end() { return this.endTime; }
+  /** Who held each object lingering at the trace's end, as the kernel recorded it in the trace ({holders, groups}, as a live kernel answers). */
+  lingering() { return getJSON(`${this.prefix}/lingering`); }
 }
 
 export class KernelSource extends Source {
