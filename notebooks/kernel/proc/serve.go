@@ -38,12 +38,6 @@ type kernelProc struct {
 	execCount int
 	history   [][3]any
 
-	// heldCount and heldSeq are the analyzer's lingering count and the
-	// last event at the latest holders record (recordHolders); executor
-	// only.
-	heldCount uint64
-	heldSeq   uint64
-
 	mu  sync.Mutex // guards cur
 	cur *cellRun
 
@@ -118,7 +112,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	k := &kernelProc{out: out, sessionID: msg.NewID(), log: os.Stderr, jobs: make(chan func(), 64), stop: make(chan struct{}),
 		stacks: make(map[string]string), maxOutput: maxOutput(opts.MaxOutput)}
 	k.streamBuf.chunk = streamChunk
-	k.sink = &pipeSink{an: analyze.New(analyze.Options{MaxObjects: 1 << 16}), write: k.writeFrame}
+	k.sink = &pipeSink{write: k.writeFrame}
+	k.sink.an = analyze.New(analyze.Options{MaxObjects: 1 << 16, OnLinger: k.sink.lingers})
 	k.em = event.NewEmitter(k.sink, event.EmitterOptions{SiteHook: k.siteHook})
 	k.budget = newBudget(memoryBudget(opts.Memory))
 	k.s = newSession(k.em, k.sink, opts.Devices, k.budget)

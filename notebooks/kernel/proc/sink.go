@@ -30,6 +30,27 @@ type pipeSink struct {
 	// watchers are the analyzers of timeline.tracks calls in progress,
 	// fed from the instant each began.
 	watchers []*analyze.Analyzer
+	// newly are the objects that became lingering since the last holders
+	// record took them (recordHolders).
+	newly []analyze.Object
+}
+
+// lingers is the kernel analyzer's OnLinger, under s.mu.
+func (s *pipeSink) lingers(o analyze.Object) { s.newly = append(s.newly, o) }
+
+// takeNewly returns the objects that became lingering since the last call
+// and are still alive, as the analyzer sees them now.
+func (s *pipeSink) takeNewly() []analyze.Object {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.newly[:0:0]
+	for _, o := range s.newly {
+		if now, ok := s.an.Live(o.Addr); ok && now.AllocSeq == o.AllocSeq {
+			out = append(out, now)
+		}
+	}
+	s.newly = s.newly[:0]
+	return out
 }
 
 func (s *pipeSink) DefineString(id event.StringID, str string) {
@@ -81,13 +102,6 @@ func (s *pipeSink) report() *analyze.Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.an.Report(&s.dict)
-}
-
-// lingered is how many objects have become lingering so far.
-func (s *pipeSink) lingered() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.an.Lingered()
 }
 
 // site resolves a site id the kernel's Emitter defined.
