@@ -32,6 +32,10 @@ type Report struct {
 	FirstSeq   uint64 `json:"first_seq"`
 	LastSeq    uint64 `json:"last_seq"`
 	DurationNS int64  `json:"duration_ns"`
+	// TraceLastSeq is, for a live trace, its last event when the report
+	// was made (0 where the reader does not know it, as for a file): the
+	// analysis may lag it, and covers the events up to LastSeq only.
+	TraceLastSeq uint64 `json:"trace_last_seq,omitempty"`
 	// Truncated says why the trace ends early ("" when it does not):
 	// the analysis covers every event up to there.
 	Truncated string `json:"truncated,omitempty"`
