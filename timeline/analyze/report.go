@@ -494,11 +494,31 @@ func (a *Analyzer) reportStats(rep *Report, r *resolver) {
 	slices.SortFunc(rep.Sites, func(x, y Stat) int {
 		return cmp.Or(cmp.Compare(y.AllocBytes, x.AllocBytes), cmp.Compare(x.Site, y.Site), cmp.Compare(x.Category, y.Category))
 	})
+	rep.Growth = withoutExplained(rep.Growth)
 	slices.SortFunc(rep.Growth, func(x, y Growth) int {
 		return cmp.Or(cmp.Compare(y.BytesPerStep, x.BytesPerStep), cmp.Compare(x.Category, y.Category), cmp.Compare(x.Site, y.Site))
 	})
 	slices.SortFunc(rep.Duplicates, func(x, y Duplicate) int {
 		return cmp.Or(cmp.Compare(y.TotalBytes, x.TotalBytes), cmp.Compare(x.Site, y.Site))
+	})
+}
+
+// withoutExplained drops a category's growth (Site empty) that its
+// growing sites explain: the category's series is the sum of its sites',
+// so a site that grows makes its category grow too, and the same growth
+// would be listed twice, the second time without the line to fix. A
+// category whose growing sites account for less than half of its growth
+// (it grows by many sites, none enough alone) keeps its own finding.
+func withoutExplained(growth []Growth) []Growth {
+	bySites := map[string]float64{} // growth of the growing sites, by category
+	for _, g := range growth {
+		if g.Site != "" {
+			bySites[g.Category] += float64(g.Last) - float64(g.First)
+		}
+	}
+	return slices.DeleteFunc(growth, func(g Growth) bool {
+		b := bySites[g.Category]
+		return g.Site == "" && b > 0 && 2*b >= float64(g.Last)-float64(g.First)
 	})
 }
 
