@@ -1,6 +1,9 @@
 package analyze
 
 import (
+	"fmt"
+	"regexp"
+	"strings"
 	"testing"
 
 	"linger/timeline/event"
@@ -61,5 +64,42 @@ func TestGrowthOnce(t *testing.T) {
 	}
 	if len(rep.Growth) != 1 || rep.Growth[0].Site != "" || !near(rep.Growth[0].BytesPerStep, 8*each, 1e-9) {
 		t.Errorf("growth %+v, want the category's alone: %d B a step by eight sites", rep.Growth, 8*each)
+	}
+}
+
+// TestTracksTextTeardown (issue 21, point 9.6): allocated grows by 4 MiB
+// a step over 20 steps, then the session's teardown frees it all. The
+// text gives the growth's figures, the first step's to the last's, and
+// the end apart: not "allocated … → 0 B" for a track that grew.
+func TestTracksTextTeardown(t *testing.T) {
+	const steps, keep = 20, 4 * MiB
+	s := keepPerStep(steps, event.CategoryKVCache, keep, 1, 0)
+	s.end() // the request
+	session := s.begin(event.ScopeSession)
+	s.nsc++
+	s.emit(event.Event{Kind: event.KindScopeBegin, Expect: event.ScopeSession, Addr: uint64(s.nsc), Size: event.ScopeFlagTeardown, Extra: uint64(session), Scope: session})
+	for addr := uint64(1); addr <= steps; addr++ {
+		s.emit(event.Event{Kind: event.KindFree, Addr: addr})
+	}
+	s.emit(event.Event{Kind: event.KindScopeEnd, Expect: event.ScopeSession, Addr: uint64(s.nsc)})
+	s.end()
+	rep, err := Run(s.tr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	first, last := fmtBytes(keep), fmtBytes(steps*keep)
+	want := fmt.Sprintf("tracks: %s; first → last step of %d: allocated %s → %s,", verdictText(VerdictAllocated), steps, first, last)
+	if !strings.Contains(text.String(), want) || !strings.Contains(text.String(), "at the trace's end, after the last step: allocated 0 B,") {
+		t.Errorf("text:\n%s\nwant %q and the end (allocated 0 B) apart", text.String(), want)
+	}
+	if regexp.MustCompile(`allocated [^,]* → 0 B`).MatchString(text.String()) {
+		t.Errorf("text says allocated went to 0 B:\n%s", text.String())
+	}
+	if rep.Tracks.Last.Allocated != steps*keep || rep.Tracks.End.Allocated != 0 || rep.Tracks.Samples != steps {
+		t.Errorf("tracks: last %d, end %d over %d samples; want %d, 0 over %d", rep.Tracks.Last.Allocated, rep.Tracks.End.Allocated, rep.Tracks.Samples, steps*keep, steps)
 	}
 }

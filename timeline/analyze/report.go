@@ -243,10 +243,14 @@ type Tracks struct {
 	// Points is the downsampled series: each point covers Events events
 	// from Seq, with the minimum and maximum of each track over them.
 	Points []Point `json:"points"`
-	// Start holds the values at the first growth sample, End at the last
-	// event.
-	Start TrackValues `json:"start"`
-	End   TrackValues `json:"end"`
+	// Start holds the values at the first growth sample, Last at the last
+	// (the end of the last step, request or cell: what the verdict rests
+	// on, before a session's teardown frees what it held), End at the
+	// last event. Samples is how many growth samples there were.
+	Start   TrackValues `json:"start"`
+	Last    TrackValues `json:"last"`
+	End     TrackValues `json:"end"`
+	Samples int         `json:"samples"`
 	// Slopes of each track, in bytes per growth sample.
 	AllocatedPerStep float64 `json:"allocated_per_step"`
 	ReservedPerStep  float64 `json:"reserved_per_step"`
@@ -621,6 +625,11 @@ func (a *Analyzer) reportTracks(rep *Report) {
 			GoHeapMin: p.min[memstate.GoHeap], GoHeapMax: p.max[memstate.GoHeap]}
 	}
 	t.Start, t.End = values(a.trackStart), values(a.mem.Tracks)
+	var last [numTracks]uint64
+	for i := range last {
+		last[i] = uint64(a.trackFit[i].last)
+	}
+	t.Last, t.Samples = values(last), int(a.trackFit[memstate.Allocated].n)
 	t.AllocatedPerStep, _, _ = a.trackFit[memstate.Allocated].slope()
 	t.ReservedPerStep, _, _ = a.trackFit[memstate.Reserved].slope()
 	t.DevicePerStep, _, _ = a.trackFit[memstate.DeviceUsed].slope()

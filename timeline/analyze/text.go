@@ -162,19 +162,34 @@ func writePeak(p printer, pk *Peak) {
 
 // writeTracks writes the verdict on the memory tracks and the figures it
 // rests on; unit is the growth unit, for the Go heap's rate.
+//
+// The figures are those of the first and the last growth sample, which
+// the verdict rests on; the trace's end, when it reads differently (a
+// session's teardown frees what the session held), is said apart: a
+// track that grew and was then torn down did not grow to 0.
 func writeTracks(p printer, t *Tracks, unit string) {
-	p("tracks: %s; allocated %s → %s, reserved %s → %s, device used %s → %s", verdictText(t.Verdict),
-		fmtBytes(t.Start.Allocated), fmtBytes(t.End.Allocated), fmtBytes(t.Start.Reserved), fmtBytes(t.End.Reserved),
-		fmtBytes(t.Start.DeviceUsed), fmtBytes(t.End.DeviceUsed))
+	three := func(v TrackValues) string {
+		return fmt.Sprintf("allocated %s, reserved %s, device used %s", fmtBytes(v.Allocated), fmtBytes(v.Reserved), fmtBytes(v.DeviceUsed))
+	}
+	if t.Samples == 0 {
+		p("tracks: %s; at the end: %s", verdictText(t.Verdict), three(t.End))
+		return
+	}
+	p("tracks: %s; first → last %s of %d: allocated %s → %s, reserved %s → %s, device used %s → %s", verdictText(t.Verdict), unit, t.Samples,
+		fmtBytes(t.Start.Allocated), fmtBytes(t.Last.Allocated), fmtBytes(t.Start.Reserved), fmtBytes(t.Last.Reserved),
+		fmtBytes(t.Start.DeviceUsed), fmtBytes(t.Last.DeviceUsed))
+	if end := three(t.End); end != three(t.Last) {
+		p("  at the trace's end, after the last %s: %s", unit, end)
+	}
 	p("  cached gap (reserved − allocated) %s → %s; outside gap (device − reserved) %s → %s",
-		fmtSigned(float64(t.Start.CachedGap)), fmtSigned(float64(t.End.CachedGap)),
-		fmtSigned(float64(t.Start.OutsideGap)), fmtSigned(float64(t.End.OutsideGap)))
+		fmtSigned(float64(t.Start.CachedGap)), fmtSigned(float64(t.Last.CachedGap)),
+		fmtSigned(float64(t.Start.OutsideGap)), fmtSigned(float64(t.Last.OutsideGap)))
 	if t.HasGoHeap {
 		state := "flat"
 		if t.GoHeapGrows {
 			state = "grows " + fmtSigned(t.GoHeapPerStep) + "/" + unit
 		}
-		p("  go heap %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.End.GoHeap), state)
+		p("  go heap %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.Last.GoHeap), state)
 	}
 }
 
