@@ -243,6 +243,8 @@ type Analyzer struct {
 	trackStart [numTracks]uint64
 	started    bool
 	series     series
+
+	ooms []oomRec // the first maxOOMs oom events (oom.go)
 }
 
 type lingTotals struct {
@@ -321,6 +323,7 @@ func (a *Analyzer) Add(e event.Event) {
 		a.counter(&e)
 	case event.KindOOM:
 		a.anom.OOMs++
+		a.noteOOM(&e)
 	}
 	a.series.add(e.Seq, e.Time, &a.mem.Tracks)
 }

@@ -3,6 +3,7 @@ package analyze
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,5 +102,71 @@ func TestTracksTextTeardown(t *testing.T) {
 	}
 	if rep.Tracks.Last.Allocated != steps*keep || rep.Tracks.End.Allocated != 0 || rep.Tracks.Samples != steps {
 		t.Errorf("tracks: last %d, end %d over %d samples; want %d, 0 over %d", rep.Tracks.Last.Allocated, rep.Tracks.End.Allocated, rep.Tracks.Samples, steps*keep, steps)
+	}
+}
+
+// TestOOMFinding (issue 21, point 9.3): an allocation that failed is a
+// finding: what it asked for, where, what the limit left free (the
+// event's Extra) and what was alive by category, in the report and its
+// text.
+func TestOOMFinding(t *testing.T) {
+	const (
+		weights = 8 * MiB
+		kv      = 3 * MiB
+		ask     = 64*MiB - 100 // rounded to 64 MiB
+		free    = 30 * MiB
+	)
+	s := newStream()
+	s.tr.DefineSite(1, event.Site{Cell: "load", Line: 1})
+	s.tr.DefineSite(2, event.Site{Cell: "grow", Line: 7})
+	s.tr.DefineString(1, "layer.16.k")
+	s.begin(event.ScopeCell)
+	s.emit(event.Event{Kind: event.KindAlloc, Addr: 1, Size: weights, Category: event.CategoryWeights, Expect: event.ScopeEngine, Site: 1})
+	for i := range uint64(4) {
+		s.emit(event.Event{Kind: event.KindAlloc, Addr: 10 + i, Size: kv, Requested: kv - 512, Category: event.CategoryKVCache, Expect: event.ScopeCell, Site: 2})
+	}
+	s.emit(event.Event{Kind: event.KindOOM, Size: 64 * MiB, Requested: ask, Category: event.CategoryKVCache, Expect: event.ScopeRequest, Label: 1, Site: 2, Extra: free})
+	oomSeq := s.seq
+	s.end()
+	rep, err := Run(s.tr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.OOMs) != 1 || rep.Anomalies.OOMs != 1 {
+		t.Fatalf("report: %d OOMs detailed, %d counted; want 1, 1", len(rep.OOMs), rep.Anomalies.OOMs)
+	}
+	o := rep.OOMs[0]
+	if o.Seq != oomSeq || o.Size != 64*MiB || o.Requested != ask || o.Category != "kv_cache" || o.Label != "layer.16.k" ||
+		!strings.HasPrefix(o.Site, "cell grow:7") || o.DeviceFree != free || o.Allocated != weights+4*kv {
+		t.Errorf("OOM %+v, want seq %d, kv_cache layer.16.k %d of %d bytes at cell grow:7, %d free, %d allocated", o, oomSeq, ask, 64*MiB, free, weights+4*kv)
+	}
+	// Largest first: the four KV blocks' 12 MiB, then the 8 MiB of weights.
+	wantLive := []Share{{Category: "kv_cache", Bytes: 4 * kv, Requested: 4 * (kv - 512), Count: 4}, {Category: "weights", Bytes: weights, Requested: weights, Count: 1}}
+	if !slices.Equal(o.Live, wantLive) {
+		t.Errorf("alive at the OOM %+v, want %+v", o.Live, wantLive)
+	}
+	var text strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"out of memory: 1 allocation(s) failed",
+		fmt.Sprintf(`  kv_cache   "layer.16.k" %s at seq %d`, fmtBlocks(ask, 64*MiB), oomSeq),
+		fmt.Sprintf("; %s free under the limit; allocated %s,", fmtBytes(free), fmtBytes(weights+4*kv)),
+		fmt.Sprintf("    alive: kv_cache %s in 4, weights %s in 1", fmtBlocks(4*(kv-512), 4*kv), fmtBytes(weights)),
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	// A trace without one says nothing of it.
+	rep, err = Run(keepPerStep(4, event.CategoryKVCache, MiB, 1, 0).tr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text.Reset()
+	rep.WriteText(&text)
+	if len(rep.OOMs) != 0 || strings.Contains(text.String(), "out of memory") {
+		t.Errorf("a trace without an OOM: %+v\n%s", rep.OOMs, text.String())
 	}
 }

@@ -41,7 +41,10 @@ type Report struct {
 	Truncated string `json:"truncated,omitempty"`
 	// Ended says how the trace ended, when the reader of its file knows
 	// (nil for a live trace, still being written).
-	Ended      *Ended      `json:"ended,omitempty"`
+	Ended *Ended `json:"ended,omitempty"`
+	// OOMs are the allocations that failed for lack of device memory,
+	// the first 16 (Anomalies.OOMs counts them all).
+	OOMs       []OOM       `json:"ooms"`
 	Lingering  Lingering   `json:"lingering"`
 	GrowthUnit string      `json:"growth_unit"` // the scope kind growth is sampled at: step, request or cell ("" if none ended)
 	Growth     []Growth    `json:"growth"`
@@ -400,6 +403,7 @@ func (a *Analyzer) Report(names Names) *Report {
 	a.reportPeak(rep, r)
 	a.reportTracks(rep)
 	a.reportCells(rep, r)
+	a.reportOOMs(rep, r)
 	return rep
 }
 

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -35,6 +36,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if unit == "" {
 		unit = "step"
 	}
+	writeOOMs(p, rep.OOMs, rep.Anomalies.OOMs)
 	writeLingering(p, &rep.Lingering)
 	writeGrowth(p, rep.Growth, unit)
 	writeDuplicates(p, rep.Duplicates, unit)
@@ -46,6 +48,32 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	// The bufio.Writer keeps the first write error, and Flush returns it.
 	return bw.Flush()
+}
+
+// writeOOMs writes the allocations that failed, n in all, each with what
+// it asked for, where, what was free under the device's limit and what
+// was alive; nothing for a trace without one.
+func writeOOMs(p printer, ooms []OOM, n uint64) {
+	if n == 0 {
+		return
+	}
+	p("out of memory: %d allocation(s) failed", n)
+	for _, o := range ooms[:min(len(ooms), textRows)] {
+		label := ""
+		if o.Label != "" {
+			label = fmt.Sprintf(" %q", o.Label)
+		}
+		p("  %-10s%s %s at seq %d (%s); %s free under the limit; allocated %s, reserved %s, device used %s  at %s",
+			o.Category, label, fmtBlocks(o.Requested, o.Size), o.Seq, fmtDuration(o.TimeNS), fmtBytes(o.DeviceFree),
+			fmtBytes(o.Allocated), fmtBytes(o.Reserved), fmtBytes(o.DeviceUsed), shortSite(cmp.Or(o.Site, "unknown")))
+		var live []string
+		for _, s := range o.Live[:min(len(o.Live), textRows)] {
+			live = append(live, fmt.Sprintf("%s %s in %d", s.Category, fmtBlocks(s.Requested, s.Bytes), s.Count))
+		}
+		if len(live) > 0 {
+			p("    alive: %s", strings.Join(live, ", "))
+		}
+	}
 }
 
 // printer writes one line of the text report.

@@ -872,6 +872,16 @@ export class TimelineView {
       list.append(li);
     };
     const end = r.duration_ns || this.source.end();
+    // An allocation that failed first: what it asked for and where, what
+    // the device's limit left free, and what was alive (the largest
+    // categories); each opens the allocator as it was then.
+    for (const o of r.ooms || []) {
+      const alive = (o.live || []).slice(0, 4).map((c) => `${c.category} ${sizes(c.requested, c.bytes)} in ${c.count}`).join(", ");
+      item(`out of memory: ${o.category}${o.label ? ` ${o.label}` : ""} ${sizes(o.requested, o.size)} asked for at ${short(o.site) || "unknown site"}; ${bytes(o.device_free)} free under the limit${alive ? `; alive: ${alive}` : ""}`,
+        () => { this.jump(o.time_ns, o.time_ns); this.segments.open({ at: o.seq }, "at the OOM"); }, o.site);
+    }
+    const moreOOMs = (r.anomalies?.ooms || 0) - (r.ooms || []).length;
+    if (moreOOMs > 0) item(`… and ${moreOOMs} more out-of-memory errors`);
     // Lingering objects are listed by (leak or late free, category, site):
     // one line per place in the code, as a user fixes them, not one per
     // block (a leaked KV cache is two blocks per layer). The totals are the
