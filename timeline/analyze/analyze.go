@@ -161,6 +161,8 @@ type agg struct {
 	fit    fit // live bytes (the allocator's blocks) at each sample
 	reqFit fit // live bytes requested at each sample
 
+	wide wideFits // the same at request and cell ends (rates.go)
+
 	// duplicates (site aggregates only)
 	site          event.SiteID
 	cat           event.Category
@@ -236,6 +238,7 @@ type Analyzer struct {
 	// growth sampling
 	sampleKind event.ScopeKind
 	samples    uint64
+	wide       wideSamples // at request and cell ends (rates.go)
 
 	// tracks
 	mem        memstate.State // allocated and the tracks
@@ -318,6 +321,7 @@ func (a *Analyzer) Add(e event.Event) {
 	case event.KindScopeBegin:
 		a.begin(&e)
 	case event.KindScopeEnd:
+		a.scopeEnding(&e)
 		a.end(&e)
 	case event.KindCounter:
 		a.counter(&e)

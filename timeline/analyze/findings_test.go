@@ -170,3 +170,72 @@ func TestOOMFinding(t *testing.T) {
 		t.Errorf("a trace without an OOM: %+v\n%s", rep.OOMs, text.String())
 	}
 }
+
+// TestGrowthPerRequest (issue 21, point 9.1): a notebook keeps 2 MiB a
+// request; each request runs 8 engine steps, and its 16 requests run in
+// 4 cells. The growth is sampled at the steps (its unit, said), and is
+// also given per request (2 MiB) and per cell (4 requests: 8 MiB), which
+// is what the notebook counts.
+func TestGrowthPerRequest(t *testing.T) {
+	const keep, steps, requests, cells = 2 * MiB, 8, 16, 4
+	s := newStream()
+	s.tr.DefineSite(1, event.Site{Cell: "serve", Line: 3})
+	var addr uint64
+	for range cells {
+		s.begin(event.ScopeCell)
+		for range requests / cells {
+			s.begin(event.ScopeRequest)
+			for j := range steps {
+				s.time += 1e6
+				s.begin(event.ScopeStep)
+				if j == 0 {
+					addr++
+					s.emit(event.Event{Kind: event.KindAlloc, Addr: addr, Size: keep, Category: event.CategoryKVCache, Expect: event.ScopeSession, Site: 1})
+				}
+				s.end()
+			}
+			s.end()
+		}
+		s.end()
+	}
+	rep, err := Run(s.tr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Growth) != 1 {
+		t.Fatalf("growth %+v, want one finding", rep.Growth)
+	}
+	g := rep.Growth[0]
+	// Per step: 2 MiB every 8 steps, a staircase fitted by a line.
+	if g.Unit != "step" || g.Samples != requests*steps || !near(g.BytesPerStep, keep/steps, 0.05) {
+		t.Errorf("growth %+v, want %d B/step ± 5 %% over %d steps", g, keep/steps, requests*steps)
+	}
+	want := []Rate{{Unit: "request", Samples: requests, BytesPer: keep, RequestedPer: keep, R2: 1},
+		{Unit: "cell", Samples: cells, BytesPer: keep * requests / cells, RequestedPer: keep * requests / cells, R2: 1}}
+	if len(g.Per) != len(want) {
+		t.Fatalf("per wider scope %+v, want %+v", g.Per, want)
+	}
+	for i, w := range want {
+		if p := g.Per[i]; p.Unit != w.Unit || p.Samples != w.Samples || !near(p.BytesPer, w.BytesPer, 1e-9) || !near(p.RequestedPer, w.RequestedPer, 1e-9) || !near(p.R2, 1, 1e-9) {
+			t.Errorf("per %s: %+v, want %+v", w.Unit, p, w)
+		}
+	}
+	var text strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	line := fmt.Sprintf(", %s/request over %d requests, %s/cell over %d cells,", fmtSigned(keep), requests, fmtSigned(keep*requests/cells), cells)
+	if !strings.Contains(text.String(), line) || !strings.Contains(text.String(), fmt.Sprintf("over %d steps", requests*steps)) {
+		t.Errorf("text lacks %q and the steps' count:\n%s", line, text.String())
+	}
+
+	// One cell: growth inside it has no rate per cell.
+	one := keepPerStep(20, event.CategoryKVCache, MiB, 1, 0)
+	rep, err = Run(one.tr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Growth) != 1 || len(rep.Growth[0].Per) != 0 {
+		t.Errorf("growth in one request of no cell: %+v, want no rate per request or cell", rep.Growth)
+	}
+}

@@ -165,10 +165,14 @@ type Object struct {
 // allocator's blocks (BytesPerStep, R2); the same fit over the bytes the
 // objects asked for gives the Requested figures beside them.
 type Growth struct {
-	Category           string  `json:"category"`
-	Site               string  `json:"site,omitempty"`
-	Samples            int     `json:"samples"`
-	BytesPerStep       float64 `json:"bytes_per_step"` // per sample (see Report.GrowthUnit)
+	Category string `json:"category"`
+	Site     string `json:"site,omitempty"`
+	Samples  int    `json:"samples"`
+	// Unit is the scope kind of the samples, Report.GrowthUnit's: a step
+	// is a prefill chunk or decode step of the engine, or a notebook's
+	// own timeline.scope("step", …).
+	Unit               string  `json:"unit"`
+	BytesPerStep       float64 `json:"bytes_per_step"` // per sample (see Unit)
 	BytesPerSecond     float64 `json:"bytes_per_second"`
 	RequestedPerStep   float64 `json:"requested_per_step"`
 	RequestedPerSecond float64 `json:"requested_per_second"`
@@ -177,6 +181,9 @@ type Growth struct {
 	Last               uint64  `json:"last_bytes"`
 	FirstRequested     uint64  `json:"first_requested"`
 	LastRequested      uint64  `json:"last_requested"`
+	// Per is the same growth per request and per cell, where the trace has
+	// those scopes and they are wider than Unit: fitted at their ends.
+	Per []Rate `json:"per,omitempty"`
 }
 
 // Duplicate is a (site, category) that built the same thing again and
@@ -471,7 +478,8 @@ func (a *Analyzer) growth(g *agg, site string) (Growth, bool) {
 	return Growth{Category: g.cat.String(), Site: site, Samples: int(g.fit.n), BytesPerStep: ps,
 		BytesPerSecond: pt, RequestedPerStep: rs, RequestedPerSecond: rt, R2: r2,
 		First: uint64(g.fit.first), Last: uint64(g.fit.last),
-		FirstRequested: uint64(g.reqFit.first), LastRequested: uint64(g.reqFit.last)}, true
+		FirstRequested: uint64(g.reqFit.first), LastRequested: uint64(g.reqFit.last),
+		Unit: a.sampleKind.String(), Per: a.wideRates(g)}, true
 }
 
 func (a *Analyzer) reportStats(rep *Report, r *resolver) {

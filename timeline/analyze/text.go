@@ -117,13 +117,26 @@ func writeGrowth(p printer, growth []Growth, unit string) {
 		if where == "" {
 			where = "(all sites)"
 		}
-		perStep := fmtSigned(g.RequestedPerStep) + "/" + unit
-		if a := fmtSigned(g.BytesPerStep) + "/" + unit; a != perStep {
-			perStep += " (" + fmtSigned(g.BytesPerStep) + " allocated)"
+		unit := cmp.Or(g.Unit, unit)
+		perStep := fmtRate(g.RequestedPerStep, g.BytesPerStep, unit)
+		// The same growth per request and per cell, which a notebook
+		// counts, where the samples are finer (the engine's steps).
+		for _, r := range g.Per {
+			perStep += fmt.Sprintf(", %s over %d %ss", fmtRate(r.RequestedPer, r.BytesPer, r.Unit), r.Samples, r.Unit)
 		}
-		p("  %-10s %s, %s/s, R² %.2f over %d samples, %s  %s", g.Category, perStep,
-			fmtSigned(g.RequestedPerSecond), g.R2, g.Samples, fmtSpan(g.FirstRequested, g.LastRequested, g.First, g.Last, " → "), shortSite(where))
+		p("  %-10s %s, %s/s, R² %.2f over %d %ss, %s  %s", g.Category, perStep,
+			fmtSigned(g.RequestedPerSecond), g.R2, g.Samples, unit, fmtSpan(g.FirstRequested, g.LastRequested, g.First, g.Last, " → "), shortSite(where))
 	}
+}
+
+// fmtRate is a growth rate per unit, as requested, then the allocator's
+// blocks when they read differently: "+1.0 MiB/step (+1.5 MiB allocated)".
+func fmtRate(requested, size float64, unit string) string {
+	r := fmtSigned(requested) + "/" + unit
+	if a := fmtSigned(size) + "/" + unit; a != r {
+		r += " (" + fmtSigned(size) + " allocated)"
+	}
+	return r
 }
 
 func writeDuplicates(p printer, dups []Duplicate, unit string) {

@@ -931,7 +931,14 @@ export class TimelineView {
       }
       if (groups.length > 10) item(`… held by ${groups.length - 10} more`);
     }
-    for (const g of r.growth || []) item(`growth: ${g.category}${g.site ? ` at ${short(g.site)}` : ""} ${rate(g.requested_per_step, g.bytes_per_step, r.growth_unit || "step")}`, () => this.fit(), g.site);
+    // Growth per step (the finest scopes: the engine's prefill chunks and
+    // decode steps), and per request and per cell, which a notebook
+    // counts, where it grows at their ends too.
+    for (const g of r.growth || []) {
+      const per = (g.per || []).map((p) => `, ${rate(p.requested_per, p.bytes_per, p.unit)} over ${p.samples} ${p.unit}s`).join("");
+      const unit = g.unit || r.growth_unit || "step";
+      item(`growth: ${g.category}${g.site ? ` at ${short(g.site)}` : ""} ${rate(g.requested_per_step, g.bytes_per_step, unit)} over ${g.samples} ${unit}s${per}`, () => this.fit(), g.site);
+    }
     // Which track grows tells which kind of growth it is (two-track
     // monitoring): the analyzer's verdict over the whole trace.
     const verdicts = {
