@@ -238,7 +238,7 @@ type Analyzer struct {
 	// growth sampling
 	sampleKind event.ScopeKind
 	samples    uint64
-	wide       wideSamples // at request and cell ends (rates.go)
+	wide       scopeSamples // at request and cell ends (rates.go, phases.go)
 
 	// tracks
 	mem        memstate.State // allocated and the tracks

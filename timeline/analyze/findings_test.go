@@ -239,3 +239,82 @@ func TestGrowthPerRequest(t *testing.T) {
 		t.Errorf("growth in one request of no cell: %+v, want no rate per request or cell", rep.Growth)
 	}
 }
+
+// TestTrackPhases (issue 21, point 9.5): three cells, one kind of growth
+// each, as scenario 8 runs them: a leak (2 MiB kept a step: allocated
+// grows), cache retention (a new 64 MiB segment a step for a block freed
+// within it: reserved grows), memory outside the allocator (96 MiB a
+// step: device used grows); then a clean cell (1 MiB allocated and freed
+// a step). Each growing cell is a phase with its own verdict and rate;
+// the clean one is none.
+func TestTrackPhases(t *testing.T) {
+	const steps = 10
+	s := newStream()
+	cells := []string{"leak", "cache", "outside", "clean"}
+	for i, c := range cells {
+		s.tr.DefineString(event.StringID(i+1), c)
+	}
+	var addr uint64
+	for i := range cells {
+		s.nsc++
+		s.emit(event.Event{Kind: event.KindScopeBegin, Expect: event.ScopeCell, Addr: uint64(s.nsc), Label: event.StringID(i + 1)})
+		s.open = append(s.open, s.nsc)
+		s.kind[s.nsc] = event.ScopeCell
+		for range steps {
+			s.time += 1e6
+			s.begin(event.ScopeStep)
+			addr++
+			switch cells[i] {
+			case "leak":
+				s.emit(event.Event{Kind: event.KindAlloc, Addr: addr << 32, Size: 2 * MiB, Category: event.CategoryKVCache, Expect: event.ScopeCell})
+			case "cache":
+				s.emit(event.Event{Kind: event.KindSegmentAlloc, Addr: addr << 32, Size: 64 * MiB, Extra: event.PoolLarge})
+				s.emit(event.Event{Kind: event.KindAlloc, Addr: addr << 32, Size: 64 * MiB, Category: event.CategoryActivation, Expect: event.ScopeStep})
+				s.emit(event.Event{Kind: event.KindFree, Addr: addr << 32})
+			case "outside":
+				s.emit(event.Event{Kind: event.KindSegmentAlloc, Addr: addr << 32, Size: 96 * MiB, Extra: event.PoolOutside})
+			case "clean":
+				s.emit(event.Event{Kind: event.KindAlloc, Addr: addr << 32, Size: MiB, Category: event.CategoryActivation, Expect: event.ScopeStep})
+				s.emit(event.Event{Kind: event.KindFree, Addr: addr << 32})
+			}
+			s.end()
+		}
+		s.end()
+	}
+	rep, err := Run(s.tr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		cell, verdict string
+		per           float64
+	}
+	wants := []want{{"leak", VerdictAllocated, 2 * MiB}, {"cache", VerdictReserved, 64 * MiB}, {"outside", VerdictDevice, 96 * MiB}}
+	ph := rep.Tracks.Phases
+	if len(ph) != len(wants) {
+		t.Fatalf("phases %+v, want %v (and none for the clean cell); the whole trace's verdict: %s", ph, wants, rep.Tracks.Verdict)
+	}
+	for i, w := range wants {
+		p := ph[i]
+		per := map[string]float64{VerdictAllocated: p.AllocatedPerStep, VerdictReserved: p.ReservedPerStep, VerdictDevice: p.DevicePerStep}[p.Verdict]
+		if p.Cell != w.cell || p.Verdict != w.verdict || p.Unit != "step" || p.Samples != steps || !near(per, w.per, 1e-9) {
+			t.Errorf("phase %d: %+v, want cell %s, %s by %.0f B/step over %d steps", i, p, w.cell, w.verdict, w.per, steps)
+		}
+	}
+	var text strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{
+		fmt.Sprintf("  in cell leak: %s; allocated %s/step over %d steps", verdictText(VerdictAllocated), fmtSigned(2*MiB), steps),
+		fmt.Sprintf("  in cell cache: %s; reserved %s/step over %d steps", verdictText(VerdictReserved), fmtSigned(64*MiB), steps),
+		fmt.Sprintf("  in cell outside: %s; device used %s/step over %d steps", verdictText(VerdictDevice), fmtSigned(96*MiB), steps),
+	} {
+		if !strings.Contains(text.String(), w) {
+			t.Errorf("text lacks %q:\n%s", w, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "in cell clean") {
+		t.Errorf("the clean cell is a phase:\n%s", text.String())
+	}
+}

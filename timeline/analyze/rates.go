@@ -17,8 +17,14 @@ type wideFits struct {
 	fit, reqFit [len(wideKinds)]fit
 }
 
-// wideSamples counts the samples taken at each of wideKinds.
-type wideSamples [len(wideKinds)]uint64
+// scopeSamples are the analyzer's samples at scope ends beyond the
+// finest kind's: how many at each of wideKinds, and each cell run's
+// tracks (phases.go).
+type scopeSamples struct {
+	n      [len(wideKinds)]uint64
+	cell   cellTracks
+	phases []Phase
+}
 
 // Rate is a growth's rate per scope of a wider kind than its samples'.
 type Rate struct {
@@ -30,18 +36,20 @@ type Rate struct {
 }
 
 // scopeEnding samples every aggregate's live bytes at the end of a
-// request or a cell (e, before end forgets the scope).
+// request or a cell, and the tracks of the cell running (e, before end
+// forgets the scope).
 func (a *Analyzer) scopeEnding(e *event.Event) {
 	s := a.scopes[event.ScopeID(e.Addr)]
 	if s == nil {
 		return
 	}
+	a.cellTracks(s, e)
 	for i, k := range wideKinds {
 		if s.kind != k {
 			continue
 		}
-		x, ts := float64(a.wide[i]), float64(e.Time)/1e9
-		a.wide[i]++
+		x, ts := float64(a.wide.n[i]), float64(e.Time)/1e9
+		a.wide.n[i]++
 		for c := range a.cats {
 			if g := &a.cats[c]; g.allocs > 0 {
 				g.wide.fit[i].add(x, ts, float64(g.live))

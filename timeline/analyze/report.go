@@ -277,6 +277,9 @@ type Tracks struct {
 	// DeviceFromCounter is set when device used comes from the
 	// "device_used" counter rather than from segments.
 	DeviceFromCounter bool `json:"device_from_counter"`
+	// Phases are the cell runs over which a track grows, each with its
+	// verdict (phases.go): a notebook's phases, where Verdict is one.
+	Phases []Phase `json:"phases"`
 }
 
 // Verdicts of Tracks.
@@ -409,6 +412,7 @@ func (a *Analyzer) Report(names Names) *Report {
 	a.reportStats(rep, r)
 	a.reportPeak(rep, r)
 	a.reportTracks(rep)
+	a.reportPhases(rep, r)
 	a.reportCells(rep, r)
 	a.reportOOMs(rep, r)
 	return rep

@@ -232,6 +232,25 @@ func writeTracks(p printer, t *Tracks, unit string) {
 		}
 		p("  go heap %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.Last.GoHeap), state)
 	}
+	writePhases(p, t.Phases)
+}
+
+// writePhases writes the cell runs whose tracks grow, each with the
+// growing track's rate and figures.
+func writePhases(p printer, phases []Phase) {
+	for _, ph := range phases[:min(len(phases), textRows)] {
+		track, per, from, to := "allocated", ph.AllocatedPerStep, ph.Start.Allocated, ph.Last.Allocated
+		switch ph.Verdict {
+		case VerdictReserved:
+			track, per, from, to = "reserved", ph.ReservedPerStep, ph.Start.Reserved, ph.Last.Reserved
+		case VerdictDevice:
+			track, per, from, to = "device used", ph.DevicePerStep, ph.Start.DeviceUsed, ph.Last.DeviceUsed
+		}
+		p("  in cell %s: %s; %s %s/%s over %d %ss, %s → %s", ph.Cell, verdictText(ph.Verdict), track, fmtSigned(per), ph.Unit, ph.Samples, ph.Unit, fmtBytes(from), fmtBytes(to))
+	}
+	if len(phases) > textRows {
+		p("  … and %d more cell runs whose tracks grow", len(phases)-textRows)
+	}
 }
 
 func verdictText(v string) string {

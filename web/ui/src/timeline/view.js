@@ -947,7 +947,18 @@ export class TimelineView {
       device_grows: "device used grows, reserved does not: memory taken outside the allocator",
       go_heap_grows: "the Go heap grows while the device is flat: a host-memory leak",
     };
-    if (verdicts[r.tracks?.verdict]) item(`tracks: ${verdicts[r.tracks.verdict]}`, () => this.fit());
+    // And over each cell run whose tracks grow (a notebook's phases, each
+    // its own kind of growth, which the whole trace's one verdict misses);
+    // the whole trace's verdict when no phase says it.
+    const phases = r.tracks?.phases || [];
+    if (verdicts[r.tracks?.verdict] && !phases.some((p) => p.verdict === r.tracks.verdict)) item(`tracks: ${verdicts[r.tracks.verdict]}`, () => this.fit());
+    const growing = { allocated_grows: ["allocated", "allocated_per_step"], reserved_grows: ["reserved", "reserved_per_step"], device_grows: ["device used", "device_used_per_step"] };
+    for (const p of phases) {
+      const [track, key] = growing[p.verdict] || [];
+      if (!track) continue;
+      const by = p[key] > 0 ? ` (${track} +${bytes(p[key])}/${p.unit} over ${p.samples} ${p.unit}s)` : "";
+      item(`tracks in ${this.names.cell(p.cell)}: ${verdicts[p.verdict]}${by}`, () => this.jump(p.begin_ns, p.end_ns), this.names.title(p.cell));
+    }
     // A duplicates family: the same thing (a mask) built again and again,
     // or copies alive at once; the label tells families of one site apart.
     for (const d of r.duplicates || []) {
