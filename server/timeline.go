@@ -69,6 +69,9 @@ type liveAnalysis struct {
 	// held are the holders a saved trace recorded, by allocation seq
 	// (live.HolderFollower); nil for a kernel's, whose Recorder has them.
 	held map[uint64]string
+
+	events uint64          // events followed
+	last   *analyze.Report // the report of the first events followed, if made since
 }
 
 // heldNames is a trace's names and the holders it recorded: what makes a
@@ -118,6 +121,10 @@ func (l *liveAnalysis) Follow(b timeline.Batch) {
 	for _, e := range b.Events {
 		l.a.Add(e)
 	}
+	if len(b.Events) > 0 {
+		l.events += uint64(len(b.Events))
+		l.last = nil
+	}
 }
 
 // End makes the final report; a torn trace's says where it stopped.
@@ -130,7 +137,7 @@ func (l *liveAnalysis) End(stop error) {
 	}
 	l.finalLing = slices.Sorted(maps.Keys(l.ling))
 	l.finalLate = slices.Sorted(maps.Keys(l.late))
-	l.a, l.ling, l.late = nil, nil, nil
+	l.a, l.ling, l.late, l.last = nil, nil, nil, nil
 }
 
 // Lingering returns the allocation seqs of the objects that became
@@ -155,13 +162,20 @@ func (l *liveAnalysis) LateFrees() []uint64 {
 	return slices.Sorted(maps.Keys(l.late))
 }
 
+// report returns the analysis of the events followed so far, shared: the
+// caller copies it to change it. It is made again only once events have
+// come since, so a page that asks while its stream catches up costs one
+// report per batch at most, not one per question.
 func (l *liveAnalysis) report() *analyze.Report {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.a == nil {
 		return l.final
 	}
-	return l.a.Report(&l.dict)
+	if l.last == nil {
+		l.last = l.a.Report(&l.dict)
+	}
+	return l.last
 }
 
 // savedReport returns the analysis of the saved trace at path: made in
@@ -291,7 +305,12 @@ func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, fmt.Errorf("kernel %q: no analysis", id))
 			return
 		}
-		writeJSON(w, http.StatusOK, withHolders(l.report(), rec.HeldBy))
+		// The analysis answers for the events it has had (last_seq), which
+		// may be fewer than the trace has (trace_last_seq): the page says
+		// so rather than give a verdict on part of the trace.
+		rep := *withHolders(l.report(), rec.HeldBy)
+		rep.TraceLastSeq = rec.Stats().LastSeq
+		writeJSON(w, http.StatusOK, &rep)
 		return
 	}
 	path, err := s.tracePath(r.PathValue("name"))

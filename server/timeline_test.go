@@ -71,10 +71,17 @@ kept = r.cache`)
 			Count int    `json:"count"`
 			Bytes uint64 `json:"bytes"`
 		} `json:"lingering"`
-		Truncated string `json:"truncated"`
+		Truncated    string `json:"truncated"`
+		LastSeq      uint64 `json:"last_seq"`
+		TraceLastSeq uint64 `json:"trace_last_seq"`
 	}
 	if err := json.Unmarshal(body, &rep); err != nil {
 		t.Fatal(err)
+	}
+	// The report says how far its analysis came, and the trace's length
+	// when asked (which a Go heap sample may have grown since).
+	if rep.LastSeq == 0 || rep.TraceLastSeq < rep.LastSeq {
+		t.Errorf("live report analysed up to seq %d of a trace of %d", rep.LastSeq, rep.TraceLastSeq)
 	}
 	// tiny: 2 layers, 2 KV heads × head dim 16, bf16 on meta, one k and one
 	// v tensor per layer sized for 64+2 tokens, each rounded to 512 bytes.
@@ -510,6 +517,46 @@ func BenchmarkLiveAnalysisFollow(b *testing.B) {
 		l.Follow(timeline.Batch{Events: evs[j*4096 : (j+1)*4096]})
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*4096), "ns/event")
+}
+
+// A live trace's report answers for the events its analysis has had
+// (issue 21): last_seq and events say how far it has come, and the same
+// report serves every question until more events come.
+func TestLiveAnalysisReportReach(t *testing.T) {
+	var evs []event.Event
+	c := &cellEvents{sink: sinkFunc(func(e event.Event) { evs = append(evs, e) })}
+	c.begin(1)
+	c.cell(1, 4096)
+	c.end(1)
+	c.begin(2)
+	c.cell(2, 0)
+	c.end(2)
+	half := len(evs) / 2
+	l := newLiveAnalysis()
+	l.Follow(timeline.Batch{Events: evs[:half]})
+	r1 := l.report()
+	if r1.Events != uint64(half) || r1.LastSeq != evs[half-1].Seq {
+		t.Errorf("after %d events: report of %d events up to seq %d, want %d up to %d", half, r1.Events, r1.LastSeq, half, evs[half-1].Seq)
+	}
+	if r := l.report(); r != r1 {
+		t.Error("asked again with no new event, the report was made again")
+	}
+	l.Follow(timeline.Batch{})
+	if r := l.report(); r != r1 {
+		t.Error("a batch without events made the report again")
+	}
+	l.Follow(timeline.Batch{Events: evs[half:]})
+	r2 := l.report()
+	if r2 == r1 || r2.Events != uint64(len(evs)) || r2.LastSeq != evs[len(evs)-1].Seq {
+		t.Errorf("after every event: report of %d events up to seq %d (new %v), want %d up to %d", r2.Events, r2.LastSeq, r2 != r1, len(evs), evs[len(evs)-1].Seq)
+	}
+	if r1.Events != uint64(half) {
+		t.Errorf("the earlier report changed: %d events", r1.Events)
+	}
+	l.End(nil)
+	if r := l.report(); r.Events != uint64(len(evs)) {
+		t.Errorf("final report: %d events, want %d", r.Events, len(evs))
+	}
 }
 
 type sinkFunc func(event.Event)

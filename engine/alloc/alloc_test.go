@@ -304,8 +304,13 @@ func TestOOM(t *testing.T) {
 	if !errors.As(err, &oe) || !errors.Is(err, ErrOutOfMemory) {
 		t.Fatalf("err = %v, want an *OOMError wrapping ErrOutOfMemory", err)
 	}
-	if oe.Requested != 30*mib || oe.Size != 30*mib || oe.Limit != 64*mib || oe.Reserved != 46*mib || oe.Allocated != 32*mib+4*kib || oe.Err != nil {
-		t.Errorf("OOMError %+v", oe)
+	// Free is what the 64 MiB limit leaves of the 1 GiB device's used
+	// memory (the 46 MiB reserved), not the device's own free bytes
+	// (issue 21: "the device had 64 GiB free" on a simulated 16 GiB card).
+	devFree, total := dev.MemInfo()
+	underLimit := 64*mib - (total - devFree)
+	if oe.Requested != 30*mib || oe.Size != 30*mib || oe.Limit != 64*mib || oe.Reserved != 46*mib || oe.Allocated != 32*mib+4*kib || oe.Free != underLimit || oe.Err != nil {
+		t.Errorf("OOMError %+v, want %d bytes free under the limit", oe, underLimit)
 	}
 	wantLive := []CategoryUsage{{event.CategoryWeights, 24 * mib, 1}, {event.CategoryKVCache, 8 * mib, 2}, {event.CategoryActivation, 4 * kib, 1}}
 	if len(oe.Live) != len(wantLive) {
@@ -339,10 +344,9 @@ func TestOOM(t *testing.T) {
 	if evs[0].Size != 24*mib {
 		t.Errorf("first counter value %d", evs[0].Size)
 	}
-	free, _ := dev.MemInfo()
 	last := evs[len(evs)-1]
 	if last.Kind != event.KindOOM || last.Size != 30*mib || last.Requested != 30*mib || last.Category != event.CategoryKVCache ||
-		last.Expect != event.ScopeRequest || rec.String(last.Label) != "kv.big" || last.Site == 0 || last.Extra != free {
+		last.Expect != event.ScopeRequest || rec.String(last.Label) != "kv.big" || last.Site == 0 || last.Extra != underLimit {
 		t.Errorf("oom event %+v", last)
 	}
 
@@ -385,6 +389,10 @@ func TestOOMDevice(t *testing.T) {
 	var oe *OOMError
 	if !errors.As(err, &oe) || !errors.Is(err, device.ErrOutOfMemory) || oe.Err == nil {
 		t.Errorf("device refusal = %v, want an *OOMError wrapping device.ErrOutOfMemory", err)
+	}
+	// A limit above the device leaves the device's own free bytes: 64 − 50 MiB.
+	if oe != nil && oe.Free != 14*mib {
+		t.Errorf("device refusal: %d bytes free, want the device's %d", oe.Free, 14*mib)
 	}
 	if st := a.Stats(); st.NumOOMs != 2 || st.Reserved != 0 {
 		t.Errorf("stats %+v", st)

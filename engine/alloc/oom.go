@@ -39,7 +39,10 @@ type OOMError struct {
 	Limit     uint64
 	Reserved  uint64
 	Allocated uint64
-	Free      uint64 // device free bytes
+	// Free is what the allocator could still have taken: the device's
+	// free bytes, or fewer under Limit (a simulated card smaller than the
+	// device has only what its limit leaves of the device's used memory).
+	Free uint64
 
 	// Live lists the non-empty categories, largest first.
 	Live []CategoryUsage
@@ -56,7 +59,7 @@ func (e *OOMError) Error() string {
 	if e.Label != "" || e.Category != event.CategoryNone {
 		fmt.Fprintf(&b, " (%s %q)", e.Category, e.Label)
 	}
-	fmt.Fprintf(&b, "; limit %s, reserved %s, allocated %s, device free %s",
+	fmt.Fprintf(&b, "; limit %s, reserved %s, allocated %s, device free %s under the limit",
 		formatBytes(e.Limit), formatBytes(e.Reserved), formatBytes(e.Allocated), formatBytes(e.Free))
 	for i, c := range e.Live {
 		sep := ", "
@@ -87,7 +90,7 @@ func formatBytes(n uint64) string { return units.FormatPrec(n, 2) }
 // non-empty category ("oom.live.kv_cache" = bytes), then the oom event.
 func (a *Allocator) oomLocked(r *Request, size uint64, label event.StringID, site event.SiteID, cause error) *OOMError {
 	a.stats.NumOOMs++
-	free, _ := a.dev.MemInfo()
+	free := a.freeUnderLimit()
 	e := &OOMError{
 		Requested: r.Size, Size: size, Category: r.Category, Label: r.Label,
 		Limit: a.limit, Reserved: a.stats.Reserved, Allocated: a.stats.Allocated, Free: free,
@@ -110,6 +113,18 @@ func (a *Allocator) oomLocked(r *Request, size uint64, label event.StringID, sit
 			Expect: r.Expect, Label: label, Site: site, Extra: free})
 	}
 	return e
+}
+
+// freeUnderLimit returns the device's free bytes, or what the limit
+// leaves of its used memory when that is less: newSegmentLocked refuses a
+// segment by the same rule.
+func (a *Allocator) freeUnderLimit() uint64 {
+	free, total := a.dev.MemInfo()
+	used := total - free
+	if used >= a.limit {
+		return 0
+	}
+	return min(free, a.limit-used)
 }
 
 func (a *Allocator) topLabelsLocked() []LabelUsage {

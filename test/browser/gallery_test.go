@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,6 +90,16 @@ func runScenario(t *testing.T, path, shot string) {
 	findings := `document.querySelector("[data-testid=timeline-findings]").textContent`
 	p.step(t, "findings", 30*time.Second,
 		void(chromedp.Poll[bool](`/peak:/.test(`+findings+`)`, chromedp.WithPollingInterval(250*time.Millisecond))))
+	// What some scenarios' findings must say beside what lingers (issue
+	// 21): 07's out-of-memory error, 08's three phases, each its own track.
+	for _, want := range scenarioFindings[shot] {
+		ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`%s.includes(%q)`, findings, want), chromedp.WithPollingInterval(250*time.Millisecond)))
+		cancel()
+		if err != nil {
+			t.Errorf("the findings do not say %q: %s", want, eval[string](t, p, "findings text", findings))
+		}
+	}
 	text := eval[string](t, p, "findings text", findings)
 	t.Logf("findings: %.400s", text)
 	// What lingers is found at the cell that made it: named as the
@@ -121,6 +132,17 @@ func runScenario(t *testing.T, path, shot string) {
 				chromedp.WithPollingInterval(250*time.Millisecond))))
 	}
 	galleryShot(t, p, shot)
+}
+
+// scenarioFindings are what the findings of a scenario notebook must say
+// besides what lingers.
+var scenarioFindings = map[string][]string{
+	"07-128k-stress": {"out of memory: kv_cache layer."},
+	"08-two-track-monitoring": {
+		"allocated grows: live objects accumulate",
+		"reserved grows, allocated does not: the cache keeps freed memory",
+		"device used grows, reserved does not: memory taken outside the allocator",
+	},
 }
 
 // gallerySizes are the viewports of the gallery's pictures: a desktop

@@ -110,6 +110,27 @@ func test07Stress128K(t *testing.T, tg target) {
 	if len(oom.live) == 0 {
 		t.Error("no oom.live.* counters before the oom event")
 	}
+	// The report's finding (issue 21): the request, where, what the limit
+	// left free (not the device's own free bytes: the limit counts the
+	// device's used memory, the reserved bytes and the context) and what
+	// was alive, the counters' figures.
+	if len(r.Report.OOMs) != 1 {
+		t.Fatalf("report: %d OOM findings, want 1", len(r.Report.OOMs))
+	}
+	f := r.Report.OOMs[0]
+	used := atOOM.Tracks.End.Reserved + tg.Context
+	if f.Seq != oom.e.Seq || f.Size != oom.e.Size || f.Category != cat || !strings.HasPrefix(innermost(f.Site), "cell "+step+" ") || f.DeviceFree != room-used {
+		t.Errorf("OOM finding: seq %d, %d bytes of %s at %s, %d free; want seq %d, %d bytes of %s at %s, the limit's %d − %d used = %d free",
+			f.Seq, f.Size, f.Category, innermost(f.Site), f.DeviceFree, oom.e.Seq, oom.e.Size, cat, step, room, used, room-used)
+	}
+	if len(f.Live) != len(oom.live) {
+		t.Errorf("OOM finding: alive %+v, the counters %v", f.Live, oom.live)
+	}
+	for _, l := range f.Live {
+		if oom.live[l.Category] != l.Bytes {
+			t.Errorf("OOM finding: %s %d bytes alive, oom.live.%s = %d", l.Category, l.Bytes, l.Category, oom.live[l.Category])
+		}
+	}
 	_, kvB := categoryLive(atOOM, cat)
 	if kvB*2 <= oomB {
 		t.Errorf("at the oom: kv_cache %d of %d bytes, want it dominant", kvB, oomB)

@@ -162,6 +162,8 @@ type agg struct {
 	fit    fit // live bytes (the allocator's blocks) at each sample
 	reqFit fit // live bytes requested at each sample
 
+	wide wideFits // the same at request and cell ends (rates.go)
+
 	// duplicates (site aggregates only)
 	site          event.SiteID
 	cat           event.Category
@@ -258,6 +260,7 @@ type Analyzer struct {
 	// growth sampling
 	sampleKind event.ScopeKind
 	samples    uint64
+	wide       scopeSamples // at request and cell ends (rates.go, phases.go)
 
 	// tracks
 	mem        memstate.State // allocated and the tracks
@@ -266,6 +269,8 @@ type Analyzer struct {
 	started    bool
 	series     series
 	outside    outsideTrack
+
+	ooms []oomRec // the first maxOOMs oom events (oom.go)
 }
 
 type lingTotals struct {
@@ -342,11 +347,13 @@ func (a *Analyzer) Add(e event.Event) {
 	case event.KindScopeBegin:
 		a.begin(&e)
 	case event.KindScopeEnd:
+		a.scopeEnding(&e)
 		a.end(&e)
 	case event.KindCounter:
 		a.counter(&e)
 	case event.KindOOM:
 		a.anom.OOMs++
+		a.noteOOM(&e)
 	}
 	a.series.add(e.Seq, e.Time, &a.mem.Tracks)
 	a.outside.note(&a.mem, &e, a.teardown > 0)

@@ -72,7 +72,7 @@ func TestFindingRequestedSizes(t *testing.T) {
 		return fmt.Sprintf("cell serve:%d ← linger/engine.Alloc engine/tensor.go:42", line)
 	}
 	for _, line := range []string{
-		fmt.Sprintf("  kv_cache   %s/step (%s allocated), %s/s, R² 1.00 over %d samples, %s → %s (%s → %s allocated)  %s",
+		fmt.Sprintf("  kv_cache   %s/step (%s allocated), %s/s, R² 1.00 over %d steps, %s → %s (%s → %s allocated)  %s",
 			units.FormatSigned(float64(perStep*kvReq)), units.FormatSigned(float64(perStep*kvBlock)), units.FormatSigned(g.RequestedPerSecond), steps,
 			units.Format(perStep*kvReq), units.Format(kvPeak), units.Format(perStep*kvBlock), units.Format(kvPeakBlocks), at(2)),
 		fmt.Sprintf("  attn_mask  \"mask\" %d copies in %d steps, %s each, %s in all; one buffer would save %s  at %s",

@@ -32,12 +32,19 @@ type Report struct {
 	FirstSeq   uint64 `json:"first_seq"`
 	LastSeq    uint64 `json:"last_seq"`
 	DurationNS int64  `json:"duration_ns"`
+	// TraceLastSeq is, for a live trace, its last event when the report
+	// was made (0 where the reader does not know it, as for a file): the
+	// analysis may lag it, and covers the events up to LastSeq only.
+	TraceLastSeq uint64 `json:"trace_last_seq,omitempty"`
 	// Truncated says why the trace ends early ("" when it does not):
 	// the analysis covers every event up to there.
 	Truncated string `json:"truncated,omitempty"`
 	// Ended says how the trace ended, when the reader of its file knows
 	// (nil for a live trace, still being written).
-	Ended      *Ended      `json:"ended,omitempty"`
+	Ended *Ended `json:"ended,omitempty"`
+	// OOMs are the allocations that failed for lack of device memory,
+	// the first 16 (Anomalies.OOMs counts them all).
+	OOMs       []OOM       `json:"ooms"`
 	Lingering  Lingering   `json:"lingering"`
 	GrowthUnit string      `json:"growth_unit"` // the scope kind growth is sampled at: step, request or cell ("" if none ended)
 	Growth     []Growth    `json:"growth"`
@@ -172,10 +179,14 @@ type HolderNames interface {
 // allocator's blocks (BytesPerStep, R2); the same fit over the bytes the
 // objects asked for gives the Requested figures beside them.
 type Growth struct {
-	Category           string  `json:"category"`
-	Site               string  `json:"site,omitempty"`
-	Samples            int     `json:"samples"`
-	BytesPerStep       float64 `json:"bytes_per_step"` // per sample (see Report.GrowthUnit)
+	Category string `json:"category"`
+	Site     string `json:"site,omitempty"`
+	Samples  int    `json:"samples"`
+	// Unit is the scope kind of the samples, Report.GrowthUnit's: a step
+	// is a prefill chunk or decode step of the engine, or a notebook's
+	// own timeline.scope("step", …).
+	Unit               string  `json:"unit"`
+	BytesPerStep       float64 `json:"bytes_per_step"` // per sample (see Unit)
 	BytesPerSecond     float64 `json:"bytes_per_second"`
 	RequestedPerStep   float64 `json:"requested_per_step"`
 	RequestedPerSecond float64 `json:"requested_per_second"`
@@ -184,6 +195,9 @@ type Growth struct {
 	Last               uint64  `json:"last_bytes"`
 	FirstRequested     uint64  `json:"first_requested"`
 	LastRequested      uint64  `json:"last_requested"`
+	// Per is the same growth per request and per cell, where the trace has
+	// those scopes and they are wider than Unit: fitted at their ends.
+	Per []Rate `json:"per,omitempty"`
 }
 
 // Duplicate is a (site, category) that built the same thing again and
@@ -253,10 +267,14 @@ type Tracks struct {
 	// Points is the downsampled series: each point covers Events events
 	// from Seq, with the minimum and maximum of each track over them.
 	Points []Point `json:"points"`
-	// Start holds the values at the first growth sample, End at the last
-	// event.
-	Start TrackValues `json:"start"`
-	End   TrackValues `json:"end"`
+	// Start holds the values at the first growth sample, Last at the last
+	// (the end of the last step, request or cell: what the verdict rests
+	// on, before a session's teardown frees what it held), End at the
+	// last event. Samples is how many growth samples there were.
+	Start   TrackValues `json:"start"`
+	Last    TrackValues `json:"last"`
+	End     TrackValues `json:"end"`
+	Samples int         `json:"samples"`
 	// Slopes of each track, in bytes per growth sample.
 	AllocatedPerStep float64 `json:"allocated_per_step"`
 	ReservedPerStep  float64 `json:"reserved_per_step"`
@@ -273,6 +291,9 @@ type Tracks struct {
 	// DeviceFromCounter is set when device used comes from the
 	// "device_used" counter rather than from segments.
 	DeviceFromCounter bool `json:"device_from_counter"`
+	// Phases are the cell runs over which a track grows, each with its
+	// verdict (phases.go): a notebook's phases, where Verdict is one.
+	Phases []Phase `json:"phases"`
 }
 
 // Verdicts of Tracks.
@@ -406,7 +427,9 @@ func (a *Analyzer) Report(names Names) *Report {
 	a.reportPeak(rep, r)
 	a.reportTracks(rep)
 	rep.Outside = a.outside.report(&a.mem)
+	a.reportPhases(rep, r)
 	a.reportCells(rep, r)
+	a.reportOOMs(rep, r)
 	return rep
 }
 
@@ -477,7 +500,8 @@ func (a *Analyzer) growth(g *agg, site string) (Growth, bool) {
 	return Growth{Category: catName(g.cat), Site: site, Samples: int(g.fit.n), BytesPerStep: ps,
 		BytesPerSecond: pt, RequestedPerStep: rs, RequestedPerSecond: rt, R2: r2,
 		First: uint64(g.fit.first), Last: uint64(g.fit.last),
-		FirstRequested: uint64(g.reqFit.first), LastRequested: uint64(g.reqFit.last)}, true
+		FirstRequested: uint64(g.reqFit.first), LastRequested: uint64(g.reqFit.last),
+		Unit: a.sampleKind.String(), Per: a.wideRates(g)}, true
 }
 
 func (a *Analyzer) reportStats(rep *Report, r *resolver) {
@@ -508,11 +532,31 @@ func (a *Analyzer) reportStats(rep *Report, r *resolver) {
 	slices.SortFunc(rep.Sites, func(x, y Stat) int {
 		return cmp.Or(cmp.Compare(y.AllocBytes, x.AllocBytes), cmp.Compare(x.Site, y.Site), cmp.Compare(x.Category, y.Category))
 	})
+	rep.Growth = withoutExplained(rep.Growth)
 	slices.SortFunc(rep.Growth, func(x, y Growth) int {
 		return cmp.Or(cmp.Compare(y.BytesPerStep, x.BytesPerStep), cmp.Compare(x.Category, y.Category), cmp.Compare(x.Site, y.Site))
 	})
 	slices.SortFunc(rep.Duplicates, func(x, y Duplicate) int {
 		return cmp.Or(cmp.Compare(y.TotalBytes, x.TotalBytes), cmp.Compare(x.Site, y.Site))
+	})
+}
+
+// withoutExplained drops a category's growth (Site empty) that its
+// growing sites explain: the category's series is the sum of its sites',
+// so a site that grows makes its category grow too, and the same growth
+// would be listed twice, the second time without the line to fix. A
+// category whose growing sites account for less than half of its growth
+// (it grows by many sites, none enough alone) keeps its own finding.
+func withoutExplained(growth []Growth) []Growth {
+	bySites := map[string]float64{} // growth of the growing sites, by category
+	for _, g := range growth {
+		if g.Site != "" {
+			bySites[g.Category] += float64(g.Last) - float64(g.First)
+		}
+	}
+	return slices.DeleteFunc(growth, func(g Growth) bool {
+		b := bySites[g.Category]
+		return g.Site == "" && b > 0 && 2*b >= float64(g.Last)-float64(g.First)
 	})
 }
 
@@ -615,6 +659,11 @@ func (a *Analyzer) reportTracks(rep *Report) {
 			GoHeapMin: p.min[memstate.GoHeap], GoHeapMax: p.max[memstate.GoHeap]}
 	}
 	t.Start, t.End = values(a.trackStart), values(a.mem.Tracks)
+	var last [numTracks]uint64
+	for i := range last {
+		last[i] = uint64(a.trackFit[i].last)
+	}
+	t.Last, t.Samples = values(last), int(a.trackFit[memstate.Allocated].n)
 	t.AllocatedPerStep, _, _ = a.trackFit[memstate.Allocated].slope()
 	t.ReservedPerStep, _, _ = a.trackFit[memstate.Reserved].slope()
 	t.DevicePerStep, _, _ = a.trackFit[memstate.DeviceUsed].slope()

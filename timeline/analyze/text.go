@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -35,6 +36,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if unit == "" {
 		unit = "step"
 	}
+	writeOOMs(p, rep.OOMs, rep.Anomalies.OOMs)
 	writeLingering(p, &rep.Lingering)
 	writeGrowth(p, rep.Growth, unit)
 	writeDuplicates(p, rep.Duplicates, unit)
@@ -47,6 +49,32 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	// The bufio.Writer keeps the first write error, and Flush returns it.
 	return bw.Flush()
+}
+
+// writeOOMs writes the allocations that failed, n in all, each with what
+// it asked for, where, what was free under the device's limit and what
+// was alive; nothing for a trace without one.
+func writeOOMs(p printer, ooms []OOM, n uint64) {
+	if n == 0 {
+		return
+	}
+	p("out of memory: %d allocation(s) failed", n)
+	for _, o := range ooms[:min(len(ooms), textRows)] {
+		label := ""
+		if o.Label != "" {
+			label = fmt.Sprintf(" %q", o.Label)
+		}
+		p("  %-10s%s %s at seq %d (%s); %s free under the limit; allocated %s, reserved %s, device used %s  at %s",
+			o.Category, label, fmtBlocks(o.Requested, o.Size), o.Seq, fmtDuration(o.TimeNS), fmtBytes(o.DeviceFree),
+			fmtBytes(o.Allocated), fmtBytes(o.Reserved), fmtBytes(o.DeviceUsed), shortSite(cmp.Or(o.Site, "unknown")))
+		var live []string
+		for _, s := range o.Live[:min(len(o.Live), textRows)] {
+			live = append(live, fmt.Sprintf("%s %s in %d", s.Category, fmtBlocks(s.Requested, s.Bytes), s.Count))
+		}
+		if len(live) > 0 {
+			p("    alive: %s", strings.Join(live, ", "))
+		}
+	}
 }
 
 // printer writes one line of the text report.
@@ -90,13 +118,26 @@ func writeGrowth(p printer, growth []Growth, unit string) {
 		if where == "" {
 			where = "(all sites)"
 		}
-		perStep := fmtSigned(g.RequestedPerStep) + "/" + unit
-		if a := fmtSigned(g.BytesPerStep) + "/" + unit; a != perStep {
-			perStep += " (" + fmtSigned(g.BytesPerStep) + " allocated)"
+		unit := cmp.Or(g.Unit, unit)
+		perStep := fmtRate(g.RequestedPerStep, g.BytesPerStep, unit)
+		// The same growth per request and per cell, which a notebook
+		// counts, where the samples are finer (the engine's steps).
+		for _, r := range g.Per {
+			perStep += fmt.Sprintf(", %s over %d %ss", fmtRate(r.RequestedPer, r.BytesPer, r.Unit), r.Samples, r.Unit)
 		}
-		p("  %-10s %s, %s/s, R² %.2f over %d samples, %s  %s", g.Category, perStep,
-			fmtSigned(g.RequestedPerSecond), g.R2, g.Samples, fmtSpan(g.FirstRequested, g.LastRequested, g.First, g.Last, " → "), shortSite(where))
+		p("  %-10s %s, %s/s, R² %.2f over %d %ss, %s  %s", g.Category, perStep,
+			fmtSigned(g.RequestedPerSecond), g.R2, g.Samples, unit, fmtSpan(g.FirstRequested, g.LastRequested, g.First, g.Last, " → "), shortSite(where))
 	}
+}
+
+// fmtRate is a growth rate per unit, as requested, then the allocator's
+// blocks when they read differently: "+1.0 MiB/step (+1.5 MiB allocated)".
+func fmtRate(requested, size float64, unit string) string {
+	r := fmtSigned(requested) + "/" + unit
+	if a := fmtSigned(size) + "/" + unit; a != r {
+		r += " (" + fmtSigned(size) + " allocated)"
+	}
+	return r
 }
 
 func writeDuplicates(p printer, dups []Duplicate, unit string) {
@@ -163,19 +204,53 @@ func writePeak(p printer, pk *Peak) {
 
 // writeTracks writes the verdict on the memory tracks and the figures it
 // rests on; unit is the growth unit, for the Go heap's rate.
+//
+// The figures are those of the first and the last growth sample, which
+// the verdict rests on; the trace's end, when it reads differently (a
+// session's teardown frees what the session held), is said apart: a
+// track that grew and was then torn down did not grow to 0.
 func writeTracks(p printer, t *Tracks, unit string) {
-	p("tracks: %s; allocated %s → %s, reserved %s → %s, device used %s → %s", verdictText(t.Verdict),
-		fmtBytes(t.Start.Allocated), fmtBytes(t.End.Allocated), fmtBytes(t.Start.Reserved), fmtBytes(t.End.Reserved),
-		fmtBytes(t.Start.DeviceUsed), fmtBytes(t.End.DeviceUsed))
+	three := func(v TrackValues) string {
+		return fmt.Sprintf("allocated %s, reserved %s, device used %s", fmtBytes(v.Allocated), fmtBytes(v.Reserved), fmtBytes(v.DeviceUsed))
+	}
+	if t.Samples == 0 {
+		p("tracks: %s; at the end: %s", verdictText(t.Verdict), three(t.End))
+		return
+	}
+	p("tracks: %s; first → last %s of %d: allocated %s → %s, reserved %s → %s, device used %s → %s", verdictText(t.Verdict), unit, t.Samples,
+		fmtBytes(t.Start.Allocated), fmtBytes(t.Last.Allocated), fmtBytes(t.Start.Reserved), fmtBytes(t.Last.Reserved),
+		fmtBytes(t.Start.DeviceUsed), fmtBytes(t.Last.DeviceUsed))
+	if end := three(t.End); end != three(t.Last) {
+		p("  at the trace's end, after the last %s: %s", unit, end)
+	}
 	p("  cached gap (reserved − allocated) %s → %s; outside gap (device − reserved) %s → %s",
-		fmtSigned(float64(t.Start.CachedGap)), fmtSigned(float64(t.End.CachedGap)),
-		fmtSigned(float64(t.Start.OutsideGap)), fmtSigned(float64(t.End.OutsideGap)))
+		fmtSigned(float64(t.Start.CachedGap)), fmtSigned(float64(t.Last.CachedGap)),
+		fmtSigned(float64(t.Start.OutsideGap)), fmtSigned(float64(t.Last.OutsideGap)))
 	if t.HasGoHeap {
 		state := "flat"
 		if t.GoHeapGrows {
 			state = "grows " + fmtSigned(t.GoHeapPerStep) + "/" + unit
 		}
-		p("  go heap %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.End.GoHeap), state)
+		p("  go heap %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.Last.GoHeap), state)
+	}
+	writePhases(p, t.Phases)
+}
+
+// writePhases writes the cell runs whose tracks grow, each with the
+// growing track's rate and figures.
+func writePhases(p printer, phases []Phase) {
+	for _, ph := range phases[:min(len(phases), textRows)] {
+		track, per, from, to := "allocated", ph.AllocatedPerStep, ph.Start.Allocated, ph.Last.Allocated
+		switch ph.Verdict {
+		case VerdictReserved:
+			track, per, from, to = "reserved", ph.ReservedPerStep, ph.Start.Reserved, ph.Last.Reserved
+		case VerdictDevice:
+			track, per, from, to = "device used", ph.DevicePerStep, ph.Start.DeviceUsed, ph.Last.DeviceUsed
+		}
+		p("  in cell %s: %s; %s %s/%s over %d %ss, %s → %s", ph.Cell, verdictText(ph.Verdict), track, fmtSigned(per), ph.Unit, ph.Samples, ph.Unit, fmtBytes(from), fmtBytes(to))
+	}
+	if len(phases) > textRows {
+		p("  … and %d more cell runs whose tracks grow", len(phases)-textRows)
 	}
 }
 

@@ -156,13 +156,16 @@ type ScopeID uint64
 //	alloc, free          block address rounded bytes    requested   yes               block label  -
 //	segment_alloc/free   segment base  segment bytes    -           -                 -            pool: 0 small, 1 large, 2 outside the allocator
 //	scope_begin/end      scope id      flags (begin)(1) count (1)   Expect=scope kind scope label  parent scope id
-//	oom                  -             rounded request  requested   yes               block label  device free bytes
+//	oom                  -             rounded request  requested   yes               block label  free bytes under the limit (2)
 //	mark                 -             -                -           -                 text         -
 //	counter              -             value            -           -                 name         -
 //
 // (1) A cell's scope_begin has the execution count of the request that ran
 // it in Requested (Emitter.BeginCell; 0: unknown, or a silent run), and
 // its place and source's hash in Size beside the flags (CellRun).
+//
+// (2) The device's free bytes, or fewer when the allocator's limit (a
+// simulated card smaller than the device) leaves less of it.
 //
 // Scope is the innermost scope open when the event happened (for
 // scope_begin, the new scope's parent is in Extra and Scope is the parent

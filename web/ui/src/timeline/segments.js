@@ -106,7 +106,7 @@ export class SegmentsPanel {
         el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Category"), el("th", { scope: "col", class: "num" }, "Bytes"))),
         el("tbody", {}, ...(s.oom.live || []).map((c) => el("tr", {}, el("td", {}, c.category), el("td", { class: "num" }, bytes(c.bytes))))));
       kids.push(el("div", { class: "lt-seg-oom", "data-testid": "segments-oom" },
-        el("p", {}, el("b", {}, "Out of memory: "), `asked for ${bytes(s.oom.size)} (${s.oom.category}${s.oom.label ? `, ${s.oom.label}` : ""}); the device had ${bytes(s.oom.device_free)} free, the largest free run in a segment was ${bytes(s.largest_free)}.`),
+        el("p", {}, el("b", {}, "Out of memory: "), `asked for ${bytes(s.oom.size)} (${s.oom.category}${s.oom.label ? `, ${s.oom.label}` : ""}); the device had ${bytes(s.oom.device_free)} free under its memory limit, the largest free run in a segment was ${bytes(s.largest_free)}.`),
         (s.oom.live || []).length ? live : null));
     }
     kids.push(el("p", { class: "lt-seg-sum", "data-testid": "segments-summary" },

@@ -38,6 +38,8 @@ class Source {
   objects(t0, t1, n) { return getJSON(`${this.prefix}/objects?${q({ t0, t1: Math.max(t1, t0 + 1), n })}`); }
   scopes(t0, t1, n = 2000) { return getJSON(`${this.prefix}/scopes?${q({ t0, t1: Math.max(t1, t0 + 1), n })}`); }
   report() { return getJSON(`${this.prefix}/report`); }
+  /** seen is the last sequence number of the trace this source knows of (0: none yet, or a saved trace, whose report is whole). */
+  seen() { return 0; }
   exportURL(format) { return `${this.prefix}/export?format=${encodeURIComponent(format)}`; }
   close() {}
 }
@@ -71,6 +73,7 @@ export class KernelSource extends Source {
     this.pyramid = new Pyramid();
     this.lines = new LineStats();
     this.next = 1; // the next live sequence number wanted
+    this.head = 0; // the trace's last event as the server last said (start, end)
     this.skipped = 0; // events the view has as a summary only, their detail owed
     this.summaries = 0; // catch-up summaries received
     this.state = "connecting"; // connecting | live | behind | ended | disconnected
@@ -124,6 +127,7 @@ export class KernelSource extends Source {
   message(m) {
     switch (m.type) {
       case "start":
+        this.head = Math.max(this.head, m.head || 0);
         this.setState(m.head > m.from + 100000 ? "behind" : "live");
         break;
       case "defs":
@@ -169,6 +173,7 @@ export class KernelSource extends Source {
         console.warn(`timeline: ${m.message}`);
         break;
       case "end":
+        this.head = Math.max(this.head, m.last || 0);
         this.setState("ended", m.reason);
         this.ws.close();
         break;
@@ -228,6 +233,9 @@ export class KernelSource extends Source {
 
   async lod(t0, t1, px) { return this.pyramid.query(t0, t1, px); }
   end() { return this.pyramid.end(); }
+  // What the stream has told of: the head it started at or ended with, and
+  // every event or summary since (a summary's events count as seen).
+  seen() { return Math.max(this.head, this.next - 1); }
   lingering() { return getJSON(this.lingeringURL); }
   close() { this.closed = true; clearInterval(this.ackTimer); clearTimeout(this.notifyTimer); this.ws?.close(); }
 }

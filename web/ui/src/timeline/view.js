@@ -18,6 +18,9 @@ import { el } from "./dom.js";
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
 const OBJECTS_N = 400, POLL_MS = 500;
+// The longest the findings wait for the events to pause before asking
+// for a newer report.
+const FINDINGS_MAX_MS = 2000;
 // A lingering object is drawn at least this tall (CSS px) whatever its
 // size, on top of its neighbours, so that it can be seen and clicked.
 const LINGER_H = 9;
@@ -92,7 +95,11 @@ export class TimelineView {
     this.legend = el("div", { class: "lt-legend", "data-testid": "timeline-legend", role: "group", "aria-label": "Categories: press to hide or show" });
     buildLegend(this);
     this.detail = el("section", { class: "lt-detail", "data-testid": "timeline-detail", "aria-live": "polite" }, el("p", { class: "lt-hint" }, "Click an object for its details."));
-    this.findings = el("section", { class: "lt-findings", "data-testid": "timeline-findings" }, el("h2", { class: "lt-h" }, "Findings"), el("p", { class: "lt-hint" }, "Loading…"));
+    // How far the analysis has come, for a live trace whose report lags
+    // what the stream has told of: one live region, kept across updates.
+    this.findingsStatus = el("p", { class: "lt-hint", role: "status", "aria-live": "polite", "aria-atomic": "true", "data-testid": "findings-progress" });
+    this.findingsBody = el("div", {}, el("p", { class: "lt-hint" }, "Loading…"));
+    this.findings = el("section", { class: "lt-findings", "data-testid": "timeline-findings" }, el("h2", { class: "lt-h" }, "Findings"), this.findingsStatus, this.findingsBody);
     this.root.replaceChildren(this.toolbar, this.body, this.legend, el("div", { class: "lt-panels" }, this.detail, this.findings), this.segments.root);
     injectStyle();
     this.bindInput();
@@ -243,11 +250,13 @@ export class TimelineView {
 
   sourceChanged(what) {
     if (what === "state") this.showState();
+    // The stream may have told of events the findings' report has not
+    // analysed: say so at once, before asking for a newer report.
+    this.checkFindings();
     if (what !== "events") return;
     // The findings are the analyzer's over the whole trace: ask again once
-    // the events pause (a cell ended), not on every message.
-    clearTimeout(this.findingsTimer);
-    this.findingsTimer = setTimeout(() => this.loadFindings(), 750);
+    // the events pause (a cell ended), and now and then while they go on.
+    this.findingsSoon(750);
     if (!this.fitted && this.source.end() > 0) { this.fitted = true; this.fit(); return; }
     // Idle stretches may have ended or begun: look again, at most every second.
     if (performance.now() - (this.idleAsked || 0) > 1000) { this.idleAsked = performance.now(); this.updateIdle(); }
@@ -769,15 +778,89 @@ export class TimelineView {
     this.jump(t0, t1, g.first);
   }
 
+  /**
+   * findingsSoon asks for the report in ms, or sooner: at most FINDINGS_MAX_MS
+   * after the first ask not yet served, so that events that never pause
+   * (a long cell, a catch-up) still get their findings.
+   */
+  findingsSoon(ms) {
+    const now = performance.now();
+    this.findingsBy ??= now + FINDINGS_MAX_MS;
+    clearTimeout(this.findingsTimer);
+    this.findingsTimer = setTimeout(() => { this.findingsBy = null; this.loadFindings(); }, Math.max(0, Math.min(now + ms, this.findingsBy) - now));
+  }
+
+  /**
+   * findingsLag answers, for the report shown, how many events it analysed
+   * and how many the trace has as far as this page knows (the stream's
+   * head and what it has sent, the server's trace when it made the
+   * report); null when it covers them all (a saved trace's always does).
+   */
+  findingsLag() {
+    const r = this.report;
+    if (!r || !this.source.live) return null;
+    const have = r.last_seq || 0, of = Math.max(this.source.seen(), r.trace_last_seq || 0);
+    return have < of ? { have, of } : null;
+  }
+
+  /**
+   * checkFindings keeps the findings honest about the report's reach: while
+   * it has analysed fewer events than the trace has, the panel says how
+   * many (a status, read out) and shows no all-clear; once caught up, the
+   * verdict. It asks again for the report while it lags.
+   */
+  checkFindings() {
+    const lag = this.findingsLag();
+    if (!!lag !== !!this.shownLag) this.renderFindings();
+    this.shownLag = lag;
+    if (!lag) {
+      this.findingsStatus.textContent = "";
+      return;
+    }
+    // A report that no longer advances for a trace that has ended is the
+    // last there will be (its log short of the stream's head): stop asking.
+    const last = this.source.state === "ended" && this.staleReports >= 5;
+    // A live region: updated at most once a second, and when a report lands.
+    const now = performance.now();
+    if (now - (this.statusAt || 0) >= 1000 || this.statusFor !== lag.have || last) {
+      this.statusAt = now;
+      this.statusFor = lag.have;
+      const n = `${lag.have.toLocaleString()} of ${lag.of.toLocaleString()} events`;
+      this.findingsStatus.textContent = last ? `Analysed ${n}: the rest did not reach the analysis.` : `Analysing… ${n}`;
+    }
+    if (!last) this.findingsSoon(500);
+  }
+
   async loadFindings() {
     // An earlier answer must not land after a later one.
     const gen = (this.findingsGen = (this.findingsGen || 0) + 1);
     let r;
     try { r = await this.source.report(); } catch (e) {
       if (gen !== this.findingsGen) return;
-      this.findings.replaceChildren(el("h2", { class: "lt-h" }, "Findings"), el("p", { class: "lt-hint" }, `Not available (${e.message}).`));
+      this.report = null;
+      this.findingsBody.replaceChildren(el("p", { class: "lt-hint" }, `Not available (${e.message}).`));
+      this.checkFindings();
       return;
     }
+    // Who holds the lingering objects, once per cause, from the live
+    // kernel: the server groups them as linger run does.
+    let holders = [];
+    if (this.source.lingering && r.lingering?.leaked) {
+      try { holders = (await this.source.lingering()).groups || []; } catch { /* a busy kernel: the next findings ask again */ }
+    }
+    if (gen !== this.findingsGen) return;
+    this.staleReports = this.report && r.last_seq === this.report.last_seq ? (this.staleReports || 0) + 1 : 0;
+    this.report = r;
+    this.holders = holders;
+    this.shownLag = this.findingsLag();
+    this.renderFindings();
+    this.checkFindings();
+  }
+
+  /** renderFindings lists the findings of the report shown (this.report). */
+  renderFindings() {
+    const r = this.report;
+    if (!r) return;
     this.names.learn(r.cells);
     const list = el("ul", {});
     // A site is shown by its first frame, its cells named as the user sees
@@ -789,6 +872,16 @@ export class TimelineView {
       list.append(li);
     };
     const end = r.duration_ns || this.source.end();
+    // An allocation that failed first: what it asked for and where, what
+    // the device's limit left free, and what was alive (the largest
+    // categories); each opens the allocator as it was then.
+    for (const o of r.ooms || []) {
+      const alive = (o.live || []).slice(0, 4).map((c) => `${c.category} ${sizes(c.requested, c.bytes)} in ${c.count}`).join(", ");
+      item(`out of memory: ${o.category}${o.label ? ` ${o.label}` : ""} ${sizes(o.requested, o.size)} asked for at ${short(o.site) || "unknown site"}; ${bytes(o.device_free)} free under the limit${alive ? `; alive: ${alive}` : ""}`,
+        () => { this.jump(o.time_ns, o.time_ns); this.segments.open({ at: o.seq }, "at the OOM"); }, o.site);
+    }
+    const moreOOMs = (r.anomalies?.ooms || 0) - (r.ooms || []).length;
+    if (moreOOMs > 0) item(`… and ${moreOOMs} more out-of-memory errors`);
     // Lingering objects are listed by (leak or late free, category, site):
     // one line per place in the code, as a user fixes them, not one per
     // block (a leaked KV cache is two blocks per layer). The totals are the
@@ -831,15 +924,21 @@ export class TimelineView {
     // line), from the live kernel: the server groups them as linger run
     // does; each line jumps to the first of its objects the report lists.
     if (this.source.lingering && r.lingering?.leaked) {
-      let groups = [];
-      try { groups = (await this.source.lingering()).groups || []; } catch { /* a busy kernel: the next findings ask again */ }
+      const groups = this.holders || [];
       for (const g of groups.slice(0, 10)) {
         const o = (r.lingering.objects || []).find((o) => o.leaked && g.addrs?.includes(o.addr));
         item(`held by ${holderGroup(g)}`, o ? () => this.jump(o.alloc_time_ns, o.linger_time_ns || end, o) : null, g.example);
       }
       if (groups.length > 10) item(`… held by ${groups.length - 10} more`);
     }
-    for (const g of r.growth || []) item(`growth: ${g.category}${g.site ? ` at ${short(g.site)}` : ""} ${rate(g.requested_per_step, g.bytes_per_step, r.growth_unit || "step")}`, () => this.fit(), g.site);
+    // Growth per step (the finest scopes: the engine's prefill chunks and
+    // decode steps), and per request and per cell, which a notebook
+    // counts, where it grows at their ends too.
+    for (const g of r.growth || []) {
+      const per = (g.per || []).map((p) => `, ${rate(p.requested_per, p.bytes_per, p.unit)} over ${p.samples} ${p.unit}s`).join("");
+      const unit = g.unit || r.growth_unit || "step";
+      item(`growth: ${g.category}${g.site ? ` at ${short(g.site)}` : ""} ${rate(g.requested_per_step, g.bytes_per_step, unit)} over ${g.samples} ${unit}s${per}`, () => this.fit(), g.site);
+    }
     // Which track grows tells which kind of growth it is (two-track
     // monitoring): the analyzer's verdict over the whole trace.
     const verdicts = {
@@ -848,7 +947,18 @@ export class TimelineView {
       device_grows: "device used grows, reserved does not: memory taken outside the allocator",
       go_heap_grows: "the Go heap grows while the device is flat: a host-memory leak",
     };
-    if (verdicts[r.tracks?.verdict]) item(`tracks: ${verdicts[r.tracks.verdict]}`, () => this.fit());
+    // And over each cell run whose tracks grow (a notebook's phases, each
+    // its own kind of growth, which the whole trace's one verdict misses);
+    // the whole trace's verdict when no phase says it.
+    const phases = r.tracks?.phases || [];
+    if (verdicts[r.tracks?.verdict] && !phases.some((p) => p.verdict === r.tracks.verdict)) item(`tracks: ${verdicts[r.tracks.verdict]}`, () => this.fit());
+    const growing = { allocated_grows: ["allocated", "allocated_per_step"], reserved_grows: ["reserved", "reserved_per_step"], device_grows: ["device used", "device_used_per_step"] };
+    for (const p of phases) {
+      const [track, key] = growing[p.verdict] || [];
+      if (!track) continue;
+      const by = p[key] > 0 ? ` (${track} +${bytes(p[key])}/${p.unit} over ${p.samples} ${p.unit}s)` : "";
+      item(`tracks in ${this.names.cell(p.cell)}: ${verdicts[p.verdict]}${by}`, () => this.jump(p.begin_ns, p.end_ns), this.names.title(p.cell));
+    }
     // A duplicates family: the same thing (a mask) built again and again,
     // or copies alive at once; the label tells families of one site apart.
     for (const d of r.duplicates || []) {
@@ -862,12 +972,13 @@ export class TimelineView {
       item(`peak: ${sizes(r.peak.requested, r.peak.bytes)} at ${duration(r.peak.time_ns)}`, () => this.jump(r.peak.time_ns, r.peak.time_ns));
       item("the allocator at the peak: segments and free space", () => this.segments.open({ at: "peak" }));
     }
-    if (!list.children.length) item("Nothing lingers, grows or repeats.");
+    // The all-clear only for the whole trace: a report behind the trace
+    // has not seen what may yet linger, grow or repeat (checkFindings).
+    if (!list.children.length && !this.findingsLag()) item("Nothing lingers, grows or repeats.");
     // The kernel's memory budget (linger serve --kernel-memory): a cell
     // over it stops with MemoryError, marked on the timeline.
     if (r.memory_budget) item(`memory budget: ${bytes(r.memory_budget)} for the kernel's Go heap and cpu tensors together`);
-    if (gen !== this.findingsGen) return;
-    this.findings.replaceChildren(el("h2", { class: "lt-h" }, "Findings"), list);
+    this.findingsBody.replaceChildren(list);
   }
 
   destroy() { clearTimeout(this.findingsTimer); this.unsub(); this.source.close(); this.root.replaceChildren(); }
