@@ -118,10 +118,13 @@ func test07Stress128K(t *testing.T, tg target) {
 		t.Fatalf("report: %d OOM findings, want 1", len(r.Report.OOMs))
 	}
 	f := r.Report.OOMs[0]
+	// On cuda the device's used memory also counts the staging buffers
+	// of its uploads (at most tg.StagingMax), which no track shows.
 	used := atOOM.Tracks.End.Reserved + tg.Context
-	if f.Seq != oom.e.Seq || f.Size != oom.e.Size || f.Category != cat || !strings.HasPrefix(innermost(f.Site), "cell "+step+" ") || f.DeviceFree != room-used {
-		t.Errorf("OOM finding: seq %d, %d bytes of %s at %s, %d free; want seq %d, %d bytes of %s at %s, the limit's %d − %d used = %d free",
-			f.Seq, f.Size, f.Category, innermost(f.Site), f.DeviceFree, oom.e.Seq, oom.e.Size, cat, step, room, used, room-used)
+	if f.Seq != oom.e.Seq || f.Size != oom.e.Size || f.Category != cat || !strings.HasPrefix(innermost(f.Site), "cell "+step+" ") ||
+		f.DeviceFree > room-used || f.DeviceFree+tg.StagingMax < room-used {
+		t.Errorf("OOM finding: seq %d, %d bytes of %s at %s, %d free; want seq %d, %d bytes of %s at %s, the limit's %d − %d used = %d free (less at most %d of staging)",
+			f.Seq, f.Size, f.Category, innermost(f.Site), f.DeviceFree, oom.e.Seq, oom.e.Size, cat, step, room, used, room-used, tg.StagingMax)
 	}
 	if len(f.Live) != len(oom.live) {
 		t.Errorf("OOM finding: alive %+v, the counters %v", f.Live, oom.live)
