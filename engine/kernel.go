@@ -266,16 +266,7 @@ func attnRange(a *attnArgs, scores []float32, lo, hi int) {
 			a.lse[w] = maxv
 			continue // fully masked row: zero output
 		}
-		var sum float64
-		for j, s := range scores {
-			if math.IsInf(float64(s), -1) {
-				scores[j] = 0
-				continue
-			}
-			p := math.Exp(float64(s - maxv))
-			scores[j] = float32(p)
-			sum += p
-		}
+		sum := expScores(scores, maxv)
 		inv := float32(1 / sum)
 		for _, sp := range a.spans {
 			for t := 0; t < sp.n && sp.start+t < a.ctx; t++ {
@@ -291,6 +282,23 @@ func attnRange(a *attnArgs, scores []float32, lo, hi int) {
 		}
 		a.lse[w] = maxv + float32(math.Log(sum))
 	}
+}
+
+// expScores turns a row of attention scores into softmax numerators in
+// place, exp(s − maxv), masked scores (−Inf) into 0, and returns their
+// sum, the softmax's denominator.
+func expScores(scores []float32, maxv float32) float64 {
+	var sum float64
+	for j, s := range scores {
+		if math.IsInf(float64(s), -1) {
+			scores[j] = 0
+			continue
+		}
+		p := math.Exp(float64(s - maxv))
+		scores[j] = float32(p)
+		sum += p
+	}
+	return sum
 }
 
 // argmax returns the index of the largest value (the first on ties).

@@ -225,16 +225,7 @@ func mlaRange(a *mlaArgs, scores []float32, lo, hi int) {
 			a.lse[w] = maxv
 			continue
 		}
-		var sum float64
-		for j, s := range scores {
-			if math.IsInf(float64(s), -1) {
-				scores[j] = 0
-				continue
-			}
-			p := math.Exp(float64(s - maxv))
-			scores[j] = float32(p)
-			sum += p
-		}
+		sum := expScores(scores, maxv)
 		inv := float32(1 / sum)
 		for _, sp := range a.spans {
 			for t := 0; t < sp.n && sp.start+t < a.ctx; t++ {

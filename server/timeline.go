@@ -494,11 +494,8 @@ func (s *Server) handleTraceLingering(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := lingeringHolders{Holders: []kernel.Holder{}, Groups: []kernel.HolderGroup{}}
-	for _, o := range rep.Lingering.Objects {
-		if o.Leaked && o.HeldBy != "" {
-			out.Holders = append(out.Holders, kernel.Holder{Addr: o.Addr, Size: o.Size, Requested: o.Requested, Category: o.Category,
-				Label: o.Label, Site: o.Site, Path: o.HeldBy, AllocSeq: o.AllocSeq})
-		}
+	if hs := kernel.RecordedHolders(rep); hs != nil {
+		out.Holders = hs
 	}
 	if g := kernel.GroupHolders(out.Holders); g != nil {
 		out.Groups = g

@@ -517,20 +517,6 @@ func cellSite(site string) string {
 	return site
 }
 
-// traceHolders are the holders the trace recorded (the kernel's walk at a
-// cell's end and at the teardown, kept as holders frames) of the objects
-// still lingering at its end, as the kernel's lingering query answers.
-func traceHolders(rep *analyze.Report) []kernel.Holder {
-	var hs []kernel.Holder
-	for _, o := range rep.Lingering.Objects {
-		if o.Leaked && o.HeldBy != "" {
-			hs = append(hs, kernel.Holder{Addr: o.Addr, Size: o.Size, Requested: o.Requested, Category: o.Category,
-				Label: o.Label, Site: o.Site, Path: o.HeldBy, AllocSeq: o.AllocSeq})
-		}
-	}
-	return hs
-}
-
 // withTraceHolders adds to the end-of-run holders (the kernel asked before
 // it shut down) those the trace recorded for objects that lingered only
 // when the session's teardown began: a scheduler's requests left running,
@@ -541,7 +527,7 @@ func withTraceHolders(asked []kernel.Holder, rep *analyze.Report) []kernel.Holde
 		known[h.Addr] = true
 	}
 	out := asked
-	for _, h := range traceHolders(rep) {
+	for _, h := range kernel.RecordedHolders(rep) {
 		if !known[h.Addr] {
 			out = append(out, h)
 		}

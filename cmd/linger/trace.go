@@ -12,6 +12,7 @@ import (
 
 	"linger/internal/cli"
 	"linger/internal/units"
+	"linger/notebooks/kernel"
 	"linger/timeline"
 	"linger/timeline/analyze"
 	"linger/timeline/export"
@@ -114,7 +115,7 @@ func runTraceAnalyze(_ context.Context, args []string, stdout, stderr io.Writer)
 	}
 	// Who held what was still lingering at the end, as the live kernel's
 	// walk recorded it in the trace (each object's held_by in --json).
-	if hs := traceHolders(rep); len(hs) > 0 {
+	if hs := kernel.RecordedHolders(rep); len(hs) > 0 {
 		fmt.Fprintln(stdout, "held at the end, as the kernel recorded it:")
 		printHolderGroups(stdout, hs)
 	}

@@ -1,6 +1,9 @@
 package kernel
 
-import "linger/notebooks/kernel/wire"
+import (
+	"linger/notebooks/kernel/wire"
+	"linger/timeline/analyze"
+)
 
 // HolderGroup is the lingering objects one cause holds (wire.HolderGroup).
 type HolderGroup = wire.HolderGroup
@@ -13,3 +16,19 @@ type HolderKind = wire.HolderKind
 // most requested bytes first (wire.GroupHolders: the kernel process groups
 // timeline.lingering()'s table the same way).
 func GroupHolders(hs []Holder) []HolderGroup { return wire.GroupHolders(hs) }
+
+// RecordedHolders are the holders a trace recorded (the kernel's walk at a
+// cell's end and at the teardown, kept as holders frames; the report's
+// Object.HeldBy) of the objects still lingering at its end, as a live
+// kernel's lingering query answers: what a saved trace says of who held
+// its leaks.
+func RecordedHolders(rep *analyze.Report) []Holder {
+	var hs []Holder
+	for _, o := range rep.Lingering.Objects {
+		if o.Leaked && o.HeldBy != "" {
+			hs = append(hs, Holder{Addr: o.Addr, Size: o.Size, Requested: o.Requested, Category: o.Category,
+				Label: o.Label, Site: o.Site, Path: o.HeldBy, AllocSeq: o.AllocSeq})
+		}
+	}
+	return hs
+}
