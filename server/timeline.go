@@ -323,6 +323,9 @@ func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// Every leak's holder is the lingering route's to answer: the page
+	// asks for the report again and again, and need not carry them.
+	rep.Lingering.Held, rep.Lingering.HeldOmitted = nil, 0
 	writeJSON(w, http.StatusOK, rep)
 }
 

@@ -11,7 +11,10 @@ import (
 // newly lingers, the session's teardown): the answer to "who holds it"
 // kept in the trace, so that a saved trace names its holders as the live
 // kernel did. In a trace log they are a holders frame (type 6) after the
-// events they speak of; readers that predate it skip it.
+// events they speak of; readers that predate it skip it. Holders are
+// advice beside the events: a holders frame that does not decode (its
+// checksum good) is skipped, never the events after it, and bytes after
+// its last holder are ignored, so that a later writer may add fields.
 type Holders struct {
 	// Seq is the last event before the walk: each object lingered at or
 	// before it.
@@ -86,9 +89,7 @@ func decodeHolders(p []byte) (Holders, error) {
 			return h, err
 		}
 	}
-	if len(p) > 0 {
-		return h, fmt.Errorf("%d bytes after the holders", len(p))
-	}
+	// Bytes after the holders are a later writer's: ignored.
 	return h, nil
 }
 

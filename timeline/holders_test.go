@@ -3,9 +3,10 @@ package timeline
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,7 +75,8 @@ func TestHolders(t *testing.T) {
 		t.Error("older reader names a holder")
 	}
 
-	// A holders frame that does not decode is corruption, as any frame's.
+	// A holders frame that does not decode is skipped: holders are advice
+	// beside the events, and every event after it is read.
 	bad := bytes.Clone(data)
 	for off := headerSize; off < len(bad); {
 		n := int(binary.LittleEndian.Uint32(bad[off+1:]))
@@ -86,8 +88,27 @@ func TestHolders(t *testing.T) {
 		}
 		off = end + frameCRCSize
 	}
-	if _, _, err := readAll(t, bad); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("a bad holders frame: %v, want ErrCorrupt", err)
+	r, evs, err = readAll(t, bad)
+	if err != io.EOF || len(evs) != 4 || r.badHolders != 1 {
+		t.Errorf("a bad holders frame: %d events, %v, %d skipped; want 4, io.EOF, 1", len(evs), err, r.badHolders)
+	}
+	if p, _ := r.Dict().HeldBy(1); p != "global kept → Tensor#1 → a" {
+		t.Errorf("after a bad holders frame, alloc 1 held by %q: want the later frame's", p)
+	}
+	// Bytes after the last holder (a later writer's field) are ignored.
+	var more bytes.Buffer
+	mw := NewWriter(&more)
+	mw.Emit(event.Event{Seq: 1, Kind: event.KindAlloc, Addr: 0x1000, Size: 512, Requested: 512})
+	mw.flushBatch()
+	payload := append(appendHolders(nil, Holders{Seq: 1, Held: []Held{{AllocSeq: 1, Addr: 0x1000, Path: "global x"}}}), 0x01, 0x02)
+	mw.write(appendFrame(nil, frameHolders, payload))
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := readAll(t, more.Bytes()); err != io.EOF || r.badHolders != 0 {
+		t.Errorf("holders with a later field: %v, %d skipped", err, r.badHolders)
+	} else if p, _ := r.Dict().HeldBy(1); p != "global x" {
+		t.Errorf("holders with a later field: alloc 1 held by %q, want global x", p)
 	}
 }
 
@@ -108,6 +129,27 @@ func TestRecorderHolders(t *testing.T) {
 	}
 	if p, ok := rec.HeldBy(1); !ok || !strings.HasPrefix(p, "global x") {
 		t.Errorf("recorder HeldBy(1) = %q, %t", p, ok)
+	}
+	// The frames in order: the events before the call, the holders, then
+	// the events after.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for off := headerSize; off < len(data); {
+		n := int(binary.LittleEndian.Uint32(data[off+1:]))
+		switch data[off] {
+		case frameEvents:
+			first, _ := binary.Uvarint(data[off+frameHeaderSize:])
+			order = append(order, fmt.Sprintf("events %d", first))
+		case frameHolders:
+			order = append(order, "holders")
+		}
+		off += frameHeaderSize + n + frameCRCSize
+	}
+	if strings.Join(order, ", ") != "events 1, holders, events 2" {
+		t.Errorf("frames %q, want the holders between the events before and after them", order)
 	}
 	f, err := OpenFile(path)
 	if err != nil {

@@ -104,6 +104,8 @@ type Reader struct {
 	closer io.Closer
 
 	dict Dict
+	// badHolders counts the holders frames that did not decode (skipped).
+	badHolders int
 
 	off    int64  // offset of the next frame
 	cur    int64  // offset of the frame being decoded
@@ -426,11 +428,13 @@ func (r *Reader) apply(typ byte, p []byte) error {
 		r.next = first
 		r.dec.Reset(first)
 	case frameHolders:
-		h, err := decodeHolders(p)
-		if err != nil {
-			return err
+		// Advice beside the events (see Holders): one that does not
+		// decode is skipped, not the trace after it.
+		if h, err := decodeHolders(p); err == nil {
+			r.dict.setHolders(h)
+		} else {
+			r.badHolders++
 		}
-		r.dict.setHolders(h)
 	case frameEnd:
 		r.ended = true
 		r.reason = string(p)

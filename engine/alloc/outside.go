@@ -49,13 +49,7 @@ func (o *Outside) Live() bool {
 // not), and later segments of the allocator meet the limit sooner.
 // Stats.Outside counts what is taken and not released.
 func (a *Allocator) TakeOutside(size uint64, label string) (*Outside, error) {
-	var site event.SiteID
-	if a.em.Enabled() {
-		site = a.em.Caller(0)
-	}
-	o, err := a.takeOutside(size, label, event.ScopeNone, site)
-	a.notifySegments()
-	return o, err
+	return a.takeOutsideFrom(size, label, event.ScopeNone)
 }
 
 // TakeOutsideFor is TakeOutside for memory expected to be given back
@@ -64,9 +58,15 @@ func (a *Allocator) TakeOutside(size uint64, label string) (*Outside, error) {
 // and the caller's site), so that the analyzer judges it as it judges a
 // block: lingering when that scope ends with the memory still taken.
 func (a *Allocator) TakeOutsideFor(size uint64, label string, expect event.ScopeKind) (*Outside, error) {
+	return a.takeOutsideFrom(size, label, expect)
+}
+
+// takeOutsideFrom is TakeOutside and TakeOutsideFor, its site their
+// caller's (called directly by them, one frame further up).
+func (a *Allocator) takeOutsideFrom(size uint64, label string, expect event.ScopeKind) (*Outside, error) {
 	var site event.SiteID
 	if a.em.Enabled() {
-		site = a.em.Caller(0)
+		site = a.em.Caller(1)
 	}
 	o, err := a.takeOutside(size, label, expect, site)
 	a.notifySegments()

@@ -19,16 +19,15 @@ func GroupHolders(hs []Holder) []HolderGroup { return wire.GroupHolders(hs) }
 
 // RecordedHolders are the holders a trace recorded (the kernel's walk at a
 // cell's end and at the teardown, kept as holders frames; the report's
-// Object.HeldBy) of the objects still lingering at its end, as a live
+// Lingering.Held, every one, whatever the report lists in detail) of
+// the objects still lingering at its end, as a live
 // kernel's lingering query answers: what a saved trace says of who held
 // its leaks.
 func RecordedHolders(rep *analyze.Report) []Holder {
 	var hs []Holder
-	for _, o := range rep.Lingering.Objects {
-		if o.Leaked && o.HeldBy != "" {
-			hs = append(hs, Holder{Addr: o.Addr, Size: o.Size, Requested: o.Requested, Category: o.Category,
-				Label: o.Label, Site: o.Site, Path: o.HeldBy, AllocSeq: o.AllocSeq})
-		}
+	for _, o := range rep.Lingering.Held {
+		hs = append(hs, Holder{Addr: o.Addr, Size: o.Size, Requested: o.Requested, Category: o.Category,
+			Label: o.Label, Site: o.Site, Path: o.HeldBy, AllocSeq: o.AllocSeq})
 	}
 	return hs
 }

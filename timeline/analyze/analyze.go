@@ -240,6 +240,11 @@ type Analyzer struct {
 	// outsideLabels stands for the label aggregate of memory outside the
 	// allocator, which the peak's shares leave out.
 	outsideLabels agg
+	// torn are the leaked objects the session's teardown freed (the first
+	// MaxHeld; tornOmitted counts the others): with the lingering objects
+	// still alive, the leaks a report names holders for (Lingering.Held).
+	torn        []leak
+	tornOmitted uint64
 
 	epoch       uint64
 	peak        uint64
@@ -271,6 +276,14 @@ type Analyzer struct {
 	outside    outsideTrack
 
 	ooms []oomRec // the first maxOOMs oom events (oom.go)
+}
+
+// leak is a leaked object the teardown freed, as Lingering.Held lists it.
+type leak struct {
+	seq, addr, size, req uint64
+	cat                  event.Category
+	label                event.StringID
+	site                 event.SiteID
 }
 
 type lingTotals struct {
@@ -616,6 +629,11 @@ func (a *Analyzer) release(o *obj, e *event.Event, freed bool) {
 		if r := o.rec; r != nil {
 			r.o = nil
 		}
+		if len(a.torn) < MaxHeld {
+			a.torn = append(a.torn, leak{seq: o.seq, addr: o.addr, size: o.size, req: o.req, cat: o.cat, label: o.label, site: o.site})
+		} else {
+			a.tornOmitted++
+		}
 	} else if o.lingering {
 		delay := e.Time - o.lingerTime
 		for _, x := range [...]*agg{&a.cats[o.cat], o.key} {
@@ -687,7 +705,7 @@ func (a *Analyzer) begin(e *event.Event) {
 		return
 	}
 	parent := a.scopes[event.ScopeID(e.Extra)]
-	if e.Expect >= event.ScopeCell {
+	if e.Expect == event.ScopeCell || e.Size&event.ScopeFlagTeardown != 0 {
 		// A cell (or the session's teardown) is never inside a request:
 		// one recorded inside a scope a previous cell left open (traces
 		// from before the Emitter detached them) is inside the nearest
@@ -807,10 +825,6 @@ func (a *Analyzer) linger(o *obj, s *scope, e *event.Event) {
 		a.opts.OnLinger(a.object(o))
 	}
 }
-
-// Lingered returns how many objects have become lingering so far: a
-// cheap test of whether anything newly lingers since an earlier call.
-func (a *Analyzer) Lingered() uint64 { return a.ling.n }
 
 // Live returns the object alive at addr now, between Adds, and whether
 // there is one. Its LingerSeq is 0 unless it is lingering; names are

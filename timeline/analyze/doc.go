@@ -37,6 +37,21 @@
 // Peak.Bytes, the allocated track at its highest) are what the allocator
 // and the device hold and have no requested figure: they stay as they are.
 //
+// Memory taken outside the caching allocator (a segment of
+// event.PoolOutside made with an expectation, as mem.take_outside makes)
+// is an object too, in category "outside": owned, lingering, late-freed
+// and leaked as a block is, and counted in the lingering totals and in
+// growth (a site that takes more outside memory step after step grows);
+// but not in the allocator's peak, its shares or the allocated track,
+// which are the allocator's. Its segment is applied to the tracks as
+// memstate says (device used, not reserved).
+//
+// A report of a trace that recorded who held its objects (Names that
+// implement HolderNames: a live kernel's holders kept as holders frames)
+// gives each listed Object its HeldBy, and lists in Lingering.Held every
+// leak with its holder, those the teardown freed and those never freed,
+// whatever MaxObjects lists in detail.
+//
 // An allocation whose scopes hold none of its kind or larger still gets an
 // owner, so that it is judged: the latest open scope of its kind anywhere
 // (an engine's scope, which is beside the cells, not around them), else

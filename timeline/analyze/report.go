@@ -93,6 +93,30 @@ type Lingering struct {
 	// largest first; Omitted counts the others.
 	Objects []Object `json:"objects"`
 	Omitted uint64   `json:"omitted"`
+	// Held are, for a trace that recorded who held its lingering objects
+	// (HolderNames), every object still lingering at its last event with
+	// its holder, whatever MaxObjects lists in detail (the first
+	// MaxHeld by allocation, HeldOmitted counting the others): what a
+	// saved trace says of who held its leaks, cause by cause, as the live
+	// kernel did.
+	Held        []HeldObject `json:"held,omitempty"`
+	HeldOmitted uint64       `json:"held_omitted,omitempty"`
+}
+
+// MaxHeld bounds Lingering.Held.
+const MaxHeld = 1 << 16
+
+// HeldObject is an object still lingering at a trace's end and the
+// reference path that held it, as the trace recorded it.
+type HeldObject struct {
+	Addr      uint64 `json:"addr"`
+	Size      uint64 `json:"size"`
+	Requested uint64 `json:"requested"`
+	Category  string `json:"category"`
+	Label     string `json:"label"`
+	Site      string `json:"site"`
+	AllocSeq  uint64 `json:"alloc_seq"`
+	HeldBy    string `json:"held_by"`
 }
 
 // Total is the lingering objects of a category or a (site, category),
@@ -482,6 +506,34 @@ func (a *Analyzer) reportLingering(rep *Report, r *resolver) {
 		return cmp.Or(cmp.Compare(y.Size, x.Size), cmp.Compare(x.AllocSeq, y.AllocSeq))
 	})
 	l.Omitted = a.ling.n - uint64(len(l.Objects))
+	if h, ok := r.names.(HolderNames); ok {
+		a.reportHeld(l, r, h)
+	}
+}
+
+// reportHeld lists every leaked object (lingering now, or freed by the
+// teardown after it lingered) whose holder h names.
+func (a *Analyzer) reportHeld(l *Lingering, r *resolver, h HolderNames) {
+	add := func(x leak) {
+		if p, ok := h.HeldBy(x.seq); ok && p != "" {
+			l.Held = append(l.Held, HeldObject{Addr: x.addr, Size: x.size, Requested: x.req, Category: catName(x.cat),
+				Label: r.str(x.label), Site: r.site(x.site), AllocSeq: x.seq, HeldBy: p})
+		}
+	}
+	for _, x := range a.torn {
+		add(x)
+	}
+	for _, o := range a.live {
+		if o.lingering {
+			add(leak{seq: o.seq, addr: o.addr, size: o.size, req: o.req, cat: o.cat, label: o.label, site: o.site})
+		}
+	}
+	slices.SortFunc(l.Held, func(x, y HeldObject) int { return cmp.Compare(x.AllocSeq, y.AllocSeq) })
+	l.HeldOmitted = a.tornOmitted
+	if len(l.Held) > MaxHeld {
+		l.HeldOmitted += uint64(len(l.Held) - MaxHeld)
+		l.Held = slices.Clip(l.Held[:MaxHeld])
+	}
 }
 
 func (a *Analyzer) stat(g *agg) Stat {

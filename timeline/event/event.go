@@ -154,7 +154,7 @@ type ScopeID uint64
 //
 //	kind                 Addr          Size             Requested   Category/Expect   Label        Extra
 //	alloc, free          block address rounded bytes    requested   yes               block label  -
-//	segment_alloc/free   segment base  segment bytes    -           -                 -            pool: 0 small, 1 large, 2 outside the allocator
+//	segment_alloc/free   segment base  segment bytes    -           (3)               (3)          pool: 0 small, 1 large, 2 outside the allocator
 //	scope_begin/end      scope id      flags (begin)(1) count (1)   Expect=scope kind scope label  parent scope id
 //	oom                  -             rounded request  requested   yes               block label  free bytes under the limit (2)
 //	mark                 -             -                -           -                 text         -
@@ -166,6 +166,12 @@ type ScopeID uint64
 //
 // (2) The device's free bytes, or fewer when the allocator's limit (a
 // simulated card smaller than the device) leaves less of it.
+//
+// (3) A segment of pool 2 (memory taken outside the allocator) carries
+// its label, its site and, when it was taken with one, the scope kind it
+// is expected to be given back in (Expect; Category stays 0): analyzers
+// judge it as an object, as they judge a block. The pools' segments
+// carry neither.
 //
 // Scope is the innermost scope open when the event happened (for
 // scope_begin, the new scope's parent is in Extra and Scope is the parent

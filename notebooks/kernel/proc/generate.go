@@ -253,7 +253,7 @@ func (sc *Scheduler) pathName() string { return fmt.Sprintf("Scheduler#%d", sc.n
 // then the prefix cache's blocks.
 func (sc *Scheduler) refs(yield func(string, any)) {
 	for _, r := range sc.sc.Running() {
-		yield("", &schedRequest{id: r.ID, cache: sc.e.s.kvCache(r.Cache)})
+		yield("", &schedRequest{id: r.ID, cache: sc.e.s.kvCacheSeen(r.Cache)})
 	}
 	for _, t := range sc.sc.PrefixTensors() {
 		yield("prefix_cache", t)

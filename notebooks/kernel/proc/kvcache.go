@@ -32,6 +32,18 @@ func (s *session) kvCache(c engine.KVCache) *KVCache {
 	return v
 }
 
+// kvCacheSeen is the value of cache c for a retention path: the one
+// registered, or one made for the walk alone, so that walking a cache a
+// scheduler's request holds does not make it a registry root for ever.
+func (s *session) kvCacheSeen(c engine.KVCache) *KVCache {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.caches[c.ID()]; ok {
+		return v
+	}
+	return &KVCache{c: c}
+}
+
 var kvCacheMethods = methods{
 	"reset": starlark.NewBuiltin("reset", kvCacheReset),
 	"free":  starlark.NewBuiltin("free", kvCacheFree),

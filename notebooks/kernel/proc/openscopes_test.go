@@ -93,3 +93,39 @@ func scoresSeq(l analyze.Lingering) uint64 {
 	}
 	return 0
 }
+
+// TestSchedulerDroppedMidFlight: a scheduler no global refers to any more
+// still runs the requests it admitted: the engine holds it, and the
+// teardown's holders name that path.
+func TestSchedulerDroppedMidFlight(t *testing.T) {
+	c := startKernel(t)
+	if r := msgtest.Find(c.exec(`e = engine(model="tiny", device="meta")
+s = e.scheduler()
+s.submit(prompt_tokens=100, max_new_tokens=50)
+s.step()
+s = None`), "execute_reply"); r["status"] != "ok" {
+		t.Fatalf("reply %v", r)
+	}
+	if r := msgtest.Find(c.exec(`kept = tensor([16], label="kept")`), "execute_reply"); r["status"] != "ok" {
+		t.Fatalf("reply %v", r)
+	}
+	c.stop()
+	rep, err := analyze.Run(&c.log, analyze.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, _ := c.heldBy()
+	n := 0
+	for _, o := range rep.Lingering.Objects {
+		if o.Category != "kv_cache" {
+			continue
+		}
+		n++
+		if p := held[o.AllocSeq]; !regexp.MustCompile(`^global e → Engine#1 → Scheduler#1 → request#1 → KVCache#\d+ → layer\[[01]\]\.[kv]$`).MatchString(p) {
+			t.Errorf("%s held by %q, want global e → Engine#1 → Scheduler#1 → request#1 → KVCache#N → %s", o.Label, p, labelStep(o.Label))
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d KV blocks leaked, want the request's 4 (2 layers, k and v)", n)
+	}
+}

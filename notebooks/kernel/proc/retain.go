@@ -316,8 +316,21 @@ func (k *kernelProc) recordHolders(reason string, all bool) {
 	for i, o := range objs {
 		held[i] = wire.Holder{Addr: o.Addr, AllocSeq: o.AllocSeq, Path: paths[o.Addr]}
 	}
-	b, err := json.Marshal(wire.Control{Op: wire.OpHolders, Seq: seq, Reason: reason, Holders: held})
-	if err == nil {
-		_ = k.writeFrame(wire.FrameControl, b)
+	// In messages of at most holdersPerFrame objects, each far below the
+	// pipe's frame limit however long the paths.
+	for len(held) > 0 {
+		part := held[:min(len(held), holdersPerFrame)]
+		held = held[len(part):]
+		b, err := json.Marshal(wire.Control{Op: wire.OpHolders, Seq: seq, Reason: reason, Holders: part})
+		if err == nil {
+			err = k.writeFrame(wire.FrameControl, b)
+		}
+		if err != nil {
+			fmt.Fprintf(k.log, "kernel: holders of %s not recorded: %v\n", reason, err)
+			return
+		}
 	}
 }
+
+// holdersPerFrame is the most objects one OpHolders message names.
+const holdersPerFrame = 4096

@@ -35,8 +35,15 @@ type pipeSink struct {
 	newly []analyze.Object
 }
 
-// lingers is the kernel analyzer's OnLinger, under s.mu.
-func (s *pipeSink) lingers(o analyze.Object) { s.newly = append(s.newly, o) }
+// lingers is the kernel analyzer's OnLinger, under s.mu. It keeps at most
+// analyze.MaxHeld objects between two records: a cell that leaves more
+// lingering has the rest named by the teardown's record, which walks for
+// every lingering object.
+func (s *pipeSink) lingers(o analyze.Object) {
+	if len(s.newly) < analyze.MaxHeld {
+		s.newly = append(s.newly, o)
+	}
+}
 
 // takeNewly returns the objects that became lingering since the last call
 // and are still alive, as the analyzer sees them now.
