@@ -87,15 +87,26 @@ func FormatInt(n int64) string {
 	return Format(uint64(n))
 }
 
+// formatFloat picks the unit by the figure as it will be printed, not as
+// it is: 1048575 bytes is 1024.0 KiB to one decimal, so it prints as
+// "1.0 MiB", and 1023.7 bytes as "1.0 KiB", never "1024".
 func formatFloat(v float64, prec int) string {
 	const prefixes = "KMGTPE"
-	if v < 1024 {
+	if math.Round(v) < 1024 {
 		return strconv.FormatFloat(v, 'f', 0, 64) + " B"
 	}
-	i := -1
-	for v >= 1024 && i < len(prefixes)-1 {
+	v /= 1024
+	i := 0
+	for i < len(prefixes)-1 && (v >= 1024 || roundsUp(v, prec)) {
 		v /= 1024
 		i++
 	}
 	return strconv.FormatFloat(v, 'f', prec, 64) + " " + prefixes[i:i+1] + "iB"
+}
+
+// roundsUp reports whether v, printed with prec decimals, reads 1024 or
+// more: the next unit's 1.0.
+func roundsUp(v float64, prec int) bool {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'f', prec, 64), 64)
+	return r >= 1024
 }

@@ -51,6 +51,9 @@ func TestFormat(t *testing.T) {
 		{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {1536, "1.5 KiB"},
 		{24 << 20, "24.0 MiB"}, {3758096384, "3.5 GiB"}, {300 << 30, "300.0 GiB"},
 		{1 << 60, "1.0 EiB"}, {1<<64 - 1, "16.0 EiB"},
+		// The unit is the printed figure's: 1048575 B is 1023.999 KiB,
+		// 1024.0 to one decimal, so it reads as the next unit's 1.0.
+		{1048575, "1.0 MiB"}, {1<<30 - 1, "1.0 GiB"}, {1048524, "1023.9 KiB"}, {1048525, "1.0 MiB"},
 	} {
 		if got := Format(c.in); got != c.want {
 			t.Errorf("Format(%d) = %q, want %q", c.in, got, c.want)
@@ -59,7 +62,7 @@ func TestFormat(t *testing.T) {
 	if got := FormatPrec(20<<20, 2); got != "20.00 MiB" {
 		t.Errorf("FormatPrec(20 MiB, 2) = %q", got)
 	}
-	for v, want := range map[float64]string{24 << 20: "+24.0 MiB", -16 << 20: "−16.0 MiB", 0: "+0 B"} {
+	for v, want := range map[float64]string{24 << 20: "+24.0 MiB", -16 << 20: "−16.0 MiB", 0: "+0 B", 1023.7: "+1.0 KiB", 1023.4: "+1023 B", -1023.7: "−1.0 KiB"} {
 		if got := FormatSigned(v); got != want {
 			t.Errorf("FormatSigned(%v) = %q, want %q", v, got, want)
 		}

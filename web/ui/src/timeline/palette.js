@@ -60,9 +60,12 @@ export function hatch(ctx, cross) {
 export function bytes(n) {
   if (!isFinite(n)) return "–";
   const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  const digits = (v, i) => (i && Math.abs(v) < 10 ? 1 : 0);
   let i = 0;
-  while (Math.abs(n) >= 1024 && i < u.length - 1) { n /= 1024; i++; }
-  return `${n.toFixed(i && Math.abs(n) < 10 ? 1 : 0)} ${u[i]}`;
+  // The unit is the printed figure's: 1023.7 B prints as 1.0 KiB, and
+  // 1048575 B (1023.999 KiB) as 1.0 MiB, never "1024".
+  while (i < u.length - 1 && Math.abs(+n.toFixed(digits(n, i))) >= 1024) { n /= 1024; i++; }
+  return `${n.toFixed(digits(n, i))} ${u[i]}`;
 }
 
 // sizes is an object's bytes as the code asked for them first, and the
