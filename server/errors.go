@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -99,22 +98,9 @@ func serverPaths(opts Options) httperr.Paths {
 	)
 }
 
-// writeJSON answers with v as JSON; v nil writes no body.
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	if v == nil {
-		w.WriteHeader(code)
-		return
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		code = http.StatusInternalServerError
-		b, _ = json.Marshal(httperr.Body{Message: fmt.Sprintf("encode response: %v", err), Reason: http.StatusText(code)})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
-}
+// writeJSON answers with v as JSON; v nil writes no body
+// (httperr.WriteJSON, which the timeline handler answers through too).
+func writeJSON(w http.ResponseWriter, code int, v any) { httperr.WriteJSON(w, code, v) }
 
 // readJSON decodes a request body of at most limit bytes into v. An empty
 // body leaves v as it is; data after the value is refused, as Jupyter

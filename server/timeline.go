@@ -21,6 +21,7 @@ import (
 	"linger/server/live"
 	"linger/timeline"
 	"linger/timeline/analyze"
+	"linger/timeline/event"
 	"linger/timeline/export"
 )
 
@@ -112,20 +113,21 @@ func newLiveAnalysis() *liveAnalysis {
 func (l *liveAnalysis) Follow(b timeline.Batch) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, d := range b.Strings {
-		l.dict.DefineString(d.ID, d.Text)
-	}
-	for _, d := range b.Sites {
-		l.dict.DefineSite(d.ID, d.Site)
-	}
-	for _, e := range b.Events {
-		l.a.Add(e)
-	}
+	b.Apply(analysisSink{l})
 	if len(b.Events) > 0 {
 		l.events += uint64(len(b.Events))
 		l.last = nil
 	}
 }
+
+// analysisSink is a liveAnalysis as the event.Sink a Batch applies to:
+// names into its dictionary, events into its analyzer. Its caller holds
+// the analysis' lock.
+type analysisSink struct{ l *liveAnalysis }
+
+func (s analysisSink) DefineString(id event.StringID, v string) { s.l.dict.DefineString(id, v) }
+func (s analysisSink) DefineSite(id event.SiteID, v event.Site) { s.l.dict.DefineSite(id, v) }
+func (s analysisSink) Emit(e event.Event)                       { s.l.a.Add(e) }
 
 // End makes the final report; a torn trace's says where it stopped.
 func (l *liveAnalysis) End(stop error) {

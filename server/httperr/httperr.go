@@ -129,3 +129,24 @@ func (wr Writer) Write(w http.ResponseWriter, r *http.Request, err error) {
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
 }
+
+// WriteJSON answers with v as JSON and the status code, uncached; v nil
+// writes no body. A v that does not encode is answered 500 with the
+// encoding error as its Body, never a 200 with half a value: every route
+// of the server and of its timeline handler answers through it.
+func WriteJSON(w http.ResponseWriter, code int, v any) {
+	if v == nil {
+		w.WriteHeader(code)
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(Body{Message: fmt.Sprintf("encode response: %v", err), Reason: http.StatusText(code)})
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -62,5 +63,21 @@ func TestWriter(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "request failed"); n != 1 || !strings.Contains(log.String(), "status=500") || !strings.Contains(log.String(), "list "+root) {
 		t.Errorf("log: %d failures, want the one 5xx with its paths:\n%s", n, log.String())
+	}
+}
+
+// TestWriteJSON: a value answers as JSON, uncached; one that does not
+// encode answers 500 with the reason, never a 200 with half a body.
+func TestWriteJSON(t *testing.T) {
+	rec := httptest.NewRecorder()
+	WriteJSON(rec, http.StatusCreated, map[string]int{"n": 1})
+	if rec.Code != http.StatusCreated || rec.Body.String() != `{"n":1}` || rec.Header().Get("Cache-Control") != "no-store" {
+		t.Errorf("%d %q %v", rec.Code, rec.Body.String(), rec.Header())
+	}
+	rec = httptest.NewRecorder()
+	WriteJSON(rec, http.StatusOK, map[string]float64{"x": math.NaN()})
+	var b Body
+	if rec.Code != http.StatusInternalServerError || json.Unmarshal(rec.Body.Bytes(), &b) != nil || !strings.HasPrefix(b.Message, "encode response: ") {
+		t.Errorf("a value that does not encode: %d %q", rec.Code, rec.Body.String())
 	}
 }

@@ -16,7 +16,6 @@ package live
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -600,11 +599,7 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	httperr.Writer{Log: h.log, Paths: h.opts.Paths}.Write(w, r, err)
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, v any) { httperr.WriteJSON(w, http.StatusOK, v) }
 
 func (h *Handler) serveKernelScopes(w http.ResponseWriter, r *http.Request) {
 	rec, err := h.recorder(r)

@@ -112,7 +112,10 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	k := &kernelProc{out: out, sessionID: msg.NewID(), log: os.Stderr, jobs: make(chan func(), 64), stop: make(chan struct{}),
 		stacks: make(map[string]string), maxOutput: maxOutput(opts.MaxOutput)}
 	k.streamBuf.chunk = streamChunk
-	k.sink = &pipeSink{write: k.writeFrame}
+	k.sink = &pipeSink{write: k.writeFrame, onErr: func(err error) {
+		fmt.Fprintf(k.log, "linger kernel: events could not be sent to the server (%v): ending the kernel\n", err)
+		go k.shutdown() // not under the sink's lock: an interrupt may emit
+	}}
 	k.sink.an = analyze.New(analyze.Options{MaxObjects: 1 << 16, OnLinger: k.sink.lingers})
 	k.em = event.NewEmitter(k.sink, event.EmitterOptions{SiteHook: k.siteHook})
 	k.budget = newBudget(memoryBudget(opts.Memory))
@@ -182,6 +185,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	k.sink.flush()
 	if errors.Is(err, io.EOF) {
 		err = nil
+	}
+	if werr := k.sink.failed(); werr != nil && err == nil {
+		err = fmt.Errorf("kernel: send events: %w", werr)
 	}
 	return err
 }

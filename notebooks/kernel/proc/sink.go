@@ -33,6 +33,19 @@ type pipeSink struct {
 	// newly are the objects that became lingering since the last holders
 	// record took them (recordHolders).
 	newly []analyze.Object
+	// err is the first write that failed: nothing is sent after it, so
+	// the server's trace ends where the pipe broke, never with a gap;
+	// onErr (set by Serve) is told once, and ends the kernel, which can
+	// no longer report anything.
+	err   error
+	onErr func(error)
+}
+
+// failed returns the write error that stopped the sink, or nil.
+func (s *pipeSink) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
 }
 
 // lingers is the kernel analyzer's OnLinger, under s.mu. It keeps at most
@@ -100,8 +113,15 @@ func (s *pipeSink) flush() {
 // flushLocked writes under the sink's lock so that batches keep their
 // order.
 func (s *pipeSink) flushLocked() {
-	if p := s.buf.Take(); p != nil {
-		_ = s.write(wire.FrameEvents, p)
+	p := s.buf.Take()
+	if p == nil || s.err != nil {
+		return // after a failed write the events go nowhere, and are not kept
+	}
+	if err := s.write(wire.FrameEvents, p); err != nil {
+		s.err = err
+		if s.onErr != nil {
+			s.onErr(err)
+		}
 	}
 }
 
