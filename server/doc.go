@@ -47,6 +47,7 @@
 //	GET    /api/timeline/compare                   two saved traces' analyses diffed
 //	GET    /metrics                                Prometheus
 //	GET    /debug/pprof/..., /debug/fgprof         Go's profiles; fgprof's wall-clock profile
+//	POST   /debug/pprof/symbol                     pprof's symbol lookup, as go tool pprof posts it
 //
 // The pages (package web renders them; their scripts call the routes
 // above):

@@ -36,7 +36,6 @@ func boolRank(b bool) int {
 // treeTraces is how many saved traces the root page lists.
 const treeTraces = 20
 
-// handleTree renders the notebook browser for a directory.
 // handleRoot is the root page: the tree, or Options.DefaultURL.
 func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 	if d := strings.TrimPrefix(s.opts.DefaultURL, "/"); d != "" && !strings.HasPrefix(d, "/") && !strings.Contains(d, "://") {
@@ -46,6 +45,7 @@ func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 	s.handleTree(w, r)
 }
 
+// handleTree renders the notebook browser for a directory.
 func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 	dir := strings.Trim(r.PathValue("path"), "/")
 	model, err := s.contents.Get(r.Context(), dir, contentsQuery{Type: "directory", Content: true})

@@ -97,6 +97,7 @@ type Options struct {
 // Handler may serve any number of concurrent requests.
 type Server struct {
 	opts     Options
+	patterns []string // the routes' patterns, as routes registered them (doc_test.go)
 	log      *slog.Logger
 	errw     httperr.Writer // every route's errors, through writeError
 	kernels  kernels
@@ -218,6 +219,7 @@ func (s *Server) routes() http.Handler {
 			hh = s.authenticate(hh)
 		}
 		mux.Handle(full, s.instrument(pattern, hh))
+		s.patterns = append(s.patterns, pattern)
 	}
 	handle := func(pattern string, h http.HandlerFunc) { mount(pattern, h, true) }
 	// open routes carry no secret and answer without the token.
@@ -236,6 +238,7 @@ func (s *Server) routes() http.Handler {
 	// Jupyter serves its own; their URLs are content-hashed.
 	mux.Handle("GET "+strings.TrimSuffix(s.opts.BaseURL, "/")+"/static/",
 		http.StripPrefix(strings.TrimSuffix(s.opts.BaseURL, "/")+"/static/", web.StaticHandler()))
+	s.patterns = append(s.patterns, "GET /static/...")
 
 	open("GET /favicon.ico", s.handleFavicon)
 	open("GET /api", s.handleVersion)

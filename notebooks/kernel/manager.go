@@ -589,8 +589,6 @@ func (k *Kernel) fromKernel(p *process, m *msg.Message) {
 	k.broadcast(m)
 }
 
-// broadcast sends m to every subscriber without blocking; one that is
-// full is closed and dropped.
 // announce broadcasts a message the Manager makes itself (status changes,
 // replies for a dead process), stamped with the kernel's session as the
 // process's own messages are.
@@ -601,6 +599,8 @@ func (k *Kernel) announce(m *msg.Message) {
 	k.broadcast(m)
 }
 
+// broadcast sends m to every subscriber without blocking; one that is
+// full is closed and dropped.
 func (k *Kernel) broadcast(m *msg.Message) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
