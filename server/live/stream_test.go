@@ -1,11 +1,13 @@
 package live
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -307,6 +309,30 @@ func FuzzDecodeFrame(f *testing.F) {
 		again, bf, err := DecodeFrame(AppendFrame(nil, evs, backfill))
 		if err != nil || bf != backfill || !slices.Equal(again, evs) {
 			t.Fatalf("%d events decode to %d (%v) after encoding again", len(evs), len(again), err)
+		}
+	})
+}
+
+// FuzzFrameFields: events with any 64-bit values (two of them, a
+// wrapping time offset apart, the second's wide fields other bits of the
+// first's) come back whole from their frame.
+func FuzzFrameFields(f *testing.F) {
+	c := cellScope
+	f.Add(c.Seq, c.Time, c.Size, c.Requested, c.Extra, uint64(c.Scope), c.Addr, uint32(c.Site), uint32(c.Label), uint8(c.Kind), uint8(c.Category), uint8(c.Expect), int32(7), false)
+	f.Add(uint64(1<<64-1), int64(-1<<63), uint64(1<<64-1), uint64(1<<53+1), uint64(1<<63), uint64(1<<32), uint64(1<<64-1), uint32(1<<32-1), uint32(0), uint8(255), uint8(0), uint8(255), int32(-1<<31), true)
+	f.Fuzz(func(t *testing.T, seq uint64, tm int64, size, req, extra, scope, addr uint64, site, label uint32, kind, cat, expect uint8, dt int32, backfill bool) {
+		e := event.Event{Seq: seq, Time: tm, Kind: event.Kind(kind), Category: event.Category(cat), Expect: event.ScopeKind(expect),
+			Addr: addr, Size: size, Requested: req, Scope: event.ScopeID(scope), Site: event.SiteID(site), Label: event.StringID(label), Extra: extra}
+		e2 := event.Event{Seq: seq + 1, Time: tm + int64(dt), Kind: event.Kind(expect), Addr: bits.Reverse64(addr),
+			Size: ^size, Requested: bits.RotateLeft64(req, 32), Scope: event.ScopeID(scope >> 1), Extra: extra << 1}
+		evs := []event.Event{e, e2}
+		p := AppendFrame(nil, evs, backfill)
+		got, bf, err := DecodeFrame(p)
+		if err != nil || bf != backfill || !slices.Equal(got, evs) {
+			t.Fatalf("%+v (backfill %v) decode as %+v (backfill %v, %v)", evs, backfill, got, bf, err)
+		}
+		if again := AppendFrame(nil, got, bf); !bytes.Equal(again, p) {
+			t.Fatalf("%+v encode to %x, then to %x", evs, p, again)
 		}
 	})
 }
