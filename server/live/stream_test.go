@@ -1,11 +1,13 @@
 package live
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -243,18 +245,32 @@ func compareWithFile(t *testing.T, path string, got map[uint64]event.Event) {
 
 var update = flag.Bool("update", false, "rewrite testdata/frame.golden")
 
-// TestFrameRoundTrip checks that a binary frame carries every field,
-// addresses above 2^32 and times before the first event's included, in
-// wide and narrow columns. testdata/frame.golden is the first frame, which
-// the browser's decoder reads in web/ui/src/timeline/streamcodec.test.mjs.
+// cellScope is a cell's scope_begin whose Size has every bit that matters:
+// source hash 0xfffffff0, place 5, flag 1 (issue 22: as a float64 it
+// arrived with flag 0).
+var cellScope = event.Event{Seq: 9, Time: 123457000, Kind: event.KindScopeBegin, Expect: event.ScopeCell, Addr: 42,
+	Size: 0xfffffff0<<event.ScopeSourceShift | 5<<event.ScopePositionShift | 1, Requested: 3, Scope: 41, Label: 6, Extra: 41}
+
+// TestFrameRoundTrip checks that a binary frame carries every field whole,
+// 64-bit values above 2^53 included (a cell scope's Size, addresses, sizes),
+// and times before the first event's. testdata/frame.golden is the first
+// frame, which the browser's decoder reads in
+// web/ui/src/timeline/streamcodec.test.mjs.
 func TestFrameRoundTrip(t *testing.T) {
+	if run := event.CellRunOf(&cellScope); run.Position != 5 || run.Source != 0xfffffff0 || cellScope.Size&event.ScopeFlagsMask != 1 {
+		t.Fatalf("the test's cell scope is %+v, flags %d", run, cellScope.Size&event.ScopeFlagsMask)
+	}
 	for _, evs := range [][]event.Event{
 		{
 			{Seq: 7, Time: 123456789, Kind: event.KindAlloc, Category: event.CategoryKVCache, Expect: event.ScopeRequest,
 				Addr: 0x7f12_3456_7890, Size: 1 << 40, Requested: 1<<40 - 3, Scope: 99, Site: 5, Label: 6, Extra: 2},
-			{Seq: 8, Time: 123456000, Kind: event.KindFree, Addr: 1<<53 - 1, Size: 512},
+			{Seq: 8, Time: 123456000, Kind: event.KindFree, Addr: 1<<53 - 1, Size: 1<<53 + 1},
+			cellScope,
 		},
 		{{Seq: 1, Time: 5, Kind: event.KindCounter, Size: 4096, Label: 3}, {Seq: 2, Time: 6, Kind: event.KindMark}},
+		{{Seq: 1<<64 - 2, Time: -1 << 63, Kind: 255, Category: 255, Expect: 255, Addr: 1<<64 - 1, Size: 1<<64 - 1,
+			Requested: 1<<63 | 1, Scope: 1<<64 - 1, Site: 1<<32 - 1, Label: 1<<32 - 1, Extra: 1<<53 + 1},
+			{Seq: 1<<64 - 1, Time: -1<<63 + 1<<31 - 1, Size: 1<<32 + 1}},
 	} {
 		p := AppendFrame([]byte("junk"), evs, true)[4:]
 		got, backfill, err := DecodeFrame(p)
@@ -276,29 +292,47 @@ func TestFrameRoundTrip(t *testing.T) {
 }
 
 // FuzzDecodeFrame: a frame from the network never panics the decoder, and
-// what it accepts encodes back to the same bytes.
+// what it accepts encodes back to a frame that decodes to the same events,
+// whatever their 64-bit values.
 func FuzzDecodeFrame(f *testing.F) {
 	f.Add(AppendFrame(nil, []event.Event{{Seq: 1, Time: 5, Kind: event.KindAlloc, Addr: 1 << 33, Size: 64}}, false))
 	f.Add(AppendFrame(nil, nil, true))
-	f.Add([]byte("LT\x01\x00\xff\xff\xff\xff"))
+	f.Add([]byte("LT\x02\x00\xff\xff\xff\xff"))
 	f.Add(AppendFrame(nil, []event.Event{{Seq: 9, Time: -5, Kind: event.KindSegmentAlloc, Addr: 1<<63 + 1, Size: 1 << 50, Extra: 2, Scope: 1 << 40}}, true))
+	f.Add(AppendFrame(nil, []event.Event{cellScope}, false))
+	f.Add(AppendFrame(nil, []event.Event{{Seq: 1<<64 - 1, Time: -1 << 63, Size: 1<<64 - 1, Requested: 1<<53 + 1, Extra: 1<<64 - 1, Scope: 1<<63 | 1}}, false))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		evs, backfill, err := DecodeFrame(p)
 		if err != nil {
 			return
 		}
-		// Float64 holds integers exactly to 2^53: what is within decodes
-		// back from its encoding unchanged.
-		for _, e := range evs {
-			for _, v := range [...]uint64{e.Seq, uint64(max(e.Time, -e.Time)), e.Size, e.Requested, e.Extra, uint64(e.Scope)} {
-				if v >= 1<<53 {
-					return
-				}
-			}
-		}
 		again, bf, err := DecodeFrame(AppendFrame(nil, evs, backfill))
 		if err != nil || bf != backfill || !slices.Equal(again, evs) {
 			t.Fatalf("%d events decode to %d (%v) after encoding again", len(evs), len(again), err)
+		}
+	})
+}
+
+// FuzzFrameFields: events with any 64-bit values (two of them, a
+// wrapping time offset apart, the second's wide fields other bits of the
+// first's) come back whole from their frame.
+func FuzzFrameFields(f *testing.F) {
+	c := cellScope
+	f.Add(c.Seq, c.Time, c.Size, c.Requested, c.Extra, uint64(c.Scope), c.Addr, uint32(c.Site), uint32(c.Label), uint8(c.Kind), uint8(c.Category), uint8(c.Expect), int32(7), false)
+	f.Add(uint64(1<<64-1), int64(-1<<63), uint64(1<<64-1), uint64(1<<53+1), uint64(1<<63), uint64(1<<32), uint64(1<<64-1), uint32(1<<32-1), uint32(0), uint8(255), uint8(0), uint8(255), int32(-1<<31), true)
+	f.Fuzz(func(t *testing.T, seq uint64, tm int64, size, req, extra, scope, addr uint64, site, label uint32, kind, cat, expect uint8, dt int32, backfill bool) {
+		e := event.Event{Seq: seq, Time: tm, Kind: event.Kind(kind), Category: event.Category(cat), Expect: event.ScopeKind(expect),
+			Addr: addr, Size: size, Requested: req, Scope: event.ScopeID(scope), Site: event.SiteID(site), Label: event.StringID(label), Extra: extra}
+		e2 := event.Event{Seq: seq + 1, Time: tm + int64(dt), Kind: event.Kind(expect), Addr: bits.Reverse64(addr),
+			Size: ^size, Requested: bits.RotateLeft64(req, 32), Scope: event.ScopeID(scope >> 1), Extra: extra << 1}
+		evs := []event.Event{e, e2}
+		p := AppendFrame(nil, evs, backfill)
+		got, bf, err := DecodeFrame(p)
+		if err != nil || bf != backfill || !slices.Equal(got, evs) {
+			t.Fatalf("%+v (backfill %v) decode as %+v (backfill %v, %v)", evs, backfill, got, bf, err)
+		}
+		if again := AppendFrame(nil, got, bf); !bytes.Equal(again, p) {
+			t.Fatalf("%+v encode to %x, then to %x", evs, p, again)
 		}
 	})
 }

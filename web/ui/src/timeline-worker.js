@@ -2,7 +2,7 @@
 // a live timeline's websocket so that the page's main thread only gets
 // decoded messages. Text messages are parsed here; binary events frames
 // become typed-array columns (timeline/streamcodec.js: times made absolute,
-// narrow and absent columns widened here) whose buffers are transferred,
+// the 64-bit fields' halves joined into Numbers here) whose buffers are transferred,
 // not copied. The protocol with the page (timeline/stream.js):
 //
 //	page → worker: {op:"open", id, url} | {op:"send", id, data} | {op:"close", id}
