@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gorilla/websocket"
@@ -62,6 +63,17 @@ func FuzzSave(f *testing.F) {
 		var m contents.Model
 		if err := json.Unmarshal(body, &m); err != nil {
 			t.Fatalf("saved a body json.Unmarshal refuses: %v", err)
+		}
+		if m.Chunk != 0 && m.Chunk != -1 {
+			// A chunk before the last is staged: the target is not
+			// there until the last chunk.
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				t.Fatalf("chunk %d showed at the target", m.Chunk)
+			}
+			if left, _ := os.ReadDir(dir); len(left) != 1 || !strings.HasPrefix(left[0].Name(), ".") {
+				t.Fatalf("chunk %d staged as %v", m.Chunk, left)
+			}
+			return
 		}
 		fi, err := os.Stat(filepath.Join(dir, name))
 		if err != nil {

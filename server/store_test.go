@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -98,5 +99,42 @@ func TestContentsStore(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escape.txt")); err == nil {
 		t.Fatal("a PUT escaped the root")
+	}
+}
+
+// A chunked upload as JupyterLab sends it: 201 for the first chunk of a
+// new file, 200 after; the file appears at the last chunk; the staging
+// file is neither listed nor served; a chunk with no upload is a 400.
+func TestContentsChunkedUpload(t *testing.T) {
+	ts, dir := newStoreServer(t)
+	put := func(n int, b64 string) string {
+		return `{"type":"file","format":"base64","name":"up.bin","path":"up.bin","content":"` + b64 + `","chunk":` + strconv.Itoa(n) + `}`
+	}
+	steps := []struct {
+		method, path, body string
+		want               int
+		contains           string
+	}{
+		{"PUT", "/api/contents/up.bin", put(2, "AAE="), 400, `chunk 1`},
+		{"PUT", "/api/contents/up.bin", put(1, "AAE="), 201, `"size":2`},
+		{"GET", "/api/contents/up.bin", "", 404, ``},
+		{"PUT", "/api/contents/up.bin", put(3, "AgM="), 400, `out of order`},
+		{"PUT", "/api/contents/up.bin", put(2, "AgM="), 200, `"size":4`},
+		{"GET", "/api/contents/.~linger-upload-up.bin", "", 404, ``},
+		{"PUT", "/api/contents/..%2Fup.bin", put(1, "AAE="), 403, ``},
+		{"PUT", "/api/contents/up.bin", put(-1, "BA=="), 200, `"size":5`},
+		{"GET", "/api/contents/up.bin?format=base64", "", 200, `"content":"AAECAwQ="`},
+	}
+	for _, st := range steps {
+		code, b := ts.do(t, st.method, st.path, st.body)
+		if code != st.want || !strings.Contains(string(b), st.contains) {
+			t.Errorf("%s %s: %d %s, want %d with %s", st.method, st.path, code, b, st.want, st.contains)
+		}
+		if code, b := ts.do(t, "GET", "/api/contents", ""); code != 200 || strings.Contains(string(b), "linger-upload") {
+			t.Errorf("listing after %s %s: %d %s", st.method, st.path, code, b)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 {
+		t.Errorf("left in the root: %v", left)
 	}
 }

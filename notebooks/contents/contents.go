@@ -23,8 +23,10 @@
 // not validate writes nothing. Saves are atomic: a temporary file in the
 // same directory, written, synced, renamed over the old file, and the
 // directory synced; on any failure the previous file is intact and the
-// temporary file removed. A temporary file that a crash left behind is
-// removed by RemoveStaleTemps, which serve runs at start.
+// temporary file removed. A chunked upload is staged the same way, in a
+// hidden file beside the target that the last chunk renames over it. A
+// temporary or staging file that a crash left behind is removed by
+// RemoveStaleTemps, which serve runs at start.
 package contents
 
 import (
@@ -79,6 +81,11 @@ type Store struct {
 	real string // the root with symlinks resolved
 	root *os.Root
 	mu   sync.RWMutex
+
+	// upMu guards uploads, the chunked uploads in progress by path; it
+	// is never held over I/O (see upload).
+	upMu    sync.Mutex
+	uploads map[string]*upload
 
 	// wrap, when set, wraps the writer of every atomic save; tests use it
 	// to make writes fail.
@@ -297,9 +304,11 @@ func (s *Store) fileModel(rel string, fi fs.FileInfo, opts GetOptions) (Model, e
 // exist. As in Jupyter, saving a notebook that has no checkpoint creates
 // one.
 //
-// A file may come in chunks (Model.Chunk): the first replaces the file,
-// each later one is appended. Every chunk is saved atomically, so the
-// file is always the previous content or that plus the chunk.
+// A file may come in chunks (Model.Chunk: 1, 2, 3, …, -1 for the last),
+// as Jupyter's LargeFileManager takes them, but staged: the chunks are
+// appended to a hidden file beside p, which the last one renames over p,
+// so p shows its previous content (or is absent) until the last chunk
+// (see upload). A chunk out of order is ErrInvalid.
 func (s *Store) Save(p string, m Model) (Model, bool, error) {
 	rel, err := s.writable(p)
 	if err != nil {
@@ -312,15 +321,11 @@ func (s *Store) Save(p string, m Model) (Model, bool, error) {
 	if err != nil {
 		return Model{}, false, fmt.Errorf("save %q: %w", rel, err)
 	}
+	if m.Chunk != 0 {
+		return s.saveChunk(rel, m.Chunk, data)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m.Chunk > 1 || m.Chunk < 0 {
-		prev, err := s.root.ReadFile(rel)
-		if err != nil {
-			return Model{}, false, fmt.Errorf("save chunk %d of %q: %w", m.Chunk, rel, fsError(rel, err))
-		}
-		data = append(prev, data...)
-	}
 	return s.save(rel, m.Type, data)
 }
 
@@ -512,8 +517,9 @@ func tempName(name string, r [6]byte) string {
 // likely to have named a file.
 var tempPattern = regexp.MustCompile(`^\.~.+\.[0-9a-f]{12}\.tmp$`)
 
-// RemoveStaleTemps removes the temporary files that saves interrupted by
-// a crash (kill -9, power loss) left anywhere under the root, and returns
+// RemoveStaleTemps removes the temporary files that saves, and the staging
+// files that chunked uploads, interrupted by a crash (kill -9, power loss)
+// or abandoned left anywhere under the root, and returns
 // their paths. Only regular files named as this package names them and
 // last modified more than age ago are removed: a file of another name,
 // a link, or a save in flight (of another server on the same directory)
@@ -527,7 +533,7 @@ func (s *Store) RemoveStaleTemps(age time.Duration) ([]string, error) {
 	var errs []error
 	// An unreadable directory is skipped: it cannot hold a save of ours.
 	fs.WalkDir(s.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() || !tempPattern.MatchString(d.Name()) {
+		if err != nil || !d.Type().IsRegular() || !tempPattern.MatchString(d.Name()) && !stagingPattern.MatchString(d.Name()) {
 			return nil
 		}
 		fi, err := d.Info()

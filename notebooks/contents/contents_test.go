@@ -388,40 +388,6 @@ func TestSave(t *testing.T) {
 	})
 }
 
-func TestSaveChunks(t *testing.T) {
-	s, dir := newStore(t, "big.bin")
-	chunks := []struct {
-		n       int
-		content string
-		want    string
-		err     error
-	}{
-		{1, "AAE=", "\x00\x01", nil}, // the first replaces the old file
-		{2, "AgM=", "\x00\x01\x02\x03", nil},
-		{-1, "BA==", "\x00\x01\x02\x03\x04", nil},
-	}
-	for _, c := range chunks {
-		m := Model{Type: TypeFile, Format: FormatBase64, Content: c.content, Chunk: c.n}
-		if _, _, err := s.Save("big.bin", m); !errors.Is(err, c.err) {
-			t.Fatalf("chunk %d: %v", c.n, err)
-		}
-		if data, _ := os.ReadFile(filepath.Join(dir, "big.bin")); string(data) != c.want {
-			t.Errorf("after chunk %d: %q, want %q", c.n, data, c.want)
-		}
-	}
-	if _, _, err := s.Save("nothing.bin", Model{Type: TypeFile, Format: FormatText, Content: "x", Chunk: 2}); !errors.Is(err, ErrNotFound) {
-		t.Errorf("later chunk of a missing file = %v", err)
-	}
-	if _, _, err := s.Save("n.ipynb", Model{Type: TypeNotebook, Content: "{}", Chunk: 1}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("chunked notebook = %v", err)
-	}
-	var m Model
-	json.Unmarshal([]byte(`{"type": "file", "format": "text", "content": "x", "chunk": -1}`), &m)
-	if m.Chunk != -1 {
-		t.Errorf("chunk decoded as %d", m.Chunk)
-	}
-}
-
 func TestSaveInvalidNotebookWritesNothing(t *testing.T) {
 	s, dir := newStore(t, "n.ipynb")
 	before, _ := os.ReadFile(filepath.Join(dir, "n.ipynb"))
