@@ -197,10 +197,17 @@ type attnArgs struct {
 // float64 accumulation; it records each row and head's log-sum-exp in lse,
 // as FlashAttention keeps it for the backward pass.
 func attention(a *attnArgs) {
-	work := a.rows * a.heads
-	workers := min(len(a.scratch), max(1, work*a.ctx*a.d/(1<<15)))
+	fanOut(a.scratch, a.rows*a.heads, a.ctx*a.d, func(scores []float32, lo, hi int) { attnRange(a, scores, lo, hi) })
+}
+
+// fanOut runs run over [0, work) (rows × heads of an attention) split
+// among as many workers as there are scratch rows, each with a scratch
+// row of its own, or on the caller's goroutine when the work (cost per
+// item, in multiply-adds) is too small to share.
+func fanOut(scratch [][]float32, work, cost int, run func(scores []float32, lo, hi int)) {
+	workers := min(len(scratch), max(1, work*cost/(1<<15)))
 	if workers <= 1 {
-		attnRange(a, a.scratch[0], 0, work)
+		run(scratch[0], 0, work)
 		return
 	}
 	per := (work + workers - 1) / workers
@@ -210,11 +217,7 @@ func attention(a *attnArgs) {
 		if lo >= hi {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			attnRange(a, a.scratch[w], lo, hi)
-		}()
+		wg.Go(func() { run(scratch[w], lo, hi) })
 	}
 	wg.Wait()
 }

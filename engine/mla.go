@@ -2,7 +2,6 @@ package engine
 
 import (
 	"math"
-	"sync"
 
 	"linger/timeline/event"
 )
@@ -170,22 +169,7 @@ type mlaArgs struct {
 // values), whose first rank values are also its value; softmax in float64
 // accumulation, the log-sum-exp recorded per row and head as attention does.
 func mlaAttend(a *mlaArgs) {
-	work := a.rows * a.heads
-	workers := min(len(a.scratch), max(1, work*a.ctx*a.lat/(1<<15)))
-	if workers <= 1 {
-		mlaRange(a, a.scratch[0], 0, work)
-		return
-	}
-	per := (work + workers - 1) / workers
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		lo, hi := w*per, min((w+1)*per, work)
-		if lo >= hi {
-			break
-		}
-		wg.Go(func() { mlaRange(a, a.scratch[w], lo, hi) })
-	}
-	wg.Wait()
+	fanOut(a.scratch, a.rows*a.heads, a.ctx*a.lat, func(scores []float32, lo, hi int) { mlaRange(a, scores, lo, hi) })
 }
 
 func mlaRange(a *mlaArgs, scores []float32, lo, hi int) {
