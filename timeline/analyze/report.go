@@ -514,6 +514,9 @@ func (a *Analyzer) reportLingering(rep *Report, r *resolver) {
 // reportHeld lists every leaked object (lingering now, or freed by the
 // teardown after it lingered) whose holder h names.
 func (a *Analyzer) reportHeld(l *Lingering, r *resolver, h HolderNames) {
+	if a.ling.liveN == 0 && len(a.torn) == 0 {
+		return // no leak to name: a live report need not walk the live set
+	}
 	add := func(x leak) {
 		if p, ok := h.HeldBy(x.seq); ok && p != "" {
 			l.Held = append(l.Held, HeldObject{Addr: x.addr, Size: x.size, Requested: x.req, Category: catName(x.cat),
