@@ -36,7 +36,7 @@ var policy = map[string][]string{
 	"test":         {"*"}, // end-to-end tests driving the built binary and a browser
 	"server": {"notebooks/kernel", "notebooks/kernel/wire", "notebooks/contents", "notebooks/nbformat", "notebooks/msg",
 		"timeline/...", "web/...", "server/..."},
-	"server/live":        {"timeline", "timeline/event", "timeline/lod", "server/httperr"},
+	"server/live":        {"timeline", "timeline/event", "timeline/lod", "timeline/traces", "server/httperr"},
 	"server/httperr":     {},                // the one error vocabulary of the server's routes and live's
 	"server/hub":         {"notebooks/msg"}, // JupyterHub's OAuth and activity, for single-user mode (dates as msg writes them)
 	"server/hub/hubtest": {"server/hub"},    // a stand-in hub for single-user mode's tests
@@ -61,8 +61,11 @@ var policy = map[string][]string{
 	"timeline/analyze":   {"timeline/event", "timeline/memstate", "internal/units"},
 	"timeline/lod":       {"timeline", "timeline/event", "timeline/memstate"}, // level-of-detail queries over a trace log
 	"timeline/export":    {"timeline/event", "timeline/memstate", "timeline/analyze"},
-	"timeline/event":     {},
-	"internal/units":     {}, // byte sizes read and printed, for every layer
+	// A trace and everything derived from it, and the set of them a
+	// server keeps: live ones by Source, saved ones by file.
+	"timeline/traces": {"timeline", "timeline/event", "timeline/lod", "timeline/analyze"},
+	"timeline/event":  {},
+	"internal/units":  {}, // byte sizes read and printed, for every layer
 	// The image and the JupyterHub values (docs/deploy.md): tests only, and
 	// a test file may import anything.
 	"deploy": {},

@@ -13,6 +13,7 @@ import (
 	"linger/notebooks/msg"
 	"linger/server/httperr"
 	"linger/timeline"
+	"linger/timeline/traces"
 )
 
 // kernels is what the handlers need of a kernel.Manager; an interface so
@@ -267,7 +268,7 @@ func (s *Server) shutdownKernel(ctx context.Context, id string) error {
 	if err := s.kernels.Shutdown(ctx, id); err != nil {
 		return err
 	}
-	s.live.Drop(rec)
+	s.traces.Drop(traces.FromRecorder(rec))
 	return nil
 }
 
@@ -304,7 +305,7 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request) {
 		err = k.Restart(ctx)
 		cancel()
 		if err == nil && k.Recorder() != old {
-			s.live.Drop(old)
+			s.traces.Drop(traces.FromRecorder(old))
 		}
 	}
 	if err != nil {

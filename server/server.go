@@ -21,6 +21,7 @@ import (
 	"linger/server/httperr"
 	"linger/server/hub"
 	"linger/server/live"
+	"linger/timeline/traces"
 	"linger/web"
 )
 
@@ -106,6 +107,7 @@ type Server struct {
 	gatherer prometheus.Gatherer
 	handler  http.Handler
 	live     *live.Handler
+	traces   *traces.Set // every trace the routes answer from, and what was derived from it
 	started  time.Time
 
 	sessions *sessionStore
@@ -181,7 +183,7 @@ func newServer(opts Options, ks kernels, cs contentStore) (*Server, error) {
 	}
 	s.metrics = m
 	s.errw = httperr.Writer{Log: log, Paths: serverPaths(opts)}
-	s.live = s.newLive()
+	s.newLive()
 	s.handler = s.checkHost(s.routes())
 	if opts.Hub != nil {
 		s.handler = s.hubHeaders(s.handler)
@@ -191,7 +193,7 @@ func newServer(opts Options, ks kernels, cs contentStore) (*Server, error) {
 
 // Close stops the server's background work (following live traces). It
 // does not shut kernels down: the Manager's owner does.
-func (s *Server) Close() error { return s.live.Close() }
+func (s *Server) Close() error { return errors.Join(s.live.Close(), s.traces.Close()) }
 
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }

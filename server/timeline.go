@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"linger/notebooks/kernel"
@@ -21,185 +18,55 @@ import (
 	"linger/server/live"
 	"linger/timeline"
 	"linger/timeline/analyze"
-	"linger/timeline/event"
 	"linger/timeline/export"
+	"linger/timeline/traces"
 )
 
-// newLive builds the timeline handler (streams and level-of-detail
-// queries, package live) over the server's kernels and its trace
-// directory. Each trace's events also feed an analyze.Analyzer beside its
-// index (liveAnalysis): a live kernel's as they come, a saved trace's in
-// the one pass over its file that builds its index, so that no route
-// reads a trace file again for its verdicts.
-func (s *Server) newLive() *live.Handler {
-	return live.New(live.Options{
-		Recorder: func(id string) (*timeline.Recorder, error) {
-			k, ok := s.kernels.Get(id)
-			if !ok {
+// newLive builds the timeline routes (streams and level-of-detail
+// queries, package live) over the server's traces (package traces):
+// its kernels' live traces and the saved ones of its trace directory.
+// Each trace's index and analysis are built in the one pass that follows
+// or reads it, shared by those routes and the server's report, lingering
+// and compare routes: no route reads a trace file again for its verdicts.
+func (s *Server) newLive() {
+	s.traces = traces.New(traces.Options{OnRead: func(string) { s.metrics.traceReads.Inc() }})
+	s.live = live.New(live.Options{
+		Source: func(id string) (traces.Source, error) {
+			src, err := s.kernelSource(id)
+			if err != nil {
 				return nil, live.ErrNotFound
 			}
-			rec := k.Recorder()
-			if rec == nil {
-				return nil, live.ErrNotFound
-			}
-			return rec, nil
+			return src, nil
 		},
 		TracePath: s.tracePath,
-		Follow:    func() live.Follower { return newLiveAnalysis() },
-		OnRead:    func(string) { s.metrics.traceReads.Inc() },
+		Traces:    s.traces,
 		Log:       s.log,
 		Paths:     s.errw.Paths,
 	})
 }
 
-// liveAnalysis is the analysis of a trace, fed batch by batch beside its
-// level-of-detail index (live.Options.Follow). Its lock is held for one
-// batch or one report at a time, never for a whole trace. Once the trace
-// has ended, its report and lingering objects are made once and the
-// analyzer is let go.
-type liveAnalysis struct {
-	mu   sync.Mutex
-	a    *analyze.Analyzer // nil once ended
-	dict timeline.Dict
-	ling map[uint64]bool // alloc seqs of the objects that became lingering
-	late map[uint64]bool // alloc seqs of those freed late (the others are leaks)
-
-	final     *analyze.Report // once ended
-	finalLing []uint64        // once ended, ascending
-	finalLate []uint64        // once ended, ascending
-	// held are the holders a saved trace recorded, by allocation seq
-	// (live.HolderFollower); nil for a kernel's, whose Recorder has them.
-	held map[uint64]string
-
-	events uint64          // events followed
-	last   *analyze.Report // the report of the first events followed, if made since
-}
-
-// heldNames is a trace's names and the holders it recorded: what makes a
-// report's objects say who held them (analyze.HolderNames).
-type heldNames struct {
-	*timeline.Dict
-	heldBy func(uint64) (string, bool)
-}
-
-func (n heldNames) HeldBy(seq uint64) (string, bool) {
-	if n.heldBy == nil {
-		return "", false
+// kernelSource returns the live trace of the kernel id, or a 404.
+func (s *Server) kernelSource(id string) (traces.Source, error) {
+	k, ok := s.kernels.Get(id)
+	if !ok {
+		return nil, notFound("no kernel %q", id)
 	}
-	return n.heldBy(seq)
-}
-
-// Holders implements live.HolderFollower.
-func (l *liveAnalysis) Holders(paths map[uint64]string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.held = paths
-}
-
-func (l *liveAnalysis) heldBy(seq uint64) (string, bool) {
-	p, ok := l.held[seq]
-	return p, ok
-}
-
-func newLiveAnalysis() *liveAnalysis {
-	l := &liveAnalysis{ling: map[uint64]bool{}, late: map[uint64]bool{}}
-	l.a = analyze.New(analyze.Options{Names: &l.dict,
-		OnLinger:   func(o analyze.Object) { l.ling[o.AllocSeq] = true },
-		OnLateFree: func(o analyze.Object) { l.late[o.AllocSeq] = true }})
-	return l
-}
-
-// Follow adds a batch of the trace's events.
-func (l *liveAnalysis) Follow(b timeline.Batch) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b.Apply(analysisSink{l})
-	if len(b.Events) > 0 {
-		l.events += uint64(len(b.Events))
-		l.last = nil
+	rec := k.Recorder()
+	if rec == nil {
+		return nil, notFound("kernel %q has no trace", id)
 	}
-}
-
-// analysisSink is a liveAnalysis as the event.Sink a Batch applies to:
-// names into its dictionary, events into its analyzer. Its caller holds
-// the analysis' lock.
-type analysisSink struct{ l *liveAnalysis }
-
-func (s analysisSink) DefineString(id event.StringID, v string) { s.l.dict.DefineString(id, v) }
-func (s analysisSink) DefineSite(id event.SiteID, v event.Site) { s.l.dict.DefineSite(id, v) }
-func (s analysisSink) Emit(e event.Event)                       { s.l.a.Add(e) }
-
-// End makes the final report; a torn trace's says where it stopped.
-func (l *liveAnalysis) End(stop error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.final = l.a.Report(heldNames{&l.dict, l.heldBy})
-	if stop != nil {
-		l.final.Truncated = stop.Error()
-	}
-	l.finalLing = slices.Sorted(maps.Keys(l.ling))
-	l.finalLate = slices.Sorted(maps.Keys(l.late))
-	l.a, l.ling, l.late, l.last = nil, nil, nil, nil
-}
-
-// Lingering returns the allocation seqs of the objects that became
-// lingering, in ascending order.
-func (l *liveAnalysis) Lingering() []uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.a == nil {
-		return l.finalLing
-	}
-	return slices.Sorted(maps.Keys(l.ling))
-}
-
-// LateFrees returns the allocation seqs of the lingering objects freed
-// late (not by the session's teardown), in ascending order.
-func (l *liveAnalysis) LateFrees() []uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.a == nil {
-		return l.finalLate
-	}
-	return slices.Sorted(maps.Keys(l.late))
-}
-
-// report returns the analysis of the events followed so far, shared: the
-// caller copies it to change it. It is made again only once events have
-// come since, so a page that asks while its stream catches up costs one
-// report per batch at most, not one per question.
-func (l *liveAnalysis) report() *analyze.Report {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.a == nil {
-		return l.final
-	}
-	if l.last == nil {
-		l.last = l.a.Report(&l.dict)
-	}
-	return l.last
+	return traces.FromRecorder(rec), nil
 }
 
 // savedReport returns the analysis of the saved trace at path: made in
-// the pass that indexes it for the timeline routes (live.Handler.Saved),
-// shared with them and the compare view.
+// the pass that indexes it for the timeline routes, shared with them and
+// the compare view.
 func (s *Server) savedReport(ctx context.Context, path string) (*analyze.Report, error) {
-	f, err := s.live.Saved(ctx, path)
+	t, err := s.traces.Saved(ctx, path)
 	if err != nil {
-		return nil, err
+		return nil, live.Classify(err)
 	}
-	l, ok := f.(*liveAnalysis)
-	if !ok {
-		return nil, fmt.Errorf("trace %s: no analysis", filepath.Base(path))
-	}
-	end, err := s.live.SavedEnding(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	// A copy: the final report is shared by every request.
-	rep := *l.report()
-	rep.Ended = &analyze.Ended{Reason: end.Reason, Clean: end.Ended && end.Reason == "", CutOff: !end.Ended, TrailingBytes: end.Trailing}
-	return &rep, nil
+	return t.Report(), nil
 }
 
 // overviewWait bounds how long a saved trace's page waits for the trace's
@@ -218,11 +85,11 @@ func (s *Server) timelineOverview(ctx context.Context, name string) json.RawMess
 	}
 	ctx, cancel := context.WithTimeout(ctx, overviewWait)
 	defer cancel()
-	b, err := s.live.Overview(ctx, path)
+	t, err := s.traces.Saved(ctx, path)
 	if err != nil {
 		return nil
 	}
-	return b
+	return t.Overview()
 }
 
 // tracePath resolves the name of a saved trace: one file name ending in
@@ -292,27 +159,15 @@ func (s *Server) traceFile(r *http.Request) (*timeline.File, error) {
 // from the pass that indexed it; neither reads the file again.
 func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
 	if id := r.PathValue("id"); id != "" {
-		k, ok := s.kernels.Get(id)
-		if !ok {
-			s.writeError(w, r, notFound("no kernel %q", id))
-			return
-		}
-		rec := k.Recorder()
-		if rec == nil {
-			s.writeError(w, r, notFound("kernel %q has no trace", id))
-			return
-		}
-		l, ok := s.live.Follower(rec).(*liveAnalysis)
-		if !ok {
-			s.writeError(w, r, fmt.Errorf("kernel %q: no analysis", id))
+		src, err := s.kernelSource(id)
+		if err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		// The analysis answers for the events it has had (last_seq), which
 		// may be fewer than the trace has (trace_last_seq): the page says
 		// so rather than give a verdict on part of the trace.
-		rep := *withHolders(l.report(), rec.HeldBy)
-		rep.TraceLastSeq = rec.Stats().LastSeq
-		writeJSON(w, http.StatusOK, &rep)
+		writeJSON(w, http.StatusOK, s.traces.Current(r.Context(), src).Report())
 		return
 	}
 	path, err := s.tracePath(r.PathValue("name"))
@@ -456,29 +311,6 @@ func (s *Server) handleTraceFile(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
 	http.ServeContent(w, r, name, fi.ModTime(), f)
-}
-
-// withHolders is rep with its lingering objects' HeldBy from heldBy (a
-// kernel's Recorder: the holders recorded so far), a copy where any
-// changes: reports are shared.
-func withHolders(rep *analyze.Report, heldBy func(uint64) (string, bool)) *analyze.Report {
-	var objs []analyze.Object
-	for i, o := range rep.Lingering.Objects {
-		p, ok := heldBy(o.AllocSeq)
-		if !ok || p == o.HeldBy {
-			continue
-		}
-		if objs == nil {
-			objs = slices.Clone(rep.Lingering.Objects)
-		}
-		objs[i].HeldBy = p
-	}
-	if objs == nil {
-		return rep
-	}
-	c := *rep
-	c.Lingering.Objects = objs
-	return &c
 }
 
 // handleTraceLingering answers, for a saved trace, who held each object

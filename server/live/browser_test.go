@@ -17,6 +17,7 @@ import (
 	"linger/internal/browsertest"
 	"linger/timeline"
 	"linger/timeline/event"
+	"linger/timeline/traces"
 )
 
 // TestBrowserTimeline measures the canvas timeline in headless Chromium
@@ -187,7 +188,7 @@ func TestBrowserLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rec.Close()
-	h := New(Options{Recorder: func(string) (*timeline.Recorder, error) { return rec, nil }})
+	h := New(Options{Source: func(string) (traces.Source, error) { return traces.FromRecorder(rec), nil }})
 	defer h.Close()
 	mux := http.NewServeMux()
 	h.Register(mux, "")

@@ -23,6 +23,7 @@ import (
 	"linger/server/live"
 	"linger/timeline"
 	"linger/timeline/lod"
+	"linger/timeline/traces"
 )
 
 // TestFirstPaint measures the first meaningful paint of a saved
@@ -49,9 +50,9 @@ func TestFirstPaint(t *testing.T) {
 	}
 	dir := t.TempDir()
 	browsertest.BundleUI(t, dir, true, "timeline.js")
-	traces := filepath.Join(dir, "traces")
-	os.Mkdir(traces, 0o755)
-	w, err := timeline.Create(filepath.Join(traces, "big-0.ltrace"))
+	traceDir := filepath.Join(dir, "traces")
+	os.Mkdir(traceDir, 0o755)
+	w, err := timeline.Create(filepath.Join(traceDir, "big-0.ltrace"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,22 +60,22 @@ func TestFirstPaint(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(traces, "big-0.ltrace"))
+	data, err := os.ReadFile(filepath.Join(traceDir, "big-0.ltrace"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i < runs; i++ {
-		os.WriteFile(filepath.Join(traces, fmt.Sprintf("big-%d.ltrace", i)), data, 0o644)
+		os.WriteFile(filepath.Join(traceDir, fmt.Sprintf("big-%d.ltrace", i)), data, 0o644)
 	}
-	// The page's one pass over the trace alone (its index and overview,
-	// without the server's analysis), for reference.
+	// The trace's one pass alone (its index and analysis, package
+	// traces), without a server or a page, for reference.
 	start := time.Now()
-	ref := live.New(live.Options{})
-	if _, err := ref.Overview(context.Background(), filepath.Join(traces, "big-0.ltrace")); err != nil {
+	ref := traces.New(traces.Options{})
+	if _, err := ref.Saved(context.Background(), filepath.Join(traceDir, "big-0.ltrace")); err != nil {
 		t.Fatal(err)
 	}
 	ref.Close()
-	t.Logf("%d events, %d MB: the index and overview alone take %d ms", n, len(data)>>20, time.Since(start).Milliseconds())
+	t.Logf("%d events, %d MB: the one pass alone takes %d ms", n, len(data)>>20, time.Since(start).Milliseconds())
 
 	os.Mkdir(filepath.Join(dir, "nb"), 0o755)
 	st, err := contents.New(filepath.Join(dir, "nb"))
@@ -82,10 +83,10 @@ func TestFirstPaint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	mgr := kernel.NewManager(kernel.ManagerOptions{TraceDir: traces, Dir: filepath.Join(dir, "nb")})
+	mgr := kernel.NewManager(kernel.ManagerOptions{TraceDir: traceDir, Dir: filepath.Join(dir, "nb")})
 	defer mgr.Close()
 	const token = "first-paint-token"
-	s, err := server.New(server.Options{Token: token, Manager: mgr, Contents: st, TraceDir: traces})
+	s, err := server.New(server.Options{Token: token, Manager: mgr, Contents: st, TraceDir: traceDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"linger/server/httperr"
 	"linger/timeline"
 	"linger/timeline/event"
+	"linger/timeline/traces"
 )
 
 // fixture is a Handler serving one kernel ("k1", rec) and saved traces
@@ -40,11 +40,11 @@ func newFixture(t *testing.T, opts Options) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{rec: rec, dir: dir}
-	opts.Recorder = func(id string) (*timeline.Recorder, error) {
+	opts.Source = func(id string) (traces.Source, error) {
 		if id != "k1" {
 			return nil, fmt.Errorf("kernel %q: %w", id, ErrNotFound)
 		}
-		return rec, nil
+		return traces.FromRecorder(rec), nil
 	}
 	opts.TracePath = func(name string) (string, error) {
 		if strings.Contains(name, "/") || strings.HasPrefix(name, ".") {
@@ -340,8 +340,8 @@ func TestLODMatchesBruteForce(t *testing.T) {
 func TestObjects(t *testing.T) {
 	// 4999 is a small block (1 KiB) that lingers: it is shown although
 	// it is not among the largest, as a user looking for leaks expects.
-	f := newFixture(t, Options{Follow: func() Follower { return lingers{11, 4999} }})
-	writeTrace(t, filepath.Join(f.dir, "small.ltrace"), 5000)
+	f := newFixture(t, Options{})
+	writeLingering(t, filepath.Join(f.dir, "small.ltrace"))
 	var body struct {
 		Objects []struct {
 			Seq       uint64
@@ -371,7 +371,7 @@ func TestObjects(t *testing.T) {
 	}
 	found := false
 	for _, o := range body.Objects {
-		if o.Lingering != (o.Seq == 4999) || o.Leak != o.Lingering { // lingers lists no late frees: a leak
+		if o.Lingering != (o.Seq == 4999) || o.Leak != o.Lingering { // never freed: a leak
 			t.Errorf("object %+v", o)
 		}
 		found = found || o.Seq == 4999
@@ -448,9 +448,9 @@ func TestScopes(t *testing.T) {
 func TestEndedKernelIndexesAreDropped(t *testing.T) {
 	dir := t.TempDir()
 	recs := map[string]*timeline.Recorder{}
-	h := New(Options{Recorder: func(id string) (*timeline.Recorder, error) {
+	h := New(Options{Source: func(id string) (traces.Source, error) {
 		if r, ok := recs[id]; ok {
-			return r, nil
+			return traces.FromRecorder(r), nil
 		}
 		return nil, ErrNotFound
 	}})
@@ -470,15 +470,13 @@ func TestEndedKernelIndexesAreDropped(t *testing.T) {
 		rec.Close()
 		var body lodBody
 		get(t, srv.URL+"/api/timeline/kernels/"+id+"/lod", 200, &body)
-		<-h.kernelIndex(rec).done
+		<-h.traces.Live(traces.FromRecorder(rec)).Done()
 	}
-	h.mu.Lock()
-	n, saved := len(h.kernels), h.files.Len()
-	h.mu.Unlock()
+	n, saved := h.traces.Kept()
 	// Every ended kernel's index has left the kernels for the saved
 	// traces, which keep the most recently used few.
-	if n != 0 || saved > keepSaved {
-		t.Errorf("%d kernel indexes and %d saved kept, want none and at most %d", n, saved, keepSaved)
+	if n != 0 || saved > traces.DefaultKeep {
+		t.Errorf("%d kernel indexes and %d saved kept, want none and at most %d", n, saved, traces.DefaultKeep)
 	}
 	// A dropped one is built again, from the trace log.
 	var body lodBody
@@ -540,164 +538,59 @@ func TestAckWindowAndMaxDelay(t *testing.T) {
 	}
 }
 
-// lingers is a Follower that says the objects of its seqs linger.
-type lingers []uint64
-
-func (lingers) Follow(timeline.Batch) {}
-func (lingers) End(error)             {}
-func (l lingers) Lingering() []uint64 { return l }
-func (lingers) LateFrees() []uint64   { return nil }
-
-// counter is a Follower that counts what it is given.
-type counter struct {
-	mu      sync.Mutex
-	events  uint64
-	last    uint64
-	strings int
-	ended   int
-	stop    error
-	asked   int // Lingering calls
-}
-
-func (c *counter) End(stop error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ended++
-	c.stop = stop
-}
-
-func (c *counter) Lingering() []uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.asked++
-	return nil
-}
-
-func (c *counter) LateFrees() []uint64 { return nil }
-
-func (c *counter) Follow(b timeline.Batch) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.strings += len(b.Strings)
-	for _, e := range b.Events {
-		if e.Seq != c.last+1 {
-			panic(fmt.Sprintf("follower got seq %d after %d", e.Seq, c.last))
-		}
-		c.last = e.Seq
-		c.events++
-	}
-}
-
-func (c *counter) seen() (events, last uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.events, c.last
-}
-
-// A kernel's Follower gets every event once, in order, beside the index:
-// Handler.Follower answers it current, as a query would find the index,
-// and objects queries ask it what lingers.
-func TestFollower(t *testing.T) {
-	var made []*counter
-	var mu sync.Mutex
-	f := newFixture(t, Options{
-		Follow: func() Follower {
-			mu.Lock()
-			defer mu.Unlock()
-			c := &counter{}
-			made = append(made, c)
-			return c
-		},
-	})
-	emit(f.rec, 1, 1000)
-	c, ok := f.h.Follower(f.rec).(*counter)
-	if !ok {
-		t.Fatalf("Follower: %T", f.h.Follower(f.rec))
-	}
-	if n, last := c.seen(); n != 1000 || last != 1000 || c.strings != 1 {
-		t.Errorf("follower has %d events up to %d, %d strings; want 1000 up to 1000, 1", n, last, c.strings)
-	}
-	emit(f.rec, 1001, 3000)
-	get(t, f.srv.URL+"/api/timeline/kernels/k1/objects?n=5", 200, nil)
-	if n, last := c.seen(); n != 3000 || last != 3000 {
-		t.Errorf("after an objects query the follower has %d events up to %d, want 3000", n, last)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(made) != 1 || c.asked != 1 || c.ended != 0 {
-		t.Errorf("%d followers made; the kernel's asked what lingers %d times, ended %d; want 1, 1, 0", len(made), c.asked, c.ended)
-	}
-}
-
 // EngineLike is engineLike, for the first-paint test (package live_test).
 var EngineLike = engineLike
 
-// Overview is the body a lod query over the whole saved trace answers in
-// OverviewPixels buckets, made once per index that the routes share.
+// A saved trace's overview is the body a lod query over the whole trace
+// answers in OverviewPixels buckets, made once per Trace the routes share.
 func TestOverview(t *testing.T) {
 	f := newFixture(t, Options{})
 	path := filepath.Join(f.dir, "small.ltrace")
 	writeTrace(t, path, 5000)
-	ov, err := f.h.Overview(context.Background(), path)
+	tr, err := f.h.traces.Saved(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ov := tr.Overview()
 	var got, want lodBody
 	if err := json.Unmarshal(ov, &got); err != nil {
 		t.Fatal(err)
 	}
-	get(t, f.srv.URL+fmt.Sprintf("/api/timeline/traces/small.ltrace/lod?px=%d", OverviewPixels), 200, &want)
-	checkLOD(t, got, 5000, OverviewPixels)
+	get(t, f.srv.URL+fmt.Sprintf("/api/timeline/traces/small.ltrace/lod?px=%d", traces.OverviewPixels), 200, &want)
+	checkLOD(t, got, 5000, traces.OverviewPixels)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("overview differs from the lod route's answer")
 	}
-	again, _ := f.h.Overview(context.Background(), path)
-	if &again[0] != &ov[0] {
-		t.Errorf("overview made again for the same index")
-	}
-	if _, err := f.h.Overview(context.Background(), filepath.Join(f.dir, "missing.ltrace")); !errors.Is(err, ErrNotFound) {
-		t.Errorf("missing trace: %v, want ErrNotFound", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	big := filepath.Join(f.dir, "big.ltrace")
-	writeTrace(t, big, 200000)
-	if _, err := f.h.Overview(ctx, big); err == nil {
-		t.Logf("overview of a 200000-event trace was ready before a cancelled wait returned")
-	} else if !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled wait: %v", err)
+	again, _ := f.h.traces.Saved(context.Background(), path)
+	if again != tr || &again.Overview()[0] != &ov[0] {
+		t.Errorf("overview made again for the same trace")
 	}
 }
 
 // A saved trace is read once per version of its file, in one pass that
-// feeds its index and its Follower (ended), whatever route or call asks;
-// a changed file is read again; the least recently used of more than
-// keepSaved traces is dropped.
+// builds its index and its analysis (ended), whatever route or call
+// asks; a changed file is read again; the least recently used of more
+// than traces.DefaultKeep traces is dropped; a file that cannot be read
+// answers its status.
 func TestSavedOnePass(t *testing.T) {
 	var mu sync.Mutex
 	reads := map[string]int{}
-	f := newFixture(t, Options{
-		Follow: func() Follower { return &counter{} },
-		OnRead: func(path string) { mu.Lock(); reads[filepath.Base(path)]++; mu.Unlock() },
-	})
+	set := traces.New(traces.Options{OnRead: func(path string) { mu.Lock(); reads[filepath.Base(path)]++; mu.Unlock() }})
+	defer set.Close()
+	f := newFixture(t, Options{Traces: set})
 	readsOf := func(name string) int { mu.Lock(); defer mu.Unlock(); return reads[name] }
 	path := filepath.Join(f.dir, "small.ltrace")
 	writeTrace(t, path, 5000)
 	ctx := context.Background()
-	if _, err := f.h.Overview(ctx, path); err != nil {
-		t.Fatal(err)
-	}
 	for _, route := range []string{"lod", "objects", "scopes"} {
 		get(t, f.srv.URL+"/api/timeline/traces/small.ltrace/"+route, 200, nil)
 	}
-	fol, err := f.h.Saved(ctx, path)
+	tr, err := set.Saved(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := fol.(*counter)
-	if n, last := c.seen(); n != 5000 || last != 5000 || c.ended != 1 || c.stop != nil || c.asked != 1 || c.strings == 0 {
-		t.Errorf("saved trace's follower: %d events up to %d, %d strings, ended %d (%v), asked %d; want 5000, 5000, some, 1 (nil), 1",
-			n, last, c.strings, c.ended, c.stop, c.asked)
+	if rep := tr.Report(); rep.Events != 5000 || rep.LastSeq != 5000 || rep.Truncated != "" || rep.Ended == nil || !rep.Ended.Clean {
+		t.Errorf("saved trace's report: %d events up to %d, truncated %q, ended %+v; want 5000, 5000, clean", rep.Events, rep.LastSeq, rep.Truncated, rep.Ended)
 	}
 	if n := readsOf("small.ltrace"); n != 1 {
 		t.Errorf("small.ltrace read %d times, want 1", n)
@@ -705,44 +598,43 @@ func TestSavedOnePass(t *testing.T) {
 
 	// A rewritten file (another size) is read again.
 	writeTrace(t, path, 6000)
-	fol, _ = f.h.Saved(ctx, path)
-	if n, _ := fol.(*counter).seen(); n != 6000 || readsOf("small.ltrace") != 2 {
-		t.Errorf("rewritten trace: follower has %d events after %d reads; want 6000 after 2", n, readsOf("small.ltrace"))
+	get(t, f.srv.URL+"/api/timeline/traces/small.ltrace/lod", 200, nil)
+	tr, _ = set.Saved(ctx, path)
+	if n := tr.Report().Events; n != 6000 || readsOf("small.ltrace") != 2 {
+		t.Errorf("rewritten trace: report of %d events after %d reads; want 6000 after 2", n, readsOf("small.ltrace"))
 	}
 
-	// A torn tail ends the follower with where reading stopped.
+	// A torn tail: the report says where reading stopped, the routes answer.
 	b, _ := os.ReadFile(path)
-	torn := filepath.Join(f.dir, "torn.ltrace")
-	if err := os.WriteFile(torn, b[:len(b)-7], 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(f.dir, "torn.ltrace"), b[:len(b)-7], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fol, err = f.h.Saved(ctx, torn)
-	var stop *timeline.StopError
-	if err != nil || !errors.As(fol.(*counter).stop, &stop) {
-		t.Errorf("torn trace: %v, follower ended with %v; want a *timeline.StopError", err, fol.(*counter).stop)
+	get(t, f.srv.URL+"/api/timeline/traces/torn.ltrace/lod", 200, nil)
+	if tr, err := set.Saved(ctx, filepath.Join(f.dir, "torn.ltrace")); err != nil || tr.Report().Truncated == "" {
+		t.Errorf("torn trace: %v, truncated %q; want where reading stopped", err, tr.Report().Truncated)
 	}
 
 	// A link swapped in after the route's check (Options.TracePath) is
-	// refused by the open itself: 403.
-	link := filepath.Join(f.dir, "link.ltrace")
-	if err := os.Symlink(path, link); err != nil {
+	// refused by the open itself: 403. Not a trace: 422.
+	if err := os.Symlink(path, filepath.Join(f.dir, "link.ltrace")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.h.Saved(ctx, link); httperr.Status(err) != http.StatusForbidden {
-		t.Errorf("saved trace through a link: %v (%d), want 403", err, httperr.Status(err))
+	get(t, f.srv.URL+"/api/timeline/traces/link.ltrace/lod", http.StatusForbidden, nil)
+	if err := os.WriteFile(filepath.Join(f.dir, "junk.ltrace"), []byte("not a trace"), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	get(t, f.srv.URL+"/api/timeline/traces/junk.ltrace/objects", http.StatusUnprocessableEntity, nil)
+	get(t, f.srv.URL+"/api/timeline/traces/missing.ltrace/scopes", http.StatusNotFound, nil)
 
-	// keepSaved more traces drop small.ltrace, the least recently used.
-	for i := range keepSaved {
+	// DefaultKeep more traces drop small.ltrace, the least recently used.
+	for i := range traces.DefaultKeep {
 		p := filepath.Join(f.dir, fmt.Sprintf("t%d.ltrace", i))
 		writeTrace(t, p, 10)
-		if _, err := f.h.Saved(ctx, p); err != nil {
-			t.Fatal(err)
-		}
+		get(t, f.srv.URL+fmt.Sprintf("/api/timeline/traces/t%d.ltrace/lod", i), 200, nil)
 	}
 	get(t, f.srv.URL+"/api/timeline/traces/small.ltrace/lod", 200, nil)
 	if n := readsOf("small.ltrace"); n != 3 {
-		t.Errorf("small.ltrace read %d times after %d other traces, want 3", n, keepSaved)
+		t.Errorf("small.ltrace read %d times after %d other traces, want 3", n, traces.DefaultKeep)
 	}
 	if n := readsOf("t3.ltrace"); n != 1 {
 		t.Errorf("t3.ltrace read %d times, want 1", n)
@@ -750,9 +642,8 @@ func TestSavedOnePass(t *testing.T) {
 }
 
 // BenchmarkReadTrace is the one pass over a saved 1-million-event trace
-// that builds its index (no Follower), as a trace's page waits for it:
-// BenchmarkIndexFile's work (lod.FromFile after timeline.OpenFile, two
-// passes), done in one.
+// that builds its index and its analysis, as a trace's page waits for
+// it.
 func BenchmarkReadTrace(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "big.ltrace")
 	w, err := timeline.Create(path)
@@ -763,13 +654,13 @@ func BenchmarkReadTrace(b *testing.B) {
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
 	}
-	h := New(Options{})
-	defer h.Close()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, _, err := h.readTrace(path); err != nil {
+		set := traces.New(traces.Options{})
+		if _, err := set.Saved(context.Background(), path); err != nil {
 			b.Fatal(err)
 		}
+		set.Close()
 	}
 }
 
@@ -786,21 +677,40 @@ func TestDropKernelIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 		emit(rec, 1, 100)
-		ki := h.kernelIndex(rec)
+		src := traces.FromRecorder(rec)
+		tr := h.traces.Live(src)
 		if endFirst {
 			rec.Close()
-			<-ki.done
+			<-tr.Done()
 		}
-		h.Drop(rec)
+		h.traces.Drop(src)
 		if !endFirst {
 			rec.Close()
-			<-ki.done
+			<-tr.Done()
 		}
-		h.mu.Lock()
-		n, ended := len(h.kernels), h.files.Len()
-		h.mu.Unlock()
+		n, ended := h.traces.Kept()
 		if n != 0 || ended != 0 {
 			t.Errorf("ended before Drop %t: %d indexes and %d ended traces kept, want none", endFirst, n, ended)
 		}
+	}
+}
+
+// writeLingering writes a saved trace of 5000 events as writeTrace's,
+// whose object #4999 (1 KiB, expected to die with its cell) outlives its
+// cell and is never freed: a leak.
+func writeLingering(t *testing.T, path string) {
+	t.Helper()
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emit(w, 1, 4993)
+	begin := event.Event{Seq: 4994, Time: 4994000, Kind: event.KindScopeBegin, Addr: 1, Expect: event.ScopeCell}
+	w.Emit(begin) // in place of 4993's free: it stays, the largest in view
+	emit(w, 4995, 4998)
+	w.Emit(event.Event{Seq: 4999, Time: 4999000, Kind: event.KindAlloc, Addr: 4999, Size: 1024, Category: event.CategoryKVCache, Expect: event.ScopeCell, Scope: 1, Label: 1, Site: 1})
+	w.Emit(event.Event{Seq: 5000, Time: 5000000, Kind: event.KindScopeEnd, Addr: 1, Expect: event.ScopeCell})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

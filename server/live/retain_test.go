@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"linger/timeline"
+	"linger/timeline/traces"
 )
 
 // endedKernels is a Handler over kernels whose Recorders it keeps after
@@ -27,11 +28,11 @@ type endedKernels struct {
 
 func newEndedKernels(t testing.TB) *endedKernels {
 	k := &endedKernels{dir: t.TempDir(), recs: map[string]*timeline.Recorder{}}
-	k.h = New(Options{Recorder: func(id string) (*timeline.Recorder, error) {
+	k.h = New(Options{Source: func(id string) (traces.Source, error) {
 		k.mu.Lock()
 		defer k.mu.Unlock()
 		if r, ok := k.recs[id]; ok {
-			return r, nil
+			return traces.FromRecorder(r), nil
 		}
 		return nil, ErrNotFound
 	}})
@@ -52,12 +53,12 @@ func (k *endedKernels) run(t testing.TB, id string, n uint64) *timeline.Recorder
 	k.mu.Lock()
 	k.recs[id] = rec
 	k.mu.Unlock()
-	k.h.kernelIndex(rec)
+	k.h.traces.Live(traces.FromRecorder(rec))
 	emit(rec, 1, n)
 	if err := rec.CloseWithReason("kernel died: signal: killed"); err != nil {
 		t.Fatal(err)
 	}
-	<-k.h.kernelIndex(rec).done
+	<-k.h.traces.Live(traces.FromRecorder(rec)).Done()
 	return rec
 }
 
@@ -87,17 +88,14 @@ func TestEndedKernelServedFromLog(t *testing.T) {
 	const n = 150_000 // over twice the default tail
 	k := newEndedKernels(t)
 	rec := k.run(t, "k1", n)
-	for i := range keepSaved {
+	for i := range traces.DefaultKeep {
 		k.run(t, fmt.Sprint("other", i), 1000)
 	}
 	if st := rec.Stats(); st.Tail != 0 || st.LastSeq != n {
 		t.Fatalf("dead kernel's recorder %+v: want no tail, last seq %d", st, n)
 	}
-	k.h.mu.Lock()
-	_, indexed := k.h.files.Peek(rec.Path())
-	k.h.mu.Unlock()
-	if indexed {
-		t.Fatalf("k1's index is still cached after %d others ended", keepSaved)
+	if k.h.traces.Holds(rec.Path()) {
+		t.Fatalf("k1's index is still cached after %d others ended", traces.DefaultKeep)
 	}
 	f := newFollower(t, true)
 	readStream(t, f, f.url(k.srv.URL, 0))

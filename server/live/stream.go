@@ -18,6 +18,7 @@ import (
 	"linger/timeline"
 	"linger/timeline/event"
 	"linger/timeline/lod"
+	"linger/timeline/traces"
 )
 
 var errEOF = io.EOF
@@ -39,8 +40,8 @@ const (
 type conn struct {
 	h   *Handler
 	ws  *websocket.Conn
-	rec *timeline.Recorder
-	ki  *kernelIndex
+	src traces.Source
+	tr  *traces.Trace // src's, for catch-up summaries
 
 	next     uint64 // Seq of the next live event the client needs
 	lastTime int64  // Time of the last live event sent (or summarised)
@@ -53,7 +54,7 @@ type conn struct {
 	// and the subscription reading gaps[0] with what it read and has not
 	// been sent yet.
 	gaps  []gap
-	bsub  *timeline.Subscription
+	bsub  traces.Subscription
 	bpend []event.Event
 
 	// Flow control, set from the query: maxDelay (ns of trace time, 0 off)
@@ -101,7 +102,7 @@ const backfillChunk = 4096
 const backfillPause = 250 * time.Millisecond
 
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
-	rec, err := h.recorder(r)
+	src, err := h.source(r)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -138,7 +139,7 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	c := &conn{h: h, ws: ws, rec: rec, ki: h.kernelIndex(rec), next: from, window: h.opts.Window, ack: make(chan struct{}, 1),
+	c := &conn{h: h, ws: ws, src: src, tr: h.traces.Live(src), next: from, window: h.opts.Window, ack: make(chan struct{}, 1),
 		binary: format == "binary", backfill: q.Get("backfill") == "1" || len(gaps) > 0, gaps: gaps}
 	if ms, err := strconv.ParseInt(q.Get("max_delay_ms"), 10, 64); err == nil && ms > 0 {
 		c.maxDelay = ms * int64(time.Millisecond)
@@ -353,14 +354,14 @@ func (c *conn) waitAck(ctx context.Context, d time.Duration) error {
 // publishes every FlushInterval) and never delays it. While detail is
 // owed the live subscription is only polled.
 func (c *conn) writePump(ctx context.Context) error {
-	sub := c.rec.Subscribe(c.next)
+	sub := c.src.Subscribe(c.next)
 	defer func() {
 		sub.Close()
 		if c.bsub != nil {
 			c.bsub.Close()
 		}
 	}()
-	if err := c.send(startMsg{Type: "start", From: c.next, Head: c.rec.Stats().LastSeq, Gaps: gapPairs(c.gaps)}); err != nil {
+	if err := c.send(startMsg{Type: "start", From: c.next, Head: c.src.Head(), Gaps: gapPairs(c.gaps)}); err != nil {
 		return err
 	}
 	lastPing := time.Now()
@@ -394,7 +395,7 @@ func (c *conn) writePump(ctx context.Context) error {
 				}
 				if resubscribe {
 					sub.Close()
-					sub = c.rec.Subscribe(c.next)
+					sub = c.src.Subscribe(c.next)
 				}
 			}
 		}
@@ -459,7 +460,7 @@ func (c *conn) sendBackfill(ctx context.Context, n uint64) error {
 	g := &c.gaps[0]
 	if len(c.bpend) == 0 {
 		if c.bsub == nil {
-			c.bsub = c.rec.Subscribe(g.from)
+			c.bsub = c.src.Subscribe(g.from)
 		}
 		b, err := c.bsub.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -507,8 +508,8 @@ func (c *conn) sendBackfill(ctx context.Context, n uint64) error {
 // behind the trace, and the last event a catch-up summary can cover: the
 // last one the index has seen.
 func (c *conn) behind(t int64) (uint64, bool) {
-	_, seq, last := c.ki.ix.Last()
-	head := c.rec.Stats().LastSeq
+	_, seq, last := c.tr.Index().Last()
+	head := c.src.Head()
 	late := head >= c.next && head-(c.next-1) > c.h.opts.MaxLag
 	if c.maxDelay > 0 && last-t > c.maxDelay {
 		late = true
@@ -520,10 +521,10 @@ func (c *conn) behind(t int64) (uint64, bool) {
 // their summary instead; with backfill, their events are owed. to is the
 // index's last event (asked again: it may have moved on since behind).
 func (c *conn) catchup() error {
-	_, to, t1 := c.ki.ix.Last()
+	_, to, t1 := c.tr.Index().Last()
 	m := catchupMsg{Type: "catchup", From: c.next, To: to, T0: c.lastTime, T1: t1 + 1, Backfill: c.backfill}
-	m.Buckets = c.ki.ix.Query(m.T0, m.T1, c.h.opts.CatchupBuckets)
-	m.Categories = categoryNames()
+	m.Buckets = c.tr.Index().Query(m.T0, m.T1, c.h.opts.CatchupBuckets)
+	m.Categories = lod.CategoryNames()
 	if c.backfill {
 		if k := len(c.gaps) - 1; k >= 0 && c.gaps[k].to+1 == c.next {
 			c.gaps[k].to = to

@@ -1,0 +1,325 @@
+package traces
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"linger/timeline"
+	"linger/timeline/event"
+)
+
+// cellEvents writes cells, each allocating a block it frees and a block
+// of keep bytes it keeps (expected to die with the cell: it lingers).
+type cellEvents struct {
+	sink event.Sink
+	seq  uint64
+}
+
+func (c *cellEvents) emit(e event.Event) uint64 {
+	c.seq++
+	e.Seq, e.Time = c.seq, int64(c.seq)*1000
+	c.sink.Emit(e)
+	return c.seq
+}
+
+func (c *cellEvents) begin(cell uint64) {
+	c.emit(event.Event{Kind: event.KindScopeBegin, Addr: cell, Expect: event.ScopeCell})
+}
+
+// cell allocates a freed and a kept block in cell and returns the kept
+// one's alloc seq.
+func (c *cellEvents) cell(cell, keep uint64) uint64 {
+	c.emit(event.Event{Kind: event.KindAlloc, Addr: cell<<20 | 1, Size: 1000, Category: event.CategoryActivation, Expect: event.ScopeCell, Scope: event.ScopeID(cell)})
+	kept := c.emit(event.Event{Kind: event.KindAlloc, Addr: cell<<20 | 2, Size: keep, Category: event.CategoryKVCache, Expect: event.ScopeCell, Scope: event.ScopeID(cell)})
+	c.emit(event.Event{Kind: event.KindFree, Addr: cell<<20 | 1, Size: 1000, Category: event.CategoryActivation})
+	return kept
+}
+
+func (c *cellEvents) end(cell uint64) {
+	c.emit(event.Event{Kind: event.KindScopeEnd, Addr: cell, Expect: event.ScopeCell})
+}
+
+type sinkFunc func(event.Event)
+
+func (f sinkFunc) DefineString(event.StringID, string) {}
+func (f sinkFunc) DefineSite(event.SiteID, event.Site) {}
+func (f sinkFunc) Emit(e event.Event)                  { f(e) }
+
+// leakyCells returns the events of n cells, each keeping a block of keep
+// bytes past its end, and the kept blocks' alloc seqs.
+func leakyCells(n int, keep uint64) (evs []event.Event, kept []uint64) {
+	c := &cellEvents{sink: sinkFunc(func(e event.Event) { evs = append(evs, e) })}
+	for i := uint64(1); i <= uint64(n); i++ {
+		c.begin(i)
+		kept = append(kept, c.cell(i, keep))
+		c.end(i)
+	}
+	return evs, kept
+}
+
+// BenchmarkAnalysisFollow is the cost per event of keeping a live
+// trace's verdicts current: batches of 4096 events (as a Recorder's
+// subscription delivers them) fed to its analysis.
+func BenchmarkAnalysisFollow(b *testing.B) {
+	var evs []event.Event
+	c := &cellEvents{sink: sinkFunc(func(e event.Event) { evs = append(evs, e) })}
+	for i := uint64(1); len(evs) < 1<<20; i++ {
+		c.begin(i)
+		for range 20 {
+			c.cell(i, 4096)
+		}
+		c.end(i)
+	}
+	b.ReportAllocs()
+	l := newAnalysis()
+	for i := 0; b.Loop(); i++ {
+		j := i % (len(evs) / 4096)
+		if j == 0 {
+			l = newAnalysis()
+		}
+		l.follow(timeline.Batch{Events: evs[j*4096 : (j+1)*4096]})
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*4096), "ns/event")
+}
+
+// A live trace's report answers for the events its analysis has had
+// (issue 21): last_seq and events say how far it has come, and the same
+// report serves every question until more events come.
+func TestAnalysisReportReach(t *testing.T) {
+	var evs []event.Event
+	c := &cellEvents{sink: sinkFunc(func(e event.Event) { evs = append(evs, e) })}
+	c.begin(1)
+	c.cell(1, 4096)
+	c.end(1)
+	c.begin(2)
+	c.cell(2, 0)
+	c.end(2)
+	half := len(evs) / 2
+	l := newAnalysis()
+	l.follow(timeline.Batch{Events: evs[:half]})
+	r1 := l.report()
+	if r1.Events != uint64(half) || r1.LastSeq != evs[half-1].Seq {
+		t.Errorf("after %d events: report of %d events up to seq %d, want %d up to %d", half, r1.Events, r1.LastSeq, half, evs[half-1].Seq)
+	}
+	if r := l.report(); r != r1 {
+		t.Error("asked again with no new event, the report was made again")
+	}
+	l.follow(timeline.Batch{})
+	if r := l.report(); r != r1 {
+		t.Error("a batch without events made the report again")
+	}
+	l.follow(timeline.Batch{Events: evs[half:]})
+	r2 := l.report()
+	if r2 == r1 || r2.Events != uint64(len(evs)) || r2.LastSeq != evs[len(evs)-1].Seq {
+		t.Errorf("after every event: report of %d events up to seq %d (new %v), want %d up to %d", r2.Events, r2.LastSeq, r2 != r1, len(evs), evs[len(evs)-1].Seq)
+	}
+	if r1.Events != uint64(half) {
+		t.Errorf("the earlier report changed: %d events", r1.Events)
+	}
+	l.end(nil, nil)
+	if r := l.report(); r.Events != uint64(len(evs)) {
+		t.Errorf("final report: %d events, want %d", r.Events, len(evs))
+	}
+}
+
+// A kernel's live trace (a Recorder) is followed from its first event,
+// once, by one Trace: Current answers it caught up with what the Recorder
+// had published, its index and its verdicts alike, however far behind
+// the follower was when asked.
+func TestCurrent(t *testing.T) {
+	rec, err := timeline.NewRecorder(filepath.Join(t.TempDir(), "k.ltrace"), timeline.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := New(Options{})
+	defer set.Close()
+	defer rec.Close()
+	src := FromRecorder(rec)
+	c := &cellEvents{sink: rec}
+	var kept []uint64
+	for i := uint64(1); i <= 300; i++ {
+		c.begin(i)
+		kept = append(kept, c.cell(i, 64<<10))
+		c.end(i)
+	}
+	tr := set.Current(context.Background(), src)
+	if _, seq, _ := tr.Index().Last(); seq != c.seq {
+		t.Errorf("index up to seq %d, want %d", seq, c.seq)
+	}
+	rep := tr.Report()
+	if rep.LastSeq != c.seq || rep.TraceLastSeq != c.seq || rep.Lingering.Count != 300 || rep.Lingering.Bytes != 300*64<<10 {
+		t.Errorf("report up to %d of %d, %d lingering (%d B); want %d of %d, 300 (%d B)",
+			rep.LastSeq, rep.TraceLastSeq, rep.Lingering.Count, rep.Lingering.Bytes, c.seq, c.seq, 300*64<<10)
+	}
+	for i := uint64(301); i <= 600; i++ {
+		c.begin(i)
+		kept = append(kept, c.cell(i, 64<<10))
+		c.end(i)
+	}
+	if again := set.Current(context.Background(), src); again != tr {
+		t.Fatal("a second Trace made for the same Source")
+	}
+	objs := tr.Objects(0, 0, 1000)
+	leaks := 0
+	for _, o := range objs {
+		if o.Lingering && o.Leak {
+			leaks++
+		}
+	}
+	if leaks != len(kept) {
+		t.Errorf("%d objects marked leaks, want the %d kept blocks", leaks, len(kept))
+	}
+	if live, saved := set.Kept(); live != 1 || saved != 0 {
+		t.Errorf("%d live and %d saved traces kept, want 1 and 0", live, saved)
+	}
+}
+
+// memSource is a trace with no kernel, no Recorder and no file: batches
+// handed out from memory, as an import or a service watched might, ended
+// when closed.
+type memSource struct{ *memTrace }
+
+type memTrace struct {
+	mu      sync.Mutex
+	batches []timeline.Batch
+	ended   bool
+	moved   chan struct{}
+}
+
+func newMemSource() memSource { return memSource{&memTrace{moved: make(chan struct{})}} }
+
+func (m memSource) add(b timeline.Batch, end bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(b.Events) > 0 || len(b.Strings) > 0 || len(b.Sites) > 0 {
+		m.batches = append(m.batches, b)
+	}
+	m.ended = m.ended || end
+	close(m.moved)
+	m.moved = make(chan struct{})
+}
+
+func (m memSource) Subscribe(from uint64) Subscription {
+	return &memSub{m: m, from: max(from, 1), done: make(chan struct{})}
+}
+
+func (m memSource) Head() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := len(m.batches); n > 0 {
+		return m.batches[n-1].Events[len(m.batches[n-1].Events)-1].Seq
+	}
+	return 0
+}
+
+func (m memSource) Flush() error { return nil }
+
+func (m memSource) Ended() (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return "", m.ended
+}
+
+func (memSource) HeldBy(uint64) (string, bool) { return "", false }
+func (memSource) Log() (string, bool)          { return "", false }
+
+type memSub struct {
+	m    memSource
+	next int // batch
+	from uint64
+	done chan struct{}
+	once sync.Once
+}
+
+func (s *memSub) Next(ctx context.Context) (timeline.Batch, error) {
+	for {
+		s.m.mu.Lock()
+		if s.next < len(s.m.batches) {
+			b := s.m.batches[s.next]
+			s.next++
+			s.m.mu.Unlock()
+			return b, nil
+		}
+		ended, moved := s.m.ended, s.m.moved
+		s.m.mu.Unlock()
+		if ended {
+			return timeline.Batch{}, io.EOF
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return timeline.Batch{}, ctx.Err()
+		case <-s.done:
+			return timeline.Batch{}, errors.New("closed")
+		}
+	}
+}
+
+func (s *memSub) End() (string, bool) { return s.m.Ended() }
+func (s *memSub) Close() error        { s.once.Do(func() { close(s.done) }); return nil }
+
+// A trace whose source is not a kernel plugs in as a Source: its index,
+// its verdicts and how it ended come from the same Trace as a kernel's,
+// with no Recorder and no file. Current waits for the batches it has
+// published, on the Trace's signal.
+func TestSourceWithoutKernel(t *testing.T) {
+	set := New(Options{})
+	defer set.Close()
+	src := newMemSource()
+	evs, kept := leakyCells(50, 1<<20)
+	half := len(evs) / 2
+	src.add(timeline.Batch{Strings: []timeline.StringDef{{ID: 1, Text: "block"}}, Events: evs[:half]}, false)
+	tr := set.Current(context.Background(), src)
+	if rep := tr.Report(); rep.LastSeq != evs[half-1].Seq || rep.Ended != nil {
+		t.Errorf("after half: report up to %d, ended %+v; want %d, not ended", rep.LastSeq, rep.Ended, evs[half-1].Seq)
+	}
+	src.add(timeline.Batch{Events: evs[half:]}, true)
+	tr = set.Current(context.Background(), src)
+	<-tr.Done()
+	rep := tr.Report()
+	if rep.Events != uint64(len(evs)) || rep.Lingering.Count != uint64(len(kept)) || rep.Lingering.Bytes != uint64(len(kept))<<20 {
+		t.Errorf("ended: %d events, %d lingering (%d B); want %d, %d (%d B)", rep.Events, rep.Lingering.Count, rep.Lingering.Bytes, len(evs), len(kept), uint64(len(kept))<<20)
+	}
+	if end, ok := tr.Ending(); !ok || !end.Ended || rep.Ended == nil || !rep.Ended.Clean {
+		t.Errorf("ending %+v (%v), report's %+v; want a clean end", end, ok, rep.Ended)
+	}
+	// No file to keep it as: an ended trace without a log is let go, and
+	// followed again from its Source if asked for.
+	if live, saved := set.Kept(); live != 0 || saved != 0 {
+		t.Errorf("%d live and %d saved kept after the end, want none", live, saved)
+	}
+}
+
+// WaitFor returns on the signal of the batch that brings its seq, not on
+// a poll: it wakes when the Trace takes it, and ends with its context.
+func TestWaitFor(t *testing.T) {
+	tr := newTrace(Options{}.Index)
+	evs, _ := leakyCells(4, 100)
+	woke := make(chan error)
+	go func() { woke <- tr.WaitFor(context.Background(), evs[len(evs)-1].Seq) }()
+	tr.add(timeline.Batch{Events: evs[:3]})
+	select {
+	case err := <-woke:
+		t.Fatalf("WaitFor returned (%v) before its seq came", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	tr.add(timeline.Batch{Events: evs[3:]})
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Errorf("WaitFor: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitFor did not wake when its seq came")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := tr.WaitFor(ctx, evs[len(evs)-1].Seq+1); !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitFor with a cancelled context: %v", err)
+	}
+}
