@@ -24,71 +24,74 @@ import (
 const module = "linger"
 
 // policy maps a package (relative to the module) to the project packages it
-// may import. "x/..." means x and everything below it. "*" means anything.
+// may import, besides the leaves. "x/..." means x and everything below it.
+// "*" means anything. The rooms of the tree carry most of it: a package
+// falls under its nearest listed ancestor, so server/live and
+// engine/tokenizer/internal/gen need no line of their own unless they are
+// narrower than their room.
 var policy = map[string][]string{
-	"cmd/linger": {"*"},
-	// The CUDA kernel binary: the kernel process and generate with the cuda
-	// device added, nothing else of its own.
-	"cmd/linger-cuda": {"*"},
-	// What the commands share (dispatch, flags, generate): the engine and
-	// the trace writer, never the server.
-	"internal/cli": {"engine/...", "timeline", "timeline/event", "internal/units"},
-	"test":         {"*"}, // end-to-end tests driving the built binary and a browser
-	"server": {"notebooks/kernel", "notebooks/kernel/wire", "notebooks/contents", "notebooks/nbformat", "notebooks/msg",
-		"timeline/...", "web/...", "server/..."},
-	"server/live":        {"timeline", "timeline/event", "timeline/lod", "timeline/traces", "server/httperr"},
-	"server/httperr":     {},                // the one error vocabulary of the server's routes and live's
-	"server/hub":         {"notebooks/msg"}, // JupyterHub's OAuth and activity, for single-user mode (dates as msg writes them)
-	"server/hub/hubtest": {"server/hub"},    // a stand-in hub for single-user mode's tests
-	"web":                {"internal/units"},
-	"notebooks":          {"notebooks/nbformat", "notebooks/msg"}, // contents, nbformat, msg: the notebook formats, no engine
-	// The kernel's server side (the Manager) and the pipe protocol run in
-	// the server; only the kernel process (proc) runs the engine and
-	// Starlark. See also serverSide.
-	"notebooks/kernel":      {"notebooks/kernel/wire", "notebooks/msg", "timeline/...", "internal/units"},
-	"notebooks/kernel/wire": {"notebooks/msg", "timeline/event", "internal/units"},
-	"notebooks/kernel/proc": {"engine/...", "notebooks/kernel/wire", "notebooks/msg", "timeline/...", "internal/units"},
-	"notebooks/msg":         {},
-	"engine":                {"engine/...", "timeline/event"},
-	"engine/alloc":          {"engine/device", "timeline/event", "internal/units"},
-	"engine/device":         {},
-	// The cuda device: gorgonia.org/cu (the driver API) and the Device
-	// interface. Built only with the cuda tag, imported only by
-	// cmd/linger-cuda (see cudaOnly).
+	// The binaries, and what they share (dispatch, flags, generate): the
+	// engine and the trace writer, never the server.
+	"cmd":              {"*"},
+	"cmd/internal/cli": {"engine/...", "timeline", "timeline/event"},
+	"test":             {"*"}, // end-to-end tests driving the built binary and a browser
+	"deploy":           {},    // the image and the JupyterHub values (docs/deploy.md): tests only
+	// The kernel process: the only code that runs the engine and
+	// Starlark (see engineSide). Its wire is the one part of the room the
+	// server may import.
+	"kernel":      {"engine/...", "kernel/wire", "notebooks/msg", "timeline/..."},
+	"kernel/wire": {"notebooks/msg", "timeline/event"},
+	// The engine knows nothing of the server, and of the timeline only
+	// its events. The cuda device: gorgonia.org/cu and the Device
+	// interface, built only with the cuda tag (see cudaOnly).
+	"engine":             {"engine/...", "timeline/event"},
+	"engine/alloc":       {"engine/device", "timeline/event"},
+	"engine/device":      {},
 	"engine/device/cuda": {"engine/device"},
 	"engine/tokenizer":   {"timeline/event", "engine/tokenizer/..."},
-	"timeline":           {"timeline/event"},
-	"timeline/analyze":   {"timeline/event", "timeline/memstate", "internal/units"},
-	"timeline/lod":       {"timeline", "timeline/event", "timeline/memstate"}, // level-of-detail queries over a trace log
-	"timeline/export":    {"timeline/event", "timeline/memstate", "timeline/analyze"},
-	// A trace and everything derived from it, and the set of them a
-	// server keeps: live ones by Source, saved ones by file.
-	"timeline/traces": {"timeline", "timeline/event", "timeline/lod", "timeline/analyze"},
-	"timeline/event":  {},
-	"internal/units":  {}, // byte sizes read and printed, for every layer
-	// The image and the JupyterHub values (docs/deploy.md): tests only, and
-	// a test file may import anything.
-	"deploy": {},
-	// The rules that turn events into memory figures, which analyze, lod
-	// and export share; and go generate's writer of the browser's copy of
-	// the wire constants (web/ui/src/timeline/wire.gen.js).
-	"timeline/memstate":               {"timeline/event"},
+	// The timeline: events at the bottom, then the rules from events to
+	// memory figures (memstate), the log, and above them what is derived:
+	// the index, the analysis, the exports, and the model of a trace that
+	// owns them for the server (traces).
+	"timeline":                        {"timeline/event"},
+	"timeline/event":                  {},
 	"timeline/event/internal/genwire": {"timeline/event"},
-
-	// Helpers for tests, imported only by _test.go files (testOnly).
-	"timeline/event/eventtest": {"timeline/event"}, // an in-memory Sink
-	"notebooks/msg/msgtest":    {"notebooks/msg"},  // the messages a test collected from a kernel
-	"internal/testbin":         {},                 // the linger binary, built once per test binary
-	"internal/browsertest":     {},                 // Chromium, axe-core and the UI's bundles
-	"engine/device/devicetest": {"engine/device"},  // an Accelerator over host memory, its kernels in plain Go
+	"timeline/memstate":               {"timeline/event"},
+	"timeline/analyze":                {"timeline/event", "timeline/memstate"},
+	"timeline/lod":                    {"timeline", "timeline/event", "timeline/memstate"},
+	"timeline/export":                 {"timeline/event", "timeline/memstate", "timeline/analyze"},
+	"timeline/traces":                 {"timeline", "timeline/event", "timeline/lod", "timeline/analyze"},
+	// The notebook formats and the notebook directory, no engine.
+	"notebooks":     {"notebooks/nbformat", "notebooks/msg"},
+	"notebooks/msg": {},
+	// The server process: the HTTP face over all of the above but the
+	// kernel process, and its rooms.
+	"server":             {"kernel/wire", "notebooks/...", "timeline/...", "web", "server/..."},
+	"server/kernels":     {"kernel/wire", "notebooks/msg", "timeline/..."}, // kernelspecs and the Manager of kernel processes
+	"server/live":        {"timeline", "timeline/event", "timeline/lod", "timeline/traces", "server/httperr"},
+	"server/httperr":     {}, // the one error vocabulary of the server's routes and live's
+	"server/hub":         {"notebooks/msg"},
+	"server/hub/hubtest": {"server/hub"},
+	"web":                {}, // the pages know no domain type
+	// Leaves and helpers for tests (see leaves and testOnly).
+	"internal":                 {},
+	"timeline/event/eventtest": {"timeline/event"},
+	"notebooks/msg/msgtest":    {"notebooks/msg"},
+	"engine/device/devicetest": {"engine/device"},
 }
 
-// serverSide lists the packages that run in the server process, and
-// kernelOnly what they must not depend on, not even through other project
-// packages: the engine and Starlark run in kernel processes only.
+// leaves may be imported by any package: they import only the standard
+// library (see stdlibOnly). internal/ holds them, and the helpers of
+// tests.
+var leaves = []string{"internal/units"}
+
+// engineSide lists the packages that may reach the engine or Starlark
+// (kernelOnly), directly or through any chain of project packages: the
+// kernel process, the engine itself, and the binaries and tests that
+// link them. Every other package runs in the server or below it.
 var (
-	serverSide = []string{"server/...", "notebooks/kernel", "notebooks/kernel/wire"}
-	kernelOnly = []string{module + "/engine/...", "go.starlark.net/..."}
+	engineSide = []string{"kernel", "engine/...", "cmd/...", "test/...", "deploy"}
+	kernelOnly = []string{module + "/engine/...", module + "/kernel", "go.starlark.net/..."}
 )
 
 // cudaOnly is what needs the CUDA driver: gorgonia.org/cu's init calls
@@ -103,8 +106,9 @@ var (
 )
 
 // stdlibOnly lists packages that may import nothing outside the standard
-// library. (web imports templ, but nothing of Linger.)
-var stdlibOnly = []string{"timeline/event", "internal/units", "server/httperr", "timeline/event/eventtest", "internal/testbin", "engine/device/devicetest"}
+// library. (web imports templ, and internal/browsertest chromedp, but
+// nothing of Linger.)
+var stdlibOnly = []string{"timeline/event", "internal/units", "internal/testbin", "server/httperr", "timeline/event/eventtest", "engine/device/devicetest"}
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.
@@ -143,7 +147,7 @@ func allowed(pkg, dep string) bool {
 	if dep == pkg || strings.HasPrefix(dep, pkg+"/internal/") {
 		return true
 	}
-	for _, p := range policy[r] {
+	for _, p := range slices.Concat(policy[r], leaves) {
 		if matches(p, dep) {
 			return true
 		}
@@ -173,25 +177,34 @@ func TestPolicyRejects(t *testing.T) {
 		{"web", "engine", false},
 		{"engine/tokenizer", "engine/alloc", false},
 		{"cmd/linger", "server", true},
+		{"cmd/internal/cli", "server", false},
+		{"cmd/internal/cli", "engine/alloc", true},
 		{"server/live", "server/httperr", true},
-		{"server/httperr", "notebooks/kernel", false},
+		{"server/live", "timeline/traces", true},
+		{"server/live", "timeline/analyze", false},
+		{"server/httperr", "server/kernels", false},
 		{"nosuch", "engine", false},
 		{"server", "engine", false},
 		{"server", "engine/alloc", false},
-		{"server", "notebooks/kernel", true},
-		{"server", "notebooks/kernel/wire", true},
-		{"server", "notebooks/kernel/proc", false},
-		{"server/live", "notebooks/kernel/proc", false},
-		{"notebooks/kernel", "notebooks/kernel/wire", true},
-		{"notebooks/kernel", "timeline", true},
-		{"notebooks/kernel", "notebooks/kernel/proc", false},
-		{"notebooks/kernel", "engine", false},
-		{"notebooks/kernel", "engine/alloc", false},
-		{"notebooks/kernel/wire", "engine/alloc", false},
-		{"notebooks/kernel/wire", "notebooks/kernel", false},
-		{"notebooks/kernel/proc", "engine/alloc", true},
-		{"notebooks/kernel/proc", "notebooks/kernel", false},
-		{"notebooks/kernel/proc", "server", false},
+		{"server", "server/kernels", true},
+		{"server", "kernel/wire", true},
+		{"server", "kernel", false},
+		{"server/live", "kernel", false},
+		{"server/kernels", "kernel/wire", true},
+		{"server/kernels", "timeline", true},
+		{"server/kernels", "kernel", false},
+		{"server/kernels", "engine", false},
+		{"server/kernels", "engine/alloc", false},
+		{"kernel/wire", "engine/alloc", false},
+		{"kernel/wire", "server/kernels", false},
+		{"kernel/wire", "kernel", false},
+		{"kernel", "engine/alloc", true},
+		{"kernel", "server/kernels", false},
+		{"kernel", "server", false},
+		{"kernel", "internal/units", true},
+		{"engine", "internal/units", true},
+		{"internal/units", "timeline/event", false},
+		{"timeline/traces", "server/live", false},
 		{"notebooks/contents", "engine", false},
 		{"notebooks/contents", "notebooks/nbformat", true},
 		{"timeline/memstate", "timeline", false},
@@ -231,12 +244,16 @@ func TestDependencyPolicy(t *testing.T) {
 	}
 }
 
-// TestServerSide checks that no server-side package reaches the engine or
-// Starlark, directly or through any chain of project packages.
+// TestServerSide checks that no package but engineSide's reaches the
+// engine or Starlark, directly or through any chain of project packages:
+// the server runs neither, nor anything below it.
 func TestServerSide(t *testing.T) {
 	imports := moduleImports(t)
+	if imports["server"] == nil || imports["kernel"] == nil {
+		t.Fatal("server or kernel not found: the check below would prove nothing")
+	}
 	for _, pkg := range slices.Sorted(maps.Keys(imports)) {
-		if !slices.ContainsFunc(serverSide, func(p string) bool { return matches(p, pkg) }) {
+		if slices.ContainsFunc(engineSide, func(p string) bool { return matches(p, pkg) }) {
 			continue
 		}
 		if chain := kernelOnlyChain(imports, pkg); chain != nil {
@@ -272,11 +289,11 @@ func TestNoCUDA(t *testing.T) {
 
 func TestNoCUDARejects(t *testing.T) {
 	imports := map[string]map[string]bool{
-		"cmd/linger":            {"linger/notebooks/kernel/proc": true},
-		"notebooks/kernel/proc": {"linger/engine": true},
-		"engine":                {"linger/engine/device/cuda": true},
+		"cmd/linger": {"linger/kernel": true},
+		"kernel":     {"linger/engine": true},
+		"engine":     {"linger/engine/device/cuda": true},
 	}
-	want := "notebooks/kernel/proc → engine → linger/engine/device/cuda"
+	want := "kernel → engine → linger/engine/device/cuda"
 	if got := strings.Join(chainTo(imports, "cmd/linger", cudaOnly), " → "); got != want {
 		t.Errorf("chain %q, want %q", got, want)
 	}
@@ -288,19 +305,19 @@ func TestNoCUDARejects(t *testing.T) {
 
 func TestServerSideRejects(t *testing.T) {
 	imports := map[string]map[string]bool{
-		"server":                {"linger/notebooks/kernel": true, "linger/timeline": true},
-		"notebooks/kernel":      {"linger/notebooks/kernel/wire": true, "linger/notebooks/kernel/proc": true},
-		"notebooks/kernel/wire": {"encoding/json": true},
-		"notebooks/kernel/proc": {"go.starlark.net/starlark": true},
-		"timeline":              {"linger/timeline/event": true},
+		"server":         {"linger/server/kernels": true, "linger/timeline": true},
+		"server/kernels": {"linger/kernel/wire": true, "linger/timeline": true},
+		"kernel/wire":    {"linger/kernel": true},
+		"kernel":         {"go.starlark.net/starlark": true},
+		"timeline":       {"linger/timeline/event": true},
 	}
-	want := "notebooks/kernel → notebooks/kernel/proc → go.starlark.net/starlark"
+	want := "server/kernels → kernel/wire → linger/kernel"
 	if got := strings.Join(kernelOnlyChain(imports, "server"), " → "); got != want {
 		t.Errorf("server: chain %q, want %q", got, want)
 	}
-	imports["notebooks/kernel"]["linger/engine/alloc"] = true
-	delete(imports["notebooks/kernel"], "linger/notebooks/kernel/proc")
-	if got := strings.Join(kernelOnlyChain(imports, "server"), " → "); got != "notebooks/kernel → linger/engine/alloc" {
+	imports["kernel/wire"] = map[string]bool{"encoding/json": true}
+	imports["server/kernels"]["linger/engine/alloc"] = true
+	if got := strings.Join(kernelOnlyChain(imports, "server"), " → "); got != "server/kernels → linger/engine/alloc" {
 		t.Errorf("server: chain %q, want one to the engine", got)
 	}
 	if chain := kernelOnlyChain(imports, "timeline"); chain != nil {

@@ -20,7 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"linger/internal/units"
-	"linger/notebooks/kernel/proc"
+	"linger/kernel"
 )
 
 // root is the repository root, the build context of deploy/Dockerfile.
@@ -355,7 +355,7 @@ func kubeSpawnerBytes(s string) (uint64, bool) {
 // checkMemory checks a pod memory limit against the kernels' budget: an
 // explicit --kernel-memory must leave room for two kernels and the
 // server; without it linger takes 3/8 of the limit it reads from its
-// cgroup (proc.DefaultMemory), which must be a usable budget.
+// cgroup (kernel.DefaultMemory), which must be a usable budget.
 func checkMemory(t *testing.T, cmd []string, what, limit string) {
 	t.Helper()
 	n, ok := kubeSpawnerBytes(limit)
@@ -372,7 +372,7 @@ func checkMemory(t *testing.T, cmd []string, what, limit string) {
 		}
 		return
 	}
-	if b := proc.DefaultMemory(n); b < 1<<30 {
+	if b := kernel.DefaultMemory(n); b < 1<<30 {
 		t.Errorf("%s = %s gives each kernel a default budget of %s, under 1 GiB", what, limit, units.Format(b))
 	}
 }

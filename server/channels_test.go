@@ -12,8 +12,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
+	"linger/server/kernels"
 )
 
 // wsClient is a test client on one framing.
@@ -370,7 +370,7 @@ func TestChannelsKernelDied(t *testing.T) {
 	r := a.request("execute_request", map[string]any{"code": "1+1"})
 	a.send(t, r)
 	if got := a.until(t, r.Header.MsgID, "execute_reply"); !strings.Contains(string(got[len(got)-1].Content), `"error"`) ||
-		!strings.Contains(string(got[len(got)-1].Content), kernel.ErrDead.Error()) {
+		!strings.Contains(string(got[len(got)-1].Content), kernels.ErrDead.Error()) {
 		t.Fatalf("reply from a dead kernel: %s", got[len(got)-1].Content)
 	}
 	if code, body := ts.do(t, "GET", "/api/kernels/"+kid, ""); code != 200 || !strings.Contains(string(body), `"dead"`) {

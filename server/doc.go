@@ -2,7 +2,7 @@
 // kernel websocket in both of Jupyter's framings, token auth with the XSRF
 // and Origin checks Jupyter makes, Prometheus metrics, and profiling.
 //
-// Kernels are processes run by a notebooks/kernel.Manager; notebooks are
+// Kernels are processes run by a server/kernels.Manager; notebooks are
 // files in a notebooks/contents.Store. The server owns neither: it turns
 // HTTP into their calls and their errors into HTTP statuses, in one place
 // (classify, in the vocabulary of package httperr, which the timeline
@@ -61,7 +61,7 @@
 //
 // # Kernelspecs
 //
-// The kernelspecs are the Manager's (kernel.Spec): "linger" ("Linger
+// The kernelspecs are the Manager's (kernels.Spec): "linger" ("Linger
 // (Starlark)", the meta and cpu devices) is the default, and `linger
 // serve` adds "linger-cuda" ("Linger (CUDA)") when the linger-cuda binary
 // sits beside linger or on PATH and its probe answers; the GPU it found

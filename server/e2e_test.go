@@ -16,11 +16,11 @@ import (
 
 	"linger/internal/testbin"
 	"linger/notebooks/contents"
-	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
+	"linger/server/kernels"
 )
 
-// End-to-end tests: the real handler, a real kernel.Manager and real
+// End-to-end tests: the real handler, a real kernels.Manager and real
 // kernel processes (the linger binary, built once).
 
 // linger returns the linger binary, built once (see testbin); -short
@@ -43,12 +43,12 @@ func newE2EServer(t *testing.T) *testServer { return newE2EServerB(t) }
 
 func newE2EServerB(t testing.TB) *testServer {
 	t.Helper()
-	return newE2EServerSpecs(t, []kernel.Spec{kernel.LingerSpec(linger(t), "kernel")})
+	return newE2EServerSpecs(t, []kernels.Spec{kernels.LingerSpec(linger(t), "kernel")})
 }
 
 // newE2EServerSpecs is a server whose Manager starts these kernelspecs,
 // its Options changed by edit.
-func newE2EServerSpecs(t testing.TB, specs []kernel.Spec, edit ...func(*Options)) *testServer {
+func newE2EServerSpecs(t testing.TB, specs []kernels.Spec, edit ...func(*Options)) *testServer {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := contents.New(dir)
@@ -56,7 +56,7 @@ func newE2EServerSpecs(t testing.TB, specs []kernel.Spec, edit ...func(*Options)
 		t.Fatal(err)
 	}
 	traces := t.TempDir()
-	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: traces, Dir: dir})
+	mgr := kernels.NewManager(kernels.ManagerOptions{Specs: specs, TraceDir: traces, Dir: dir})
 	opts := Options{Dir: dir, Token: testToken, Manager: mgr, Contents: st, TraceDir: traces}
 	for _, e := range edit {
 		e(&opts)

@@ -10,8 +10,8 @@ import (
 	"syscall"
 
 	"linger/notebooks/contents"
-	"linger/notebooks/kernel"
 	"linger/server/httperr"
+	"linger/server/kernels"
 	"linger/timeline"
 	"linger/timeline/export"
 )
@@ -31,13 +31,13 @@ var sentinels = []struct {
 	err error
 	typ httperr.Type
 }{
-	{kernel.ErrNoKernel, httperr.NotFound},
+	{kernels.ErrNoKernel, httperr.NotFound},
 	// An unknown kernelspec in a start request is the client's mistake
 	// (GET /api/kernelspecs/{name} makes it a 404 itself).
-	{kernel.ErrNoSpec, httperr.BadRequest},
+	{kernels.ErrNoSpec, httperr.BadRequest},
 	// So is a working directory (env.KERNEL_WORKING_DIR) outside the
 	// notebook root or missing.
-	{kernel.ErrWorkingDir, httperr.BadRequest},
+	{kernels.ErrWorkingDir, httperr.BadRequest},
 	{errNoSession, httperr.NotFound},
 	// A dead kernel (its process exited; not shut down) is still listed,
 	// and a restart revives it, as in Jupyter Server, whose restart
@@ -46,7 +46,7 @@ var sentinels = []struct {
 	// state: 409, which a client resolves by restarting. Not 503: that
 	// says the server is briefly unable and invites a retry, which would
 	// fail the same way until someone restarts the kernel.
-	{kernel.ErrDead, httperr.Conflict},
+	{kernels.ErrDead, httperr.Conflict},
 	{contents.ErrBadPath, httperr.BadRequest},
 	// A name longer than the file system takes (a 5,000-character file
 	// name) is a bad path, not a failure of the server.

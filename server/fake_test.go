@@ -11,16 +11,16 @@ import (
 	"sync"
 	"time"
 
-	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
 	"linger/server/httperr"
+	"linger/server/kernels"
 	"linger/timeline"
 )
 
-// fakeKernels is an in-process stand-in for kernel.Manager: handler tests
+// fakeKernels is an in-process stand-in for kernels.Manager: handler tests
 // need kernels that answer at once, without processes.
 type fakeKernels struct {
-	specs []kernel.Spec // nil: the plain kernel alone
+	specs []kernels.Spec // nil: the plain kernel alone
 
 	mu sync.Mutex
 	ks map[string]*fakeKernel
@@ -29,20 +29,20 @@ type fakeKernels struct {
 
 func newFakeKernels() *fakeKernels { return &fakeKernels{ks: map[string]*fakeKernel{}} }
 
-func (f *fakeKernels) Specs() []kernel.Spec {
+func (f *fakeKernels) Specs() []kernels.Spec {
 	if f.specs == nil {
-		return []kernel.Spec{kernel.LingerSpec("linger", "kernel")}
+		return []kernels.Spec{kernels.LingerSpec("linger", "kernel")}
 	}
 	return f.specs
 }
 
-func (f *fakeKernels) Start(ctx context.Context, opts kernel.StartOptions) (kernelHandle, error) {
+func (f *fakeKernels) Start(ctx context.Context, opts kernels.StartOptions) (kernelHandle, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n++
 	name := opts.Name
 	if name == "" {
-		name = kernel.LingerSpecName
+		name = kernels.LingerSpecName
 	}
 	k := &fakeKernel{id: msg.NewID(), name: name, state: "idle", order: f.n,
 		subs: map[int]chan *msg.Message{}, done: make(chan struct{}), last: time.Now()}
@@ -87,7 +87,7 @@ func (f *fakeKernels) Shutdown(ctx context.Context, id string) error {
 	delete(f.ks, id)
 	f.mu.Unlock()
 	if !ok {
-		return kernel.ErrNoKernel
+		return kernels.ErrNoKernel
 	}
 	k.mu.Lock()
 	k.state = "dead"
@@ -133,11 +133,11 @@ func (k *fakeKernel) LastActivity() time.Time {
 func (k *fakeKernel) Recorder() *timeline.Recorder { return nil }
 func (k *fakeKernel) Done() <-chan struct{}        { return k.done }
 
-func (k *fakeKernel) Lingering(ctx context.Context) ([]kernel.Holder, error) {
+func (k *fakeKernel) Lingering(ctx context.Context) ([]kernels.Holder, error) {
 	if err := k.alive(); err != nil {
 		return nil, err
 	}
-	return []kernel.Holder{{Addr: 4096, Size: 1 << 20, Category: "kv_cache", Path: "global last_cache → KVCache#1 → layer[0].k"}}, nil
+	return []kernels.Holder{{Addr: 4096, Size: 1 << 20, Category: "kv_cache", Path: "global last_cache → KVCache#1 → layer[0].k"}}, nil
 }
 
 func (k *fakeKernel) Subscribe() (<-chan *msg.Message, func()) {
@@ -187,7 +187,7 @@ func (k *fakeKernel) status(parent *msg.Message, state string) {
 // alive fails as the Manager's kernel does once its process has died.
 func (k *fakeKernel) alive() error {
 	if k.ExecutionState() == "dead" {
-		return fmt.Errorf("kernel %s: %w", k.id, kernel.ErrDead)
+		return fmt.Errorf("kernel %s: %w", k.id, kernels.ErrDead)
 	}
 	return nil
 }

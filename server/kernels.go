@@ -9,25 +9,25 @@ import (
 	"strings"
 	"time"
 
-	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
 	"linger/server/httperr"
+	"linger/server/kernels"
 	"linger/timeline"
 	"linger/timeline/traces"
 )
 
-// kernels is what the handlers need of a kernel.Manager; an interface so
+// kernelManager is what the handlers need of a kernels.Manager; an interface so
 // that handler tests can run on an in-process fake.
-type kernels interface {
+type kernelManager interface {
 	// Specs are the kernelspecs Start knows, the default first.
-	Specs() []kernel.Spec
-	Start(ctx context.Context, opts kernel.StartOptions) (kernelHandle, error)
+	Specs() []kernels.Spec
+	Start(ctx context.Context, opts kernels.StartOptions) (kernelHandle, error)
 	Get(id string) (kernelHandle, bool)
 	List() []kernelHandle
 	Shutdown(ctx context.Context, id string) error
 }
 
-// kernelHandle is what the handlers need of a *kernel.Kernel.
+// kernelHandle is what the handlers need of a *kernels.Kernel.
 type kernelHandle interface {
 	ID() string
 	Name() string
@@ -38,16 +38,16 @@ type kernelHandle interface {
 	Interrupt() error
 	Restart(ctx context.Context) error
 	Recorder() *timeline.Recorder
-	Lingering(ctx context.Context) ([]kernel.Holder, error)
+	Lingering(ctx context.Context) ([]kernels.Holder, error)
 	Done() <-chan struct{}
 }
 
-// managerKernels adapts a *kernel.Manager to kernels.
-type managerKernels struct{ m *kernel.Manager }
+// managerKernels adapts a *kernels.Manager to kernelManager.
+type managerKernels struct{ m *kernels.Manager }
 
-func (a managerKernels) Specs() []kernel.Spec { return a.m.Specs() }
+func (a managerKernels) Specs() []kernels.Spec { return a.m.Specs() }
 
-func (a managerKernels) Start(ctx context.Context, opts kernel.StartOptions) (kernelHandle, error) {
+func (a managerKernels) Start(ctx context.Context, opts kernels.StartOptions) (kernelHandle, error) {
 	k, err := a.m.Start(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ type kernelModel struct {
 }
 
 // tracer is what a kernel that records traces adds to kernelHandle
-// (*kernel.Kernel does; the handler tests' fake need not).
+// (*kernels.Kernel does; the handler tests' fake need not).
 type tracer interface{ Traces() []string }
 
 func (s *Server) kernelModel(k kernelHandle) kernelModel {
@@ -124,7 +124,7 @@ func (s *Server) liveTraces() map[string]bool {
 func (s *Server) kernel(id string) (kernelHandle, error) {
 	k, ok := s.kernels.Get(id)
 	if !ok {
-		return nil, notFound("kernel %s: %w", id, kernel.ErrNoKernel)
+		return nil, notFound("kernel %s: %w", id, kernels.ErrNoKernel)
 	}
 	return k, nil
 }
@@ -134,7 +134,7 @@ func (s *Server) kernel(id string) (kernelHandle, error) {
 // cells are; kernel_info's language_info says python for highlighting
 // (codemirror_mode and mimetype), since Starlark is Python's syntax and
 // editors know no "starlark" mode.
-func specModel(sp kernel.Spec) map[string]any {
+func specModel(sp kernels.Spec) map[string]any {
 	argv, md := sp.Argv, sp.Metadata
 	if argv == nil {
 		argv = []string{}
@@ -157,7 +157,7 @@ func specModel(sp kernel.Spec) map[string]any {
 }
 
 // spec returns the kernelspec of that name; "" is the default.
-func (s *Server) spec(name string) (kernel.Spec, error) {
+func (s *Server) spec(name string) (kernels.Spec, error) {
 	specs := s.kernels.Specs()
 	names := make([]string, len(specs))
 	for i, sp := range specs {
@@ -166,7 +166,7 @@ func (s *Server) spec(name string) (kernel.Spec, error) {
 		}
 		names[i] = strconv.Quote(sp.Name)
 	}
-	return kernel.Spec{}, fmt.Errorf("%w %q (Linger has %s)", kernel.ErrNoSpec, name, strings.Join(names, ", "))
+	return kernels.Spec{}, fmt.Errorf("%w %q (Linger has %s)", kernels.ErrNoSpec, name, strings.Join(names, ", "))
 }
 
 func (s *Server) handleKernelspecs(w http.ResponseWriter, r *http.Request) {
@@ -200,7 +200,7 @@ func (s *Server) handleKernelList(w http.ResponseWriter, r *http.Request) {
 }
 
 // startKernel starts a kernel of the named spec for the notebook at path,
-// in the working directory dir (kernel.StartOptions.Dir; "" the root).
+// in the working directory dir (kernels.StartOptions.Dir; "" the root).
 func (s *Server) startKernel(r *http.Request, name, path, dir string) (kernelHandle, error) {
 	sp, err := s.spec(name)
 	if err != nil {
@@ -208,7 +208,7 @@ func (s *Server) startKernel(r *http.Request, name, path, dir string) (kernelHan
 	}
 	ctx, cancel := ctxTimeout(r)
 	defer cancel()
-	return s.kernels.Start(ctx, kernel.StartOptions{Name: sp.Name, Path: path, Dir: dir})
+	return s.kernels.Start(ctx, kernels.StartOptions{Name: sp.Name, Path: path, Dir: dir})
 }
 
 // workingDirEnv is the variable of a start request's env that names the
@@ -317,10 +317,10 @@ func (s *Server) handleKernelRestart(w http.ResponseWriter, r *http.Request) {
 
 // lingeringHolders is the lingering route's answer: who holds each
 // lingering object, and the same holders once per cause
-// (kernel.GroupHolders), as linger run says them.
+// (kernels.GroupHolders), as linger run says them.
 type lingeringHolders struct {
-	Holders []kernel.Holder      `json:"holders"`
-	Groups  []kernel.HolderGroup `json:"groups"`
+	Holders []kernels.Holder      `json:"holders"`
+	Groups  []kernels.HolderGroup `json:"groups"`
 }
 
 // handleLingering answers who holds each lingering object in the live
@@ -338,12 +338,12 @@ func (s *Server) handleLingering(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := lingeringHolders{Holders: hs, Groups: kernel.GroupHolders(hs)}
+	out := lingeringHolders{Holders: hs, Groups: kernels.GroupHolders(hs)}
 	if out.Holders == nil {
-		out.Holders = []kernel.Holder{}
+		out.Holders = []kernels.Holder{}
 	}
 	if out.Groups == nil {
-		out.Groups = []kernel.HolderGroup{}
+		out.Groups = []kernels.HolderGroup{}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

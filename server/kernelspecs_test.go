@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"linger/notebooks/kernel"
+	"linger/server/kernels"
 )
 
 // testGPU is what the fake linger-cuda's probe says.
-var testGPU = kernel.GPU{Device: "NVIDIA H200", TotalBytes: 150000000000, FreeBytes: 149000000000, DriverVersion: 13000, ComputeCapability: "9.0"}
+var testGPU = kernels.GPU{Device: "NVIDIA H200", TotalBytes: 150000000000, FreeBytes: 149000000000, DriverVersion: 13000, ComputeCapability: "9.0"}
 
 // kernelspecsBody is GET /api/kernelspecs as @jupyterlab/services reads it.
 type kernelspecsBody struct {
@@ -32,7 +32,7 @@ type kernelspecsBody struct {
 
 func TestKernelspecsList(t *testing.T) {
 	ts := newTestServer(t, nil)
-	ts.ks.specs = []kernel.Spec{kernel.LingerSpec("linger", "kernel"), kernel.CUDASpec("/opt/linger-cuda", testGPU)}
+	ts.ks.specs = []kernels.Spec{kernels.LingerSpec("linger", "kernel"), kernels.CUDASpec("/opt/linger-cuda", testGPU)}
 	code, b := ts.do(t, "GET", "/api/kernelspecs", "")
 	if code != 200 {
 		t.Fatalf("GET /api/kernelspecs: %d %s", code, b)
@@ -96,14 +96,14 @@ func TestNotebookPageKernelPicker(t *testing.T) {
 		return o + `>` + display + `</option>`
 	}
 	for _, tt := range []struct {
-		specs []kernel.Spec
+		specs []kernels.Spec
 		path  string
 		want  []string
 	}{
 		{nil, "gpu.ipynb", []string{`<select id="kernel-picker" data-testid="kernel-picker" disabled`, option("linger", "Linger (Starlark)", true)}},
-		{[]kernel.Spec{kernel.LingerSpec("linger", "kernel"), kernel.CUDASpec("/opt/linger-cuda", testGPU)}, "gpu.ipynb",
+		{[]kernels.Spec{kernels.LingerSpec("linger", "kernel"), kernels.CUDASpec("/opt/linger-cuda", testGPU)}, "gpu.ipynb",
 			[]string{option("linger", "Linger (Starlark)", false), option("linger-cuda", "Linger (CUDA)", true)}},
-		{[]kernel.Spec{kernel.LingerSpec("linger", "kernel"), kernel.CUDASpec("/opt/linger-cuda", testGPU)}, "py.ipynb",
+		{[]kernels.Spec{kernels.LingerSpec("linger", "kernel"), kernels.CUDASpec("/opt/linger-cuda", testGPU)}, "py.ipynb",
 			[]string{option("linger", "Linger (Starlark)", true), option("linger-cuda", "Linger (CUDA)", false)}},
 	} {
 		ts := newTestServer(t, nil)
@@ -128,7 +128,7 @@ func fakeCUDA(t *testing.T, bin, probe string) (exe string) {
 	t.Helper()
 	dir := t.TempDir()
 	script := "#!/bin/sh\ncase \"$1\" in\nprobe) " + probe + " ;;\nkernel) exec '" + bin + "' kernel ;;\n*) echo \"usage: linger-cuda probe|kernel\" >&2; exit 2 ;;\nesac\n"
-	if err := os.WriteFile(filepath.Join(dir, kernel.CUDABinary), []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, kernels.CUDABinary), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return filepath.Join(dir, "linger")
@@ -142,14 +142,14 @@ const probeJSON = `echo '{"device":"NVIDIA H200","total_bytes":150000000000,"fre
 func TestE2ECUDAKernelspec(t *testing.T) {
 	bin := linger(t)
 	exe := fakeCUDA(t, bin, probeJSON)
-	spec, gpu, err := kernel.DiscoverCUDA(t.Context(), exe, 10*time.Second)
+	spec, gpu, err := kernels.DiscoverCUDA(t.Context(), exe, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if gpu != testGPU {
 		t.Fatalf("probe: %+v", gpu)
 	}
-	ts := newE2EServerSpecs(t, []kernel.Spec{kernel.LingerSpec(bin, "kernel"), spec})
+	ts := newE2EServerSpecs(t, []kernels.Spec{kernels.LingerSpec(bin, "kernel"), spec})
 	code, b := ts.do(t, "GET", "/api/kernelspecs", "")
 	var got kernelspecsBody
 	if err := json.Unmarshal(b, &got); code != 200 || err != nil {
@@ -190,7 +190,7 @@ func TestE2ECUDAKernelspec(t *testing.T) {
 func TestE2ECUDAKernelFails(t *testing.T) {
 	bin := linger(t)
 	exe := fakeCUDA(t, bin, probeJSON)
-	spec, _, err := kernel.DiscoverCUDA(t.Context(), exe, 10*time.Second)
+	spec, _, err := kernels.DiscoverCUDA(t.Context(), exe, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestE2ECUDAKernelFails(t *testing.T) {
 	if err := os.WriteFile(spec.Argv[0], []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ts := newE2EServerSpecs(t, []kernel.Spec{kernel.LingerSpec(bin, "kernel"), spec})
+	ts := newE2EServerSpecs(t, []kernels.Spec{kernels.LingerSpec(bin, "kernel"), spec})
 	code, b := ts.do(t, "POST", "/api/sessions", `{"path":"gpu.ipynb","type":"notebook","kernel":{"name":"linger-cuda"}}`)
 	if code != http.StatusInternalServerError || !strings.Contains(string(b), `exited before it was ready (exit status 1): linger-cuda: cuInit: CUDA_ERROR_NO_DEVICE`) {
 		t.Fatalf("a linger-cuda kernel that fails: %d %s", code, b)

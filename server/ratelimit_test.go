@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
+	"linger/server/kernels"
 )
 
 func TestRateLimit(t *testing.T) {
@@ -86,7 +86,7 @@ func TestE2EPrintFlood(t *testing.T) {
 		{"default limits", func(*Options) {}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ts := newE2EServerSpecs(t, []kernel.Spec{kernel.LingerSpec(linger(t), "kernel")}, tc.limits)
+			ts := newE2EServerSpecs(t, []kernels.Spec{kernels.LingerSpec(linger(t), "kernel")}, tc.limits)
 			kid := ts.startKernel(t)
 			c := dialKernel(t, ts, kid, true, "flood")
 			start := time.Now()

@@ -14,7 +14,7 @@ import (
 )
 
 // endedKernels serves kernels whose Recorders the test drives and keeps
-// after their traces end, as kernel.Manager keeps a dead kernel (and its
+// after their traces end, as kernels.Manager keeps a dead kernel (and its
 // last Recorder) until it is shut down.
 type endedKernels struct {
 	*fakeKernels

@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"linger/notebooks/contents"
-	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
 	"linger/server/httperr"
 	"linger/server/hub"
+	"linger/server/kernels"
 	"linger/server/live"
 	"linger/timeline/traces"
 	"linger/web"
@@ -44,7 +44,7 @@ type Options struct {
 	// empty (serve generates one).
 	Token string
 	// Manager runs the kernels. Required.
-	Manager *kernel.Manager
+	Manager *kernels.Manager
 	// Contents stores the notebooks. Required.
 	Contents *contents.Store
 	// Registerer receives the server's metrics; nil means a fresh registry
@@ -101,7 +101,7 @@ type Server struct {
 	patterns []string // the routes' patterns, as routes registered them (doc_test.go)
 	log      *slog.Logger
 	errw     httperr.Writer // every route's errors, through writeError
-	kernels  kernels
+	kernels  kernelManager
 	contents contentStore
 	metrics  *metrics
 	gatherer prometheus.Gatherer
@@ -131,7 +131,7 @@ func New(opts Options) (*Server, error) {
 
 // newServer is New with the kernels and contents behind the interfaces
 // the handlers use, so tests can run the handlers on fakes.
-func newServer(opts Options, ks kernels, cs contentStore) (*Server, error) {
+func newServer(opts Options, ks kernelManager, cs contentStore) (*Server, error) {
 	if opts.Token == "" && opts.Hub == nil {
 		return nil, errors.New("server: empty token")
 	}

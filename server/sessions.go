@@ -6,8 +6,8 @@ import (
 	"sort"
 	"sync"
 
-	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
+	"linger/server/kernels"
 )
 
 // errNoSession is returned for a session id the server does not know.
@@ -269,7 +269,7 @@ func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) {
 	if !shared {
 		ctx, cancel := ctxTimeout(r)
 		defer cancel()
-		if err := s.shutdownKernel(ctx, se.KernelID); err != nil && !errors.Is(err, kernel.ErrNoKernel) {
+		if err := s.shutdownKernel(ctx, se.KernelID); err != nil && !errors.Is(err, kernels.ErrNoKernel) {
 			s.writeError(w, r, err)
 			return
 		}

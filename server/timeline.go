@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"linger/notebooks/kernel"
 	"linger/server/httperr"
+	"linger/server/kernels"
 	"linger/server/live"
 	"linger/timeline"
 	"linger/timeline/analyze"
@@ -330,11 +330,11 @@ func (s *Server) handleTraceLingering(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := lingeringHolders{Holders: []kernel.Holder{}, Groups: []kernel.HolderGroup{}}
-	if hs := kernel.RecordedHolders(rep); hs != nil {
+	out := lingeringHolders{Holders: []kernels.Holder{}, Groups: []kernels.HolderGroup{}}
+	if hs := kernels.RecordedHolders(rep); hs != nil {
 		out.Holders = hs
 	}
-	if g := kernel.GroupHolders(out.Holders); g != nil {
+	if g := kernels.GroupHolders(out.Holders); g != nil {
 		out.Groups = g
 	}
 	writeJSON(w, http.StatusOK, out)

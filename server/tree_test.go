@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"linger/notebooks/contents"
-	"linger/notebooks/kernel"
+	"linger/server/kernels"
 )
 
 // TestTreeListsTraces: the root page lists the saved traces (and nothing
@@ -60,7 +60,7 @@ func TestTreeOrder(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	// The real store; no kernel is started.
-	mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{"false"}, TraceDir: t.TempDir(), Dir: dir})
+	mgr := kernels.NewManager(kernels.ManagerOptions{Command: []string{"false"}, TraceDir: t.TempDir(), Dir: dir})
 	s, err := New(Options{Dir: dir, Token: testToken, Manager: mgr, Contents: st})
 	if err != nil {
 		t.Fatal(err)

@@ -36,10 +36,10 @@ import (
 	"os"
 	"os/signal"
 
+	"linger/cmd/internal/cli"
 	"linger/engine/device"
 	"linger/engine/device/cuda"
-	"linger/internal/cli"
-	"linger/notebooks/kernel/proc"
+	"linger/kernel"
 )
 
 var commands = map[string]cli.Command{
@@ -70,8 +70,8 @@ func openCUDA() (device.Device, error) {
 
 // kernelDevices are the kernel's: meta (still the default, for engine()
 // without a device), cpu, and cuda, opened when a cell first names it.
-func kernelDevices() []proc.Device {
-	return append(append([]proc.Device(nil), proc.DefaultDevices...), proc.Device{Name: "cuda", New: func(capacity uint64) (device.Device, error) {
+func kernelDevices() []kernel.Device {
+	return append(append([]kernel.Device(nil), kernel.DefaultDevices...), kernel.Device{Name: "cuda", New: func(capacity uint64) (device.Device, error) {
 		if capacity != 0 {
 			return nil, errors.New("capacity= does not apply to cuda, whose capacity is the card's; use memory_limit=")
 		}
@@ -111,7 +111,7 @@ func runKernel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	return proc.Serve(ctx, os.Stdin, stdout, proc.Options{Devices: kernelDevices()})
+	return kernel.Serve(ctx, os.Stdin, stdout, kernel.Options{Devices: kernelDevices()})
 }
 
 // runProbe prints the GPU as one JSON line, or fails naming why there is

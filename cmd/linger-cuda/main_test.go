@@ -22,10 +22,10 @@ import (
 	"testing"
 	"time"
 
-	"linger/internal/cli"
+	"linger/cmd/internal/cli"
 	"linger/internal/testbin"
-	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
+	"linger/server/kernels"
 	"linger/timeline"
 	"linger/timeline/event"
 )
@@ -225,7 +225,7 @@ func TestOOMAtCapacity(t *testing.T) {
 }
 
 // cell runs code in k and returns its stream output and error, if any.
-func cell(t *testing.T, k *kernel.Kernel, msgs <-chan *msg.Message, code string) (stdout, evalue string) {
+func cell(t *testing.T, k *kernels.Kernel, msgs <-chan *msg.Message, code string) (stdout, evalue string) {
 	t.Helper()
 	req := msg.New(msg.Shell, "execute_request", "linger-cuda-test", map[string]any{
 		"code": code, "silent": false, "store_history": true, "user_expressions": map[string]any{},
@@ -290,10 +290,10 @@ r = e.generate(prompt_tokens=300, chunk_size=64, max_new_tokens=4)`, "", "linger
 		t.Run(c.name, func(t *testing.T) {
 			// env is the device index, then any other variables.
 			fields := strings.Fields(c.env)
-			mgr := kernel.NewManager(kernel.ManagerOptions{Command: []string{bin, "kernel"}, TraceDir: t.TempDir(), Dir: t.TempDir(),
+			mgr := kernels.NewManager(kernels.ManagerOptions{Command: []string{bin, "kernel"}, TraceDir: t.TempDir(), Dir: t.TempDir(),
 				Env: append([]string{"LINGER_CUDA_DEVICE=" + fields[0]}, fields[1:]...)})
 			defer mgr.Close()
-			k, err := mgr.Start(context.Background(), kernel.StartOptions{Path: "cuda.ipynb"})
+			k, err := mgr.Start(context.Background(), kernels.StartOptions{Path: "cuda.ipynb"})
 			if err != nil {
 				t.Fatal(err)
 			}

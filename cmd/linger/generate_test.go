@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"linger/internal/cli"
+	"linger/cmd/internal/cli"
 	"linger/internal/units"
 	"linger/timeline"
 	"linger/timeline/event"

@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"linger/notebooks/kernel/proc"
+	"linger/kernel"
 )
 
 // runKernel is a kernel process, started by the server: it speaks the
@@ -20,5 +20,5 @@ func runKernel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return proc.Serve(ctx, os.Stdin, stdout, proc.Options{Devices: proc.DefaultDevices})
+	return kernel.Serve(ctx, os.Stdin, stdout, kernel.Options{Devices: kernel.DefaultDevices})
 }

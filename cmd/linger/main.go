@@ -34,7 +34,7 @@ import (
 	"os/signal"
 	"strings"
 
-	"linger/internal/cli"
+	"linger/cmd/internal/cli"
 	"linger/server/hub"
 )
 

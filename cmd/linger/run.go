@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"linger/internal/units"
-	"linger/notebooks/kernel"
 	"linger/notebooks/msg"
 	"linger/notebooks/nbformat"
+	"linger/server/kernels"
 	"linger/timeline"
 	"linger/timeline/analyze"
 )
@@ -108,7 +108,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&f.report, "report", "", "write the analyzer's report, the gates judged on it and the end-of-run holders to `FILE` as JSON")
 	parseGates := gateFlags(fs)
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up on the whole run after `D`")
-	fs.StringVar(&f.kernel, "kernel", kernel.LingerSpecName, "the kernel to run it in: `NAME` linger, or linger-cuda (beside linger or on PATH, its probe answering)")
+	fs.StringVar(&f.kernel, "kernel", kernels.LingerSpecName, "the kernel to run it in: `NAME` linger, or linger-cuda (beside linger or on PATH, its probe answering)")
 	fs.Func("param", "override a parameter: `NAME=VALUE` (repeatable), e.g. DEVICE=cuda; VALUE is a Starlark literal, else a string.\nA cell after the one tagged \"parameters\" assigns it, as papermill injects one", func(s string) error {
 		p, err := parseParam(s)
 		if err == nil {
@@ -165,24 +165,24 @@ Flags:`
 // path: this binary as "linger kernel", or linger-cuda once its probe
 // answered; in the notebook's directory, its trace under traceDir. The
 // caller closes the manager.
-func startRunKernel(ctx context.Context, path, name, traceDir string) (*kernel.Manager, *kernel.Kernel, error) {
+func startRunKernel(ctx context.Context, path, name, traceDir string) (*kernels.Manager, *kernels.Kernel, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, fmt.Errorf("find the linger binary: %w", err)
 	}
-	spec := kernel.LingerSpec(exe, "kernel")
+	spec := kernels.LingerSpec(exe, "kernel")
 	switch name {
-	case kernel.LingerSpecName:
-	case kernel.CUDASpecName:
-		if spec, _, err = kernel.DiscoverCUDA(ctx, exe, kernel.ProbeTimeout); err != nil {
+	case kernels.LingerSpecName:
+	case kernels.CUDASpecName:
+		if spec, _, err = kernels.DiscoverCUDA(ctx, exe, kernels.ProbeTimeout); err != nil {
 			return nil, nil, fmt.Errorf("no CUDA kernel: %w", err)
 		}
 	default:
-		return nil, nil, fmt.Errorf("%w: --kernel %q: want %s or %s", errUsage, name, kernel.LingerSpecName, kernel.CUDASpecName)
+		return nil, nil, fmt.Errorf("%w: --kernel %q: want %s or %s", errUsage, name, kernels.LingerSpecName, kernels.CUDASpecName)
 	}
 	dir, _ := filepath.Abs(filepath.Dir(path))
-	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: []kernel.Spec{spec}, TraceDir: traceDir, Dir: dir})
-	k, err := mgr.Start(ctx, kernel.StartOptions{Path: path})
+	mgr := kernels.NewManager(kernels.ManagerOptions{Specs: []kernels.Spec{spec}, TraceDir: traceDir, Dir: dir})
+	k, err := mgr.Start(ctx, kernels.StartOptions{Path: path})
 	if err != nil {
 		mgr.Close()
 		return nil, nil, err
@@ -193,7 +193,7 @@ func startRunKernel(ctx context.Context, path, name, traceDir string) (*kernel.M
 // recordKernelSpec names in the executed notebook's metadata the kernel
 // that ran it, as papermill does with -k: a notebook run with --kernel
 // linger-cuda says so when opened again.
-func recordKernelSpec(nb *nbformat.Notebook, mgr *kernel.Manager, k *kernel.Kernel) error {
+func recordKernelSpec(nb *nbformat.Notebook, mgr *kernels.Manager, k *kernels.Kernel) error {
 	spec, ok := mgr.Spec(k.Name())
 	if !ok {
 		return nil
@@ -204,7 +204,7 @@ func recordKernelSpec(nb *nbformat.Notebook, mgr *kernel.Manager, k *kernel.Kern
 // executeCells runs the notebook's code cells in order, printing a line
 // per cell, and stops at the first that fails: the error then wraps
 // errCell.
-func executeCells(ctx context.Context, k *kernel.Kernel, nb *nbformat.Notebook, stdout io.Writer) error {
+func executeCells(ctx context.Context, k *kernels.Kernel, nb *nbformat.Notebook, stdout io.Writer) error {
 	msgs, unsub := k.Subscribe()
 	defer unsub()
 	code := 0
@@ -274,22 +274,22 @@ func writeRunFiles(f *runFlags, trace string, r *runReport, herr error) error {
 // when the last cell ended (HoldersError says why they are unknown, when
 // they are). HolderGroups are the same holders once per cause.
 type runReport struct {
-	Report       *analyze.Report      `json:"report"`
-	Gates        []gateResult         `json:"gates"`
-	Holders      []kernel.Holder      `json:"holders"`
-	HolderGroups []kernel.HolderGroup `json:"holder_groups"`
-	HoldersError string               `json:"holders_error,omitempty"`
+	Report       *analyze.Report       `json:"report"`
+	Gates        []gateResult          `json:"gates"`
+	Holders      []kernels.Holder      `json:"holders"`
+	HolderGroups []kernels.HolderGroup `json:"holder_groups"`
+	HoldersError string                `json:"holders_error,omitempty"`
 }
 
 // writeRunReport writes r to path, with r's holder groups and the holders
 // error herr.
 func writeRunReport(path string, r *runReport, herr error) error {
-	r.HolderGroups = kernel.GroupHolders(r.Holders)
+	r.HolderGroups = kernels.GroupHolders(r.Holders)
 	if r.Holders == nil {
-		r.Holders = []kernel.Holder{}
+		r.Holders = []kernels.Holder{}
 	}
 	if r.HolderGroups == nil {
-		r.HolderGroups = []kernel.HolderGroup{}
+		r.HolderGroups = []kernels.HolderGroup{}
 	}
 	if herr != nil {
 		r.HoldersError = herr.Error()
@@ -303,9 +303,9 @@ func writeRunReport(path string, r *runReport, herr error) error {
 
 // printLingering writes the run's lingering summary: bytes by category and
 // by site (cell and line first), and who held the objects alive at the
-// end, once per cause (kernel.GroupHolders). Bytes are those the code
+// end, once per cause (kernels.GroupHolders). Bytes are those the code
 // asked for, the allocator's blocks beside them when they differ.
-func printLingering(w io.Writer, rep *analyze.Report, holders []kernel.Holder, herr error) {
+func printLingering(w io.Writer, rep *analyze.Report, holders []kernels.Holder, herr error) {
 	l := rep.Lingering
 	fmt.Fprintf(w, "lingering: %d objects, %s; %s still alive at the end\n", l.Count,
 		units.FormatBlocks(l.Requested, l.Bytes), units.FormatBlocks(l.LeakedRequested, l.LeakedBytes))
@@ -341,8 +341,8 @@ func printLingering(w io.Writer, rep *analyze.Report, holders []kernel.Holder, h
 
 // printHolderGroups writes who held the objects, once per cause, the ten
 // largest causes.
-func printHolderGroups(w io.Writer, holders []kernel.Holder) {
-	groups := kernel.GroupHolders(holders)
+func printHolderGroups(w io.Writer, holders []kernels.Holder) {
+	groups := kernels.GroupHolders(holders)
 	for i, g := range groups {
 		if i == 10 {
 			fmt.Fprintf(w, "  ... held by %d more\n", len(groups)-i)
@@ -371,7 +371,7 @@ func (c *cellFailure) Error() string { return c.ename + ": " + c.evalue }
 // executeCell runs one code cell, the notebook's position-th (1-based,
 // the trace names the cell by it), and stores its outputs and execution
 // count in c.
-func executeCell(ctx context.Context, k *kernel.Kernel, msgs <-chan *msg.Message, c *nbformat.Cell, position int) error {
+func executeCell(ctx context.Context, k *kernels.Kernel, msgs <-chan *msg.Message, c *nbformat.Cell, position int) error {
 	req := msg.New(msg.Shell, "execute_request", "linger-run", map[string]any{
 		"code": c.Source, "silent": false, "store_history": true, "user_expressions": map[string]any{},
 		"allow_stdin": false, "stop_on_error": true})
@@ -396,7 +396,7 @@ func executeCell(ctx context.Context, k *kernel.Kernel, msgs <-chan *msg.Message
 
 // nextReply returns the kernel's next message in reply to the request
 // parent, interrupting the kernel when ctx ends.
-func nextReply(ctx context.Context, k *kernel.Kernel, msgs <-chan *msg.Message, parent string) (*msg.Message, error) {
+func nextReply(ctx context.Context, k *kernels.Kernel, msgs <-chan *msg.Message, parent string) (*msg.Message, error) {
 	for {
 		var m *msg.Message
 		select {
@@ -521,13 +521,13 @@ func cellSite(site string) string {
 // it shut down) those the trace recorded for objects that lingered only
 // when the session's teardown began: a scheduler's requests left running,
 // which no query before the shutdown could name.
-func withTraceHolders(asked []kernel.Holder, rep *analyze.Report) []kernel.Holder {
+func withTraceHolders(asked []kernels.Holder, rep *analyze.Report) []kernels.Holder {
 	known := map[uint64]bool{}
 	for _, h := range asked {
 		known[h.Addr] = true
 	}
 	out := asked
-	for _, h := range kernel.RecordedHolders(rep) {
+	for _, h := range kernels.RecordedHolders(rep) {
 		if !known[h.Addr] {
 			out = append(out, h)
 		}

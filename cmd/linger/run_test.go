@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"linger/internal/units"
-	"linger/notebooks/kernel"
 	"linger/notebooks/nbformat"
+	"linger/server/kernels"
 	"linger/timeline"
 	"linger/timeline/analyze"
 )
@@ -120,9 +120,9 @@ func checkRunReport(t *testing.T, path string, leaky bool) {
 		t.Fatalf("report: %v", err)
 	}
 	var r struct {
-		Report  *analyze.Report `json:"report"`
-		Gates   []gateResult    `json:"gates"`
-		Holders []kernel.Holder `json:"holders"`
+		Report  *analyze.Report  `json:"report"`
+		Gates   []gateResult     `json:"gates"`
+		Holders []kernels.Holder `json:"holders"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("report: %v", err)

@@ -22,11 +22,11 @@ import (
 
 	"linger/engine/device"
 	"linger/internal/units"
+	"linger/kernel"
 	"linger/notebooks/contents"
-	"linger/notebooks/kernel"
-	"linger/notebooks/kernel/proc"
 	"linger/server"
 	"linger/server/hub"
+	"linger/server/kernels"
 )
 
 // minKernelMemory is the smallest --kernel-memory: a kernel's runtime,
@@ -61,7 +61,7 @@ type kernelFlags struct {
 
 func (k *kernelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&k.traceDir, "trace-dir", "", "where kernel traces go (default: DIR/.linger/traces)")
-	fs.IntVar(&k.maxOutput, "max-output", proc.DefaultMaxOutput, "largest result or display of a cell, in bytes; a larger one is replaced by a notice (print output is streamed whatever its size)")
+	fs.IntVar(&k.maxOutput, "max-output", kernel.DefaultMaxOutput, "largest result or display of a cell, in bytes; a larger one is replaced by a notice (print output is streamed whatever its size)")
 	fs.Float64Var(&k.msgRate, "iopub-msg-rate-limit", server.DefaultIOPubMsgRateLimit, "iopub messages per second one client may receive before its output is dropped with a notice (0: no limit)")
 	fs.Float64Var(&k.dataRate, "iopub-data-rate-limit", server.DefaultIOPubDataRateLimit, "stream output bytes per second one client may receive before its output is dropped with a notice (0: no limit)")
 	fs.DurationVar(&k.rateWindow, "rate-limit-window", server.DefaultRateLimitWindow, "the window the iopub rates are averaged over")
@@ -181,12 +181,12 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		log.Warn("remove temporary files of interrupted saves", "err", err)
 	}
 	if c.kernelMemory == 0 {
-		c.kernelMemory = proc.DefaultMemory(device.HostLimit())
+		c.kernelMemory = kernel.DefaultMemory(device.HostLimit())
 	}
 	log.Info("kernel memory budget", "each", units.Format(c.kernelMemory), "host", units.Format(device.HostLimit()))
-	specs := kernelSpecs(ctx, exe, kernel.ProbeTimeout, log)
-	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, TraceDir: c.traceDir, Dir: root, Memory: c.kernelMemory,
-		Env: []string{fmt.Sprintf("%s=%d", proc.MaxOutputEnv, c.maxOutput)}})
+	specs := kernelSpecs(ctx, exe, kernels.ProbeTimeout, log)
+	mgr := kernels.NewManager(kernels.ManagerOptions{Specs: specs, TraceDir: c.traceDir, Dir: root, Memory: c.kernelMemory,
+		Env: []string{fmt.Sprintf("%s=%d", kernel.MaxOutputEnv, c.maxOutput)}})
 	defer mgr.Close()
 
 	reg := prometheus.NewRegistry()
@@ -264,16 +264,16 @@ func noLimit(rate float64) float64 {
 // and the CUDA kernel when linger-cuda sits beside exe or on PATH and its
 // probe answers within timeout. It logs one line saying which GPU the
 // CUDA kernel has, or why there is none.
-func kernelSpecs(ctx context.Context, exe string, timeout time.Duration, log *slog.Logger) []kernel.Spec {
-	specs := []kernel.Spec{kernel.LingerSpec(exe, "kernel")}
-	cuda, gpu, err := kernel.DiscoverCUDA(ctx, exe, timeout)
+func kernelSpecs(ctx context.Context, exe string, timeout time.Duration, log *slog.Logger) []kernels.Spec {
+	specs := []kernels.Spec{kernels.LingerSpec(exe, "kernel")}
+	cuda, gpu, err := kernels.DiscoverCUDA(ctx, exe, timeout)
 	switch {
-	case errors.Is(err, kernel.ErrNoCUDABinary):
-		log.Info("no CUDA kernel: kernelspec "+kernel.CUDASpecName+" not offered", "reason", err.Error())
+	case errors.Is(err, kernels.ErrNoCUDABinary):
+		log.Info("no CUDA kernel: kernelspec "+kernels.CUDASpecName+" not offered", "reason", err.Error())
 	case err != nil:
-		log.Warn("no CUDA kernel: kernelspec "+kernel.CUDASpecName+" not offered", "reason", err.Error())
+		log.Warn("no CUDA kernel: kernelspec "+kernels.CUDASpecName+" not offered", "reason", err.Error())
 	default:
-		log.Info("CUDA kernel: kernelspec "+kernel.CUDASpecName, "binary", cuda.Argv[0], "gpu", gpu.String())
+		log.Info("CUDA kernel: kernelspec "+kernels.CUDASpecName, "binary", cuda.Argv[0], "gpu", gpu.String())
 		specs = append(specs, cuda)
 	}
 	return specs
@@ -356,7 +356,7 @@ func newHTTPServer(h http.Handler, log *slog.Logger, t httpTimeouts) *http.Serve
 // serveUntilDone serves hs on ln until it fails or ctx is done, then
 // closes the kernels and shuts hs down, waiting up to 5s for requests in
 // flight.
-func serveUntilDone(ctx context.Context, hs *http.Server, ln net.Listener, mgr *kernel.Manager, log *slog.Logger, extra ...*http.Server) error {
+func serveUntilDone(ctx context.Context, hs *http.Server, ln net.Listener, mgr *kernels.Manager, log *slog.Logger, extra ...*http.Server) error {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

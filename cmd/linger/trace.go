@@ -10,9 +10,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"linger/internal/cli"
+	"linger/cmd/internal/cli"
 	"linger/internal/units"
-	"linger/notebooks/kernel"
+	"linger/server/kernels"
 	"linger/timeline"
 	"linger/timeline/analyze"
 	"linger/timeline/export"
@@ -115,7 +115,7 @@ func runTraceAnalyze(_ context.Context, args []string, stdout, stderr io.Writer)
 	}
 	// Who held what was still lingering at the end, as the live kernel's
 	// walk recorded it in the trace (each object's held_by in --json).
-	if hs := kernel.RecordedHolders(rep); len(hs) > 0 {
+	if hs := kernels.RecordedHolders(rep); len(hs) > 0 {
 		fmt.Fprintln(stdout, "held at the end, as the kernel recorded it:")
 		printHolderGroups(stdout, hs)
 	}

@@ -9,7 +9,7 @@
 //
 // An error without a Type is a 500. Packages that httperr may not import
 // keep their own sentinels; the route that knows them gives them a Type
-// (Wrap) before writing, e.g. the server's classify for package kernel's.
+// (Wrap) before writing, e.g. the server's classify for package kernels'.
 // Status costs one errors.As walk of the error's chain.
 package httperr
 

@@ -18,8 +18,8 @@ import (
 
 	"linger/internal/browsertest"
 	"linger/notebooks/contents"
-	"linger/notebooks/kernel"
 	"linger/server"
+	"linger/server/kernels"
 	"linger/server/live"
 	"linger/timeline"
 	"linger/timeline/lod"
@@ -83,7 +83,7 @@ func TestFirstPaint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	mgr := kernel.NewManager(kernel.ManagerOptions{TraceDir: traceDir, Dir: filepath.Join(dir, "nb")})
+	mgr := kernels.NewManager(kernels.ManagerOptions{TraceDir: traceDir, Dir: filepath.Join(dir, "nb")})
 	defer mgr.Close()
 	const token = "first-paint-token"
 	s, err := server.New(server.Options{Token: token, Manager: mgr, Contents: st, TraceDir: traceDir})

@@ -16,7 +16,7 @@ import (
 )
 
 // endedKernels is a Handler over kernels whose Recorders it keeps after
-// their traces end, as kernel.Manager keeps a dead kernel (and with it its
+// their traces end, as kernels.Manager keeps a dead kernel (and with it its
 // last Recorder) until it is shut down.
 type endedKernels struct {
 	dir  string

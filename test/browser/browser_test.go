@@ -20,9 +20,9 @@ import (
 	"linger/internal/browsertest"
 	"linger/internal/testbin"
 	"linger/notebooks/contents"
-	"linger/notebooks/kernel"
 	"linger/notebooks/nbformat"
 	"linger/server"
+	"linger/server/kernels"
 )
 
 const token = "browser-test-token"
@@ -48,14 +48,14 @@ func serve(t *testing.T, dir, traces string) string {
 }
 
 // serveSpecs is serve with these kernelspecs (nil: the plain kernel alone).
-func serveSpecs(t *testing.T, dir, traces string, specs []kernel.Spec) string {
+func serveSpecs(t *testing.T, dir, traces string, specs []kernels.Spec) string {
 	t.Helper()
 	store, err := contents.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	mgr := kernel.NewManager(kernel.ManagerOptions{Specs: specs, Command: []string{testbin.Linger(t), "kernel"}, TraceDir: traces, Dir: dir})
+	mgr := kernels.NewManager(kernels.ManagerOptions{Specs: specs, Command: []string{testbin.Linger(t), "kernel"}, TraceDir: traces, Dir: dir})
 	t.Cleanup(func() { mgr.Close() })
 	srv, err := server.New(server.Options{Dir: dir, Token: token, Manager: mgr, Contents: store, TraceDir: traces})
 	if err != nil {

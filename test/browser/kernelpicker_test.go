@@ -14,18 +14,18 @@ import (
 
 	"linger/internal/browsertest"
 	"linger/internal/testbin"
-	"linger/notebooks/kernel"
 	"linger/notebooks/nbformat"
+	"linger/server/kernels"
 )
 
 // cudaSpec is the linger-cuda kernelspec as `linger serve` finds it
-// (kernel.DiscoverCUDA), of a fake linger-cuda beside linger: its probe
+// (kernels.DiscoverCUDA), of a fake linger-cuda beside linger: its probe
 // prints a GPU, and its kernel touches mark and execs the real linger's.
-func cudaSpec(t *testing.T, mark string) kernel.Spec {
+func cudaSpec(t *testing.T, mark string) kernels.Spec {
 	t.Helper()
 	dir := t.TempDir()
 	testbin.FakeCUDA(t, dir, testbin.FakeProbe, testbin.Linger(t), mark)
-	spec, _, err := kernel.DiscoverCUDA(t.Context(), filepath.Join(dir, "linger"), 10*time.Second)
+	spec, _, err := kernels.DiscoverCUDA(t.Context(), filepath.Join(dir, "linger"), 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func cudaSpec(t *testing.T, mark string) kernel.Spec {
 // openKernelNotebook writes gpu.ipynb, whose metadata asks for the
 // linger-cuda kernel, with the given code cells, serves it with these
 // kernelspecs and opens its page, waiting for the kernel status state.
-func openKernelNotebook(t *testing.T, specs []kernel.Spec, state string, sources ...string) *page {
+func openKernelNotebook(t *testing.T, specs []kernels.Spec, state string, sources ...string) *page {
 	t.Helper()
 	p := &page{dir: t.TempDir()}
 	nb := nbformat.New()
@@ -95,7 +95,7 @@ func TestKernelPicker(t *testing.T) {
 	t.Parallel()
 	axe := browsertest.AxeSource(t)
 	mark := filepath.Join(t.TempDir(), "cuda-kernel-ran")
-	p := openKernelNotebook(t, []kernel.Spec{kernel.LingerSpec(testbin.Linger(t), "kernel"), cudaSpec(t, mark)}, "idle", "x = 6 * 7\nx")
+	p := openKernelNotebook(t, []kernels.Spec{kernels.LingerSpec(testbin.Linger(t), "kernel"), cudaSpec(t, mark)}, "idle", "x = 6 * 7\nx")
 
 	st := eval[pickerState](t, p, "picker", pickerStateJS)
 	wantOptions := []string{"linger=Linger (Starlark)", "linger-cuda=Linger (CUDA)"}
@@ -176,7 +176,7 @@ func TestKernelPicker(t *testing.T) {
 		if err := os.WriteFile(spec.Argv[0], []byte("#!/bin/sh\necho 'linger-cuda: cuInit: CUDA_ERROR_NO_DEVICE' >&2\nexit 1\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		p := openKernelNotebook(t, []kernel.Spec{kernel.LingerSpec(testbin.Linger(t), "kernel"), spec}, "dead", "1 + 2")
+		p := openKernelNotebook(t, []kernels.Spec{kernels.LingerSpec(testbin.Linger(t), "kernel"), spec}, "dead", "1 + 2")
 		if got := p.text(t, `[data-testid=banner-text]`); !strings.Contains(got, "Could not start a kernel") || !strings.Contains(got, "CUDA_ERROR_NO_DEVICE") {
 			t.Errorf("banner %q, want why the kernel did not start", got)
 		}

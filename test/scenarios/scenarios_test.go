@@ -17,8 +17,8 @@ import (
 
 	"linger/engine/alloc"
 	"linger/internal/testbin"
-	"linger/notebooks/kernel"
 	"linger/notebooks/nbformat"
+	"linger/server/kernels"
 	"linger/timeline"
 	"linger/timeline/analyze"
 	"linger/timeline/event"
@@ -42,7 +42,7 @@ type result struct {
 	Report *analyze.Report
 	// Holders are the kernel's retention paths for the lingering objects
 	// still alive after the last cell.
-	Holders []kernel.Holder
+	Holders []kernels.Holder
 	// Objects are every object that became lingering, in order, replayed
 	// from the trace with an analyze.Analyzer's OnLinger (the report's own
 	// list is capped at the largest).
@@ -102,9 +102,9 @@ func runNotebook(t *testing.T, tg target, name string) *result {
 		t.Fatal(err)
 	}
 	var rep struct {
-		Report       *analyze.Report `json:"report"`
-		Holders      []kernel.Holder `json:"holders"`
-		HoldersError string          `json:"holders_error"`
+		Report       *analyze.Report  `json:"report"`
+		Holders      []kernels.Holder `json:"holders"`
+		HoldersError string           `json:"holders_error"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("report: %v", err)

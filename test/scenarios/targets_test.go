@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"linger/engine/device"
-	"linger/notebooks/kernel"
+	"linger/server/kernels"
 )
 
 // The environment make cuda-check sets for the cuda runs (docs/cuda.md).
@@ -82,8 +82,8 @@ func cudaTarget(t *testing.T) target {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if filepath.Base(bin) != kernel.CUDABinary {
-		t.Fatalf("%s=%s: linger run finds the CUDA kernel by its name, %s", envCUDABin, bin, kernel.CUDABinary)
+	if filepath.Base(bin) != kernels.CUDABinary {
+		t.Fatalf("%s=%s: linger run finds the CUDA kernel by its name, %s", envCUDABin, bin, kernels.CUDABinary)
 	}
 	if lib, err = filepath.Abs(lib); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func cudaTarget(t *testing.T) target {
 	}
 	return target{
 		Name: "cuda",
-		args: []string{"--kernel", kernel.CUDASpecName, "--param", "DEVICE=cuda"},
+		args: []string{"--kernel", kernels.CUDASpecName, "--param", "DEVICE=cuda"},
 		// linger run finds linger-cuda beside itself (not: the test's
 		// linger is built in a temporary directory) or on PATH.
 		env: []string{

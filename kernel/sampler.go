@@ -1,0 +1,111 @@
+package kernel
+
+import (
+	"runtime/metrics"
+	"sync"
+
+	"linger/engine/device"
+	"linger/timeline/event"
+)
+
+// heapMetrics are the runtime/metrics whose sum is the go_heap_inuse
+// counter: the bytes of heap spans in use, exactly runtime.MemStats'
+// HeapInuse (what Prometheus exports as go_memstats_heap_inuse_bytes, the
+// figure the field report watched), read without stopping the world as
+// runtime.ReadMemStats would. objects:bytes alone (live objects plus dead
+// ones not yet swept) would be slightly lower; /gc/heap/live:bytes changes
+// only at the end of a GC, so a growing heap would show late.
+var heapMetrics = [...]string{"/memory/classes/heap/objects:bytes", "/memory/classes/heap/unused:bytes"}
+
+// heapStep is the change in the Go heap below which a periodic sample
+// (every flushInterval) is not emitted, so that an idle kernel's trace
+// stays quiet; cell boundaries and host.gc() emit any change.
+const heapStep = 64 << 10
+
+// sampler emits the kernel's two sampled counters through its Emitter:
+// "device_used", the device's own view of the memory in use (MemInfo total
+// minus free, summed over the kernel's devices: the allocators' segments
+// plus what was taken outside them), after every call that took or
+// returned a segment; and "go_heap_inuse" (see heapMetrics) at cell begin
+// and end, at every event flush, and after host.gc(). Each is emitted only
+// when it changed.
+type sampler struct {
+	em *event.Emitter
+
+	mu       sync.Mutex
+	devs     []device.Device
+	dev      uint64
+	devSent  bool
+	heap     uint64
+	heapSent bool
+	samples  []metrics.Sample
+}
+
+func newSampler(em *event.Emitter) *sampler {
+	s := &sampler{em: em, samples: make([]metrics.Sample, len(heapMetrics))}
+	for i, name := range heapMetrics {
+		s.samples[i].Name = name
+	}
+	return s
+}
+
+// addDevice makes d part of the device_used sum.
+func (s *sampler) addDevice(d device.Device) {
+	s.mu.Lock()
+	s.devs = append(s.devs, d)
+	s.mu.Unlock()
+}
+
+// device emits device_used if it changed. It is an allocator's
+// Options.OnSegments, so it runs outside the allocator's lock.
+func (s *sampler) device() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var used uint64
+	for _, d := range s.devs {
+		free, total := d.MemInfo()
+		used += total - free
+	}
+	if s.devSent && used == s.dev {
+		return
+	}
+	s.dev, s.devSent = used, true
+	s.em.Counter(event.CounterDeviceUsed, used)
+}
+
+// goHeap reads the Go heap and emits go_heap_inuse when it changed by at
+// least minStep bytes since the last value emitted (any change: 1). It
+// returns the value read.
+func (s *sampler) goHeap(minStep uint64) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.readLocked()
+	d := v - s.heap
+	if v < s.heap {
+		d = s.heap - v
+	}
+	if s.heapSent && (d == 0 || d < minStep) {
+		return v
+	}
+	s.heap, s.heapSent = v, true
+	s.em.Counter(event.CounterGoHeap, v)
+	return v
+}
+
+// read returns the Go heap in use now.
+func (s *sampler) read() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readLocked()
+}
+
+func (s *sampler) readLocked() uint64 {
+	metrics.Read(s.samples)
+	var v uint64
+	for _, x := range s.samples {
+		if x.Value.Kind() == metrics.KindUint64 {
+			v += x.Value.Uint64()
+		}
+	}
+	return v
+}

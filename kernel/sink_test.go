@@ -1,0 +1,54 @@
+package kernel
+
+import (
+	"errors"
+	"testing"
+
+	"linger/kernel/wire"
+	"linger/timeline/analyze"
+	"linger/timeline/event"
+)
+
+// TestSinkWriteFails: once a write of events to the server fails, the
+// sink sends nothing more (the trace ends where the pipe broke, never
+// with a gap in its sequence), says so once, and keeps no events.
+func TestSinkWriteFails(t *testing.T) {
+	broken := errors.New("broken pipe")
+	var sent []byte
+	writes, told := 0, 0
+	s := &pipeSink{an: analyze.New(analyze.Options{}),
+		write: func(typ byte, p []byte) error {
+			writes++
+			if typ != wire.FrameEvents {
+				t.Errorf("frame type %d, want events", typ)
+			}
+			if writes == 2 {
+				return broken
+			}
+			sent = append(sent, p...)
+			return nil
+		},
+		onErr: func(err error) {
+			told++
+			if !errors.Is(err, broken) {
+				t.Errorf("told %v, want the write's error", err)
+			}
+		}}
+	em := event.NewEmitter(s, event.EmitterOptions{})
+	for batch := range 4 {
+		em.Emit(event.Event{Kind: event.KindMark, Label: em.Intern("mark")})
+		s.flush()
+		if batch == 0 && len(sent) == 0 {
+			t.Fatal("the first batch was not sent")
+		}
+	}
+	if writes != 2 || told != 1 {
+		t.Errorf("%d writes, told %d times; want the failed write the last, told once", writes, told)
+	}
+	if err := s.failed(); !errors.Is(err, broken) {
+		t.Errorf("failed() = %v", err)
+	}
+	if n := s.buf.Len(); n != 0 {
+		t.Errorf("%d bytes of events kept after the pipe broke", n)
+	}
+}
