@@ -697,13 +697,14 @@ func (a *Analyzer) unlink(o *obj) {
 }
 
 func (a *Analyzer) begin(e *event.Event) {
-	id := event.ScopeID(e.Addr)
+	sc := e.ScopeView()
+	id := sc.ID()
 	if _, ok := a.scopes[id]; ok {
 		a.anom.UnknownScopes++
 		return
 	}
-	parent := a.scopes[event.ScopeID(e.Extra)]
-	if e.Expect == event.ScopeCell || e.Size&event.ScopeFlagTeardown != 0 {
+	parent := a.scopes[sc.Parent()]
+	if sc.Kind() == event.ScopeCell || sc.Teardown() {
 		// A cell (or the session's teardown) is never inside a request:
 		// one recorded inside a scope a previous cell left open (traces
 		// from before the Emitter detached them) is inside the nearest
@@ -712,8 +713,7 @@ func (a *Analyzer) begin(e *event.Event) {
 			parent = parent.parent
 		}
 	}
-	s := &scope{id: id, kind: e.Expect, label: e.Label, parent: parent,
-		teardown: e.Size&event.ScopeFlagTeardown != 0}
+	s := &scope{id: id, kind: sc.Kind(), label: sc.Label(), parent: parent, teardown: sc.Teardown()}
 	a.scopes[id] = s
 	if s.kind == event.ScopeCell {
 		a.cells.Add(e)

@@ -256,7 +256,7 @@ func (c *CellRuns) Add(e *event.Event) {
 		c.ord = append(c.ord, e.Label)
 	}
 	x.Runs++
-	run := event.CellRunOf(e)
+	run := e.ScopeView().CellRun()
 	if run.Count != 0 {
 		x.Count = run.Count
 	}

@@ -707,7 +707,7 @@ func (c *chromeWriter) scope(e event.Event) {
 	name := c.label(e.Label)
 	cell := kind == event.ScopeCell && name != ""
 	if cell {
-		name = c.sc.names.Cell(name, event.CellRunOf(&e).Count) // the page's "In [4], cell 8"
+		name = c.sc.names.Cell(name, e.ScopeView().CellRun().Count) // the page's "In [4], cell 8"
 	}
 	if name == "" {
 		name = kind.String()
