@@ -68,7 +68,7 @@ timeline.scope("request", "user 1", serve)`, capTokens))
 		for _, part := range []string{"k", "v"} {
 			// timeline.scope at line 10 calls serve, whose line 8 calls
 			// turns, whose line 4 fills the cache.
-			want := fmt.Sprintf(`("layer.0.%s", "global held[0]", "In [1], line 10 → In [1], line 8 (serve) → In [1], line 4 (turns)")`, part)
+			want := fmt.Sprintf(`("layer.0.%s", "global held[0]", "In [1], cell 1, line 10 → In [1], cell 1, line 8 (serve) → In [1], cell 1, line 4 (turns)")`, part)
 			if !strings.Contains(fmt.Sprint(out), want) {
 				t.Errorf("lingering %s, want %s", out, want)
 			}

@@ -138,7 +138,7 @@
 //	timeline.mark(label)
 //	timeline.lingering() → lingering: the live lingering objects, largest first, a sequence (len, index,
 //	  slice, for) of struct(addr, size, requested, category, label, site, holder, cell), site with its Go
-//	  frames, cell the notebook line as the page numbers it ("In [3], line 2"); .groups, one
+//	  frames, cell the notebook line as the page names it ("In [3], cell 4, line 2"); .groups, one
 //	  struct(holder, count, size, requested, cell, example, what, objects) per cause (wire.GroupHolders),
 //	  most requested bytes first; .count, .size, .requested the totals. As a cell's result, a table by
 //	  holder (see Results)

@@ -3,7 +3,6 @@ package kernel
 import (
 	"fmt"
 	"html"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -20,8 +19,9 @@ import (
 // table with one row per holder (wire.GroupHolders: the reference that
 // keeps the objects alive), most requested bytes first, with a total row;
 // the page shows each holder's objects behind a disclosure. The table
-// names each object's cell line as the user sees it (In [3], line 2), never
-// its Go frames: those stay in the objects' site.
+// names each object's cell line as the user sees it on the page (In [3],
+// cell 4, line 2; analyze.CellNames), never its Go frames: those stay in
+// the objects' site.
 type lingeringTable struct {
 	hs     []wire.Holder
 	objs   []starlark.Value // the structs of hs, same order
@@ -48,12 +48,11 @@ var (
 	_ richValue          = (*lingeringTable)(nil)
 )
 
-// newLingeringTable makes the table of hs; counts maps a cell id to the
-// execution count the page shows for it.
-func newLingeringTable(hs []wire.Holder, counts map[string]int) *lingeringTable {
-	t := &lingeringTable{hs: hs, objs: make([]starlark.Value, len(hs)), cells: make([]string, len(hs)), groups: wire.GroupHolders(hs)}
+// newLingeringTable makes the table of hs; cells are the cell line that
+// made each, as the page names it (session.lingering).
+func newLingeringTable(hs []wire.Holder, cells []string) *lingeringTable {
+	t := &lingeringTable{hs: hs, objs: make([]starlark.Value, len(hs)), cells: cells, groups: wire.GroupHolders(hs)}
 	for i, h := range hs {
-		t.cells[i] = cellLine(h.Site, counts)
 		t.objs[i] = starlarkstruct.FromStringDict(starlark.String("lingering"), starlark.StringDict{
 			"addr": starlark.MakeUint64(h.Addr), "size": starlark.MakeUint64(h.Size), "requested": starlark.MakeUint64(h.Requested),
 			"category": starlark.String(h.Category), "label": starlark.String(h.Label),
@@ -72,37 +71,6 @@ func newLingeringTable(hs []wire.Holder, counts map[string]int) *lingeringTable 
 		t.idx[g] = append(t.idx[g], i)
 	}
 	return t
-}
-
-var siteCell = regexp.MustCompile(`^cell (.+):(\d+)(?: \((.+)\))?$`)
-
-// cellLine is the notebook part of a site as the user sees it: "In [3],
-// line 2" for a cell the kernel ran with execution count 3 ("cell ID,
-// line 2" for one it does not know), a helper's call stack outermost
-// first ("In [4], line 3 → In [2], line 2 (make_cache)"); "" when the
-// object was made outside any cell.
-func cellLine(site string, counts map[string]int) string {
-	if !strings.HasPrefix(site, "cell ") {
-		return ""
-	}
-	nb, _, _ := strings.Cut(site, " ← ")
-	parts := strings.Split(nb, " → ")
-	for i, p := range parts {
-		m := siteCell.FindStringSubmatch(p)
-		if m == nil {
-			continue
-		}
-		s := "cell " + m[1]
-		if n, ok := counts[m[1]]; ok {
-			s = fmt.Sprintf("In [%d]", n)
-		}
-		s += ", line " + m[2]
-		if m[3] != "" {
-			s += " (" + m[3] + ")"
-		}
-		parts[i] = s
-	}
-	return strings.Join(parts, " → ")
 }
 
 func (t *lingeringTable) Type() string         { return "lingering" }
@@ -173,7 +141,7 @@ func (t *lingeringTable) totals() (size, requested uint64) {
 }
 
 // groupCell is the cell line of a group's biggest objects, with how many
-// other lines made the rest: "In [2], line 2 (+1 more)".
+// other lines made the rest: "In [2], cell 3, line 2 (+1 more)".
 func (t *lingeringTable) groupCell(idx []int) string {
 	bytes := map[string]uint64{}
 	var order []string

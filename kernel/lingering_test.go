@@ -63,8 +63,8 @@ for i in range(%d):
 	// Biggest first: the 2 MiB tensor, then the list's 60, then the dict's
 	// entries; maxTableGroups rows, the rest said in one line.
 	wantRows := [][]string{
-		{"global big → Tensor#1", "1", units.Format(bigReq), units.Format(roundBlock(bigReq)), "In [1], line 1"},
-		{"global a[*]", fmt.Sprint(nList), units.Format(nList * aReq), units.Format(nList * roundBlock(aReq)), "In [1], line 2"},
+		{"global big → Tensor#1", "1", units.Format(bigReq), units.Format(roundBlock(bigReq)), "In [1], cell 1, line 1"},
+		{"global a[*]", fmt.Sprint(nList), units.Format(nList * aReq), units.Format(nList * roundBlock(aReq)), "In [1], cell 1, line 2"},
 	}
 	for i, w := range wantRows {
 		if got := row(lines[2+i]); strings.Join(got, "|") != strings.Join(w, "|") {
@@ -73,7 +73,7 @@ for i in range(%d):
 	}
 	for i := 2; i < maxTableGroups; i++ {
 		got := row(lines[2+i])
-		if !strings.HasPrefix(got[0], `global d["k`) || got[1] != "1" || got[2] != units.Format(dReq) || got[4] != "In [1], line 5" {
+		if !strings.HasPrefix(got[0], `global d["k`) || got[1] != "1" || got[2] != units.Format(dReq) || got[4] != "In [1], cell 1, line 5" {
 			t.Errorf("row %d: %q", i, got)
 		}
 	}
@@ -101,7 +101,7 @@ for i in range(%d):
 	// objects, each one line, maxTableObjects of them and the rest counted.
 	for _, w := range []string{
 		`<caption>` + wantHead + `</caption>`, `<th scope="col">Holder</th>`, `<th scope="col">Allocated at</th>`,
-		`<th scope="row"><details><summary title="global big → Tensor#1 → big">global big → Tensor#1</summary><ul><li><code>big</code> activation, 2.0 MiB, In [1], line 1</li></ul></details></th>`,
+		`<th scope="row"><details><summary title="global big → Tensor#1 → big">global big → Tensor#1</summary><ul><li><code>big</code> activation, 2.0 MiB, In [1], cell 1, line 1</li></ul></details></th>`,
 		fmt.Sprintf(`<li>… and %d more</li>`, nList-maxTableObjects),
 		fmt.Sprintf(`<tfoot><tr><th scope="row">Total</th><td class="num">%d</td><td class="num">%s</td><td class="num">%s</td>`, n, units.Format(req), units.Format(size)),
 		`<td colspan="5">` + wantMore + `</td>`,
@@ -126,9 +126,9 @@ print(len([x for x in l if x.label.startswith("a.")]), l.requested, l.size, l.co
 g = l.groups
 print(len(g), g[0].holder, g[1].holder, g[1].count, g[1].requested, g[1].size, g[1].cell, len(g[1].objects), g[1].objects[0].label, g[1].what[0].name, g[2].count)
 print([x.holder for x in l if x.label == "big"])`)
-	want := fmt.Sprintf("%d lingering True big activation %d %d global big → Tensor#1 → big In [1], line 1 True True\n"+
+	want := fmt.Sprintf("%d lingering True big activation %d %d global big → Tensor#1 → big In [1], cell 1, line 1 True True\n"+
 		"%d %d %d %d 3 d\n"+
-		"%d global big → Tensor#1 global a[*] %d %d %d In [1], line 2 %d a.0 a.* 1\n"+
+		"%d global big → Tensor#1 global a[*] %d %d %d In [1], cell 1, line 2 %d a.0 a.* 1\n"+
 		"[\"global big → Tensor#1 → big\"]\n",
 		n, roundBlock(bigReq), bigReq, nList, req, size, n, groups, nList, nList*aReq, nList*roundBlock(aReq), nList)
 	if got := streamText(ms); got != want {
@@ -174,20 +174,4 @@ func streamText(ms []*msg.Message) string {
 		}
 	}
 	return out
-}
-
-// TestCellLine: a site's notebook part as the user sees it.
-func TestCellLine(t *testing.T) {
-	counts := map[string]int{"a": 2, "b": 4}
-	for site, want := range map[string]string{
-		"cell a:3 ← engine.(*KVCache).grow kv.go:88":                 "In [2], line 3",
-		"cell b:3 → cell a:2 (make_cache) ← engine.alloc alloc.go:1": "In [4], line 3 → In [2], line 2 (make_cache)",
-		"cell zz:7":                          "cell zz, line 7",
-		"engine.(*Engine).load engine.go:12": "",
-		"unknown":                            "",
-	} {
-		if got := cellLine(site, counts); got != want {
-			t.Errorf("cellLine(%q) = %q, want %q", site, got, want)
-		}
-	}
 }

@@ -24,7 +24,7 @@ libs = {"nccl": mem.take_outside(48 * MiB, label="nccl buffer")}`)
 		t.Fatalf("reply %v", r)
 	}
 	out := msgtest.Find(c.exec(`print([(o.label, o.category, o.requested, o.holder, o.cell) for o in timeline.lingering()])`), "stream")["text"]
-	want := `[("nccl buffer", "outside", 50331648, "global libs[\"nccl\"] → OutsideMemory#2", "In [1], line 4")]` + "\n"
+	want := `[("nccl buffer", "outside", 50331648, "global libs[\"nccl\"] → OutsideMemory#2", "In [1], cell 1, line 4")]` + "\n"
 	if out != want {
 		t.Errorf("lingering %s, want %s", out, want)
 	}

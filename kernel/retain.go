@@ -263,19 +263,22 @@ func labelStep(label string) string {
 }
 
 // lingering returns the live lingering objects, largest first, each with
-// the path that holds it ("" when nothing the walk knows refers to it).
-// It must run on the executor goroutine (between cells or in one).
-func (s *session) lingering() []wire.Holder {
+// the path that holds it ("" when nothing the walk knows refers to it),
+// and the cell line that made each, as the page names it ("In [3], cell
+// 4, line 2"; "" outside cells). It must run on the executor goroutine
+// (between cells or in one).
+func (s *session) lingering() (hs []wire.Holder, cells []string) {
 	rep := s.sink.report()
+	names := rep.CellNames()
 	paths := s.holderPaths()
-	var out []wire.Holder
 	for _, o := range rep.Lingering.Objects {
 		if o.FreeSeq != 0 {
 			continue
 		}
-		out = append(out, wire.Holder{Addr: o.Addr, Size: o.Size, Requested: o.Requested, Category: o.Category, Label: o.Label, Site: o.Site, Path: paths[o.Addr]})
+		hs = append(hs, wire.Holder{Addr: o.Addr, Size: o.Size, Requested: o.Requested, Category: o.Category, Label: o.Label, Site: o.Site, Path: paths[o.Addr]})
+		cells = append(cells, names.Stack(rep.Site(o.SiteID).Stack))
 	}
-	return out
+	return hs, cells
 }
 
 // recordHolders flushes the events so far to the server and, when objects

@@ -288,7 +288,8 @@ func (k *kernelProc) readLoop(in io.Reader) error {
 				return nil
 			case wire.OpLingering:
 				k.enqueue(func() {
-					b, _ := json.Marshal(wire.Control{Op: wire.OpLingeringReply, ID: c.ID, Holders: k.s.lingering()})
+					hs, _ := k.s.lingering()
+					b, _ := json.Marshal(wire.Control{Op: wire.OpLingeringReply, ID: c.ID, Holders: hs})
 					_ = k.writeFrame(wire.FrameControl, b)
 				})
 			default:

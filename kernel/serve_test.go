@@ -114,7 +114,7 @@ mem.snapshot().limit`), "execute_result"); fmt.Sprint(r["data"]) != "map[text/pl
 	// The KV cache kept in a global lingers, named by the path that holds
 	// it and the cell line that allocated it (as the page numbers it).
 	r := fmt.Sprint(msgtest.Find(c.exec("timeline.lingering()"), "execute_result"))
-	for _, want := range []string{"text/plain:", "\nglobal last_cache → KVCache#", " In [1], line 2\n", "<code>layer.0.k</code> kv_cache, "} {
+	for _, want := range []string{"text/plain:", "\nglobal last_cache → KVCache#", " In [1], cell 1, line 2\n", "<code>layer.0.k</code> kv_cache, "} {
 		if !strings.Contains(r, want) {
 			t.Errorf("timeline.lingering() lacks %s: %.300s", want, r)
 		}

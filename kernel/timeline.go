@@ -43,7 +43,7 @@ func timelineLingering(thread *starlark.Thread, b *starlark.Builtin, args starla
 		return nil, err
 	}
 	s := sessionOf(thread)
-	return newLingeringTable(s.lingering(), s.cellCounts), nil
+	return newLingeringTable(s.lingering()), nil
 }
 
 // timelineScope runs fn(*args, **kwargs) inside a scope of the given kind:

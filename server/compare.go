@@ -225,14 +225,9 @@ func (s *Server) compareView(v *web.CompareView, c *comparison) {
 	row := func(r analyze.DiffRow) web.DiffRowView {
 		k := key{r.Category, r.Site}
 		// The row shows the line as B's user saw it (A's when only A
-		// has it); the cell ids, which differ between runs, are in its
-		// title.
-		site := r.Site
-		if r.SiteB != "" {
-			site = c.reports[1].NameSite(r.SiteB)
-		} else if r.SiteA != "" {
-			site = c.reports[0].NameSite(r.SiteA)
-		}
+		// has it: the diff's Name); the cell ids, which differ between
+		// runs, are in its title.
+		site := cmp.Or(r.Name, r.Site)
 		var title string
 		if r.SiteA != "" || r.SiteB != "" {
 			title = "A: " + cmp.Or(r.SiteA, "–") + "\nB: " + cmp.Or(r.SiteB, "–")

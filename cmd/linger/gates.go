@@ -11,6 +11,7 @@ import (
 
 	"linger/internal/units"
 	"linger/timeline/analyze"
+	"linger/timeline/event"
 )
 
 // The failures of linger run's gates, one per gate; a run over several
@@ -181,7 +182,9 @@ func printGates(w io.Writer, results []gateResult) {
 
 // site names a report's site as the notebook shows it: its cell and line
 // ("In [3], cell 4, line 9"), or the whole site when no cell made it.
-func site(rep *analyze.Report, s string) string { return rep.NameSite(cellSite(s)) }
+func site(rep *analyze.Report, id event.SiteID) string {
+	return rep.CellNames().Site(rep.Site(id).Notebook())
+}
 
 // judgeLingering reads every byte that lingered, leaked or freed late.
 func judgeLingering(rep *analyze.Report, limit float64) (float64, string, int) {
@@ -191,7 +194,7 @@ func judgeLingering(rep *analyze.Report, limit float64) (float64, string, int) {
 	}
 	f := fmt.Sprintf("%s lingered in %d objects", units.FormatBlocks(l.Requested, l.Bytes), l.Count)
 	if len(l.BySite) > 0 {
-		f += fmt.Sprintf(" (most at %s)", site(rep, l.BySite[0].Site))
+		f += fmt.Sprintf(" (most at %s)", site(rep, l.BySite[0].SiteID))
 	}
 	return float64(l.Bytes), f, over(float64(l.Bytes), limit)
 }
@@ -213,7 +216,7 @@ func judgeDuplicates(rep *analyze.Report, limit float64) (float64, string, int) 
 	}
 	unit := cmp.Or(rep.GrowthUnit, "step")
 	return float64(worst.SavedBytes), fmt.Sprintf("%s %q, %d copies in %d %ss, one buffer would save %s, at %s",
-		worst.Category, worst.Label, worst.Count, worst.Steps, unit, units.FormatBlocks(worst.SavedRequested, worst.SavedBytes), site(rep, worst.Site)), n
+		worst.Category, worst.Label, worst.Count, worst.Steps, unit, units.FormatBlocks(worst.SavedRequested, worst.SavedBytes), site(rep, worst.SiteID)), n
 }
 
 // judgeGrowth reads the growth finding of the steepest slope, a site's
@@ -241,7 +244,7 @@ func judgeGrowth(rep *analyze.Report, limit float64) (float64, string, int) {
 	}
 	where := "all sites"
 	if worst.Site != "" {
-		where = "at " + site(rep, worst.Site)
+		where = "at " + site(rep, worst.SiteID)
 	} else {
 		// The category's total: name its steepest site too.
 		var top *analyze.Growth
@@ -251,7 +254,7 @@ func judgeGrowth(rep *analyze.Report, limit float64) (float64, string, int) {
 			}
 		}
 		if top != nil {
-			where += fmt.Sprintf("; most at %s, %s", site(rep, top.Site), rate(top))
+			where += fmt.Sprintf("; most at %s, %s", site(rep, top.SiteID), rate(top))
 		}
 	}
 	return worst.BytesPerStep, fmt.Sprintf("%s %s over %d %ss (R² %.2f), %s", worst.Category, rate(worst), worst.Samples, unit, worst.R2, where), n
@@ -266,7 +269,7 @@ func judgePeak(rep *analyze.Report, limit float64) (float64, string, int) {
 	f := fmt.Sprintf("peak %s in %d objects at seq %d", units.FormatBlocks(p.Requested, p.Bytes), p.Objects, p.Seq)
 	if len(p.BySite) > 0 {
 		s := p.BySite[0]
-		f += fmt.Sprintf(", most at %s (%s %s)", site(rep, s.Site), s.Category, units.FormatBlocks(s.Requested, s.Bytes))
+		f += fmt.Sprintf(", most at %s (%s %s)", site(rep, s.SiteID), s.Category, units.FormatBlocks(s.Requested, s.Bytes))
 	}
 	return float64(p.Bytes), f, over(float64(p.Bytes), limit)
 }

@@ -312,12 +312,14 @@ func printLingering(w io.Writer, rep *analyze.Report, holders []kernels.Holder, 
 	for _, c := range l.ByCategory {
 		fmt.Fprintf(w, "  %-16s %10s  %d objects\n", c.Category, units.FormatBlocks(c.Requested, c.Bytes), c.Count)
 	}
-	// Sites differ in their Go frames; people want the cell and line.
+	// Sites differ in their Go frames; people want the cell and line,
+	// named as the notebook shows the cell: In [3], its place, the line.
+	names := rep.CellNames()
 	type key struct{ cat, site string }
 	var order []key
 	bytes := map[key][2]uint64{} // requested, blocks
 	for _, s := range l.BySite {
-		k := key{s.Category, cellSite(s.Site)}
+		k := key{s.Category, names.Site(rep.Site(s.SiteID).Notebook())}
 		if _, ok := bytes[k]; !ok {
 			order = append(order, k)
 		}
@@ -329,8 +331,7 @@ func printLingering(w io.Writer, rep *analyze.Report, holders []kernels.Holder, 
 			fmt.Fprintf(w, "  ... %d more sites\n", len(order)-i)
 			break
 		}
-		// Named as the notebook shows the cell: In [3], its place, the line.
-		fmt.Fprintf(w, "  %-16s %10s  at %s\n", k.cat, units.FormatBlocks(bytes[k][0], bytes[k][1]), rep.NameSite(k.site))
+		fmt.Fprintf(w, "  %-16s %10s  at %s\n", k.cat, units.FormatBlocks(bytes[k][0], bytes[k][1]), k.site)
 	}
 	if herr != nil {
 		fmt.Fprintf(w, "  (holders unknown: %v)\n", herr)
@@ -506,15 +507,6 @@ func copyFile(dst, src string) error {
 		return err
 	}
 	return out.Close()
-}
-
-// cellSite is the notebook part of a site ("cell c1:3"), or the whole site
-// when it has none.
-func cellSite(site string) string {
-	if j := strings.Index(site, " ← "); j >= 0 && strings.HasPrefix(site, "cell ") {
-		return site[:j]
-	}
-	return site
 }
 
 // withTraceHolders adds to the end-of-run holders (the kernel asked before

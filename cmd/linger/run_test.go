@@ -190,7 +190,7 @@ func TestRunLingeringTable(t *testing.T) {
 	want := []string{
 		fmt.Sprintf("%d lingering objects, %s, held by 1 holder", n, size),
 		"holder objects requested allocated allocated at",
-		fmt.Sprintf("global kept[*] %d %s %s In [2], line 1", n, size, size),
+		fmt.Sprintf("global kept[*] %d %s %s In [2], cell 2, line 1", n, size, size),
 		fmt.Sprintf("total %d %s %s", n, size, size),
 	}
 	if len(lines) != len(want) {

@@ -47,7 +47,7 @@ func TestRunHelperStack(t *testing.T) {
 	if err := runTrace(context.Background(), []string{"analyze", trace}, &text, &stderr); err != nil {
 		t.Fatalf("trace analyze: %v\n%s", err, stderr.String())
 	}
-	if !strings.Contains(text.String(), "at cell warm:2 → cell setup:3 (prefill) ← linger/engine.") {
+	if !strings.Contains(text.String(), "at In [2], cell 3, line 2 → In [1], cell 2, line 3 (prefill) ← linger/engine.") {
 		t.Errorf("trace analyze does not name the caller's line, then the helper's:\n%s", text.String())
 	}
 
@@ -118,7 +118,7 @@ func TestRunHelperStack(t *testing.T) {
 			ln := loc.Line[0]
 			names = append(names, fmt.Sprintf("%s %s:%d", ln.Function.Name, ln.Function.Filename, ln.Line))
 		}
-		wantTop := []string{"prefill cell:setup:3", "cell warm cell:warm:2"}
+		wantTop := []string{"prefill cell:setup:3", "In [2], cell 3 cell:warm:2"}
 		if len(names) < 3 || !reflect.DeepEqual(names[:2], wantTop) || !strings.HasPrefix(names[2], "linger/engine.") {
 			t.Errorf("sample %s: leaf-first locations %q, want %q then Go frames", s.Label["label"], names, wantTop)
 		}

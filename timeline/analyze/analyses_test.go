@@ -321,7 +321,7 @@ func TestReportJSON(t *testing.T) {
 	rep.WriteText(&text)
 	lines := strings.Split(text.String(), "\n")
 	if !strings.HasPrefix(lines[0], "TRUNCATED: torn tail") || !strings.HasPrefix(lines[2], "lingering: 1 objects, 1.0 MiB") ||
-		!strings.Contains(lines[3], "kv_cache") || !strings.Contains(lines[3], "cell c:1") {
+		!strings.Contains(lines[3], "kv_cache") || !strings.Contains(lines[3], "cell c, line 1") {
 		t.Errorf("text:\n%s", text.String())
 	}
 }

@@ -222,10 +222,8 @@ type Analyzer struct {
 	anom     Anomalies
 
 	scopes map[event.ScopeID]*scope
-	// cells are the notebook cells whose scopes began, by label (the
-	// cell id), and their labels in the order of their first run.
-	cells   map[event.StringID]*Cell
-	cellOrd []event.StringID
+	// cells are the notebook cells whose scopes began.
+	cells CellRuns
 	// byKind are the open scopes of each kind, in the order they began:
 	// the owner of an object whose scope chain holds no scope of its kind.
 	byKind   [event.ScopeEngine + 1][]*scope
@@ -699,13 +697,14 @@ func (a *Analyzer) unlink(o *obj) {
 }
 
 func (a *Analyzer) begin(e *event.Event) {
-	id := event.ScopeID(e.Addr)
+	sc := e.ScopeView()
+	id := sc.ID()
 	if _, ok := a.scopes[id]; ok {
 		a.anom.UnknownScopes++
 		return
 	}
-	parent := a.scopes[event.ScopeID(e.Extra)]
-	if e.Expect == event.ScopeCell || e.Size&event.ScopeFlagTeardown != 0 {
+	parent := a.scopes[sc.Parent()]
+	if sc.Kind() == event.ScopeCell || sc.Teardown() {
 		// A cell (or the session's teardown) is never inside a request:
 		// one recorded inside a scope a previous cell left open (traces
 		// from before the Emitter detached them) is inside the nearest
@@ -714,11 +713,10 @@ func (a *Analyzer) begin(e *event.Event) {
 			parent = parent.parent
 		}
 	}
-	s := &scope{id: id, kind: e.Expect, label: e.Label, parent: parent,
-		teardown: e.Size&event.ScopeFlagTeardown != 0}
+	s := &scope{id: id, kind: sc.Kind(), label: sc.Label(), parent: parent, teardown: sc.Teardown()}
 	a.scopes[id] = s
 	if s.kind == event.ScopeCell {
-		a.cellRun(e)
+		a.cells.Add(e)
 	}
 	if int(s.kind) < len(a.byKind) {
 		a.byKind[s.kind] = append(a.byKind[s.kind], s)
@@ -846,12 +844,12 @@ func (a *Analyzer) object(o *obj) Object {
 		CategoryID: o.cat, LabelID: o.label, SiteID: o.site, ScopeLabelID: o.scopeLabel,
 		Category: catName(o.cat),
 		AllocSeq: o.seq, AllocTime: o.time,
-		Expect:    o.expect.String(),
+		Expect: o.expect.String(), ExpectID: o.expect,
 		ScopeID:   uint64(o.scopeID),
 		LingerSeq: o.lingerSeq, LingerTime: o.lingerTime,
 	}
 	if o.lingering {
-		ob.ScopeKind = o.scopeKind.String()
+		ob.ScopeKind, ob.ScopeKindID = o.scopeKind.String(), o.scopeKind
 	}
 	return ob
 }

@@ -1,13 +1,6 @@
 package analyze
 
-import (
-	"fmt"
-	"regexp"
-	"strconv"
-	"strings"
-
-	"linger/timeline/event"
-)
+import "strconv"
 
 // Cell is a notebook cell as the user sees it: its id (which differs
 // between two copies of a notebook), the execution count of its latest
@@ -27,80 +20,8 @@ type Cell struct {
 	Source   string `json:"source,omitempty"`
 }
 
-// cellRun records a cell scope's begin: the cell's first run fixes its
-// position, the latest its count.
-func (a *Analyzer) cellRun(e *event.Event) {
-	if e.Label == 0 {
-		return
-	}
-	c := a.cells[e.Label]
-	if c == nil {
-		if a.cells == nil {
-			a.cells = make(map[event.StringID]*Cell)
-		}
-		c = &Cell{Position: len(a.cellOrd) + 1}
-		a.cells[e.Label] = c
-		a.cellOrd = append(a.cellOrd, e.Label)
-	}
-	c.Runs++
-	run := event.CellRunOf(e)
-	if run.Count != 0 {
-		c.Count = run.Count
-	}
-	if run.Position != 0 {
-		c.Position = run.Position
-	}
-	if run.Source != 0 {
-		c.Source = fmt.Sprintf("%08x", run.Source)
-	}
-}
-
 func (a *Analyzer) reportCells(rep *Report, r *resolver) {
-	rep.Cells = make([]Cell, 0, len(a.cellOrd))
-	for _, id := range a.cellOrd {
-		c := *a.cells[id]
-		c.ID = r.str(id)
-		rep.Cells = append(rep.Cells, c)
-	}
-}
-
-// siteCell matches one cell frame of a site's string form, "cell ID:LINE".
-var siteCell = regexp.MustCompile(`cell ([^\s:]+):(\d+)`)
-
-// cellName says a cell line as the page does: "In [3], cell 4, line 2";
-// "cell 4, line 2" without a count, and the id when the cell is unknown.
-func cellName(c *Cell, id string, line string) string {
-	switch {
-	case c == nil:
-		return "cell " + id + ", line " + line
-	case c.Count > 0:
-		return fmt.Sprintf("In [%d], cell %d, line %s", c.Count, c.Position, line)
-	}
-	return fmt.Sprintf("cell %d, line %s", c.Position, line)
-}
-
-// NameSite rewrites the notebook part of a site's string form ("cell
-// 1618aa5e:2 ← engine...") with the names the user sees ("In [3], cell
-// 4, line 2 ← engine..."); cells the report does not know keep their id.
-func (r *Report) NameSite(site string) string {
-	byID := r.cellsByID()
-	nb, rest, found := strings.Cut(site, " ← ")
-	nb = siteCell.ReplaceAllStringFunc(nb, func(m string) string {
-		s := siteCell.FindStringSubmatch(m)
-		return cellName(byID[s[1]], s[1], s[2])
-	})
-	if found {
-		return nb + " ← " + rest
-	}
-	return nb
-}
-
-func (r *Report) cellsByID() map[string]*Cell {
-	m := make(map[string]*Cell, len(r.Cells))
-	for i := range r.Cells {
-		m[r.Cells[i].ID] = &r.Cells[i]
-	}
-	return m
+	rep.Cells = a.cells.Cells(r.names)
 }
 
 // cellKeys pairs the cells of two traces (of two runs of one notebook,
@@ -152,23 +73,4 @@ func cellKeys(a, b *Report) (ka, kb map[string]string) {
 		ka[c.ID] = k
 	}
 	return ka, kb
-}
-
-// keySite is a site's string form with each cell id replaced by its key
-// ("cell #4:2", cellKeys); a cell without one (a trace without cell
-// scopes) keeps its id.
-func keySite(site string, keys map[string]string) string {
-	nb, rest, found := strings.Cut(site, " ← ")
-	nb = siteCell.ReplaceAllStringFunc(nb, func(m string) string {
-		s := siteCell.FindStringSubmatch(m)
-		k, ok := keys[s[1]]
-		if !ok {
-			return m
-		}
-		return "cell " + k + ":" + s[2]
-	})
-	if found {
-		return nb + " ← " + rest
-	}
-	return nb
 }

@@ -110,8 +110,11 @@ func TestDiffMatchesCells(t *testing.T) {
 			if !strings.HasPrefix(r.SiteA, "cell 7c01d2f9:2") || !strings.HasPrefix(r.SiteB, "cell 90ffee12:2") {
 				t.Errorf("row sites = %q, %q", r.SiteA, r.SiteB)
 			}
-			if got := b.NameSite(r.SiteB); !strings.HasPrefix(got, tt.nameB) {
+			if got := b.NameSite(r.SiteBID); !strings.HasPrefix(got, tt.nameB) {
 				t.Errorf("B names its site %q, want %q first", got, tt.nameB)
+			}
+			if !strings.HasPrefix(r.Name, tt.nameB) {
+				t.Errorf("row name = %q, want %q first", r.Name, tt.nameB)
 			}
 		})
 	}
@@ -128,8 +131,8 @@ func TestCellPosition(t *testing.T) {
 	if want := []int{2, 3, 3}; !slices.Equal(got, want) {
 		t.Errorf("positions %v, want %v (said, said, then the third run)", got, want)
 	}
-	if got := r.NameSite("cell w:2 ← x y.go:1"); got != "In [2], cell 3, line 2 ← x y.go:1" {
-		t.Errorf("NameSite = %q", got)
+	if got := r.CellNames().Line("w", 2); got != "In [2], cell 3, line 2" {
+		t.Errorf("Line = %q", got)
 	}
 }
 
@@ -144,19 +147,63 @@ func TestCellKeys(t *testing.T) {
 	}
 }
 
-// TestNameSite: a site's cells named as the user sees them; a helper's
+// TestCellNames: a site's cells named as the user sees them; a helper's
 // call stack names each of its cells; a cell the trace does not know, or
 // one without a count (a trace written before counts), as it can.
-func TestNameSite(t *testing.T) {
-	r := &Report{Cells: []Cell{{ID: "aa", Count: 3, Position: 1}, {ID: "bb", Position: 2}}}
-	for site, want := range map[string]string{
-		"cell aa:2 ← engine.Alloc tensor.go:42":         "In [3], cell 1, line 2 ← engine.Alloc tensor.go:42",
-		"cell bb:4 → cell aa:1 (make_cache) ← x y.go:1": "cell 2, line 4 → In [3], cell 1, line 1 (make_cache) ← x y.go:1",
-		"cell cc:5":                 "cell cc, line 5",
-		"engine.Alloc tensor.go:42": "engine.Alloc tensor.go:42",
+func TestCellNames(t *testing.T) {
+	n := NewCellNames([]Cell{{ID: "aa", Count: 3, Position: 1}, {ID: "bb", Position: 2}})
+	goFrame := []Frame{{Func: "engine.Alloc", File: "/src/linger/engine/tensor.go", Line: 42}, {Func: "x", File: "y.go", Line: 1}}
+	for _, c := range []struct {
+		site        Site
+		want, short string
+	}{
+		{Site{ID: 1, Stack: []StackFrame{{Cell: "aa", Line: 2, Func: "<toplevel>"}}, Frames: goFrame},
+			"In [3], cell 1, line 2 ← engine.Alloc engine/tensor.go:42 ← x y.go:1", "In [3], cell 1, line 2 ← engine.Alloc engine/tensor.go:42 ← …"},
+		{Site{ID: 2, Stack: []StackFrame{{Cell: "bb", Line: 4}, {Cell: "aa", Line: 1, Func: "make_cache"}}, Frames: goFrame[1:]},
+			"cell 2, line 4 → In [3], cell 1, line 1 (make_cache) ← x y.go:1", "cell 2, line 4 → In [3], cell 1, line 1 (make_cache) ← x y.go:1"},
+		{Site{ID: 3, Stack: []StackFrame{{Cell: "cc", Line: 5}}}, "cell cc, line 5", "cell cc, line 5"},
+		{Site{ID: 4, Frames: goFrame[:1]}, "engine.Alloc engine/tensor.go:42", "engine.Alloc engine/tensor.go:42"},
+		{Site{ID: 5}, "site 5", "site 5"},
+		{Site{}, "unknown", "unknown"},
 	} {
-		if got := r.NameSite(site); got != want {
-			t.Errorf("NameSite(%q) = %q, want %q", site, got, want)
+		if got := n.Site(c.site); got != c.want {
+			t.Errorf("Site(%+v) = %q, want %q", c.site, got, c.want)
 		}
+		if got := n.Short(c.site); got != c.short {
+			t.Errorf("Short(%+v) = %q, want %q", c.site, got, c.short)
+		}
+	}
+	if got := n.Cell("aa", 7); got != "In [7], cell 1" {
+		t.Errorf("a run's own count: %q", got)
+	}
+	var none *CellNames
+	if got := none.Line("aa", 2); got != "cell aa, line 2" {
+		t.Errorf("nil names: %q", got)
+	}
+}
+
+// TestDiffKeysOnStructure: Diff pairs the sites of two copies of a
+// notebook by their frames, not by the rows' strings: however those are
+// spelled (here rewritten, as a change of event.Site.String would), the
+// cache's line is one row, named as B's user saw it.
+func TestDiffKeysOnStructure(t *testing.T) {
+	const layers, kvBytes = 2, 1 << 20
+	a := notebookRun(t, []runCell{{"1618aa5e", 1, setupSource, -1, 0}, {"7c01d2f9", 2, cacheSource, 2, 0}}, layers, kvBytes)
+	b := notebookRun(t, []runCell{{"e4b0c3a1", 7, setupSource, -1, 0}, {"90ffee12", 8, cacheSource, 1, 0}}, layers, kvBytes)
+	for _, r := range []*Report{a, b} {
+		for i := range r.Sites {
+			r.Sites[i].Site = "at " + strings.ToUpper(r.Sites[i].Site)
+		}
+	}
+	r := kvRow(t, Diff(a, b))
+	if r.LingeringBytes.A != 2*2*kvBytes || r.LingeringBytes.B != 2*kvBytes {
+		t.Errorf("lingering bytes = %+v, want one row for both copies' line", r.LingeringBytes)
+	}
+	var out strings.Builder
+	if err := Diff(a, b).WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "at In [8], cell 2, line 2 ← ") {
+		t.Errorf("diff text does not name the line as the page does:\n%s", out.String())
 	}
 }

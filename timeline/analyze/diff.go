@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
+
+	"linger/timeline/event"
 )
 
 // Change is a figure in trace A and in trace B, and B − A.
@@ -18,22 +21,30 @@ type Change struct {
 func change(a, b uint64) Change { return Change{A: a, B: b, Delta: int64(b) - int64(a)} }
 
 // DiffRow compares a category (Site empty) or a (site, category) between
-// two traces. Sites are matched by their string form with each notebook
-// cell's id replaced by a key that pairs the cells of the two traces by
-// source, then by position ("cell #4:2", see cellKeys): two runs of one
-// notebook, or of two copies of it (other cell ids), match line by line. Site is that key; SiteA and SiteB are the site in each trace
-// (with its cell ids: Report.NameSite names it as the user saw it),
-// empty on the side without it.
+// two traces. Sites are matched by their structure (Report.SiteTable),
+// each notebook cell's id replaced by a key that pairs the cells of the
+// two traces by source, then by position (see cellKeys): two runs of one
+// notebook, or of two copies of it (other cell ids), match line by line.
+// Site is that key ("cell #4:2 ← engine.(*KVCache).grow engine/kv.go:88"),
+// for machines; Name is the site as B's user saw it (A's when only A has
+// it), as CellNames names it ("In [8], cell 4, line 2 ← …"). SiteA and
+// SiteB are the site in each trace, in its trace form with its cell ids,
+// and SiteAID and SiteBID its id there: empty on the side without it.
 type DiffRow struct {
-	Category       string `json:"category"`
-	Site           string `json:"site,omitempty"`
-	SiteA          string `json:"site_a,omitempty"`
-	SiteB          string `json:"site_b,omitempty"`
-	Allocs         Change `json:"allocs"`
-	AllocBytes     Change `json:"alloc_bytes"`
-	Lingering      Change `json:"lingering"`
-	LingeringBytes Change `json:"lingering_bytes"`
-	PeakBytes      Change `json:"peak_bytes"` // contribution to each trace's peak
+	Category       string       `json:"category"`
+	Site           string       `json:"site,omitempty"`
+	Name           string       `json:"name,omitempty"`
+	SiteA          string       `json:"site_a,omitempty"`
+	SiteB          string       `json:"site_b,omitempty"`
+	SiteAID        event.SiteID `json:"site_a_id,omitempty"`
+	SiteBID        event.SiteID `json:"site_b_id,omitempty"`
+	Allocs         Change       `json:"allocs"`
+	AllocBytes     Change       `json:"alloc_bytes"`
+	Lingering      Change       `json:"lingering"`
+	LingeringBytes Change       `json:"lingering_bytes"`
+	PeakBytes      Change       `json:"peak_bytes"` // contribution to each trace's peak
+
+	short string // Name's first places (CellNames.Short), for WriteText
 }
 
 func (d DiffRow) changed() bool {
@@ -89,44 +100,57 @@ func dupCopies(r *Report) uint64 {
 	return n
 }
 
-// diffRows pairs the stats of a and b by (category, site), sites keyed by
-// cell position when the reports ra and rb (nil for categories) say it.
+// diffRows pairs the stats of a and b by (category, site), sites keyed
+// by their structure and their cells' keys when the reports ra and rb
+// (nil for categories) say them.
 func diffRows(a, b []Stat, ra, rb *Report) []DiffRow {
 	type key struct{ cat, site string }
 	rows := make(map[key]*[2]Stat)
-	names := make(map[key]*[2]string)
+	ids := make(map[key]*[2]event.SiteID)
 	var keys [2]map[string]string
+	var names [2]*CellNames
 	if ra != nil && rb != nil {
 		keys[0], keys[1] = cellKeys(ra, rb)
+		names[0], names[1] = ra.CellNames(), rb.CellNames()
 	}
+	reps := [2]*Report{ra, rb}
 	for i, side := range [2][]Stat{a, b} {
-		rep := [2]*Report{ra, rb}[i]
 		for _, s := range side {
 			k := key{s.Category, s.Site}
-			if rep != nil && s.Site != "" {
-				k.site = keySite(s.Site, keys[i])
+			sited := reps[i] != nil && s.Site != ""
+			if sited {
+				k.site = siteKey(reps[i].Site(s.SiteID), s.Site, keys[i])
 			}
 			if rows[k] == nil {
-				rows[k], names[k] = new([2]Stat), new([2]string)
+				rows[k], ids[k] = new([2]Stat), new([2]event.SiteID)
 			}
 			// Two sites of one trace may share a key (a cell the trace
 			// ran twice under one id has one position): add them up.
 			rows[k][i] = addStat(rows[k][i], s)
-			if rep != nil && s.Site != "" {
-				names[k][i] = s.Site
+			if sited {
+				ids[k][i] = s.SiteID
 			}
 		}
 	}
 	out := []DiffRow{}
 	for k, p := range rows {
 		x, y := p[0], p[1]
-		r := DiffRow{Category: k.cat, Site: k.site, SiteA: names[k][0], SiteB: names[k][1],
+		r := DiffRow{Category: k.cat, Site: k.site,
 			Allocs: change(x.Allocs, y.Allocs), AllocBytes: change(x.AllocBytes, y.AllocBytes),
 			Lingering: change(x.Lingering, y.Lingering), LingeringBytes: change(x.LingeringBytes, y.LingeringBytes),
 			PeakBytes: change(x.PeakBytes, y.PeakBytes)}
-		if r.changed() {
-			out = append(out, r)
+		if !r.changed() {
+			continue
 		}
+		if x.Site != "" && ra != nil {
+			r.SiteA, r.SiteAID = x.Site, ids[k][0]
+			r.Name, r.short = names[0].Site(ra.Site(r.SiteAID)), names[0].Short(ra.Site(r.SiteAID))
+		}
+		if y.Site != "" && rb != nil {
+			r.SiteB, r.SiteBID = y.Site, ids[k][1]
+			r.Name, r.short = names[1].Site(rb.Site(r.SiteBID)), names[1].Short(rb.Site(r.SiteBID))
+		}
+		out = append(out, r)
 	}
 	abs := func(v int64) int64 { return max(v, -v) }
 	slices.SortFunc(out, func(x, y DiffRow) int {
@@ -136,6 +160,34 @@ func diffRows(a, b []Stat, ra, rb *Report) []DiffRow {
 			cmp.Compare(x.Category, y.Category), cmp.Compare(x.Site, y.Site))
 	})
 	return out
+}
+
+// siteKey is the key under which Diff matches a site: its frames, each
+// notebook cell's id replaced by its key ("cell #4:2", cellKeys; a cell
+// without one, in a trace without cell scopes, keeps its id). A site the
+// report has no frames of (made without names) is keyed by its trace
+// form, s.
+func siteKey(site Site, s string, keys map[string]string) string {
+	if len(site.Stack) == 0 && len(site.Frames) == 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, f := range site.Stack {
+		if i > 0 {
+			b.WriteString(" → ")
+		}
+		fmt.Fprintf(&b, "cell %s:%d", cmp.Or(keys[f.Cell], f.Cell), f.Line)
+		if f.Func != "" && f.Func != "<toplevel>" {
+			b.WriteString(" (" + f.Func + ")")
+		}
+	}
+	for _, f := range site.Frames {
+		if b.Len() > 0 {
+			b.WriteString(" ← ")
+		}
+		fmt.Fprintf(&b, "%s %s:%d", f.Func, shortFile(f.File), f.Line)
+	}
+	return b.String()
 }
 
 // WriteText writes the diff for people: the headline figures, then the
@@ -162,8 +214,8 @@ func (d *DiffReport) WriteText(w io.Writer) error {
 			line := fmt.Sprintf("  %-10s allocs %d → %d, %s; lingering %d → %d, %s; at peak %s",
 				r.Category, r.Allocs.A, r.Allocs.B, bytesChange(r.AllocBytes),
 				r.Lingering.A, r.Lingering.B, bytesChange(r.LingeringBytes), bytesChange(r.PeakBytes))
-			if r.Site != "" {
-				line += "  at " + shortSite(r.Site)
+			if r.Name != "" {
+				line += "  at " + cmp.Or(r.short, r.Name)
 			}
 			p("%s", line)
 		}

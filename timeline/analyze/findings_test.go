@@ -306,9 +306,9 @@ func TestTrackPhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range []string{
-		fmt.Sprintf("  in cell leak: %s; allocated %s/step over %d steps", verdictText(VerdictAllocated), fmtSigned(2*MiB), steps),
-		fmt.Sprintf("  in cell cache: %s; reserved %s/step over %d steps", verdictText(VerdictReserved), fmtSigned(64*MiB), steps),
-		fmt.Sprintf("  in cell outside: %s; device used %s/step over %d steps", verdictText(VerdictDevice), fmtSigned(96*MiB), steps),
+		fmt.Sprintf("  in cell 1: %s; allocated %s/step over %d steps", verdictText(VerdictAllocated), fmtSigned(2*MiB), steps),
+		fmt.Sprintf("  in cell 2: %s; reserved %s/step over %d steps", verdictText(VerdictReserved), fmtSigned(64*MiB), steps),
+		fmt.Sprintf("  in cell 3: %s; device used %s/step over %d steps", verdictText(VerdictDevice), fmtSigned(96*MiB), steps),
 	} {
 		if !strings.Contains(text.String(), w) {
 			t.Errorf("text lacks %q:\n%s", w, text.String())

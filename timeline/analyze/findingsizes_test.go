@@ -69,7 +69,7 @@ func TestFindingRequestedSizes(t *testing.T) {
 	}
 	kvPeak, kvPeakBlocks := uint64(steps*perStep)*kvReq, uint64(steps*perStep)*kvBlock
 	at := func(line int) string {
-		return fmt.Sprintf("cell serve:%d ← linger/engine.Alloc engine/tensor.go:42", line)
+		return fmt.Sprintf("cell 1, line %d ← linger/engine.Alloc engine/tensor.go:42", line)
 	}
 	for _, line := range []string{
 		fmt.Sprintf("  kv_cache   %s/step (%s allocated), %s/s, R² 1.00 over %d steps, %s → %s (%s → %s allocated)  %s",

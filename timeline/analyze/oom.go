@@ -21,7 +21,8 @@ type OOM struct {
 	Requested uint64       `json:"requested"`
 	Category  string       `json:"category"`
 	Label     string       `json:"label,omitempty"`
-	Site      string       `json:"site,omitempty"`
+	Site      string       `json:"site,omitempty"` // as Stat.Site
+	SiteID    event.SiteID `json:"site_id,omitempty"`
 	Stack     []StackFrame `json:"stack,omitempty"`
 	// DeviceFree is what the allocator could still have taken: the
 	// device's free bytes under its memory limit (the event's Extra).
@@ -60,7 +61,7 @@ func (a *Analyzer) reportOOMs(rep *Report, r *resolver) {
 	rep.OOMs = make([]OOM, 0, len(a.ooms))
 	for _, o := range a.ooms {
 		x := OOM{Seq: o.e.Seq, TimeNS: o.e.Time, Size: o.e.Size, Requested: o.e.Requested, Category: o.e.Category.String(),
-			Label: r.str(o.e.Label), Site: r.site(o.e.Site), Stack: r.stack(o.e.Site), DeviceFree: o.e.Extra,
+			Label: r.str(o.e.Label), Site: r.site(o.e.Site), SiteID: o.e.Site, Stack: r.stack(o.e.Site), DeviceFree: o.e.Extra,
 			Allocated: o.tracks[memstate.Allocated], Reserved: o.tracks[memstate.Reserved], DeviceUsed: o.tracks[memstate.DeviceUsed],
 			Live: []Share{}}
 		if o.e.Site == 0 {

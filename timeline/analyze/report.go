@@ -58,8 +58,12 @@ type Report struct {
 	Sites      []Stat    `json:"sites"`
 	Anomalies  Anomalies `json:"anomalies"`
 	// Cells are the notebook cells the trace ran, in the order of their
-	// first run: what names a site's cell as the user sees it (NameSite).
+	// first run: what names a site's cell as the user sees it (CellNames).
 	Cells []Cell `json:"cells"`
+	// SiteTable holds every site the report's rows name by SiteID, by
+	// id: their frames, from which CellNames renders what a person reads
+	// and by which Diff matches sites (see Site).
+	SiteTable []Site `json:"site_table"`
 	// MemoryBudget is the kernel's memory budget, its Go heap and
 	// host-memory segments together (the "memory_budget" counter); 0 for
 	// a trace without one.
@@ -114,25 +118,29 @@ type HeldObject struct {
 	Requested uint64 `json:"requested"`
 	Category  string `json:"category"`
 	Label     string `json:"label"`
-	Site      string `json:"site"`
-	AllocSeq  uint64 `json:"alloc_seq"`
-	HeldBy    string `json:"held_by"`
+	// Site is the site's trace form (event.Site.String, with cell ids):
+	// SiteID says it, Report.SiteTable holds its frames.
+	Site     string       `json:"site"`
+	SiteID   event.SiteID `json:"site_id,omitempty"`
+	AllocSeq uint64       `json:"alloc_seq"`
+	HeldBy   string       `json:"held_by"`
 }
 
 // Total is the lingering objects of a category or a (site, category),
 // their bytes requested and rounded as in Lingering.
 type Total struct {
-	Category          string `json:"category"`
-	Site              string `json:"site,omitempty"`
-	Count             uint64 `json:"count"`
-	Bytes             uint64 `json:"bytes"`
-	Requested         uint64 `json:"requested"`
-	Leaked            uint64 `json:"leaked"`
-	LeakedBytes       uint64 `json:"leaked_bytes"`
-	LeakedRequested   uint64 `json:"leaked_requested"`
-	LateFrees         uint64 `json:"late_frees"`
-	LateFreeBytes     uint64 `json:"late_free_bytes"`
-	LateFreeRequested uint64 `json:"late_free_requested"`
+	Category          string       `json:"category"`
+	Site              string       `json:"site,omitempty"` // as Stat.Site
+	SiteID            event.SiteID `json:"site_id,omitempty"`
+	Count             uint64       `json:"count"`
+	Bytes             uint64       `json:"bytes"`
+	Requested         uint64       `json:"requested"`
+	Leaked            uint64       `json:"leaked"`
+	LeakedBytes       uint64       `json:"leaked_bytes"`
+	LeakedRequested   uint64       `json:"leaked_requested"`
+	LateFrees         uint64       `json:"late_frees"`
+	LateFreeBytes     uint64       `json:"late_free_bytes"`
+	LateFreeRequested uint64       `json:"late_free_requested"`
 	// Stack is the site's notebook call stack, outermost first.
 	Stack []StackFrame `json:"stack,omitempty"`
 }
@@ -177,8 +185,11 @@ type Object struct {
 
 	CategoryID   event.Category `json:"-"`
 	LabelID      event.StringID `json:"-"`
-	SiteID       event.SiteID   `json:"-"`
+	SiteID       event.SiteID   `json:"site_id,omitempty"`
 	ScopeLabelID event.StringID `json:"-"`
+	// ExpectID and ScopeKindID are Expect and ScopeKind as values.
+	ExpectID    event.ScopeKind `json:"-"`
+	ScopeKindID event.ScopeKind `json:"-"`
 
 	// Stack is the site's notebook call stack, outermost first: the
 	// calling cell's line before a helper's.
@@ -203,9 +214,10 @@ type HolderNames interface {
 // allocator's blocks (BytesPerStep, R2); the same fit over the bytes the
 // objects asked for gives the Requested figures beside them.
 type Growth struct {
-	Category string `json:"category"`
-	Site     string `json:"site,omitempty"`
-	Samples  int    `json:"samples"`
+	Category string       `json:"category"`
+	Site     string       `json:"site,omitempty"` // as Stat.Site
+	SiteID   event.SiteID `json:"site_id,omitempty"`
+	Samples  int          `json:"samples"`
 	// Unit is the scope kind of the samples, Report.GrowthUnit's: a step
 	// is a prefill chunk or decode step of the engine, or a notebook's
 	// own timeline.scope("step", …).
@@ -228,8 +240,9 @@ type Growth struct {
 // again where one buffer or a view of one would have served, or kept
 // copies of it alive at once (see the package documentation).
 type Duplicate struct {
-	Category string `json:"category"`
-	Site     string `json:"site"`
+	Category string       `json:"category"`
+	Site     string       `json:"site"` // as Stat.Site
+	SiteID   event.SiteID `json:"site_id,omitempty"`
 	// Label is the blocks' label, or its pattern with every run of
 	// digits as "*" when the labels differ by numbers ("layer.*.k"),
 	// else the first and last labels ("a … b").
@@ -278,12 +291,13 @@ type Peak struct {
 // a label: Bytes in the allocator's blocks, Requested as the objects
 // asked for them.
 type Share struct {
-	Category  string `json:"category,omitempty"`
-	Site      string `json:"site,omitempty"`
-	Label     string `json:"label,omitempty"`
-	Bytes     uint64 `json:"bytes"`
-	Requested uint64 `json:"requested"`
-	Count     uint64 `json:"count"`
+	Category  string       `json:"category,omitempty"`
+	Site      string       `json:"site,omitempty"` // as Stat.Site
+	SiteID    event.SiteID `json:"site_id,omitempty"`
+	Label     string       `json:"label,omitempty"`
+	Bytes     uint64       `json:"bytes"`
+	Requested uint64       `json:"requested"`
+	Count     uint64       `json:"count"`
 }
 
 // Tracks are the allocator's and the device's memory side by side.
@@ -356,20 +370,24 @@ type Point struct {
 }
 
 // Stat is the totals of a category (Site empty) or a (site, category).
+// Site is the site's trace form (event.Site.String, with the cells'
+// ids), for titles and machines: SiteID says the site, whose frames
+// Report.SiteTable holds, and CellNames names it for people.
 type Stat struct {
-	Category       string `json:"category"`
-	Site           string `json:"site,omitempty"`
-	Allocs         uint64 `json:"allocs"`
-	AllocBytes     uint64 `json:"alloc_bytes"`
-	Frees          uint64 `json:"frees"`
-	LiveCount      uint64 `json:"live_count"`
-	LiveBytes      uint64 `json:"live_bytes"`
-	Lingering      uint64 `json:"lingering"`
-	LingeringBytes uint64 `json:"lingering_bytes"`
-	Leaked         uint64 `json:"leaked"`
-	LeakedBytes    uint64 `json:"leaked_bytes"`
-	PeakCount      uint64 `json:"peak_count"`
-	PeakBytes      uint64 `json:"peak_bytes"`
+	Category       string       `json:"category"`
+	Site           string       `json:"site,omitempty"`
+	SiteID         event.SiteID `json:"site_id,omitempty"`
+	Allocs         uint64       `json:"allocs"`
+	AllocBytes     uint64       `json:"alloc_bytes"`
+	Frees          uint64       `json:"frees"`
+	LiveCount      uint64       `json:"live_count"`
+	LiveBytes      uint64       `json:"live_bytes"`
+	Lingering      uint64       `json:"lingering"`
+	LingeringBytes uint64       `json:"lingering_bytes"`
+	Leaked         uint64       `json:"leaked"`
+	LeakedBytes    uint64       `json:"leaked_bytes"`
+	PeakCount      uint64       `json:"peak_count"`
+	PeakBytes      uint64       `json:"peak_bytes"`
 }
 
 // Anomalies count events the analysis could not make sense of: a trace
@@ -387,6 +405,21 @@ type resolver struct {
 	names  Names
 	sites  map[event.SiteID]string
 	stacks map[event.SiteID][]StackFrame
+}
+
+// siteTable is the structure of every site the report named, by id.
+func (r *resolver) siteTable() []Site {
+	out := make([]Site, 0, len(r.sites))
+	for id := range r.sites {
+		if id == 0 || r.names == nil {
+			continue
+		}
+		if s, ok := r.names.Site(id); ok {
+			out = append(out, NewSite(id, s))
+		}
+	}
+	slices.SortFunc(out, func(x, y Site) int { return cmp.Compare(x.ID, y.ID) })
+	return out
 }
 
 // stack is the notebook call stack of site id, outermost first; nil when
@@ -409,14 +442,13 @@ func (r *resolver) stack(id event.SiteID) []StackFrame {
 }
 
 func (r *resolver) site(id event.SiteID) string {
-	if id == 0 {
-		return "unknown"
-	}
 	if s, ok := r.sites[id]; ok {
 		return s
 	}
 	s := fmt.Sprintf("site %d", id)
-	if r.names != nil {
+	if id == 0 {
+		s = "unknown"
+	} else if r.names != nil {
 		if site, ok := r.names.Site(id); ok {
 			s = site.String()
 		}
@@ -454,6 +486,7 @@ func (a *Analyzer) Report(names Names) *Report {
 	a.reportPhases(rep, r)
 	a.reportCells(rep, r)
 	a.reportOOMs(rep, r)
+	rep.SiteTable = r.siteTable()
 	return rep
 }
 
@@ -482,7 +515,7 @@ func (a *Analyzer) reportLingering(rep *Report, r *resolver) {
 	for _, g := range a.keyOrd {
 		if g.lingN > 0 {
 			t := total(g)
-			t.Site, t.Stack = r.site(g.site), r.stack(g.site)
+			t.Site, t.SiteID, t.Stack = r.site(g.site), g.site, r.stack(g.site)
 			l.BySite = append(l.BySite, t)
 		}
 	}
@@ -520,7 +553,7 @@ func (a *Analyzer) reportHeld(l *Lingering, r *resolver, h HolderNames) {
 	add := func(x leak) {
 		if p, ok := h.HeldBy(x.seq); ok && p != "" {
 			l.Held = append(l.Held, HeldObject{Addr: x.addr, Size: x.size, Requested: x.req, Category: catName(x.cat),
-				Label: r.str(x.label), Site: r.site(x.site), AllocSeq: x.seq, HeldBy: p})
+				Label: r.str(x.label), Site: r.site(x.site), SiteID: x.site, AllocSeq: x.seq, HeldBy: p})
 		}
 	}
 	for _, x := range a.torn {
@@ -574,13 +607,14 @@ func (a *Analyzer) reportStats(rep *Report, r *resolver) {
 	for _, g := range a.keyOrd {
 		site := r.site(g.site)
 		s := a.stat(g)
-		s.Site = site
+		s.Site, s.SiteID = site, g.site
 		rep.Sites = append(rep.Sites, s)
 		if gr, ok := a.growth(g, site); ok {
+			gr.SiteID = g.site
 			rep.Growth = append(rep.Growth, gr)
 		}
 		if d, ok := a.duplicate(g, r); ok {
-			d.Site = site
+			d.Site, d.SiteID = site, g.site
 			rep.Duplicates = append(rep.Duplicates, d)
 		}
 	}
@@ -677,7 +711,7 @@ func (a *Analyzer) reportPeak(rep *Report, r *resolver) {
 	}
 	for _, g := range a.keyOrd {
 		if b, req, n := a.atPeak(g); n > 0 && g.cat != catOutside {
-			p.BySite = append(p.BySite, Share{Category: catName(g.cat), Site: r.site(g.site), Bytes: b, Requested: req, Count: n})
+			p.BySite = append(p.BySite, Share{Category: catName(g.cat), Site: r.site(g.site), SiteID: g.site, Bytes: b, Requested: req, Count: n})
 		}
 	}
 	for id, g := range a.labels {
@@ -738,14 +772,4 @@ func (a *Analyzer) reportTracks(rep *Report) {
 	}
 	t.GoHeapGrows = t.HasGoHeap && a.trackFit[memstate.GoHeap].growing(rule)
 	hostVerdict(t)
-}
-
-// shortSite keeps a site's first two places (the notebook cell and line
-// first when there is one), which is what a person reads first.
-func shortSite(s string) string {
-	parts := strings.SplitN(s, " ← ", 3)
-	if len(parts) > 2 {
-		return parts[0] + " ← " + parts[1] + " ← …"
-	}
-	return s
 }

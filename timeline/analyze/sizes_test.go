@@ -75,8 +75,8 @@ func TestRequestedSizes(t *testing.T) {
 	}
 	for _, line := range []string{
 		fmt.Sprintf("lingering: %d objects, %s; leaked %d, %s; none freed late", layers+1, both(req0, size0), layers+1, both(req0, size0)),
-		fmt.Sprintf("  kv_cache   %s in 1 objects, leaked %s  at cell serve:2 ← linger/engine.Alloc engine/tensor.go:42", both(cacheReq, cacheBlock), both(cacheReq, cacheBlock)),
-		fmt.Sprintf("  other      %s in %d objects, leaked %s  at cell serve:3 ← linger/engine.Alloc engine/tensor.go:42", both(layers*scaleReq, layers*scaleBlock), layers, both(layers*scaleReq, layers*scaleBlock)),
+		fmt.Sprintf("  kv_cache   %s in 1 objects, leaked %s  at cell 1, line 2 ← linger/engine.Alloc engine/tensor.go:42", both(cacheReq, cacheBlock), both(cacheReq, cacheBlock)),
+		fmt.Sprintf("  other      %s in %d objects, leaked %s  at cell 1, line 3 ← linger/engine.Alloc engine/tensor.go:42", both(layers*scaleReq, layers*scaleBlock), layers, both(layers*scaleReq, layers*scaleBlock)),
 		fmt.Sprintf("  - kv_cache \"cache.k\" %s, expected to die with request \"request 1\"", both(cacheReq, cacheBlock)),
 		fmt.Sprintf("  - other \"layer.0.scale\" %s, expected to die with request \"request 1\"", both(scaleReq, scaleBlock)),
 	} {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"linger/internal/units"
+	"linger/timeline/event"
 )
 
 // textRows bounds each list in the text output.
@@ -36,12 +37,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if unit == "" {
 		unit = "step"
 	}
-	writeOOMs(p, rep.OOMs, rep.Anomalies.OOMs)
-	writeLingering(p, &rep.Lingering)
-	writeGrowth(p, rep.Growth, unit)
-	writeDuplicates(p, rep.Duplicates, unit)
-	writePeak(p, &rep.Peak)
-	writeTracks(p, &rep.Tracks, unit)
+	n := sitesOf(rep)
+	writeOOMs(p, n, rep.OOMs, rep.Anomalies.OOMs)
+	writeLingering(p, n, &rep.Lingering)
+	writeGrowth(p, n, rep.Growth, unit)
+	writeDuplicates(p, n, rep.Duplicates, unit)
+	writePeak(p, n, &rep.Peak)
+	writeTracks(p, n, &rep.Tracks, unit)
 	writeOutside(p, &rep.Outside)
 	if a := rep.Anomalies; a.UnknownFrees+a.DoubleAllocs+a.UnknownScopes+a.OutOfOrder+a.Gaps > 0 {
 		p("anomalies: %d unknown frees, %d double allocs, %d unknown scopes, %d out of order, %d gaps",
@@ -51,14 +53,25 @@ func (rep *Report) WriteText(w io.Writer) error {
 	return bw.Flush()
 }
 
+// reportSites names a report's sites and cells for its text (CellNames).
+type reportSites struct {
+	rep   *Report
+	names *CellNames
+}
+
+func sitesOf(rep *Report) reportSites { return reportSites{rep, rep.CellNames()} }
+
+// short is site id by its first places (CellNames.Short).
+func (n reportSites) short(id event.SiteID) string { return n.names.Short(n.rep.Site(id)) }
+
 // writeOOMs writes the allocations that failed, n in all, each with what
 // it asked for, where, what was free under the device's limit and what
 // was alive; nothing for a trace without one.
-func writeOOMs(p printer, ooms []OOM, n uint64) {
-	if n == 0 {
+func writeOOMs(p printer, n reportSites, ooms []OOM, count uint64) {
+	if count == 0 {
 		return
 	}
-	p("out of memory: %d allocation(s) failed", n)
+	p("out of memory: %d allocation(s) failed", count)
 	for _, o := range ooms[:min(len(ooms), textRows)] {
 		label := ""
 		if o.Label != "" {
@@ -66,7 +79,7 @@ func writeOOMs(p printer, ooms []OOM, n uint64) {
 		}
 		p("  %-10s%s %s at seq %d (%s); %s free under the limit; allocated %s, reserved %s, device used %s  at %s",
 			o.Category, label, fmtBlocks(o.Requested, o.Size), o.Seq, fmtDuration(o.TimeNS), fmtBytes(o.DeviceFree),
-			fmtBytes(o.Allocated), fmtBytes(o.Reserved), fmtBytes(o.DeviceUsed), shortSite(cmp.Or(o.Site, "unknown")))
+			fmtBytes(o.Allocated), fmtBytes(o.Reserved), fmtBytes(o.DeviceUsed), n.short(o.SiteID))
 		var live []string
 		for _, s := range o.Live[:min(len(o.Live), textRows)] {
 			live = append(live, fmt.Sprintf("%s %s in %d", s.Category, fmtBlocks(s.Requested, s.Bytes), s.Count))
@@ -80,7 +93,7 @@ func writeOOMs(p printer, ooms []OOM, n uint64) {
 // printer writes one line of the text report.
 type printer func(format string, args ...any)
 
-func writeLingering(p printer, l *Lingering) {
+func writeLingering(p printer, n reportSites, l *Lingering) {
 	if l.Count == 0 {
 		p("lingering: none")
 		return
@@ -93,7 +106,7 @@ func writeLingering(p printer, l *Lingering) {
 	p("lingering: %d objects, %s; leaked %d, %s; %s", l.Count, fmtBlocks(l.Requested, l.Bytes), l.Leaked, fmtBlocks(l.LeakedRequested, l.LeakedBytes), late)
 	for _, t := range l.BySite[:min(len(l.BySite), textRows)] {
 		p("  %-10s %10s in %d objects, leaked %s  at %s", t.Category, fmtBlocks(t.Requested, t.Bytes), t.Count,
-			fmtBlocks(t.LeakedRequested, t.LeakedBytes), shortSite(t.Site))
+			fmtBlocks(t.LeakedRequested, t.LeakedBytes), n.short(t.SiteID))
 	}
 	for _, o := range l.Objects[:min(len(l.Objects), textRows)] {
 		state := "leaked"
@@ -101,22 +114,22 @@ func writeLingering(p printer, l *Lingering) {
 			state = fmt.Sprintf("freed %s late", fmtDuration(o.DelayNS))
 		}
 		p("  - %s %q %s, expected to die with %s %q (ended seq %d); %s; at %s",
-			o.Category, o.Label, fmtBlocks(o.Requested, o.Size), o.ScopeKind, o.ScopeLabel, o.LingerSeq, state, shortSite(o.Site))
+			o.Category, o.Label, fmtBlocks(o.Requested, o.Size), o.ScopeKind, o.ScopeLabel, o.LingerSeq, state, n.short(o.SiteID))
 	}
 }
 
 // writeGrowth writes the growing totals; unit is the scope kind they were
 // sampled at.
-func writeGrowth(p printer, growth []Growth, unit string) {
+func writeGrowth(p printer, n reportSites, growth []Growth, unit string) {
 	if len(growth) == 0 {
 		p("growth: none")
 		return
 	}
 	p("growth:")
 	for _, g := range growth[:min(len(growth), textRows)] {
-		where := g.Site
-		if where == "" {
-			where = "(all sites)"
+		where := "(all sites)"
+		if g.Site != "" {
+			where = n.short(g.SiteID)
 		}
 		unit := cmp.Or(g.Unit, unit)
 		perStep := fmtRate(g.RequestedPerStep, g.BytesPerStep, unit)
@@ -126,7 +139,7 @@ func writeGrowth(p printer, growth []Growth, unit string) {
 			perStep += fmt.Sprintf(", %s over %d %ss", fmtRate(r.RequestedPer, r.BytesPer, r.Unit), r.Samples, r.Unit)
 		}
 		p("  %-10s %s, %s/s, R² %.2f over %d %ss, %s  %s", g.Category, perStep,
-			fmtSigned(g.RequestedPerSecond), g.R2, g.Samples, unit, fmtSpan(g.FirstRequested, g.LastRequested, g.First, g.Last, " → "), shortSite(where))
+			fmtSigned(g.RequestedPerSecond), g.R2, g.Samples, unit, fmtSpan(g.FirstRequested, g.LastRequested, g.First, g.Last, " → "), where)
 	}
 }
 
@@ -140,18 +153,18 @@ func fmtRate(requested, size float64, unit string) string {
 	return r
 }
 
-func writeDuplicates(p printer, dups []Duplicate, unit string) {
+func writeDuplicates(p printer, n reportSites, dups []Duplicate, unit string) {
 	if len(dups) == 0 {
 		p("duplicates: none")
 		return
 	}
 	p("duplicates:")
 	dups = dups[:min(len(dups), textRows)]
-	sites := make([]string, len(dups))
+	where := make([]Site, len(dups))
 	for i, d := range dups {
-		sites[i] = d.Site
+		where[i] = n.rep.Site(d.SiteID)
 	}
-	sites = distinctSites(sites)
+	sites := n.names.Distinct(where)
 	for i, d := range dups {
 		live := ""
 		if d.MaxLive > 1 {
@@ -163,42 +176,13 @@ func writeDuplicates(p printer, dups []Duplicate, unit string) {
 	}
 }
 
-// distinctSites shortens sites as shortSite does, keeping as many more
-// places of each as it takes for lines with different sites to read
-// differently (the k and v tensors of one loop differ in a deeper frame).
-func distinctSites(sites []string) []string {
-	out := make([]string, len(sites))
-	for i, s := range sites {
-		out[i] = shortSite(s)
-	}
-	for i := range sites {
-		for j := range sites {
-			if i == j || sites[i] == sites[j] {
-				continue
-			}
-			a, b := strings.Split(sites[i], " ← "), strings.Split(sites[j], " ← ")
-			n := 0
-			for n < len(a) && n < len(b) && a[n] == b[n] {
-				n++
-			}
-			if n+1 > len(strings.Split(strings.TrimSuffix(out[i], " ← …"), " ← ")) {
-				out[i] = strings.Join(a[:min(n+1, len(a))], " ← ")
-				if n+1 < len(a) {
-					out[i] += " ← …"
-				}
-			}
-		}
-	}
-	return out
-}
-
-func writePeak(p printer, pk *Peak) {
+func writePeak(p printer, n reportSites, pk *Peak) {
 	p("peak: %s in %d objects at seq %d (%s)", fmtBlocks(pk.Requested, pk.Bytes), pk.Objects, pk.Seq, fmtDuration(pk.TimeNS))
 	for _, s := range pk.ByCategory[:min(len(pk.ByCategory), textRows)] {
 		p("  %-10s %10s in %d", s.Category, fmtBlocks(s.Requested, s.Bytes), s.Count)
 	}
 	for _, s := range pk.BySite[:min(len(pk.BySite), textRows)] {
-		p("  %-10s %10s in %d  at %s", s.Category, fmtBlocks(s.Requested, s.Bytes), s.Count, shortSite(s.Site))
+		p("  %-10s %10s in %d  at %s", s.Category, fmtBlocks(s.Requested, s.Bytes), s.Count, n.short(s.SiteID))
 	}
 }
 
@@ -209,7 +193,7 @@ func writePeak(p printer, pk *Peak) {
 // the verdict rests on; the trace's end, when it reads differently (a
 // session's teardown frees what the session held), is said apart: a
 // track that grew and was then torn down did not grow to 0.
-func writeTracks(p printer, t *Tracks, unit string) {
+func writeTracks(p printer, n reportSites, t *Tracks, unit string) {
 	three := func(v TrackValues) string {
 		return fmt.Sprintf("allocated %s, reserved %s, device used %s", fmtBytes(v.Allocated), fmtBytes(v.Reserved), fmtBytes(v.DeviceUsed))
 	}
@@ -233,12 +217,12 @@ func writeTracks(p printer, t *Tracks, unit string) {
 		}
 		p("  go heap %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.Last.GoHeap), state)
 	}
-	writePhases(p, t.Phases)
+	writePhases(p, n, t.Phases)
 }
 
 // writePhases writes the cell runs whose tracks grow, each with the
 // growing track's rate and figures.
-func writePhases(p printer, phases []Phase) {
+func writePhases(p printer, n reportSites, phases []Phase) {
 	for _, ph := range phases[:min(len(phases), textRows)] {
 		track, per, from, to := "allocated", ph.AllocatedPerStep, ph.Start.Allocated, ph.Last.Allocated
 		switch ph.Verdict {
@@ -247,7 +231,7 @@ func writePhases(p printer, phases []Phase) {
 		case VerdictDevice:
 			track, per, from, to = "device used", ph.DevicePerStep, ph.Start.DeviceUsed, ph.Last.DeviceUsed
 		}
-		p("  in cell %s: %s; %s %s/%s over %d %ss, %s → %s", ph.Cell, verdictText(ph.Verdict), track, fmtSigned(per), ph.Unit, ph.Samples, ph.Unit, fmtBytes(from), fmtBytes(to))
+		p("  in %s: %s; %s %s/%s over %d %ss, %s → %s", n.names.Cell(ph.Cell, 0), verdictText(ph.Verdict), track, fmtSigned(per), ph.Unit, ph.Samples, ph.Unit, fmtBytes(from), fmtBytes(to))
 	}
 	if len(phases) > textRows {
 		p("  … and %d more cell runs whose tracks grow", len(phases)-textRows)

@@ -234,10 +234,50 @@ type CellRun struct {
 	Source   uint32
 }
 
-// CellRunOf reads a cell scope_begin's CellRun.
+// CellRunOf reads a cell scope_begin's CellRun; e.ScopeView().CellRun() says
+// the same.
 func CellRunOf(e *Event) CellRun {
 	return CellRun{Count: e.Requested, Position: int(e.Size >> ScopePositionShift & 0xffff), Source: uint32(e.Size >> ScopeSourceShift)}
 }
+
+// ScopeView is the typed view of a scope_begin or scope_end event, as Go's
+// internal/trace gives each kind of event its own: what the fields of
+// Event mean for a scope, so that readers need not know how they are
+// packed.
+type ScopeView struct{ e *Event }
+
+// ScopeView returns e's scope view. It panics unless e is a scope_begin
+// or scope_end: reading a scope out of another kind is a programmer's
+// error. (Event.Scope, the field, is the innermost scope open when e
+// happened, of every kind.)
+func (e *Event) ScopeView() ScopeView {
+	if e.Kind != KindScopeBegin && e.Kind != KindScopeEnd {
+		panic(fmt.Sprintf("event.ScopeView of a %s event", e.Kind))
+	}
+	return ScopeView{e}
+}
+
+// ID is the scope's id.
+func (s ScopeView) ID() ScopeID { return ScopeID(s.e.Addr) }
+
+// Kind is the scope's kind.
+func (s ScopeView) Kind() ScopeKind { return s.e.Expect }
+
+// Label is the scope's label (a cell's id for a cell).
+func (s ScopeView) Label() StringID { return s.e.Label }
+
+// Parent is the scope it was begun in (0: none); a scope_begin's only.
+func (s ScopeView) Parent() ScopeID { return ScopeID(s.e.Extra) }
+
+// Flags are a scope_begin's flags (ScopeFlagTeardown), without the
+// cell's place and source beside them.
+func (s ScopeView) Flags() uint64 { return s.e.Size & ScopeFlagsMask }
+
+// Teardown reports whether the scope is the session's teardown.
+func (s ScopeView) Teardown() bool { return s.Flags()&ScopeFlagTeardown != 0 }
+
+// CellRun is what a cell's scope_begin says of the run (CellRunOf).
+func (s ScopeView) CellRun() CellRun { return CellRunOf(s.e) }
 
 // SourceHash is the hash of a cell's source a cell scope records: the
 // first 32 bits of its SHA-256, never 0.

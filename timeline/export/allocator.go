@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"linger/timeline/analyze"
 	"linger/timeline/event"
 )
 
@@ -63,7 +64,11 @@ type AllocatorBlock struct {
 	Free      bool   `json:"free,omitempty"`
 	Category  string `json:"category,omitempty"`
 	Label     string `json:"label,omitempty"`
-	Site      string `json:"site,omitempty"` // where it was allocated, notebook line first
+	// Site is where it was allocated, notebook line first, as the page
+	// names it ("In [4], cell 8, line 12 ← …"; analyze.CellNames);
+	// SiteID is its id in the trace.
+	Site   string       `json:"site,omitempty"`
+	SiteID event.SiteID `json:"site_id,omitempty"`
 }
 
 // CategoryBytes is what one category held.
@@ -94,10 +99,12 @@ func Allocator(tr Trace, at At) (*AllocatorState, error) {
 	st := newState()
 	oomLive := map[string]uint64{} // oom.live.* counters since the last oom
 	var oom *AllocatorOOM
+	var runs analyze.CellRuns
 	err = tr.Replay(func(e event.Event) error {
 		if e.Seq > in.seq {
 			return errStop
 		}
+		runs.Add(&e)
 		switch e.Kind {
 		case event.KindCounter:
 			if c, ok := strings.CutPrefix(tr.String(e.Label), "oom.live."); ok {
@@ -120,6 +127,7 @@ func Allocator(tr Trace, at At) (*AllocatorState, error) {
 	if err != nil && err != errStop {
 		return nil, err
 	}
+	cells := runs.Names(tr)
 	s := &AllocatorState{Seq: in.seq, TimeNS: in.time, Peak: in.peak, LastSeq: in.lastSeq, OOM: oom}
 	objs := st.liveObjects()
 	byCat := map[string]*CategoryBytes{}
@@ -170,8 +178,8 @@ func Allocator(tr Trace, at At) (*AllocatorState, error) {
 			seg.Requested += req
 			if list {
 				b := AllocatorBlock{Address: o.addr, Size: o.size, Requested: req, Category: categoryName(o.cat), Label: tr.String(o.label)}
-				if site, ok := tr.Site(o.site); ok && o.site != 0 {
-					b.Site = site.String()
+				if _, ok := tr.Site(o.site); ok && o.site != 0 {
+					b.Site, b.SiteID = siteName(tr, cells, o.site), o.site
 				}
 				seg.Blocks = append(seg.Blocks, b)
 				blocks++

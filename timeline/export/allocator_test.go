@@ -30,7 +30,7 @@ func TestAllocatorState(t *testing.T) {
 	}
 	seg := s.Segments[0]
 	want := []AllocatorBlock{
-		{Address: smallSeg, Size: 512, Requested: 500, Category: "attn_mask", Label: "mask[chunk=1]", Site: "cell c1:3 ← linger/engine.(*Engine).Generate /src/linger/engine/generate.go:100"},
+		{Address: smallSeg, Size: 512, Requested: 500, Category: "attn_mask", Label: "mask[chunk=1]", Site: "cell c1, line 3 ← linger/engine.(*Engine).Generate engine/generate.go:100"},
 		{Address: smallSeg + 512, Size: 512, Free: true},
 		{Address: smallSeg + 1024, Size: 1024, Requested: 1000, Category: "kv_cache", Label: "layer.0.k"},
 		{Address: smallSeg + 2048, Size: small - 2048, Free: true},

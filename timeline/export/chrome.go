@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"linger/timeline/analyze"
 	"linger/timeline/event"
 	"linger/timeline/memstate"
 )
@@ -67,13 +68,18 @@ const (
 //     late free);
 //   - scopes as complete events (ph "X") on one thread per scope kind (more
 //     when scopes of a kind overlap), named by ph "M" thread_name events;
+//     a cell's scope is named as the page names it ("In [4], cell 8"),
+//     its id in args.cell_id;
 //   - OOMs and marks as global instant events (ph "i", s "g").
 //
 // Past opts.MaxObjects objects, small objects are aggregated per site and
 // category, and the metadata says how many and below what size; past
 // opts.MaxObjects scopes, the innermost scope kinds (layers first) are left
 // out, and the metadata says how many and up to which kind. ts is in
-// microseconds, with nanosecond decimals. Chrome reads tr twice.
+// microseconds, with nanosecond decimals. A site (args.site, and the
+// name of an aggregated slice) reads as the page says it, "In [4], cell
+// 8, line 12 ← …" (analyze.CellNames); args.site_id is its id in the
+// trace. Chrome reads tr twice.
 func Chrome(w io.Writer, tr Trace, opts ChromeOptions) error {
 	sc, err := scanChrome(tr, opts)
 	if err != nil {
@@ -128,6 +134,8 @@ type chromeScan struct {
 	maxObjects  int
 	interval    int64 // counter sampling interval in ns; 0 keeps every change
 	maxCounters int
+	cells       analyze.CellRuns   // the trace's cells, as its report says them
+	names       *analyze.CellNames // their namer, once read
 }
 
 // scanChrome is Chrome's first pass: it finds the lingering objects, the
@@ -146,6 +154,7 @@ func scanChrome(tr Trace, opts ChromeOptions) (*chromeScan, error) {
 	if err != nil {
 		return nil, err
 	}
+	sc.names = sc.cells.Names(tr)
 	if sc.maxObjects < 0 {
 		return sc, nil
 	}
@@ -233,6 +242,7 @@ func (sc *chromeScan) read(tr Trace) (*sizeGroups, error) {
 			if e.Expect <= event.ScopeEngine {
 				sc.scopes[e.Expect]++
 			}
+			sc.cells.Add(&e)
 		case event.KindScopeEnd:
 			sc.scopeEnds[event.ScopeID(e.Addr)] = e.Time
 		case event.KindAlloc:
@@ -407,7 +417,7 @@ func (c *chromeWriter) label(id event.StringID) string {
 func (c *chromeWriter) site(id event.SiteID) string {
 	s, ok := c.sites[id]
 	if !ok {
-		s = siteString(c.tr, id)
+		s = siteName(c.tr, c.sc.names, id)
 		c.sites[id] = s
 	}
 	return s
@@ -494,6 +504,8 @@ func (c *chromeWriter) oom(e event.Event) {
 	c.j.str(c.catNames[min(e.Category, event.NumCategories-1)])
 	c.j.raw(`,"site":`)
 	c.j.str(c.site(e.Site))
+	c.j.raw(`,"site_id":`)
+	c.j.uint(uint64(e.Site))
 	c.j.raw(`,"seq":`)
 	c.j.uint(e.Seq)
 	c.j.raw(`}}`)
@@ -556,6 +568,8 @@ func (c *chromeWriter) objectBegin(o *object) {
 	c.j.str(o.expect.String())
 	c.j.raw(`,"site":`)
 	c.j.str(c.site(o.site))
+	c.j.raw(`,"site_id":`)
+	c.j.uint(uint64(o.site))
 	c.j.raw(`,"seq":`)
 	c.j.uint(o.seq)
 	if l, ok := c.ling[o.seq]; ok {
@@ -563,14 +577,14 @@ func (c *chromeWriter) objectBegin(o *object) {
 		c.j.raw(`,"lingering":true,"lingering_since_us":`)
 		c.j.micros(l.since)
 		c.j.raw(`,"outlived":`)
-		c.j.str(l.describe())
+		c.j.str(l.describe(c.sc.names))
 	}
 	c.j.raw(`}}`)
 }
 
 func (c *chromeWriter) lingerBegin(o *object, ts int64) {
 	l := c.ling[o.seq]
-	c.asyncHead("b", o, "lingering since "+l.describe()+" ended", ts)
+	c.asyncHead("b", o, "lingering since "+l.describe(c.sc.names)+" ended", ts)
 	c.j.raw(`,"args":{"scope":`)
 	c.j.uint(uint64(l.scope))
 	c.j.raw(`,"scope_kind":`)
@@ -589,7 +603,7 @@ func (c *chromeWriter) lingerBegin(o *object, ts int64) {
 func (c *chromeWriter) objectEnd(o *object, ts int64, atEnd bool) {
 	l, lingers := c.ling[o.seq]
 	if lingers && l.started {
-		c.asyncHead("e", o, "lingering since "+l.describe()+" ended", ts)
+		c.asyncHead("e", o, "lingering since "+l.describe(c.sc.names)+" ended", ts)
 		c.j.raw(`}`)
 	}
 	delete(c.lingObjs, o.seq)
@@ -622,7 +636,7 @@ func (c *chromeWriter) groupHead(ph string, k groupKey, g *group, ts int64) {
 	c.j.raw("-")
 	c.j.raw(c.catNames[k.cat])
 	c.j.raw(`","name":`)
-	c.j.str(fmt.Sprintf("%d small %s objects @ %s", g.objects, c.catNames[k.cat], shortSite(c.tr, k.site)))
+	c.j.str(fmt.Sprintf("%d small %s objects @ %s", g.objects, c.catNames[k.cat], shortSite(c.tr, c.sc.names, k.site)))
 	c.j.raw(`,"ts":`)
 	c.j.micros(ts)
 }
@@ -637,6 +651,8 @@ func (c *chromeWriter) groupBegin(k groupKey, g *group, ts int64) {
 	c.j.int(g.open)
 	c.j.raw(`,"site":`)
 	c.j.str(c.site(k.site))
+	c.j.raw(`,"site_id":`)
+	c.j.uint(uint64(k.site))
 	c.j.raw(`}}`)
 }
 
@@ -689,6 +705,10 @@ func (c *chromeWriter) scope(e event.Event) {
 	lanes[lane] = end
 	c.lanes[kind] = lanes
 	name := c.label(e.Label)
+	cell := kind == event.ScopeCell && name != ""
+	if cell {
+		name = c.sc.names.Cell(name, e.ScopeView().CellRun().Count) // the page's "In [4], cell 8"
+	}
 	if name == "" {
 		name = kind.String()
 	}
@@ -706,6 +726,10 @@ func (c *chromeWriter) scope(e event.Event) {
 	c.j.str(kind.String())
 	c.j.raw(`,"parent":`)
 	c.j.uint(e.Extra)
+	if cell {
+		c.j.raw(`,"cell_id":`)
+		c.j.str(c.label(e.Label))
+	}
 	if !done {
 		c.j.raw(`,"unfinished":true`)
 	}

@@ -22,7 +22,12 @@ type lingering struct {
 	late bool
 }
 
-func (l lingering) describe() string {
+// describe names the scope as a person does: a cell as the page does
+// ("In [4], cell 8", cells), another scope by its kind and label.
+func (l lingering) describe(cells *analyze.CellNames) string {
+	if l.kind == event.ScopeCell && l.label != "" {
+		return cells.Cell(l.label, 0)
+	}
 	if l.label != "" {
 		return fmt.Sprintf("%s %q", l.kind, l.label)
 	}
@@ -41,10 +46,9 @@ type lingerFinder interface {
 // late frees alike.
 func newLingerFinder(n Names, found func(allocSeq, addr uint64, l lingering), freedLate func(allocSeq uint64)) lingerFinder {
 	a := analyze.New(analyze.Options{Names: n, OnLinger: func(o analyze.Object) {
-		kind, _ := event.ParseScopeKind(o.ScopeKind)
 		found(o.AllocSeq, o.Addr, lingering{
 			sinceSeq: o.LingerSeq, since: o.LingerTime,
-			scope: event.ScopeID(o.ScopeID), kind: kind, label: n.String(o.ScopeLabelID),
+			scope: event.ScopeID(o.ScopeID), kind: o.ScopeKindID, label: n.String(o.ScopeLabelID),
 		})
 	}, OnLateFree: func(o analyze.Object) { freedLate(o.AllocSeq) }})
 	return analyzerFinder{a}

@@ -1,10 +1,12 @@
 package export
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 
+	"linger/timeline/analyze"
 	"linger/timeline/event"
 )
 
@@ -73,8 +75,11 @@ type snapEncoder interface {
 // out. Trace actions are alloc, free_requested then free_completed for a
 // free, segment_alloc, segment_free, oom (with device_free instead of
 // addr) and a last "snapshot" entry at the instant, as PyTorch records one
-// when a snapshot is taken. Frames are the notebook cell first (filename
-// "cell[<id>]", name the cell id), then Go frames, innermost first.
+// when a snapshot is taken. Frames are the notebook frames first,
+// innermost first, each with its cell as filename, named as the page
+// names it ("In [4], cell 8"; analyze.CellNames), and its function as
+// name ("<toplevel>" for the cell's own code), then Go frames, innermost
+// first.
 // Every entry and block has a category; segments, free space and
 // uncategorized blocks are "unknown", which the viewer needs among the
 // categories whenever there are any. Sizes of alloc and free entries are
@@ -159,11 +164,13 @@ func memviz(enc snapEncoder, tr Trace, opts MemvizOptions) error {
 		return err
 	}
 	var total uint64
+	var cells analyze.CellRuns
 	err = tr.Replay(func(e event.Event) error {
 		if e.Seq > in.seq {
 			return errStop
 		}
 		total += memvizEntries(e)
+		cells.Add(&e)
 		return nil
 	})
 	if err != nil && err != errStop {
@@ -179,7 +186,7 @@ func memviz(enc snapEncoder, tr Trace, opts MemvizOptions) error {
 		}
 	}
 
-	m := &memvizWriter{enc: enc, tr: tr, st: newState()}
+	m := &memvizWriter{enc: enc, tr: tr, st: newState(), cells: cells.Names(tr)}
 	enc.beginDict()
 	enc.key("device_traces")
 	enc.beginList()
@@ -216,9 +223,10 @@ func memviz(enc snapEncoder, tr Trace, opts MemvizOptions) error {
 }
 
 type memvizWriter struct {
-	enc snapEncoder
-	tr  Trace
-	st  *state
+	enc   snapEncoder
+	tr    Trace
+	st    *state
+	cells *analyze.CellNames
 }
 
 // event applies e and, if write, writes its trace entries. A free whose
@@ -310,11 +318,7 @@ func (m *memvizWriter) frames(id event.SiteID) {
 		if s, ok := m.tr.Site(id); ok && id != 0 {
 			st := s.Starlark()
 			for i := len(st) - 1; i >= 0; i-- {
-				name := st[i].Func
-				if name == "" || name == "<toplevel>" {
-					name = st[i].File
-				}
-				m.frame(cellFile(st[i].File), st[i].Line, name)
+				m.frame(m.cells.Cell(st[i].File, 0), st[i].Line, cmp.Or(st[i].Func, "<toplevel>"))
 			}
 			for _, f := range s.Frames {
 				m.frame(f.File, f.Line, f.Func)

@@ -202,7 +202,7 @@ func TestMemvizHandTrace(t *testing.T) {
 			t.Errorf("large segment's first block %+v", b)
 		}
 		alloc := s.DeviceTraces[0][1]
-		if alloc.Size != 500 || len(alloc.Frames) != 2 || alloc.Frames[0] != (frame{"cell[c1]", 3, "c1"}) ||
+		if alloc.Size != 500 || len(alloc.Frames) != 2 || alloc.Frames[0] != (frame{"cell c1", 3, "<toplevel>"}) ||
 			alloc.Frames[1].Name != "linger/engine.(*Engine).Generate" {
 			t.Errorf("first alloc %+v", alloc)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"linger/timeline/analyze"
 	"linger/timeline/event"
 )
 
@@ -19,8 +20,9 @@ import (
 // is one sample per site, label and category, labelled "category" and
 // "label". A sample's stack is the site: its notebook frames first,
 // innermost first (locations are leaf first), each a function in file
-// "cell:<id>" ("cell <id>" for a cell's top level, else the Starlark
-// function's name), then the Go frames, innermost first. A helper defined
+// "cell:<id>": for a cell's top level, named as the page names the cell
+// ("In [4], cell 8"; analyze.CellNames), its system name "cell <id>";
+// else the Starlark function's name; then the Go frames, innermost first. A helper defined
 // in one cell and called from another has the helper's line as the leaf
 // and the calling cell's line below it, above the Go frames.
 func Pprof(w io.Writer, tr Trace, at At) error {
@@ -49,12 +51,12 @@ func heapProfile(tr Trace, at At) (*profile.Profile, error) {
 	if err != nil {
 		return nil, err
 	}
-	vals, first, err := heapValues(tr, in)
+	vals, first, cells, err := heapValues(tr, in)
 	if err != nil {
 		return nil, err
 	}
 	p := newHeapProfile(at, in, first)
-	stacks := newStackBuilder(p, tr)
+	stacks := newStackBuilder(p, tr, cells)
 	keys := make([]heapKey, 0, len(vals))
 	for k := range vals {
 		keys = append(keys, k)
@@ -82,9 +84,11 @@ func heapProfile(tr Trace, at At) (*profile.Profile, error) {
 
 // heapValues replays tr up to the instant in and sums, per site, label and
 // category, what was allocated until then and what is alive at it. first
-// is the time of the trace's first event.
-func heapValues(tr Trace, in instant) (vals map[heapKey]*heapValue, first int64, err error) {
+// is the time of the trace's first event, cells the namer of the cells
+// run until then.
+func heapValues(tr Trace, in instant) (vals map[heapKey]*heapValue, first int64, cells *analyze.CellNames, err error) {
 	st := newState()
+	var runs analyze.CellRuns
 	vals = make(map[heapKey]*heapValue)
 	value := func(k heapKey) *heapValue {
 		v := vals[k]
@@ -103,6 +107,7 @@ func heapValues(tr Trace, in instant) (vals map[heapKey]*heapValue, first int64,
 			first, started = e.Time, true
 		}
 		st.apply(e)
+		runs.Add(&e)
 		if e.Kind == event.KindAlloc {
 			v := value(heapKey{e.Site, e.Label, e.Category})
 			v.allocObjects++
@@ -111,7 +116,7 @@ func heapValues(tr Trace, in instant) (vals map[heapKey]*heapValue, first int64,
 		return nil
 	})
 	if err != nil && err != errStop {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	for _, o := range st.objs {
 		// A key of its own only for an object whose category this reader
@@ -120,7 +125,7 @@ func heapValues(tr Trace, in instant) (vals map[heapKey]*heapValue, first int64,
 		v.inuseObjects++
 		v.inuseBytes += int64(o.size)
 	}
-	return vals, first, nil
+	return vals, first, runs.Names(tr), nil
 }
 
 // newHeapProfile returns a profile with the sample types and the one
@@ -150,6 +155,7 @@ func newHeapProfile(at At, in instant, first int64) *profile.Profile {
 type stackBuilder struct {
 	p      *profile.Profile
 	names  Names
+	cells  *analyze.CellNames
 	fns    map[fnKey]*profile.Function
 	locs   map[locKey]*profile.Location
 	stacks map[event.SiteID][]*profile.Location
@@ -162,8 +168,8 @@ type locKey struct {
 	line int
 }
 
-func newStackBuilder(p *profile.Profile, n Names) *stackBuilder {
-	return &stackBuilder{p: p, names: n, fns: make(map[fnKey]*profile.Function),
+func newStackBuilder(p *profile.Profile, n Names, cells *analyze.CellNames) *stackBuilder {
+	return &stackBuilder{p: p, names: n, cells: cells, fns: make(map[fnKey]*profile.Function),
 		locs: make(map[locKey]*profile.Location), stacks: make(map[event.SiteID][]*profile.Location)}
 }
 
@@ -178,28 +184,30 @@ func (b *stackBuilder) stack(id event.SiteID) []*profile.Location {
 		st := s.Starlark()
 		for i := len(st) - 1; i >= 0; i-- {
 			f := st[i]
-			name := f.Func
+			name, system := f.Func, f.Func
 			if name == "" || name == "<toplevel>" {
-				name = "cell " + f.File
+				name, system = b.cells.Cell(f.File, 0), "cell "+f.File
 			}
-			out = append(out, b.location(name, "cell:"+f.File, f.Line))
+			out = append(out, b.location(name, system, "cell:"+f.File, f.Line))
 		}
 		for _, f := range s.Frames {
-			out = append(out, b.location(f.Func, f.File, f.Line))
+			out = append(out, b.location(f.Func, f.Func, f.File, f.Line))
 		}
 	}
 	if len(out) == 0 {
-		out = append(out, b.location("unknown", "", 0))
+		out = append(out, b.location("unknown", "unknown", "", 0))
 	}
 	b.stacks[id] = out
 	return out
 }
 
-func (b *stackBuilder) location(name, file string, line int) *profile.Location {
+// location is the location of line in the function name (as people read
+// it; system as the trace has it) of file, added to the profile once.
+func (b *stackBuilder) location(name, system, file string, line int) *profile.Location {
 	fk := fnKey{name, file}
 	fn := b.fns[fk]
 	if fn == nil {
-		fn = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name, Filename: file}
+		fn = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: system, Filename: file}
 		b.fns[fk] = fn
 		b.p.Function = append(b.p.Function, fn)
 	}

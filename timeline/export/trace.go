@@ -285,31 +285,26 @@ func categoryName(c event.Category) string {
 	return c.String()
 }
 
-// cellFile is the file name exports give a notebook cell.
-func cellFile(cell string) string { return "cell[" + cell + "]" }
-
-// siteString is a site's one-line form, the key that matches sites across
-// traces.
-func siteString(n Names, id event.SiteID) string {
-	if id == 0 {
-		return "unknown"
-	}
+// siteName is a site as a person reads it, its cells named by cells:
+// "In [4], cell 8, line 12 ← engine.(*KVCache).grow engine/kv.go:88".
+func siteName(n Names, cells *analyze.CellNames, id event.SiteID) string {
 	s, ok := n.Site(id)
-	if !ok {
+	if !ok || id == 0 {
 		return "unknown"
 	}
-	return s.String()
+	return cells.Site(analyze.NewSite(id, s))
 }
 
-// shortSite is the innermost, most telling part of a site: the cell line,
-// or else the first Go frame, for names that must stay short.
-func shortSite(n Names, id event.SiteID) string {
+// shortSite is the innermost, most telling part of a site: the cell line
+// as the page names it ("In [4], cell 8, line 12"), or else the first Go
+// frame, for names that must stay short.
+func shortSite(n Names, cells *analyze.CellNames, id event.SiteID) string {
 	s, ok := n.Site(id)
 	if !ok {
 		return "unknown"
 	}
 	if s.Cell != "" {
-		return fmt.Sprintf("cell %s:%d", s.Cell, s.Line)
+		return cells.Line(s.Cell, s.Line)
 	}
 	if len(s.Frames) > 0 {
 		f := s.Frames[0]

@@ -62,12 +62,11 @@ export class CellNames {
   title(id) { return `cell id ${id}`; }
 
   /**
-   * site rewrites the notebook part of a site's string form ("cell
-   * 1618aa5e:2 → cell 9c:3 (prefill) ← engine…") with the names.
+   * stack names a notebook call stack, outermost first ([{cell, line,
+   * func}], a report's site_table stack): "In [2], cell 4, line 2 →
+   * cell y, line 3 (prefill)", as analyze.CellNames.Stack does.
    */
-  site(site) {
-    if (!site) return site;
-    const i = site.indexOf(" ← "), nb = i < 0 ? site : site.slice(0, i), rest = i < 0 ? "" : site.slice(i);
-    return nb.replace(/cell ([^\s:]+):(\d+)/g, (_, id, line) => this.line(id, line)) + rest;
+  stack(frames) {
+    return (frames || []).map((f) => `${this.line(f.cell, f.line)}${f.func && f.func !== "<toplevel>" ? ` (${f.func})` : ""}`).join(" → ");
   }
 }

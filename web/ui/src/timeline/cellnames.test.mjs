@@ -19,7 +19,7 @@ test("a cell is named by its count and place, not its id", () => {
 test("without a notebook on the page the trace's places name the cells", () => {
   const n = new CellNames(page([]));
   n.learn([{ id: "x", count: 2, position: 4 }]);
-  assert.equal(n.site("cell x:2 → cell y:3 (prefill) ← engine.Alloc tensor.go:42"),
-    "In [2], cell 4, line 2 → cell y, line 3 (prefill) ← engine.Alloc tensor.go:42");
-  assert.equal(n.site("engine.Alloc tensor.go:42"), "engine.Alloc tensor.go:42");
+  assert.equal(n.stack([{ cell: "x", line: 2, func: "<toplevel>" }, { cell: "y", line: 3, func: "prefill" }]),
+    "In [2], cell 4, line 2 → cell y, line 3 (prefill)");
+  assert.equal(n.stack([]), "");
 });

@@ -863,9 +863,17 @@ export class TimelineView {
     if (!r) return;
     this.names.learn(r.cells);
     const list = el("ul", {});
-    // A site is shown by its first frame, its cells named as the user sees
-    // them; the whole stack, with the cells' ids, is its title.
-    const short = (site) => this.names.site((site || "").split(" ← ")[0]);
+    // A site is shown by its first place, from its structure (the
+    // report's site_table, by a row's site_id): its notebook stack, its
+    // cells named as the user sees them, else its first Go frame; the
+    // whole site, with the cells' ids, is its title.
+    const table = new Map((r.site_table || []).map((s) => [s.id, s]));
+    const short = (row) => {
+      const s = table.get(row?.site_id);
+      if (s?.stack?.length) return this.names.stack(s.stack);
+      const f = s?.frames?.[0];
+      return f ? `${f.func} ${f.file.split("/").slice(-2).join("/")}:${f.line}` : row?.site || "";
+    };
     const item = (text, fn, title) => {
       const t = title ? { title } : {};
       const li = el("li", fn ? {} : t, fn ? el("button", { type: "button", class: "lt-finding", "data-testid": "finding", onclick: fn, ...t }, text) : text);
@@ -877,7 +885,7 @@ export class TimelineView {
     // categories); each opens the allocator as it was then.
     for (const o of r.ooms || []) {
       const alive = (o.live || []).slice(0, 4).map((c) => `${c.category} ${sizes(c.requested, c.bytes)} in ${c.count}`).join(", ");
-      item(`out of memory: ${o.category}${o.label ? ` ${o.label}` : ""} ${sizes(o.requested, o.size)} asked for at ${short(o.site) || "unknown site"}; ${bytes(o.device_free)} free under the limit${alive ? `; alive: ${alive}` : ""}`,
+      item(`out of memory: ${o.category}${o.label ? ` ${o.label}` : ""} ${sizes(o.requested, o.size)} asked for at ${short(o) || "unknown site"}; ${bytes(o.device_free)} free under the limit${alive ? `; alive: ${alive}` : ""}`,
         () => { this.jump(o.time_ns, o.time_ns); this.segments.open({ at: o.seq }, "at the OOM"); }, o.site);
     }
     const moreOOMs = (r.anomalies?.ooms || 0) - (r.ooms || []).length;
@@ -889,18 +897,18 @@ export class TimelineView {
     // listed object (the report lists the first ones only).
     const groups = new Map();
     // Bytes are those requested first, the allocator's blocks beside them.
-    const group = (leaked, category, site) => {
-      const key = `${leaked}\0${category}\0${short(site)}`;
+    const group = (leaked, category, row) => {
+      const where = short(row), key = `${leaked}\0${category}\0${where}`;
       let g = groups.get(key);
-      if (!g) groups.set(key, (g = { leaked, category, site, first: null, objects: [], count: 0, bytes: 0, requested: 0, labels: new Set() }));
+      if (!g) groups.set(key, (g = { leaked, category, site: row.site, where, first: null, objects: [], count: 0, bytes: 0, requested: 0, labels: new Set() }));
       return g;
     };
     for (const t of r.lingering?.by_site || []) {
-      if (t.leaked) { const g = group(true, t.category, t.site); g.count += t.leaked; g.bytes += t.leaked_bytes; g.requested += t.leaked_requested || 0; }
-      if (t.late_frees) { const g = group(false, t.category, t.site); g.count += t.late_frees; g.bytes += t.late_free_bytes; g.requested += t.late_free_requested || 0; }
+      if (t.leaked) { const g = group(true, t.category, t); g.count += t.leaked; g.bytes += t.leaked_bytes; g.requested += t.leaked_requested || 0; }
+      if (t.late_frees) { const g = group(false, t.category, t); g.count += t.late_frees; g.bytes += t.late_free_bytes; g.requested += t.late_free_requested || 0; }
     }
     for (const o of r.lingering?.objects || []) {
-      const g = group(o.leaked, o.category, o.site);
+      const g = group(o.leaked, o.category, o);
       if (!g.count) { g.count = 1; g.bytes = o.size; g.requested = o.requested || 0; } // a report without per-site totals
       g.first ??= o;
       g.objects.push(o);
@@ -914,7 +922,7 @@ export class TimelineView {
       const labels = [...g.labels];
       const what = g.count === 1 ? `${labels[0] ? ` ${labels[0]}` : ""} ${sizes(g.requested, g.bytes)}` :
         ` ${sizes(g.requested, g.bytes)} in ${g.count} objects${labels.length ? ` (${labels.join(", ")}${g.count > labels.length ? ", …" : ""})` : ""}`;
-      const text = `${g.leaked ? "∞ leak" : "▲ lingering"}: ${g.category}${what} (${short(g.site) || "unknown site"})`;
+      const text = `${g.leaked ? "∞ leak" : "▲ lingering"}: ${g.category}${what} (${g.where || "unknown site"})`;
       // Opens the group and shows its whole episode: from its first
       // allocation to when the last should have died (its scope's end).
       item(text, o ? () => this.openGroup(g, text, end) : () => this.fit(), g.site);
@@ -937,7 +945,7 @@ export class TimelineView {
     for (const g of r.growth || []) {
       const per = (g.per || []).map((p) => `, ${rate(p.requested_per, p.bytes_per, p.unit)} over ${p.samples} ${p.unit}s`).join("");
       const unit = g.unit || r.growth_unit || "step";
-      item(`growth: ${g.category}${g.site ? ` at ${short(g.site)}` : ""} ${rate(g.requested_per_step, g.bytes_per_step, unit)} over ${g.samples} ${unit}s${per}`, () => this.fit(), g.site);
+      item(`growth: ${g.category}${g.site ? ` at ${short(g)}` : ""} ${rate(g.requested_per_step, g.bytes_per_step, unit)} over ${g.samples} ${unit}s${per}`, () => this.fit(), g.site);
     }
     // Which track grows tells which kind of growth it is (two-track
     // monitoring): the analyzer's verdict over the whole trace.
@@ -964,7 +972,7 @@ export class TimelineView {
     for (const d of r.duplicates || []) {
       const size = sizeRange(d.min_requested, d.max_requested, d.min_size, d.max_size);
       const live = d.max_live > 1 ? `, up to ${d.max_live} alive at once` : "";
-      item(`duplicates: ${d.category}${d.label ? ` ${d.label}` : ""} ${d.count} × ${size}; ${sizes(d.total_requested, d.total_bytes)} in all${live}; one buffer would save ${sizes(d.saved_requested, d.saved_bytes)} at ${short(d.site)}`, null, d.site);
+      item(`duplicates: ${d.category}${d.label ? ` ${d.label}` : ""} ${d.count} × ${size}; ${sizes(d.total_requested, d.total_bytes)} in all${live}; one buffer would save ${sizes(d.saved_requested, d.saved_bytes)} at ${short(d)}`, null, d.site);
     }
     // The peak is the allocated track's highest point (a track value);
     // beside it, what the objects alive then asked for, first.
