@@ -65,9 +65,9 @@ func TestCellScopeCount(t *testing.T) {
 	var got []string
 	for _, e := range c.log.Events() {
 		if e.Kind == event.KindScopeBegin && e.Expect == event.ScopeCell {
-			run := event.CellRunOf(&e)
+			run := e.ScopeView().CellRun()
 			got = append(got, fmt.Sprintf("%s:%d@%d", c.log.String(e.Label), run.Count, run.Position))
-			if h := uint32(e.Size >> event.ScopeSourceShift); h != event.SourceHash("x = 1") {
+			if h := run.Source; h != event.SourceHash("x = 1") {
 				t.Errorf("cell %s: source hash %08x, want that of its source, %08x", c.log.String(e.Label), h, event.SourceHash("x = 1"))
 			}
 		}

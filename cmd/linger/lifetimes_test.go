@@ -174,7 +174,7 @@ func TestRunChatSession(t *testing.T) {
 			if e.Size != table || e.Expect != event.ScopeSession {
 				t.Errorf("rope.table: %d bytes expecting %s, want %d expecting session", e.Size, e.Expect, table)
 			}
-		case e.Kind == event.KindScopeBegin && e.Size&event.ScopeFlagTeardown != 0:
+		case e.Kind == event.KindScopeBegin && e.ScopeView().Teardown():
 			teardown = true
 		case e.Kind == event.KindFree && e.Addr == tableAddr:
 			freed = teardown

@@ -257,8 +257,8 @@ var cellScope = event.Event{Seq: 9, Time: 123457000, Kind: event.KindScopeBegin,
 // frame, which the browser's decoder reads in
 // web/ui/src/timeline/streamcodec.test.mjs.
 func TestFrameRoundTrip(t *testing.T) {
-	if run := event.CellRunOf(&cellScope); run.Position != 5 || run.Source != 0xfffffff0 || cellScope.Size&event.ScopeFlagsMask != 1 {
-		t.Fatalf("the test's cell scope is %+v, flags %d", run, cellScope.Size&event.ScopeFlagsMask)
+	if sv := cellScope.ScopeView(); sv.CellRun().Position != 5 || sv.CellRun().Source != 0xfffffff0 || sv.Flags() != 1 {
+		t.Fatalf("the test's cell scope is %+v, flags %d", sv.CellRun(), sv.Flags())
 	}
 	for _, evs := range [][]event.Event{
 		{

@@ -272,7 +272,7 @@ func (r *result) replay(t *testing.T) {
 				delete(alive, e.Addr)
 			}
 		case event.KindScopeBegin:
-			teardown = teardown || e.Size&event.ScopeFlagTeardown != 0
+			teardown = teardown || e.ScopeView().Teardown()
 			if e.Expect == event.ScopeCell {
 				cell = f.String(e.Label)
 				cellScopes[e.Addr] = cell

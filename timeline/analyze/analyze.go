@@ -352,7 +352,7 @@ func (a *Analyzer) Add(e event.Event) {
 		a.free(&e)
 	case event.KindSegmentAlloc, event.KindSegmentFree:
 		a.mem.Apply(&e)
-		if e.Extra == event.PoolOutside {
+		if e.SegmentView().Outside() {
 			a.outsideObject(&e)
 		}
 	case event.KindScopeBegin:

@@ -61,7 +61,7 @@ func (a *Analyzer) reportOOMs(rep *Report, r *resolver) {
 	rep.OOMs = make([]OOM, 0, len(a.ooms))
 	for _, o := range a.ooms {
 		x := OOM{Seq: o.e.Seq, TimeNS: o.e.Time, Size: o.e.Size, Requested: o.e.Requested, Category: o.e.Category.String(),
-			Label: r.str(o.e.Label), Site: r.site(o.e.Site), SiteID: o.e.Site, Stack: r.stack(o.e.Site), DeviceFree: o.e.Extra,
+			Label: r.str(o.e.Label), Site: r.site(o.e.Site), SiteID: o.e.Site, Stack: r.stack(o.e.Site), DeviceFree: o.e.OOMView().Free(),
 			Allocated: o.tracks[memstate.Allocated], Reserved: o.tracks[memstate.Reserved], DeviceUsed: o.tracks[memstate.DeviceUsed],
 			Live: []Share{}}
 		if o.e.Site == 0 {

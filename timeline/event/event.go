@@ -234,12 +234,6 @@ type CellRun struct {
 	Source   uint32
 }
 
-// CellRunOf reads a cell scope_begin's CellRun; e.ScopeView().CellRun() says
-// the same.
-func CellRunOf(e *Event) CellRun {
-	return CellRun{Count: e.Requested, Position: int(e.Size >> ScopePositionShift & 0xffff), Source: uint32(e.Size >> ScopeSourceShift)}
-}
-
 // ScopeView is the typed view of a scope_begin or scope_end event, as Go's
 // internal/trace gives each kind of event its own: what the fields of
 // Event mean for a scope, so that readers need not know how they are
@@ -276,8 +270,13 @@ func (s ScopeView) Flags() uint64 { return s.e.Size & ScopeFlagsMask }
 // Teardown reports whether the scope is the session's teardown.
 func (s ScopeView) Teardown() bool { return s.Flags()&ScopeFlagTeardown != 0 }
 
-// CellRun is what a cell's scope_begin says of the run (CellRunOf).
-func (s ScopeView) CellRun() CellRun { return CellRunOf(s.e) }
+// CellRun is what a cell's scope_begin says of the run: its execution
+// count in Requested, its place and source's hash in Size beside the
+// flags.
+func (s ScopeView) CellRun() CellRun {
+	e := s.e
+	return CellRun{Count: e.Requested, Position: int(e.Size >> ScopePositionShift & 0xffff), Source: uint32(e.Size >> ScopeSourceShift)}
+}
 
 // SourceHash is the hash of a cell's source a cell scope records: the
 // first 32 bits of its SHA-256, never 0.

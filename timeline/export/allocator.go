@@ -113,7 +113,7 @@ func Allocator(tr Trace, at At) (*AllocatorState, error) {
 		case event.KindOOM:
 			if e.Seq == in.seq {
 				oom = &AllocatorOOM{Size: e.Size, Requested: e.Requested, Category: categoryName(e.Category),
-					Label: tr.String(e.Label), DeviceFree: e.Extra}
+					Label: tr.String(e.Label), DeviceFree: e.OOMView().Free()}
 				for c, n := range oomLive {
 					oom.Live = append(oom.Live, CategoryBytes{Category: c, Bytes: n})
 				}

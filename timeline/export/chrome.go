@@ -499,7 +499,7 @@ func (c *chromeWriter) oom(e event.Event) {
 	c.j.raw(`,"requested":`)
 	c.j.uint(e.Requested)
 	c.j.raw(`,"device_free":`)
-	c.j.uint(e.Extra)
+	c.j.uint(e.OOMView().Free())
 	c.j.raw(`,"category":`)
 	c.j.str(c.catNames[min(e.Category, event.NumCategories-1)])
 	c.j.raw(`,"site":`)
@@ -725,7 +725,7 @@ func (c *chromeWriter) scope(e event.Event) {
 	c.j.raw(`,"kind":`)
 	c.j.str(kind.String())
 	c.j.raw(`,"parent":`)
-	c.j.uint(e.Extra)
+	c.j.uint(uint64(e.ScopeView().Parent()))
 	if cell {
 		c.j.raw(`,"cell_id":`)
 		c.j.str(c.label(e.Label))

@@ -151,7 +151,7 @@ func memvizEntries(e event.Event) uint64 {
 	case event.KindFree:
 		return 2
 	case event.KindSegmentAlloc, event.KindSegmentFree:
-		if e.Extra != event.PoolOutside {
+		if !e.SegmentView().Outside() {
 			return 1
 		}
 	}
@@ -251,7 +251,7 @@ func (m *memvizWriter) event(e event.Event, write bool) {
 		m.entry("free_completed", e.Addr, size, e.Time, e.Site, cat)
 	case event.KindSegmentAlloc, event.KindSegmentFree:
 		m.st.apply(e)
-		if write && e.Extra != event.PoolOutside {
+		if write && !e.SegmentView().Outside() {
 			m.entry(e.Kind.String(), e.Addr, e.Size, e.Time, e.Site, "unknown")
 		}
 	case event.KindOOM:
@@ -272,7 +272,7 @@ func (m *memvizWriter) event(e event.Event, write bool) {
 		m.enc.key("category")
 		m.enc.str(categoryName(e.Category))
 		m.enc.key("device_free")
-		m.enc.uint(e.Extra)
+		m.enc.uint(e.OOMView().Free())
 		m.enc.endDict()
 	}
 }

@@ -230,7 +230,7 @@ func (s *state) apply(e event.Event) *object {
 		if old := s.segs[e.Addr]; old != nil {
 			s.dropSeg(old)
 		}
-		g := &segment{seq: e.Seq, time: e.Time, addr: e.Addr, size: e.Size, pool: e.Extra, site: e.Site}
+		g := &segment{seq: e.Seq, time: e.Time, addr: e.Addr, size: e.Size, pool: e.SegmentView().Pool(), site: e.Site}
 		s.segs[e.Addr] = g
 		s.mem.SegmentAlloc(g.pool, g.size)
 	case event.KindSegmentFree:

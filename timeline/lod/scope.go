@@ -54,7 +54,7 @@ func (ix *Index) beginScope(e *event.Event, t int64) {
 		}
 	}
 	ix.open[event.ScopeID(e.Addr)] = len(ix.scopes)
-	ix.scopes = append(ix.scopes, Scope{ID: event.ScopeID(e.Addr), Parent: event.ScopeID(e.Extra), Kind: k, Label: e.Label, Begin: t, End: -1})
+	ix.scopes = append(ix.scopes, Scope{ID: event.ScopeID(e.Addr), Parent: e.ScopeView().Parent(), Kind: k, Label: e.Label, Begin: t, End: -1})
 	if k == event.ScopeCell {
 		ix.scopes[len(ix.scopes)-1].Count = e.Requested
 	}

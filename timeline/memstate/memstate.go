@@ -107,11 +107,12 @@ func (s *State) Apply(e *event.Event) {
 	case event.KindFree:
 		s.Free(e.Category, e.Size)
 	case event.KindSegmentAlloc:
-		s.SegmentAlloc(e.Extra, e.Size)
+		s.SegmentAlloc(e.SegmentView().Pool(), e.Size)
 	case event.KindSegmentFree:
-		s.SegmentFree(e.Extra, e.Size)
+		s.SegmentFree(e.SegmentView().Pool(), e.Size)
 	case event.KindCounter:
-		s.Counter(e.Label, e.Size)
+		c := e.CounterView()
+		s.Counter(c.Name(), c.Value())
 	}
 }
 
