@@ -77,7 +77,7 @@ print(cache.len)`)
 	// The cells are named as the notebook shows them, In [n] and their
 	// place; their ids are in the links' titles only.
 	stack := `[...document.querySelectorAll("[data-testid=detail-stack] li")].map((li) => li.textContent)`
-	want := []string{"In [2], cell 2, line 2", "In [1], cell 1, line 3, in prefill"}
+	want := []string{"In [2], cell 2, line 2", "In [1], cell 1, line 3 (prefill)"}
 	wantJSON, _ := json.Marshal(want)
 	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](fmt.Sprintf(`JSON.stringify(%s) === %q`, stack, wantJSON), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 		t.Errorf("detail panel's call stack %q, want %q", eval[[]string](t, p, "call stack", stack), want)

@@ -67,6 +67,11 @@ export class CellNames {
    * cell y, line 3 (prefill)", as analyze.CellNames.Stack does.
    */
   stack(frames) {
-    return (frames || []).map((f) => `${this.line(f.cell, f.line)}${f.func && f.func !== "<toplevel>" ? ` (${f.func})` : ""}`).join(" → ");
+    return (frames || []).map((f) => this.frame(f)).join(" → ");
+  }
+
+  /** frame names one notebook frame ({cell, line, func}): "In [1], cell 3, line 2 (prefill)" in a helper, its line alone at a cell's top level. */
+  frame(f) {
+    return `${this.line(f.cell, f.line)}${f.func && f.func !== "<toplevel>" ? ` (${f.func})` : ""}`;
   }
 }

@@ -15,9 +15,9 @@ export function starlarkFrames(site) {
   return site?.cell ? [{ func: "<toplevel>", cell: site.cell, line: site.line }] : [];
 }
 
-/** frameText names a notebook frame: "In [3], cell 4, line 2, in prefill". */
+/** frameText names a notebook frame as everywhere else: "In [3], cell 4, line 2 (prefill)" (CellNames.frame). */
 export function frameText(names, f) {
-  return `${names.line(f.cell, f.line)}${f.func && f.func !== "<toplevel>" ? `, in ${f.func}` : ""}`;
+  return names.frame(f);
 }
 
 function cellLink(names, f, attrs = {}, text = frameText(names, f)) {
