@@ -44,8 +44,8 @@ func TestLingeringTableOutput(t *testing.T) {
 		objects: tr.cells[1].textContent, requested: tr.cells[2].textContent, allocated: tr.cells[3].textContent, at: tr.cells[4].textContent }))`, table+` tbody tr`))
 	keptBytes, bigBytes := uint64(nKept*keptRows*cols*4), uint64(bigRows*cols*4)
 	want := []row{
-		{"global kept[*]", fmt.Sprint(nKept), units.Format(keptBytes), units.Format(keptBytes), "In [1], line 1"},
-		{"global big → Tensor#61", "1", units.Format(bigBytes), units.Format(bigBytes), "In [1], line 2"},
+		{"global kept[*]", fmt.Sprint(nKept), units.Format(keptBytes), units.Format(keptBytes), "In [1], cell 1, line 1"},
+		{"global big → Tensor#61", "1", units.Format(bigBytes), units.Format(bigBytes), "In [1], cell 1, line 2"},
 	}
 	if !slices.Equal(rows, want) {
 		t.Errorf("rows %+v, want %+v", rows, want)
@@ -69,7 +69,7 @@ func TestLingeringTableOutput(t *testing.T) {
 	}
 	p.do(t, "open the disclosure", chromedp.Click(css(first+` summary`)), chromedp.WaitVisible(css(first+` li`)))
 	items := eval[[]string](t, p, "objects", fmt.Sprintf(`[...document.querySelectorAll(%q)].filter((li) => li.offsetHeight > 0).map((li) => li.textContent)`, first+` li`))
-	if len(items) != 51 || items[0] != fmt.Sprintf("t.0 activation, %s, In [1], line 1", units.Format(keptRows*cols*4)) || items[50] != fmt.Sprintf("… and %d more", nKept-50) {
+	if len(items) != 51 || items[0] != fmt.Sprintf("t.0 activation, %s, In [1], cell 1, line 1", units.Format(keptRows*cols*4)) || items[50] != fmt.Sprintf("… and %d more", nKept-50) {
 		t.Errorf("%d objects shown: %q … %q", len(items), items[:min(2, len(items))], items[max(0, len(items)-1):])
 	}
 	checkAxe(t, p, "lingering table open", axe)

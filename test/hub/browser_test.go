@@ -378,11 +378,16 @@ func (c *kernelConn) execute(t *testing.T, code string) string {
 	}
 	var stdout strings.Builder
 	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// The cell is done once its reply (shell) and its idle status (iopub)
+	// have both come: the channels are not ordered with each other, and a
+	// kernel's stdout may reach the client after its reply (ipykernel
+	// flushes streams on iopub), never after its idle.
+	replied, idle := false, false
+	for !replied || !idle {
 		c.ws.SetReadDeadline(deadline)
 		var m kmsg
 		if err := c.ws.ReadJSON(&m); err != nil {
-			t.Fatalf("cell %q: waiting for execute_reply: %v", code, err)
+			t.Fatalf("cell %q: waiting for execute_reply and idle: %v", code, err)
 		}
 		if m.ParentHeader["msg_id"] != id {
 			continue
@@ -392,6 +397,7 @@ func (c *kernelConn) execute(t *testing.T, code string) string {
 			Name   string   `json:"name"`
 			Text   string   `json:"text"`
 			Status string   `json:"status"`
+			State  string   `json:"execution_state"`
 			EName  string   `json:"ename"`
 			EValue string   `json:"evalue"`
 			Trace  []string `json:"traceback"`
@@ -402,6 +408,8 @@ func (c *kernelConn) execute(t *testing.T, code string) string {
 			if content.Name == "stdout" {
 				stdout.WriteString(content.Text)
 			}
+		case "status":
+			idle = idle || content.State == "idle"
 		case "execute_reply":
 			if m.Channel != "" && m.Channel != "shell" {
 				t.Errorf("execute_reply on channel %q, want shell", m.Channel)
@@ -409,10 +417,11 @@ func (c *kernelConn) execute(t *testing.T, code string) string {
 			if content.Status != "ok" {
 				t.Fatalf("cell %q: %s: %s: %s %v", code, content.Status, content.EName, content.EValue, content.Trace)
 			}
-			t.Logf("cell %q: ok, stdout %q", code, stdout.String())
-			return stdout.String()
+			replied = true
 		}
 	}
+	t.Logf("cell %q: ok, stdout %q", code, stdout.String())
+	return stdout.String()
 }
 
 // timeline reads the kernel's timeline stream until events come.
