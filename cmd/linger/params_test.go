@@ -105,7 +105,7 @@ func TestRunParam(t *testing.T) {
 		return stdout.String(), got, err
 	}
 	stdout, got, err := run("--param", "DEVICE=cpu")
-	if err != nil || !strings.Contains(stdout, "[2/3] cell injected-parameters ok") {
+	if err != nil || !strings.Contains(stdout, "[2/3] In [2], cell 2 ok") {
 		t.Fatalf("DEVICE=cpu: %v\n%s", err, stdout)
 	}
 	if out := got.Cells[2].Outputs; len(out) != 1 || out[0].Text != "device cpu\n" {
@@ -113,7 +113,7 @@ func TestRunParam(t *testing.T) {
 	}
 	stdout, _, err = run("--param", `DEVICE="cuda"`)
 	want := `engine: device "cuda" needs the CUDA kernel: pick the "Linger (CUDA)" kernel (linger-cuda), built with make cuda`
-	if !errors.Is(err, errCell) || !strings.Contains(err.Error(), "cell setup-engine") || !strings.Contains(stdout, want) {
+	if !errors.Is(err, errCell) || !strings.Contains(err.Error(), "In [3], cell 3 (3 of 3)") || !strings.Contains(stdout, want) {
 		t.Errorf("DEVICE=\"cuda\": %v\n%s", err, stdout)
 	}
 	if _, _, err := run("--param", "DEVICE"); !errors.Is(err, errUsage) {

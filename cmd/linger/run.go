@@ -201,6 +201,17 @@ func recordKernelSpec(nb *nbformat.Notebook, mgr *kernels.Manager, k *kernels.Ke
 	return nb.Metadata.Set("kernelspec", nbformat.KernelSpec{Name: spec.Name, DisplayName: spec.DisplayName, Language: spec.Language})
 }
 
+// ranCell names cell c, at place pos (1-based) in its notebook, as the
+// page and every report do (analyze.CellNames): "In [4], cell 8", by the
+// execution count its run was given.
+func ranCell(c *nbformat.Cell, pos int) string {
+	var count uint64
+	if c.ExecutionCount != nil && *c.ExecutionCount > 0 {
+		count = uint64(*c.ExecutionCount)
+	}
+	return analyze.NewCellNames([]analyze.Cell{{ID: c.ID, Count: count, Position: pos}}).Cell(c.ID, 0)
+}
+
 // executeCells runs the notebook's code cells in order, printing a line
 // per cell, and stops at the first that fails: the error then wraps
 // errCell.
@@ -225,15 +236,15 @@ func executeCells(ctx context.Context, k *kernels.Kernel, nb *nbformat.Notebook,
 		var ce *cellFailure
 		switch {
 		case errors.As(err, &ce):
-			fmt.Fprintf(stdout, "[%d/%d] cell %s: %s: %s (%s)\n", i, code, c.ID, ce.ename, ce.evalue, took)
+			fmt.Fprintf(stdout, "[%d/%d] %s: %s: %s (%s)\n", i, code, ranCell(c, pos+1), ce.ename, ce.evalue, took)
 			for _, l := range ce.traceback {
 				fmt.Fprintf(stdout, "    %s\n", l)
 			}
-			return fmt.Errorf("%w: cell %s (%d of %d): %s: %s", errCell, c.ID, i, code, ce.ename, ce.evalue)
+			return fmt.Errorf("%w: %s (%d of %d): %s: %s", errCell, ranCell(c, pos+1), i, code, ce.ename, ce.evalue)
 		case err != nil:
-			return fmt.Errorf("cell %s: %w", c.ID, err)
+			return fmt.Errorf("%s: %w", ranCell(c, pos+1), err)
 		}
-		fmt.Fprintf(stdout, "[%d/%d] cell %s ok (%s)\n", i, code, c.ID, took)
+		fmt.Fprintf(stdout, "[%d/%d] %s ok (%s)\n", i, code, ranCell(c, pos+1), took)
 	}
 	return nil
 }

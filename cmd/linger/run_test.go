@@ -55,7 +55,7 @@ func TestRunNotebook(t *testing.T) {
 		{"leaky", []string{setup, "r = e.generate(prompt_tokens=8192, chunk_size=1024, keep_cache=True)\nlast_cache = r.cache"},
 			"lingering memory over the limit", []string{"kv_cache", "held by global last_cache → KVCache#1: ", "layer.*.k ("}},
 		{"clean", []string{setup, "r = e.generate(prompt_tokens=8192, chunk_size=1024, max_new_tokens=2)\nprint(len(r.tokens))"},
-			"", []string{"[2/2] cell", "lingering: 0 objects"}},
+			"", []string{"[2/2] In [2], cell 2 ok", "lingering: 0 objects"}},
 		{"error", []string{setup, "def f():\n    return {}['missing']\n\nf()", "print('not reached')"},
 			"a cell failed", []string{"KeyError", "line 4, in <toplevel>", "line 2, in f"}},
 	}
