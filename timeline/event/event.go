@@ -2,6 +2,12 @@
 // Event, its enums with explicit wire numbers, interned sites and labels,
 // the Sink that consumes events, and the Emitter that produces them.
 //
+// Event is a flat value, as the wire carries it; what its fields mean
+// depends on its Kind, and the kinds that pack something into them have
+// typed views (ScopeView, SegmentView, OOMView, CounterView), as Go's
+// internal/trace gives its events, so that readers ask for a scope's
+// parent or a segment's pool rather than decode Extra or Size.
+//
 // The package imports only the standard library: the engine produces events,
 // the timeline consumes them, and neither knows the other.
 //
