@@ -28,7 +28,9 @@ func TestModelWriteJSON(t *testing.T) {
 		"no content": base,
 		"notebook":   with(func(m *Model) { m.Content, m.Format, m.Hash, m.HashAlgorithm = nb, FormatJSON, "ab", "sha256" }),
 		"empty nb":   with(func(m *Model) { m.Content, m.Format = &nbformat.Notebook{}, FormatJSON }),
-		"text":       with(func(m *Model) { m.Type, m.Content, m.Format, m.Mimetype = TypeFile, "<x>\u2028&", FormatText, "text/plain" }),
+		"text": with(func(m *Model) {
+			m.Type, m.Content, m.Format, m.Mimetype = TypeFile, "<x>\u2028&", FormatText, "text/plain"
+		}),
 		"directory": with(func(m *Model) {
 			m.Type, m.Size, m.Format, m.Content = TypeDirectory, nil, FormatJSON, []Model{base, with(func(m *Model) { m.Name = "b" })}
 		}),
