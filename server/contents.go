@@ -1,35 +1,41 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
+	"linger/notebooks/contents"
 	"linger/server/httperr"
 )
 
-// contentStore is what the contents routes need of a store, in the
-// Jupyter contents model's own terms: models go out as JSON values, and
-// bodies come in as the client's JSON.
+// contentStore is what the contents routes and pages need of a store: it
+// gives the store's typed models, which the pages read as they are and
+// only the REST handler encodes (handleContents); bodies come in as the
+// client's JSON.
 type contentStore interface {
 	// Get returns the model at path; q holds the type, format and content
-	// query parameters.
-	Get(ctx context.Context, path string, q contentsQuery) (any, error)
+	// query parameters. A notebook's content is a *nbformat.Notebook, a
+	// directory's a []contents.Model, as contents.Store.Get gives them.
+	Get(ctx context.Context, path string, q contentsQuery) (contents.Model, error)
 	// Save writes the model the client's JSON in body holds at path;
 	// created says it is new. Save reads body as it decodes, so a large
 	// notebook is never held as bytes and decoded besides; an error from
 	// body (an *http.MaxBytesError) is wrapped in the error returned.
-	Save(ctx context.Context, path string, body io.Reader) (model any, created bool, err error)
+	Save(ctx context.Context, path string, body io.Reader) (model contents.Model, created bool, err error)
 	// Create makes a new untitled file, notebook or directory in dir, or
 	// a copy of copy_from there, as body says.
-	Create(ctx context.Context, dir string, body []byte) (any, error)
+	Create(ctx context.Context, dir string, body []byte) (contents.Model, error)
 	// Rename moves path to the path in body.
-	Rename(ctx context.Context, path string, body []byte) (any, error)
+	Rename(ctx context.Context, path string, body []byte) (contents.Model, error)
 	Delete(ctx context.Context, path string) error
-	Checkpoints(ctx context.Context, path string) (any, error)
-	CreateCheckpoint(ctx context.Context, path string) (any, error)
+	// Checkpoints lists path's checkpoints, an empty list when none.
+	Checkpoints(ctx context.Context, path string) ([]contents.Checkpoint, error)
+	CreateCheckpoint(ctx context.Context, path string) (contents.Checkpoint, error)
 	RestoreCheckpoint(ctx context.Context, path, id string) error
 	DeleteCheckpoint(ctx context.Context, path, id string) error
 }
@@ -55,15 +61,16 @@ func (s *Server) handleContents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	var (
-		model any
+		model contents.Model
+		other any // a checkpoint or a list of them, in place of a model
 		code  = http.StatusOK
 		err   error
 	)
 	switch {
 	case cp != "" && id == "" && r.Method == http.MethodGet:
-		model, err = s.contents.Checkpoints(ctx, p)
+		other, err = s.contents.Checkpoints(ctx, p)
 	case cp != "" && id == "" && r.Method == http.MethodPost:
-		model, err = s.contents.CreateCheckpoint(ctx, p)
+		other, err = s.contents.CreateCheckpoint(ctx, p)
 		code = http.StatusCreated
 	case cp != "" && id != "" && r.Method == http.MethodPost:
 		err = s.contents.RestoreCheckpoint(ctx, p, id)
@@ -106,11 +113,56 @@ func (s *Server) handleContents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if code == http.StatusNoContent {
+	switch {
+	case code == http.StatusNoContent:
 		w.WriteHeader(code)
-		return
+	case other != nil:
+		writeJSON(w, code, other)
+	default:
+		s.writeModel(w, r, code, model)
 	}
-	writeJSON(w, code, model)
+}
+
+// writeModel answers with m as JSON, as writeJSON would, but streamed
+// (contents.Model.WriteJSON): a notebook's content is encoded as it goes
+// out, never held as bytes. The status goes out with the first bytes, so
+// a model that does not encode is still a 500.
+func (s *Server) writeModel(w http.ResponseWriter, r *http.Request, code int, m contents.Model) {
+	cw := &commitWriter{w: w, code: code}
+	bw := bufio.NewWriterSize(cw, 64<<10)
+	err := m.WriteJSON(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	switch {
+	case err == nil:
+	case !cw.committed:
+		s.writeError(w, r, httperr.Wrap(httperr.Internal, fmt.Errorf("encode response: %w", err)))
+	default:
+		// Half a model went out (the client went away, most likely):
+		// the connection is cut so that it is not taken for a whole one.
+		s.log.Warn("contents: write model", "path", m.Path, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// commitWriter writes a JSON response's headers and status before the
+// first bytes of its body.
+type commitWriter struct {
+	w         http.ResponseWriter
+	code      int
+	committed bool
+}
+
+func (c *commitWriter) Write(b []byte) (int, error) {
+	if !c.committed {
+		c.committed = true
+		h := c.w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		c.w.WriteHeader(c.code)
+	}
+	return c.w.Write(b)
 }
 
 func errMethod(r *http.Request) error {

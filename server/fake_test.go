@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"linger/notebooks/contents"
 	"linger/notebooks/msg"
+	"linger/notebooks/nbformat"
 	"linger/server/httperr"
 	"linger/server/kernels"
 	"linger/timeline"
@@ -268,7 +271,9 @@ func (k *fakeKernel) die() {
 }
 
 // fakeContents is a map of path → model; enough to exercise the routes
-// (the real store has its own tests).
+// (the real store has its own tests). It keeps a notebook as the JSON put
+// and gives it back as the store does, a *nbformat.Notebook, or as that
+// JSON when it is no notebook.
 type fakeContents struct {
 	mu    sync.Mutex
 	files map[string]json.RawMessage
@@ -283,29 +288,37 @@ func newFakeContents() *fakeContents {
 	}, cps: map[string][]json.RawMessage{}}
 }
 
-func (f *fakeContents) model(p string, content json.RawMessage) map[string]any {
-	m := map[string]any{"name": path.Base(p), "path": p, "type": "notebook", "format": "json", "content": content,
-		"writable": true, "created": msg.FormatDate(time.Unix(0, 0)), "last_modified": msg.FormatDate(time.Unix(0, 0)), "mimetype": nil}
+// model is the model of p, with content when content is not nil.
+func (f *fakeContents) model(p string, content json.RawMessage) contents.Model {
+	m := contents.Model{Name: path.Base(p), Path: p, Type: contents.TypeNotebook, Format: contents.FormatJSON,
+		Writable: true, Created: time.Unix(0, 0), LastModified: time.Unix(0, 0)}
+	if content != nil {
+		if nb, err := nbformat.Read(bytes.NewReader(content)); err == nil {
+			m.Content = nb
+		} else {
+			m.Content = content
+		}
+	}
 	return m
 }
 
-func (f *fakeContents) Get(ctx context.Context, p string, q contentsQuery) (any, error) {
+func (f *fakeContents) Get(ctx context.Context, p string, q contentsQuery) (contents.Model, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if strings.Contains(p, "..") {
-		return nil, httperr.New(httperr.Forbidden, "path %q escapes the root", p)
+		return contents.Model{}, httperr.New(httperr.Forbidden, "path %q escapes the root", p)
 	}
 	if p == "" {
-		var list []map[string]any
+		list := []contents.Model{}
 		for name := range f.files {
 			list = append(list, f.model(name, nil))
 		}
-		sort.Slice(list, func(i, j int) bool { return list[i]["path"].(string) < list[j]["path"].(string) })
-		return map[string]any{"name": "", "path": "", "type": "directory", "content": list}, nil
+		sort.Slice(list, func(i, j int) bool { return list[i].Path < list[j].Path })
+		return contents.Model{Type: contents.TypeDirectory, Format: contents.FormatJSON, Content: list}, nil
 	}
 	c, ok := f.files[p]
 	if !ok {
-		return nil, errFakeNotFound
+		return contents.Model{}, errFakeNotFound
 	}
 	if !q.Content {
 		c = nil
@@ -313,12 +326,12 @@ func (f *fakeContents) Get(ctx context.Context, p string, q contentsQuery) (any,
 	return f.model(p, c), nil
 }
 
-func (f *fakeContents) Save(ctx context.Context, p string, body io.Reader) (any, bool, error) {
+func (f *fakeContents) Save(ctx context.Context, p string, body io.Reader) (contents.Model, bool, error) {
 	var m struct {
 		Content json.RawMessage `json:"content"`
 	}
 	if err := json.NewDecoder(body).Decode(&m); err != nil {
-		return nil, false, decodeError("bad model", err)
+		return contents.Model{}, false, decodeError("bad model", err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -327,7 +340,7 @@ func (f *fakeContents) Save(ctx context.Context, p string, body io.Reader) (any,
 	return f.model(p, nil), !existed, nil
 }
 
-func (f *fakeContents) Create(ctx context.Context, dir string, body []byte) (any, error) {
+func (f *fakeContents) Create(ctx context.Context, dir string, body []byte) (contents.Model, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p := path.Join(dir, fmt.Sprintf("Untitled%d.ipynb", len(f.files)))
@@ -335,18 +348,18 @@ func (f *fakeContents) Create(ctx context.Context, dir string, body []byte) (any
 	return f.model(p, nil), nil
 }
 
-func (f *fakeContents) Rename(ctx context.Context, p string, body []byte) (any, error) {
+func (f *fakeContents) Rename(ctx context.Context, p string, body []byte) (contents.Model, error) {
 	var m struct {
 		Path string `json:"path"`
 	}
 	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, badRequest("bad body: %v", err)
+		return contents.Model{}, badRequest("bad body: %v", err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, ok := f.files[p]
 	if !ok {
-		return nil, errFakeNotFound
+		return contents.Model{}, errFakeNotFound
 	}
 	delete(f.files, p)
 	f.files[m.Path] = c
@@ -363,25 +376,25 @@ func (f *fakeContents) Delete(ctx context.Context, p string) error {
 	return nil
 }
 
-func (f *fakeContents) Checkpoints(ctx context.Context, p string) (any, error) {
+func (f *fakeContents) Checkpoints(ctx context.Context, p string) ([]contents.Checkpoint, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := []map[string]string{}
+	out := []contents.Checkpoint{}
 	for i := range f.cps[p] {
-		out = append(out, map[string]string{"id": fmt.Sprint(i), "last_modified": msg.FormatDate(time.Unix(0, 0))})
+		out = append(out, contents.Checkpoint{ID: fmt.Sprint(i), LastModified: time.Unix(0, 0)})
 	}
 	return out, nil
 }
 
-func (f *fakeContents) CreateCheckpoint(ctx context.Context, p string) (any, error) {
+func (f *fakeContents) CreateCheckpoint(ctx context.Context, p string) (contents.Checkpoint, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, ok := f.files[p]
 	if !ok {
-		return nil, errFakeNotFound
+		return contents.Checkpoint{}, errFakeNotFound
 	}
 	f.cps[p] = append(f.cps[p], c)
-	return map[string]string{"id": fmt.Sprint(len(f.cps[p]) - 1), "last_modified": msg.FormatDate(time.Unix(0, 0))}, nil
+	return contents.Checkpoint{ID: fmt.Sprint(len(f.cps[p]) - 1), LastModified: time.Unix(0, 0)}, nil
 }
 
 func (f *fakeContents) RestoreCheckpoint(ctx context.Context, p, id string) error {

@@ -5,15 +5,16 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"path"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/a-h/templ"
 
+	"linger/notebooks/contents"
 	"linger/notebooks/nbformat"
 	"linger/web"
 )
@@ -53,22 +54,13 @@ func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	// The model is the store's; only the Jupyter fields are read.
-	var listing struct {
-		Content []struct {
-			Name         string    `json:"name"`
-			Path         string    `json:"path"`
-			Type         string    `json:"type"`
-			LastModified time.Time `json:"last_modified"`
-			Size         *int64    `json:"size"`
-		} `json:"content"`
-	}
-	if err := remarshal(model, &listing); err != nil {
-		s.writeError(w, r, err)
+	list, ok := model.Content.([]contents.Model)
+	if !ok {
+		s.writeError(w, r, fmt.Errorf("directory %q: the store gave %T for its listing", dir, model.Content))
 		return
 	}
 	v := web.TreeView{Page: s.page(dir), Dir: dir}
-	for _, e := range listing.Content {
+	for _, e := range list {
 		ev := web.EntryView{Name: e.Name, Path: e.Path, Type: e.Type, Modified: e.LastModified, Size: -1}
 		if e.Size != nil && e.Type != web.TypeDirectory {
 			ev.Size = *e.Size
@@ -107,16 +99,10 @@ func (s *Server) handleNotebookPage(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	var m struct {
-		Content json.RawMessage `json:"content"`
-	}
-	if err := remarshal(model, &m); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	nb, err := nbformat.Read(bytes.NewReader(m.Content))
-	if err != nil {
-		s.writeError(w, r, badRequest("notebook %q: %v", p, err))
+	// The store's notebook as it is: no copy of it as JSON.
+	nb, ok := model.Content.(*nbformat.Notebook)
+	if !ok {
+		s.writeError(w, r, fmt.Errorf("notebook %q: the store gave %T for its content", p, model.Content))
 		return
 	}
 	v := notebookView(s.page(path.Base(p)), p, nb)
@@ -189,15 +175,6 @@ func notebookView(pg web.Page, p string, nb *nbformat.Notebook) web.NotebookView
 		v.Cells = append(v.Cells, cv)
 	}
 	return v
-}
-
-// remarshal copies a store model into the fields a page reads.
-func remarshal(model any, into any) error {
-	b, err := json.Marshal(model)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, into)
 }
 
 // runningKernels lists the kernels for the root page, each named by its

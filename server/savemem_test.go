@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -141,4 +142,115 @@ func TestSaveTooLarge(t *testing.T) {
 	if code, b := ts.do(t, "PUT", "/api/contents/two.ipynb", testNotebook+testNotebook); code != http.StatusBadRequest {
 		t.Errorf("two models in one body: %d %s", code, b)
 	}
+}
+
+// discardResponse is a ResponseWriter that keeps nothing of the body, so
+// that a benchmark's heap is the server's alone, not a recorder's copy of
+// the response.
+type discardResponse struct {
+	h    http.Header
+	code int
+	n    int64
+}
+
+func (d *discardResponse) Header() http.Header {
+	if d.h == nil {
+		d.h = http.Header{}
+	}
+	return d.h
+}
+
+func (d *discardResponse) Write(b []byte) (int, error) {
+	if d.code == 0 {
+		d.code = http.StatusOK
+	}
+	d.n += int64(len(b))
+	return len(b), nil
+}
+
+func (d *discardResponse) WriteHeader(code int) {
+	if d.code == 0 {
+		d.code = code
+	}
+}
+
+// bigNotebookServer is a handler on a real store in a temporary directory
+// holding big.ipynb, a notebook saved from a body of about size bytes
+// (writeBigSaveBody's), and the path of that body.
+func bigNotebookServer(b *testing.B, size int) (http.Handler, string) {
+	b.Helper()
+	body := writeBigSaveBody(b, size)
+	dir := b.TempDir()
+	st, err := contents.New(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	s, err := newServer(Options{Dir: dir, Token: testToken, MaxBodyBytes: DefaultMaxBodyBytes}, newFakeKernels(), storeContents{st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := s.Handler()
+	if code, _ := serveBig(b, h, "PUT", "/api/contents/big.ipynb", body); code != http.StatusCreated {
+		b.Fatalf("save: %d", code)
+	}
+	return h, body
+}
+
+// serveBig serves one request to h, its body read from the file body when
+// not "", and returns the status and the bytes of the response body.
+func serveBig(b *testing.B, h http.Handler, method, target, body string) (int, int64) {
+	var r io.Reader = http.NoBody
+	if body != "" {
+		f, err := os.Open(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		r = f
+	}
+	req := httptest.NewRequest(method, "http://127.0.0.1"+target, r)
+	req.Header.Set("Authorization", "token "+testToken)
+	w := &discardResponse{}
+	h.ServeHTTP(w, req)
+	return w.code, w.n
+}
+
+// benchBig runs the request b.N times, after one untimed run whose peak
+// heap over the heap before it it reports as peak-MiB.
+func benchBig(b *testing.B, h http.Handler, method, target, body string, want int) {
+	var code int
+	before, peak := peakHeap(func() { code, _ = serveBig(b, h, method, target, body) })
+	if code != want {
+		b.Fatalf("%s %s: %d", method, target, code)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if code, _ := serveBig(b, h, method, target, body); code != want {
+			b.Fatalf("%s %s: %d", method, target, code)
+		}
+	}
+	// After the loop: ResetTimer drops metrics reported before it.
+	b.ReportMetric(float64(peak-before)/(1<<20), "peak-MiB")
+}
+
+// BenchmarkSaveNotebook is PUT /api/contents of a 90 MB notebook on the
+// real store: time, allocations and the peak of server heap it costs.
+func BenchmarkSaveNotebook(b *testing.B) {
+	h, body := bigNotebookServer(b, 90<<20)
+	benchBig(b, h, "PUT", "/api/contents/big.ipynb", body, http.StatusOK)
+}
+
+// BenchmarkGetNotebook is GET /api/contents of the same notebook with its
+// content, the response body discarded as it is written.
+func BenchmarkGetNotebook(b *testing.B) {
+	h, _ := bigNotebookServer(b, 90<<20)
+	benchBig(b, h, "GET", "/api/contents/big.ipynb?type=notebook&content=1", "", http.StatusOK)
+}
+
+// BenchmarkNotebookPage is the notebook page of a 30 MB notebook.
+func BenchmarkNotebookPage(b *testing.B) {
+	h, _ := bigNotebookServer(b, 30<<20)
+	benchBig(b, h, "GET", "/notebooks/big.ipynb", "", http.StatusOK)
 }

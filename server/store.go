@@ -1,7 +1,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,27 +15,20 @@ import (
 // request bodies into the store's arguments.
 type storeContents struct{ st *contents.Store }
 
-func (a storeContents) Get(_ context.Context, p string, q contentsQuery) (any, error) {
+func (a storeContents) Get(_ context.Context, p string, q contentsQuery) (contents.Model, error) {
 	return a.st.Get(p, contents.GetOptions{Type: q.Type, Format: q.Format, Content: q.Content, Hash: q.Hash})
 }
 
-func (a storeContents) Save(_ context.Context, p string, body io.Reader) (any, bool, error) {
-	var m contents.Model
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(&m); err != nil {
-		return nil, false, decodeError("decode model", err)
+// Save decodes the model as body streams in, a notebook's content
+// straight into the notebook (contents.DecodeModel), so that the body's
+// bytes are never held whole besides it.
+func (a storeContents) Save(_ context.Context, p string, body io.Reader) (contents.Model, bool, error) {
+	m, err := contents.DecodeModel(body)
+	if errors.Is(err, nbformat.ErrInvalid) || errors.Is(err, nbformat.ErrUnsupported) {
+		return contents.Model{}, false, badRequest("save %q: %v", p, err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, false, decodeError("decode model", cmp.Or(err, errors.New("data after the model")))
-	}
-	// The notebook's bytes go as soon as it is decoded, before it is
-	// encoded again for the file.
-	if raw, ok := m.Content.(json.RawMessage); ok && m.Type == contents.TypeNotebook {
-		nb := new(nbformat.Notebook)
-		if err := nb.UnmarshalJSON(raw); err != nil {
-			return nil, false, badRequest("save %q: %v", p, err)
-		}
-		m.Content = nb
+	if err != nil {
+		return contents.Model{}, false, decodeError("decode model", err)
 	}
 	return a.st.Save(p, m)
 }
@@ -50,7 +42,7 @@ func decodeError(what string, err error) error {
 	return badRequest("%s: %v", what, err)
 }
 
-func (a storeContents) Create(_ context.Context, dir string, body []byte) (any, error) {
+func (a storeContents) Create(_ context.Context, dir string, body []byte) (contents.Model, error) {
 	var b struct {
 		Type     string `json:"type"`
 		Ext      string `json:"ext"`
@@ -58,7 +50,7 @@ func (a storeContents) Create(_ context.Context, dir string, body []byte) (any, 
 	}
 	if len(body) > 0 {
 		if err := json.Unmarshal(body, &b); err != nil {
-			return nil, badRequest("decode request: %v", err)
+			return contents.Model{}, badRequest("decode request: %v", err)
 		}
 	}
 	if b.CopyFrom != "" {
@@ -67,22 +59,22 @@ func (a storeContents) Create(_ context.Context, dir string, body []byte) (any, 
 	return a.st.NewUntitled(dir, b.Type, b.Ext)
 }
 
-func (a storeContents) Rename(_ context.Context, p string, body []byte) (any, error) {
+func (a storeContents) Rename(_ context.Context, p string, body []byte) (contents.Model, error) {
 	var b struct {
 		Path *string `json:"path"`
 	}
 	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, badRequest("decode request: %v", err)
+		return contents.Model{}, badRequest("decode request: %v", err)
 	}
 	if b.Path == nil {
-		return nil, badRequest("rename needs a path")
+		return contents.Model{}, badRequest("rename needs a path")
 	}
 	return a.st.Rename(p, *b.Path)
 }
 
 func (a storeContents) Delete(_ context.Context, p string) error { return a.st.Delete(p) }
 
-func (a storeContents) Checkpoints(_ context.Context, p string) (any, error) {
+func (a storeContents) Checkpoints(_ context.Context, p string) ([]contents.Checkpoint, error) {
 	cps, err := a.st.ListCheckpoints(p)
 	if cps == nil && err == nil {
 		cps = []contents.Checkpoint{}
@@ -90,7 +82,7 @@ func (a storeContents) Checkpoints(_ context.Context, p string) (any, error) {
 	return cps, err
 }
 
-func (a storeContents) CreateCheckpoint(_ context.Context, p string) (any, error) {
+func (a storeContents) CreateCheckpoint(_ context.Context, p string) (contents.Checkpoint, error) {
 	return a.st.CreateCheckpoint(p)
 }
 

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -136,5 +140,43 @@ func TestContentsChunkedUpload(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 1 {
 		t.Errorf("left in the root: %v", left)
+	}
+}
+
+// TestContentsModelStreamed: a model streamed to the client is the JSON
+// it was before it streamed, json.Marshal's of the store's model, with
+// the same headers.
+func TestContentsModelStreamed(t *testing.T) {
+	ts, dir := newStoreServer(t)
+	nb := `{"type":"notebook","format":"json","content":{"cells":[{"cell_type":"markdown","id":"m","metadata":{},"source":"<b>&\u2028</b>"}],"metadata":{},"nbformat":4,"nbformat_minor":5}}`
+	if code, b := ts.do(t, "PUT", "/api/contents/s.ipynb", nb); code != 201 {
+		t.Fatalf("save: %d %s", code, b)
+	}
+	st, err := contents.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, q := range []string{"", "?content=0", "?hash=1", "?type=file"} {
+		req, _ := http.NewRequest("GET", ts.URL+"/api/contents/s.ipynb"+q, nil)
+		req.Header.Set("Authorization", "token "+testToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		v, _ := url.ParseQuery(strings.TrimPrefix(q, "?"))
+		m, err := st.Get("s.ipynb", contents.GetOptions{Type: v.Get("type"), Content: v.Get("content") != "0", Hash: v.Get("hash") == "1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(m)
+		if resp.StatusCode != 200 || !bytes.Equal(got, want) {
+			t.Errorf("GET %s: %d\n got %s\nwant %s", q, resp.StatusCode, got, want)
+		}
+		if h := resp.Header; h.Get("Content-Type") != "application/json" || h.Get("Cache-Control") != "no-store" {
+			t.Errorf("GET %s: headers %v", q, h)
+		}
 	}
 }

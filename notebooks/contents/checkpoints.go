@@ -3,6 +3,7 @@ package contents
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"strings"
@@ -73,15 +74,19 @@ func (s *Store) createCheckpoint(rel string) (Checkpoint, error) {
 // copyFile copies from to to atomically with from's modification time,
 // as shutil.copy2 does for FileCheckpoints.
 func (s *Store) copyFile(from, to string) error {
-	data, err := s.root.ReadFile(from)
+	f, err := s.root.Open(from)
 	if err != nil {
 		return fsError(from, err)
 	}
-	fi, err := s.root.Stat(from)
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		return fsError(from, err)
 	}
-	if err := s.writeAtomic(to, data); err != nil {
+	if err := s.writeAtomic(to, func(w io.Writer) error {
+		_, err := io.Copy(w, f)
+		return err
+	}); err != nil {
 		return err
 	}
 	mt := fi.ModTime()

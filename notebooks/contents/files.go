@@ -41,11 +41,9 @@ func (s *Store) NewUntitled(dir, typ, ext string) (Model, error) {
 	default:
 		return Model{}, fmt.Errorf("%w: unknown type %q", ErrInvalid, typ)
 	}
-	var data []byte
+	var c content
 	if typ == TypeNotebook {
-		if data, err = nbformat.Marshal(nbformat.New()); err != nil {
-			return Model{}, err
-		}
+		c.nb = nbformat.New()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -56,7 +54,7 @@ func (s *Store) NewUntitled(dir, typ, ext string) (Model, error) {
 	if err != nil {
 		return Model{}, err
 	}
-	m, _, err := s.save(path.Join(rel, name), typ, data)
+	m, _, err := s.save(path.Join(rel, name), typ, c)
 	return m, err
 }
 
@@ -161,18 +159,16 @@ func (s *Store) Copy(from, toDir string) (Model, error) {
 	if dst == "" || hidden(dst) {
 		return Model{}, fmt.Errorf("%w: %q", ErrBadPath, dst)
 	}
-	typ := TypeFile
+	typ, c := TypeFile, content{data: data}
 	if isNotebook(src) {
-		typ = TypeNotebook
+		// Read checks what it reads, so the copy is written as valid.
 		nb, err := nbformat.Read(bytes.NewReader(data))
 		if err != nil {
 			return Model{}, fmt.Errorf("%w: copy %q: %w", ErrInvalid, src, err)
 		}
-		if data, err = nbformat.Marshal(nb); err != nil {
-			return Model{}, fmt.Errorf("%w: copy %q: %w", ErrInvalid, src, err)
-		}
+		typ, c = TypeNotebook, content{nb: nb}
 	}
-	m, _, err := s.save(dst, typ, data)
+	m, _, err := s.save(dst, typ, c)
 	return m, err
 }
 

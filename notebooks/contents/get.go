@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"mime"
 	"path"
@@ -151,20 +153,40 @@ func (s *Store) read(rel string, m *Model, opts GetOptions) ([]byte, error) {
 	return data, nil
 }
 
+// notebookModel reads the notebook as a stream (nbformat.Read), so that
+// its bytes are never held besides the notebook.
 func (s *Store) notebookModel(rel string, fi fs.FileInfo, opts GetOptions) (Model, error) {
 	m := base(rel, fi, TypeNotebook)
 	if !opts.Content && !opts.Hash {
 		return m, nil
 	}
-	data, err := s.read(rel, &m, opts)
-	if err != nil || !opts.Content {
-		return m, err
+	f, err := s.root.Open(rel)
+	if err != nil {
+		return Model{}, fsError(rel, err)
 	}
-	nb := new(nbformat.Notebook)
-	if err := nb.UnmarshalJSON(data); err != nil {
-		return Model{}, fmt.Errorf("%w: unreadable notebook %q: %w", ErrInvalid, rel, err)
+	defer f.Close()
+	var r io.Reader = f
+	h := sha256.New()
+	if opts.Hash {
+		r = io.TeeReader(f, h)
 	}
-	m.Content, m.Format = nb, FormatJSON
+	if opts.Content {
+		nb, err := nbformat.Read(r)
+		if errors.Is(err, nbformat.ErrInvalid) || errors.Is(err, nbformat.ErrUnsupported) {
+			return Model{}, fmt.Errorf("%w: unreadable notebook %q: %w", ErrInvalid, rel, err)
+		}
+		if err != nil {
+			return Model{}, fsError(rel, err)
+		}
+		m.Content, m.Format = nb, FormatJSON
+	}
+	if opts.Hash {
+		// What Read left unread, if anything.
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return Model{}, fsError(rel, err)
+		}
+		m.Hash, m.HashAlgorithm = hex.EncodeToString(h.Sum(nil)), "sha256"
+	}
 	return m, nil
 }
 

@@ -1,10 +1,17 @@
 package contents
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"linger/notebooks/msg"
+	"linger/notebooks/nbformat"
 )
 
 // Model types.
@@ -75,13 +82,7 @@ func nullable(s string) *string {
 
 // MarshalJSON writes m as Jupyter's REST API does.
 func (m Model) MarshalJSON() ([]byte, error) {
-	w := wireModel{
-		Name: m.Name, Path: m.Path, Type: m.Type, Writable: m.Writable,
-		Created: date(m.Created), LastModified: date(m.LastModified),
-		Mimetype: nullable(m.Mimetype), Format: nullable(m.Format),
-		Size: m.Size, Hash: m.Hash, HashAlgorithm: m.HashAlgorithm,
-		Content: json.RawMessage("null"),
-	}
+	w := m.wire()
 	if m.Content != nil {
 		b, err := json.Marshal(m.Content)
 		if err != nil {
@@ -90,6 +91,158 @@ func (m Model) MarshalJSON() ([]byte, error) {
 		w.Content = b
 	}
 	return json.Marshal(w)
+}
+
+// wire is m's JSON form with null content.
+func (m Model) wire() wireModel {
+	return wireModel{
+		Name: m.Name, Path: m.Path, Type: m.Type, Writable: m.Writable,
+		Created: date(m.Created), LastModified: date(m.LastModified),
+		Mimetype: nullable(m.Mimetype), Format: nullable(m.Format),
+		Size: m.Size, Hash: m.Hash, HashAlgorithm: m.HashAlgorithm,
+		Content: json.RawMessage("null"),
+	}
+}
+
+// WriteJSON writes to w the bytes json.Marshal(m) gives, but a notebook's
+// content as it is encoded (nbformat's WriteJSON), so that a model is
+// served as a stream, never held as bytes. An error before the content's
+// first byte (an invalid notebook, content that does not encode) leaves
+// w untouched; w should be buffered.
+func (m Model) WriteJSON(w io.Writer) error {
+	b, err := json.Marshal(m.wire())
+	if err != nil {
+		return err
+	}
+	// The content field is the only `"content":null` in b unescaped: in
+	// a string every quote is escaped.
+	at := bytes.Index(b, []byte(`"content":null`))
+	head, tail := b[:at+len(`"content":`)], b[at+len(`"content":null`):]
+	nb, ok := m.Content.(*nbformat.Notebook)
+	if !ok {
+		c := []byte("null")
+		if m.Content != nil {
+			if c, err = json.Marshal(m.Content); err != nil {
+				return err
+			}
+		}
+		for _, p := range [][]byte{head, c, tail} {
+			if _, err := w.Write(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := nb.WriteJSON(&prefixWriter{w: w, prefix: head}); err != nil {
+		return err
+	}
+	_, err = w.Write(tail)
+	return err
+}
+
+// prefixWriter writes prefix to w before the first bytes written to it.
+type prefixWriter struct {
+	w      io.Writer
+	prefix []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	if p.prefix != nil {
+		if _, err := p.w.Write(p.prefix); err != nil {
+			return 0, err
+		}
+		p.prefix = nil
+	}
+	return p.w.Write(b)
+}
+
+// DecodeModel reads one model as a client sends it from r, as
+// UnmarshalJSON would from r's bytes, but decodes its content as it reads
+// (nbformat.DecodeTree), so that a large notebook's JSON is never held
+// whole. Content is a *nbformat.Notebook when Type is TypeNotebook, a
+// string for a JSON string, else the JSON value as a json.RawMessage (for
+// Save to refuse), or nil when absent or null. r must hold the model and
+// nothing more. A notebook that does not read is an error wrapping
+// nbformat.ErrInvalid or nbformat.ErrUnsupported; an error of r comes
+// back as r gave it (an *http.MaxBytesError stays one).
+func DecodeModel(r io.Reader) (Model, error) {
+	m, content, err := decodeModel(r)
+	if err != nil || content == nil {
+		return m, err
+	}
+	if m.Type == TypeNotebook {
+		nb, err := nbformat.FromTree(content)
+		if err != nil {
+			return Model{}, fmt.Errorf("notebook content: %w", err)
+		}
+		m.Content = nb
+		return m, nil
+	}
+	if s, ok := content.(string); ok {
+		m.Content = s
+		return m, nil
+	}
+	raw, err := json.Marshal(content)
+	if err != nil {
+		return Model{}, fmt.Errorf("content: %w", err)
+	}
+	m.Content = json.RawMessage(raw)
+	return m, nil
+}
+
+// decodeModel decodes the model in r but its content, which it returns as
+// DecodeTree gives it.
+func decodeModel(r io.Reader) (Model, any, error) {
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	t, err := dec.Token()
+	if err != nil {
+		return Model{}, nil, err
+	}
+	var content any
+	rest := map[string]json.RawMessage{}
+	switch t {
+	case nil: // null, as UnmarshalJSON takes it: an empty model
+	case json.Delim('{'):
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return Model{}, nil, err
+			}
+			// encoding/json matches field names without regard to case.
+			if key := k.(string); strings.EqualFold(key, "content") {
+				content, err = nbformat.DecodeTree(dec)
+			} else {
+				var v json.RawMessage
+				err = dec.Decode(&v)
+				rest[key] = v
+			}
+			if err != nil {
+				return Model{}, nil, err
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return Model{}, nil, err
+		}
+	case json.Delim('['):
+		return Model{}, nil, errors.New("a model is a JSON object, not a list")
+	default:
+		return Model{}, nil, fmt.Errorf("a model is a JSON object, not a %T", t)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Model{}, nil, cmp.Or(err, errors.New("data after the model"))
+	}
+	// The fields but content are small: decoded once more, as
+	// UnmarshalJSON decodes them.
+	b, err := json.Marshal(rest)
+	if err != nil {
+		return Model{}, nil, err
+	}
+	var m Model
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Model{}, nil, err
+	}
+	return m, content, nil
 }
 
 // UnmarshalJSON reads a model as a client sends it (PUT, PATCH, POST

@@ -1,7 +1,7 @@
 package contents
 
 import (
-	"bytes"
+	"bufio"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -40,16 +40,32 @@ func (s *Store) Save(p string, m Model) (Model, bool, error) {
 	if m.Chunk != 0 && m.Type != TypeFile {
 		return Model{}, false, fmt.Errorf("%w: save %q: only files can be uploaded in chunks", ErrInvalid, rel)
 	}
-	data, err := encode(m)
+	c, err := encode(m)
 	if err != nil {
 		return Model{}, false, fmt.Errorf("save %q: %w", rel, err)
 	}
 	if m.Chunk != 0 {
-		return s.saveChunk(rel, m.Chunk, data)
+		return s.saveChunk(rel, m.Chunk, c.data)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.save(rel, m.Type, data)
+	return s.save(rel, m.Type, c)
+}
+
+// content is what a save writes: a file's bytes, or a notebook, encoded
+// as it is written so that its bytes are never held whole.
+type content struct {
+	data []byte
+	nb   *nbformat.Notebook // valid
+}
+
+// writeTo writes c to w.
+func (c content) writeTo(w io.Writer) error {
+	if c.nb != nil {
+		return nbformat.Write(w, c.nb)
+	}
+	_, err := w.Write(c.data)
+	return err
 }
 
 // writable cleans p for a change: not the root, not hidden.
@@ -67,42 +83,54 @@ func (s *Store) writable(p string) (string, error) {
 	return rel, nil
 }
 
-// encode turns a model to save into the bytes to write (nil for a
-// directory), before any lock is taken or file touched.
-func encode(m Model) ([]byte, error) {
+// encode turns a model to save into the content to write (none for a
+// directory) and checks it, before any lock is taken or file touched.
+func encode(m Model) (content, error) {
 	switch m.Type {
 	case "":
-		return nil, fmt.Errorf("%w: no type given", ErrInvalid)
+		return content{}, fmt.Errorf("%w: no type given", ErrInvalid)
 	case TypeDirectory:
-		return nil, nil
+		return content{}, nil
 	case TypeNotebook, TypeFile:
 	default:
-		return nil, fmt.Errorf("%w: unknown type %q", ErrInvalid, m.Type)
+		return content{}, fmt.Errorf("%w: unknown type %q", ErrInvalid, m.Type)
 	}
 	if m.Content == nil {
-		return nil, fmt.Errorf("%w: no content given", ErrInvalid)
+		return content{}, fmt.Errorf("%w: no content given", ErrInvalid)
 	}
 	if m.Type == TypeNotebook {
-		nb, ok := m.Content.(*nbformat.Notebook)
-		if !ok {
-			raw, ok := m.Content.(json.RawMessage)
-			if !ok {
-				var err error
-				if raw, err = json.Marshal(m.Content); err != nil {
-					return nil, fmt.Errorf("%w: notebook content: %w", ErrInvalid, err)
-				}
-			}
-			nb = new(nbformat.Notebook)
-			if err := nb.UnmarshalJSON(raw); err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-			}
-		}
-		data, err := nbformat.Marshal(nb)
-		if err != nil {
+		nb, err := notebookContent(m.Content)
+		return content{nb: nb}, err
+	}
+	data, err := fileContent(m)
+	return content{data: data}, err
+}
+
+// notebookContent is the notebook a model to save holds, checked.
+func notebookContent(c any) (*nbformat.Notebook, error) {
+	if nb, ok := c.(*nbformat.Notebook); ok {
+		if err := nb.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		return data, nil
+		return nb, nil
 	}
+	raw, ok := c.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(c); err != nil {
+			return nil, fmt.Errorf("%w: notebook content: %w", ErrInvalid, err)
+		}
+	}
+	// UnmarshalJSON checks what it reads.
+	nb := new(nbformat.Notebook)
+	if err := nb.UnmarshalJSON(raw); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nb, nil
+}
+
+// fileContent is the bytes of a file model to save.
+func fileContent(m Model) ([]byte, error) {
 	var text string
 	switch c := m.Content.(type) {
 	case string:
@@ -135,8 +163,8 @@ func dropSpace(r rune) rune {
 	return r
 }
 
-// save writes data (a directory when typ is TypeDirectory). s.mu is held.
-func (s *Store) save(rel, typ string, data []byte) (Model, bool, error) {
+// save writes c (a directory when typ is TypeDirectory). s.mu is held.
+func (s *Store) save(rel, typ string, c content) (Model, bool, error) {
 	pfi, err := s.root.Stat(osName(parent(rel)))
 	if err != nil {
 		return Model{}, false, fsError(parent(rel), err)
@@ -162,7 +190,7 @@ func (s *Store) save(rel, typ string, data []byte) (Model, bool, error) {
 		if exists && fi.IsDir() {
 			return Model{}, false, fmt.Errorf("%w: %q is a directory", ErrInvalid, rel)
 		}
-		if err := s.writeAtomic(rel, data); err != nil {
+		if err := s.writeAtomic(rel, c.writeTo); err != nil {
 			return Model{}, false, err
 		}
 		if typ == TypeNotebook {
@@ -177,9 +205,10 @@ func (s *Store) save(rel, typ string, data []byte) (Model, bool, error) {
 	return m, !exists, err
 }
 
-// writeAtomic replaces rel's content with data so that a crash or a failed
-// write leaves either the old or the new file, never a mix. s.mu is held.
-func (s *Store) writeAtomic(rel string, data []byte) (err error) {
+// writeAtomic replaces rel's content with what write writes, buffered, so
+// that a crash or a failed write leaves either the old or the new file,
+// never a mix. s.mu is held.
+func (s *Store) writeAtomic(rel string, write func(io.Writer) error) (err error) {
 	target, perm, err := s.resolve(rel)
 	if err != nil {
 		return err
@@ -210,7 +239,11 @@ func (s *Store) writeAtomic(rel string, data []byte) (err error) {
 	if s.wrap != nil {
 		w = s.wrap(f)
 	}
-	if _, err = io.Copy(w, bytes.NewReader(data)); err != nil {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if err = write(bw); err != nil {
+		return err
+	}
+	if err = bw.Flush(); err != nil {
 		return err
 	}
 	if err = f.Sync(); err != nil {

@@ -1,6 +1,7 @@
 package nbformat
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -26,9 +27,10 @@ func ReadFile(name string) (*Notebook, error) {
 // a failure leaves any previous file intact. An existing file keeps its
 // mode; a new one gets 0644. (The contents store does the same inside its
 // root; this is for files named on a command line, as by `linger run`.)
+// The notebook is checked before any file is made, and written as Write
+// writes it, a cell at a time.
 func WriteFile(name string, nb *Notebook) (err error) {
-	data, err := Marshal(nb)
-	if err != nil {
+	if err := nb.validate(); err != nil {
 		return fmt.Errorf("write notebook %q: %w", name, err)
 	}
 	perm := fs.FileMode(0o644)
@@ -48,7 +50,11 @@ func WriteFile(name string, nb *Notebook) (err error) {
 			err = fmt.Errorf("write notebook: %w", err)
 		}
 	}()
-	if _, err = f.Write(data); err != nil {
+	bw := bufio.NewWriter(f)
+	if err = nb.write(bw, fileForm); err != nil {
+		return err
+	}
+	if err = bw.Flush(); err != nil {
 		return err
 	}
 	if err = f.Sync(); err != nil {

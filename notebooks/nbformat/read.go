@@ -21,91 +21,169 @@ import (
 // Errors wrap ErrInvalid (malformed JSON, missing or mistyped fields) or
 // ErrUnsupported (nbformat other than 4), and name the offending field,
 // e.g. `cells[2].outputs[0].text`.
+//
+// Read decodes as it reads: it holds one cell's bytes at a time, never the
+// file's (see DecodeTree).
 func Read(r io.Reader) (*Notebook, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("read notebook: %w", err)
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	doc, err := DecodeTree(dec)
+	if err == nil {
+		if _, err = dec.Token(); errors.Is(err, io.EOF) {
+			return FromTree(doc)
+		}
+		if err == nil {
+			return nil, fmt.Errorf("%w: malformed JSON: data after the notebook", ErrInvalid)
+		}
 	}
-	nb := new(Notebook)
-	if err := nb.UnmarshalJSON(data); err != nil {
-		return nil, err
+	if _, ok := errors.AsType[*json.SyntaxError](err); ok || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, fmt.Errorf("%w: malformed JSON: %v", ErrInvalid, err)
 	}
-	return nb, nil
+	return nil, fmt.Errorf("read notebook: %w", err)
 }
 
 // UnmarshalJSON decodes a notebook as Read does, replacing *nb.
+func (nb *Notebook) UnmarshalJSON(data []byte) error {
+	out, err := Read(bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	*nb = *out
+	return nil
+}
+
+// DecodeTree decodes the next JSON value of dec into generic values, as
+// dec.Decode into an any does, but reads an object's or list's members one
+// at a time down to those of the value's members (a notebook's cells), so
+// that dec buffers one cell, not the notebook. dec should use numbers
+// (json.Decoder.UseNumber), as FromTree wants them. With FromTree, it lets
+// a caller decoding a larger document (a contents model) read the notebook
+// inside it as a stream.
 //
 // The document is decoded once into generic values and then walked:
 // decoding nested json.RawMessage levels instead would scan megabytes of
 // base64 outputs once per level.
-func (nb *Notebook) UnmarshalJSON(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		return fmt.Errorf("%w: malformed JSON: %v", ErrInvalid, err)
+func DecodeTree(dec *json.Decoder) (any, error) {
+	return decodeTree(dec, 2)
+}
+
+// decodeTree is DecodeTree with depth levels of members read one at a
+// time.
+func decodeTree(dec *json.Decoder, depth int) (any, error) {
+	if depth == 0 {
+		var v any
+		err := dec.Decode(&v)
+		return v, err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: malformed JSON: data after the notebook", ErrInvalid)
+	t, err := dec.Token()
+	if err != nil {
+		return nil, err
 	}
+	switch t {
+	case json.Delim('{'):
+		obj := map[string]any{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil, unexpectedEOF(err)
+			}
+			// Token gives an object's keys as strings, or fails.
+			if obj[k.(string)], err = decodeTree(dec, depth-1); err != nil {
+				return nil, unexpectedEOF(err)
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, unexpectedEOF(err)
+		}
+		return obj, nil
+	case json.Delim('['):
+		list := []any{}
+		for dec.More() {
+			v, err := decodeTree(dec, depth-1)
+			if err != nil {
+				return nil, unexpectedEOF(err)
+			}
+			list = append(list, v)
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, unexpectedEOF(err)
+		}
+		return list, nil
+	}
+	return t, nil
+}
+
+// unexpectedEOF is err, io.ErrUnexpectedEOF for the end of input inside a
+// value.
+func unexpectedEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// FromTree builds the notebook of doc, a document decoded into generic
+// values with numbers as json.Number (as DecodeTree gives it), and checks
+// it as Read does. doc is not changed; the notebook shares none of it
+// that a later change to doc could reach.
+func FromTree(doc any) (*Notebook, error) {
 	top, ok := doc.(map[string]any)
 	if !ok {
-		return fmt.Errorf("%w: not a JSON object but %s", ErrInvalid, kind(doc))
+		return nil, fmt.Errorf("%w: not a JSON object but %s", ErrInvalid, kind(doc))
 	}
 	major, ok := top["nbformat"]
 	if !ok {
-		return fmt.Errorf("%w: nbformat: missing (is this a notebook?)", ErrInvalid)
+		return nil, fmt.Errorf("%w: nbformat: missing (is this a notebook?)", ErrInvalid)
 	}
 	v, err := toInt("nbformat", major)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if v != Format {
 		hint := ""
 		if v < Format {
 			hint = "; upgrade it with `jupyter nbconvert --to notebook`"
 		}
-		return fmt.Errorf("%w: nbformat %d (Linger reads nbformat 4 only%s)", ErrUnsupported, v, hint)
+		return nil, fmt.Errorf("%w: nbformat %d (Linger reads nbformat 4 only%s)", ErrUnsupported, v, hint)
 	}
 	minorV, ok := top["nbformat_minor"]
 	if !ok {
-		return fmt.Errorf("%w: nbformat_minor: missing", ErrInvalid)
+		return nil, fmt.Errorf("%w: nbformat_minor: missing", ErrInvalid)
 	}
 	minor, err := toInt("nbformat_minor", minorV)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if minor < 0 {
-		return invalid("nbformat_minor", "%d is negative", minor)
+		return nil, invalid("nbformat_minor", "%d is negative", minor)
 	}
 	out := Notebook{}
 	if out.Metadata, err = toMetadata("metadata", top, "metadata"); err != nil {
-		return err
+		return nil, err
 	}
 	delete(out.Metadata, "orig_nbformat")
 	delete(out.Metadata, "orig_nbformat_minor")
 	cellsV, ok := top["cells"]
 	if !ok {
-		return invalid("cells", "missing")
+		return nil, invalid("cells", "missing")
 	}
 	cells, ok := cellsV.([]any)
 	if !ok {
-		return invalid("cells", "want a list, got %s", kind(cellsV))
+		return nil, invalid("cells", "want a list, got %s", kind(cellsV))
 	}
 	out.Cells = make([]*Cell, 0, len(cells))
 	for i, cv := range cells {
 		c, err := toCell(fmt.Sprintf("cells[%d]", i), cv, minor >= FormatMinor)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		out.Cells = append(out.Cells, c)
 	}
 	repairIDs(out.Cells)
 	if err := out.validate(); err != nil {
-		return err
+		return nil, err
 	}
-	*nb = out
-	return nil
+	return &out, nil
 }
 
 // repairIDs gives a fresh id to every cell without one and to every repeat

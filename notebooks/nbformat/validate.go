@@ -26,6 +26,11 @@ func ValidCellID(id string) bool {
 // value rather than a (multi-line) string.
 func isJSONMime(mime string) bool { return jsonMimePattern.MatchString(mime) }
 
+// Validate reports why Write would refuse nb, or nil: an error wrapping
+// ErrInvalid, as Write's. It lets a caller check a notebook before it
+// starts a write that a refusal would leave half done.
+func (nb *Notebook) Validate() error { return nb.validate() }
+
 // validate checks what the 4.5 schema requires of nb beyond what the Go
 // types guarantee, so that Write never produces a notebook Jupyter rejects.
 func (nb *Notebook) validate() error {

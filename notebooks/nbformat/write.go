@@ -19,46 +19,129 @@ import (
 // the 4.5 schema (an error wrapping ErrInvalid: a bad or repeated cell id,
 // an unknown cell or output type, a non-string text mime value, a
 // well-known metadata key of the wrong type).
+//
+// Write encodes a cell at a time, so it never holds the encoded file; w
+// gets a few writes a cell, which a bufio.Writer should gather when w is
+// a file or a connection.
 func Write(w io.Writer, nb *Notebook) error {
-	b, err := Marshal(nb)
-	if err != nil {
+	if err := nb.validate(); err != nil {
 		return err
 	}
-	if _, err := w.Write(b); err != nil {
-		return fmt.Errorf("write notebook: %w", err)
-	}
-	return nil
+	return nb.write(w, fileForm)
 }
 
 // Marshal returns the bytes Write would write.
 func Marshal(nb *Notebook) ([]byte, error) {
-	return nb.encode(true, " ")
+	var buf bytes.Buffer
+	if err := Write(&buf, nb); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // MarshalJSON encodes nb in its in-memory form, compactly: multi-line
 // strings stay single strings. This is a notebook model's content in the
 // Jupyter contents API. It fails as Write does on an invalid notebook.
 func (nb *Notebook) MarshalJSON() ([]byte, error) {
-	return nb.encode(false, "")
-}
-
-func (nb *Notebook) encode(split bool, indent string) ([]byte, error) {
 	if err := nb.validate(); err != nil {
 		return nil, err
 	}
-	t := nb.tree(split)
+	var buf bytes.Buffer
+	if err := nb.write(&buf, form{}); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteJSON writes to w what json.Marshal(nb) gives: MarshalJSON's
+// encoding with <, > and & escaped, as encoding/json compacts the output
+// of every Marshaler. It encodes a cell at a time, as Write does, so a
+// notebook model's content can stream to a client. WriteJSON checks nb
+// first and writes nothing on an invalid notebook.
+func (nb *Notebook) WriteJSON(w io.Writer) error {
+	if err := nb.validate(); err != nil {
+		return err
+	}
+	return nb.write(w, form{escapeHTML: true})
+}
+
+// form is how a notebook is encoded.
+type form struct {
+	split      bool   // multi-line strings as lists of lines
+	indent     string // per level; "" is compact, with no trailing newline
+	escapeHTML bool   // <, > and & as \u escapes
+}
+
+// fileForm is the file's form, as Jupyter writes it.
+var fileForm = form{split: true, indent: " "}
+
+// write encodes nb (which has passed validate) to w in form f: the
+// notebook's own keys by hand, each cell and the metadata by
+// encoding/json, which sorts their keys, so that only one cell's bytes
+// are held at a time. The keys are written in the order encoding/json
+// would sort them.
+func (nb *Notebook) write(w io.Writer, f form) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // Jupyter writes <, > and & as themselves
-	enc.SetIndent("", indent)
-	if err := enc.Encode(t); err != nil {
-		// validate has checked every raw value, so this is a bug.
-		return nil, fmt.Errorf("encode notebook: %w", err)
+	enc.SetEscapeHTML(f.escapeHTML) // Jupyter writes <, > and & as themselves
+	// put writes sep then v encoded at the given depth.
+	put := func(sep string, v any, depth int) error {
+		buf.Reset()
+		buf.WriteString(sep)
+		enc.SetIndent(strings.Repeat(f.indent, depth), f.indent)
+		if err := enc.Encode(v); err != nil {
+			// validate has checked every raw value, so this is a bug.
+			return fmt.Errorf("encode notebook: %w", err)
+		}
+		b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		if f.indent != "" {
+			b = unescapeSeparators(b)
+		}
+		if _, err := w.Write(b); err != nil {
+			return fmt.Errorf("write notebook: %w", err)
+		}
+		return nil
 	}
-	if indent == "" {
-		return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	// nl is a line break and the indentation of depth, or nothing
+	// compactly; colon follows a key.
+	nl := func(depth int) string {
+		if f.indent == "" {
+			return ""
+		}
+		return "\n" + strings.Repeat(f.indent, depth)
 	}
-	return unescapeSeparators(buf.Bytes()), nil
+	colon := ":"
+	if f.indent != "" {
+		colon = ": "
+	}
+	sep := "{" + nl(1) + `"cells"` + colon + "["
+	for i, c := range nb.Cells {
+		if i > 0 {
+			sep = ","
+		}
+		if err := put(sep+nl(2), c.tree(f.split), 2); err != nil {
+			return err
+		}
+	}
+	if len(nb.Cells) > 0 {
+		sep = nl(1) + "]"
+	} else {
+		sep += "]"
+	}
+	md := rawTree(nb.Metadata)
+	delete(md, "orig_nbformat") // Jupyter never writes it either
+	delete(md, "orig_nbformat_minor")
+	if err := put(sep+","+nl(1)+`"metadata"`+colon, md, 1); err != nil {
+		return err
+	}
+	end := fmt.Sprintf(",%s\"nbformat\"%s%d,%s\"nbformat_minor\"%s%d%s}", nl(1), colon, Format, nl(1), colon, FormatMinor, nl(0))
+	if f.indent != "" {
+		end += "\n"
+	}
+	if _, err := io.WriteString(w, end); err != nil {
+		return fmt.Errorf("write notebook: %w", err)
+	}
+	return nil
 }
 
 // unescapeSeparators writes U+2028 and U+2029 as themselves, as Python's
@@ -85,24 +168,6 @@ func unescapeSeparators(b []byte) []byte {
 		i++
 	}
 	return out
-}
-
-// tree builds the notebook as maps, which encoding/json writes with sorted
-// keys. nb must have passed validate.
-func (nb *Notebook) tree(split bool) map[string]any {
-	md := rawTree(nb.Metadata)
-	delete(md, "orig_nbformat") // Jupyter never writes it either
-	delete(md, "orig_nbformat_minor")
-	cells := make([]any, 0, len(nb.Cells))
-	for _, c := range nb.Cells {
-		cells = append(cells, c.tree(split))
-	}
-	return map[string]any{
-		"nbformat":       Format,
-		"nbformat_minor": FormatMinor,
-		"metadata":       md,
-		"cells":          cells,
-	}
 }
 
 func (c *Cell) tree(split bool) map[string]any {
