@@ -54,7 +54,7 @@ func (s *Store) NewUntitled(dir, typ, ext string) (Model, error) {
 	if err != nil {
 		return Model{}, err
 	}
-	m, _, err := s.save(path.Join(rel, name), typ, c)
+	m, _, err := s.save(path.Join(rel, name), typ, c, nil)
 	return m, err
 }
 
@@ -168,7 +168,7 @@ func (s *Store) Copy(from, toDir string) (Model, error) {
 		}
 		typ, c = TypeNotebook, content{nb: nb}
 	}
-	m, _, err := s.save(dst, typ, c)
+	m, _, err := s.save(dst, typ, c, nil)
 	return m, err
 }
 

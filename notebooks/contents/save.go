@@ -47,9 +47,26 @@ func (s *Store) Save(p string, m Model) (Model, bool, error) {
 	if m.Chunk != 0 {
 		return s.saveChunk(rel, m.Chunk, c.data)
 	}
+	if m.Type == TypeDirectory {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.save(rel, m.Type, c, nil)
+	}
+	// The content is written to its temporary file under rel's own lock
+	// (an upload's: a save and a chunked upload of one path wait for each
+	// other), not the store's, so that a large notebook's write holds up
+	// no other path's reads and saves; the store's lock is taken for the
+	// checks and the rename alone.
+	u := s.lockUpload(rel)
+	defer s.unlockUpload(rel, u)
+	st, err := s.stage(rel, c.writeTo)
+	if err != nil {
+		return Model{}, false, err
+	}
+	defer st.discard()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.save(rel, m.Type, c)
+	return s.save(rel, m.Type, c, st)
 }
 
 // content is what a save writes: a file's bytes, or a notebook, encoded
@@ -163,8 +180,9 @@ func dropSpace(r rune) rune {
 	return r
 }
 
-// save writes c (a directory when typ is TypeDirectory). s.mu is held.
-func (s *Store) save(rel, typ string, c content) (Model, bool, error) {
+// save writes c (a directory when typ is TypeDirectory), or, when st is
+// not nil, commits the content staged in it. s.mu is held.
+func (s *Store) save(rel, typ string, c content, st *staged) (Model, bool, error) {
 	pfi, err := s.root.Stat(osName(parent(rel)))
 	if err != nil {
 		return Model{}, false, fsError(parent(rel), err)
@@ -190,7 +208,12 @@ func (s *Store) save(rel, typ string, c content) (Model, bool, error) {
 		if exists && fi.IsDir() {
 			return Model{}, false, fmt.Errorf("%w: %q is a directory", ErrInvalid, rel)
 		}
-		if err := s.writeAtomic(rel, c.writeTo); err != nil {
+		if st == nil {
+			err = s.writeAtomic(rel, c.writeTo)
+		} else {
+			err = st.commit()
+		}
+		if err != nil {
 			return Model{}, false, err
 		}
 		if typ == TypeNotebook {
@@ -208,10 +231,31 @@ func (s *Store) save(rel, typ string, c content) (Model, bool, error) {
 // writeAtomic replaces rel's content with what write writes, buffered, so
 // that a crash or a failed write leaves either the old or the new file,
 // never a mix. s.mu is held.
-func (s *Store) writeAtomic(rel string, write func(io.Writer) error) (err error) {
-	target, perm, err := s.resolve(rel)
+func (s *Store) writeAtomic(rel string, write func(io.Writer) error) error {
+	st, err := s.stage(rel, write)
 	if err != nil {
 		return err
+	}
+	defer st.discard()
+	return st.commit()
+}
+
+// staged is a save's content written to its temporary file beside the
+// target, synced, waiting to be renamed over it.
+type staged struct {
+	s           *Store
+	rel         string
+	tmp, target string // "" tmp once committed or discarded
+}
+
+// stage writes what write writes, buffered, to a new temporary file beside
+// rel's target (the file rel names, or the one a symlink there names) and
+// syncs it. It needs no lock of the store: the temporary file is this
+// save's alone, and the target is not touched until commit.
+func (s *Store) stage(rel string, write func(io.Writer) error) (_ *staged, err error) {
+	target, perm, err := s.resolve(rel)
+	if err != nil {
+		return nil, err
 	}
 	dir, name := parent(target), path.Base(target)
 	var tmp string
@@ -226,7 +270,7 @@ func (s *Store) writeAtomic(rel string, write func(io.Writer) error) (err error)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("save %q: %w", rel, fsError(rel, err))
+		return nil, fmt.Errorf("save %q: %w", rel, fsError(rel, err))
 	}
 	defer func() {
 		if err != nil {
@@ -241,25 +285,42 @@ func (s *Store) writeAtomic(rel string, write func(io.Writer) error) (err error)
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	if err = write(bw); err != nil {
-		return err
+		return nil, err
 	}
 	if err = bw.Flush(); err != nil {
-		return err
+		return nil, err
 	}
 	if err = f.Sync(); err != nil {
-		return err
+		return nil, err
 	}
 	if err = f.Close(); err != nil {
-		return err
+		return nil, err
 	}
 	// OpenFile applied the umask; an existing file keeps its mode.
 	if err = s.root.Chmod(tmp, perm); err != nil {
-		return err
+		return nil, err
 	}
-	if err = s.root.Rename(tmp, target); err != nil {
-		return fsError(rel, err)
+	return &staged{s: s, rel: rel, tmp: tmp, target: target}, nil
+}
+
+// commit renames the staged file over its target and syncs the directory.
+func (st *staged) commit() error {
+	if err := st.s.root.Rename(st.tmp, st.target); err != nil {
+		return fmt.Errorf("save %q: %w", st.rel, fsError(st.rel, err))
 	}
-	return s.syncDir(dir)
+	st.tmp = ""
+	if err := st.s.syncDir(parent(st.target)); err != nil {
+		return fmt.Errorf("save %q: %w", st.rel, err)
+	}
+	return nil
+}
+
+// discard removes the staged file unless it was committed.
+func (st *staged) discard() {
+	if st.tmp != "" {
+		st.s.root.Remove(st.tmp)
+		st.tmp = ""
+	}
 }
 
 // tempName is the temporary file a save of name writes first: dot-named,

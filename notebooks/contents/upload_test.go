@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -324,5 +325,65 @@ func TestRemoveStaleStaging(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, stagingName("a.bin"))); err != nil {
 		t.Errorf("the upload in progress lost its staging file: %v", err)
+	}
+}
+
+// stallingWriter blocks its first write until release is closed.
+type stallingWriter struct {
+	w       io.Writer
+	started chan struct{}
+	release chan struct{}
+	once    *sync.Once
+}
+
+func (b stallingWriter) Write(p []byte) (int, error) {
+	b.once.Do(func() { close(b.started); <-b.release })
+	return b.w.Write(p)
+}
+
+// A save writing its content holds only its own path: while one is stuck
+// in its write, other paths are read, listed and saved, and the stuck
+// file reads as it was; once the write goes on, the save lands whole.
+func TestSaveHoldsOnlyItsPath(t *testing.T) {
+	s, _ := newStore(t, "a.txt", "b.txt")
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.wrap = func(w io.Writer) io.Writer { return stallingWriter{w, started, release, &once} }
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := s.Save("a.txt", Model{Type: TypeFile, Format: FormatText, Content: "new a"})
+		done <- err
+	}()
+	<-started
+	others := make(chan error, 1)
+	go func() {
+		if _, err := s.Get("b.txt", GetOptions{Content: true}); err != nil {
+			others <- err
+			return
+		}
+		if _, err := s.Get("", GetOptions{Content: true}); err != nil {
+			others <- err
+			return
+		}
+		m, err := s.Get("a.txt", GetOptions{Content: true, Format: FormatText})
+		if err == nil && m.Content == "new a" {
+			err = errors.New("a.txt reads as saved before its save ended")
+		}
+		others <- err
+	}()
+	select {
+	case err := <-others:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reads of other paths waited for a save in its write")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Get("a.txt", GetOptions{Content: true, Format: FormatText}); err != nil || m.Content != "new a" {
+		t.Errorf("after the save: %v %q", err, m.Content)
 	}
 }
