@@ -61,6 +61,7 @@ var policy = map[string][]string{
 	"timeline/lod":                    {"timeline", "timeline/event", "timeline/memstate"},
 	"timeline/export":                 {"timeline/event", "timeline/memstate", "timeline/analyze"},
 	"timeline/traces":                 {"timeline", "timeline/event", "timeline/lod", "timeline/analyze"},
+	"timeline/pickle":                 {}, // Python pickles of plain data, read as a stream, never run
 	// The notebook formats and the notebook directory, no engine.
 	"notebooks":     {"notebooks/nbformat", "notebooks/msg"},
 	"notebooks/msg": {},
@@ -108,7 +109,7 @@ var (
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, and internal/browsertest chromedp, but
 // nothing of Linger.)
-var stdlibOnly = []string{"timeline/event", "internal/units", "internal/testbin", "server/httperr", "timeline/event/eventtest", "engine/device/devicetest"}
+var stdlibOnly = []string{"timeline/event", "timeline/pickle", "internal/units", "internal/testbin", "server/httperr", "timeline/event/eventtest", "engine/device/devicetest"}
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.
