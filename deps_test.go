@@ -61,7 +61,8 @@ var policy = map[string][]string{
 	"timeline/lod":                    {"timeline", "timeline/event", "timeline/memstate"},
 	"timeline/export":                 {"timeline/event", "timeline/memstate", "timeline/analyze"},
 	"timeline/traces":                 {"timeline", "timeline/event", "timeline/lod", "timeline/analyze"},
-	"timeline/pickle":                 {}, // Python pickles of plain data, read as a stream, never run
+	"timeline/pickle":                 {},                                                // Python pickles of plain data, read as a stream, never run
+	"timeline/torchsnap":              {"timeline", "timeline/event", "timeline/pickle"}, // PyTorch's memory snapshots, read as a stream
 	// The notebook formats and the notebook directory, no engine.
 	"notebooks":     {"notebooks/nbformat", "notebooks/msg"},
 	"notebooks/msg": {},

@@ -86,6 +86,15 @@ type Options struct {
 	// Item receives each streamed item, with its list and its index in
 	// it. An error stops decoding and is returned as it is.
 	Item func(l *List, index int, v any) error
+	// Compact, if set, is asked, after each batch of streamed items, for
+	// what the memo keeps of each value memoized while the batch was
+	// built (a streamed item's parts: its stack, its strings), since the
+	// pickle may refer to them again; it returns the value to keep (a
+	// smaller one, or the same) or nil to forget it. Without Compact,
+	// strings and numbers are kept and containers forgotten. The items
+	// themselves are always forgotten. A later reference to a forgotten
+	// value is an error.
+	Compact func(v any) any
 	// MaxDepth bounds the nesting of containers (default 256).
 	MaxDepth int
 	// MaxString bounds one string or bytes value (default 256 MiB).
@@ -140,8 +149,11 @@ type Decoder struct {
 	stack []any
 	marks []int // stack lengths at each MARK
 	memo  []any
-	proto int
-	buf   []byte
+	// compacted is how far the memo has been compacted after streamed
+	// items (Options.Compact).
+	compacted int
+	proto     int
+	buf       []byte
 }
 
 // NewDecoder returns a Decoder reading r.
@@ -149,6 +161,10 @@ func NewDecoder(r io.Reader, opts Options) *Decoder {
 	opts.defaults()
 	return &Decoder{r: bufio.NewReaderSize(r, 1<<16), opts: opts}
 }
+
+// Protocol returns the pickle's protocol, as its PROTO opcode said (0 for
+// the protocols 0 and 1, which have none), once Decode has read it.
+func (d *Decoder) Protocol() int { return d.proto }
 
 // Offset returns how many bytes the Decoder has read: a reader's progress.
 func (d *Decoder) Offset() int64 { return d.off }
@@ -175,6 +191,11 @@ func (d *Decoder) Decode() (any, error) {
 			var fe *fatalError
 			if errors.As(err, &fe) {
 				return nil, fe.err
+			}
+			if errors.Is(err, ErrTruncated) {
+				if ferr := d.flushTruncated(); ferr != nil {
+					return nil, ferr
+				}
 			}
 			return nil, fmt.Errorf("at byte %d, opcode %s: %w", at, opName(op), err)
 		}
@@ -327,7 +348,7 @@ func (d *Decoder) getMemo(i uint64) error {
 	}
 	v := d.memo[i]
 	if _, ok := v.(forgotten); ok {
-		return fmt.Errorf("%w: memo %d is an item of a streamed list, referenced again: the pickle shares it, and a stream does not keep it", ErrBound, i)
+		return fmt.Errorf("%w: memo %d, a streamed item or a part of one that was let go, is referenced again: the pickle shares it, and the stream did not keep it", ErrBound, i)
 	}
 	d.push(v)
 	return nil
@@ -357,24 +378,125 @@ func (d *Decoder) appendItems(l *List, items []any) error {
 		return nil
 	}
 	for _, it := range items {
-		// An item handed on is not kept: neither by the list nor by the
-		// memo (a later GET of it is an error, not a silent copy).
-		switch c := it.(type) {
-		case *Dict:
-			if c.memo > 0 {
-				d.memo[c.memo-1] = forgotten{}
-			}
-		case *List:
-			if c.memo > 0 {
-				d.memo[c.memo-1] = forgotten{}
-			}
-		}
 		if err := d.opts.Item(l, l.n, it); err != nil {
 			return &fatalError{err}
 		}
 		l.n++
 	}
+	// What was memoized while these items were built (after l itself)
+	// is kept as Compact says; the items are let go.
+	from := max(d.compacted, l.memo)
+	for i := from; i < len(d.memo); i++ {
+		v := d.memo[i]
+		switch v.(type) {
+		case *Dict, *List, Tuple, *Set:
+			if isItem(v, items) {
+				d.memo[i] = forgotten{}
+				continue
+			}
+		}
+		if d.opts.Compact != nil {
+			v = d.opts.Compact(v)
+		} else {
+			switch v.(type) {
+			case *Dict, *List, Tuple, *Set:
+				v = nil
+			}
+		}
+		if v == nil {
+			v = forgotten{}
+		}
+		d.memo[i] = v
+	}
+	d.compacted = len(d.memo)
 	return nil
+}
+
+// flushTruncated hands on, when the pickle ends before its STOP, the
+// whole items a streamed list had pending on the stack (those between
+// its MARK and the next, less the last if a MARK follows it: that one was
+// still being built), so that a file cut short reads to its last whole
+// item.
+func (d *Decoder) flushTruncated() error {
+	if d.opts.Stream == nil {
+		return nil
+	}
+	for mi, m := range d.marks {
+		l, ok := d.stackAt0(m - 1).(*List)
+		if !ok {
+			continue
+		}
+		end := len(d.stack)
+		if mi+1 < len(d.marks) {
+			end = d.marks[mi+1] - 1 // the last before the next MARK is being built
+		}
+		if end <= m {
+			continue
+		}
+		items := d.stack[m:end]
+		if end == len(d.stack) && isEmpty(items[len(items)-1]) {
+			// The pickle stopped just after the last began: an empty
+			// container, not a whole item.
+			items = items[:len(items)-1]
+			if len(items) == 0 {
+				continue
+			}
+		}
+		if l.n == 0 {
+			l.stream = d.opts.Stream(items[0])
+		}
+		if !l.stream {
+			continue
+		}
+		for _, it := range items {
+			if err := d.opts.Item(l, l.n, it); err != nil {
+				return err
+			}
+			l.n++
+		}
+	}
+	return nil
+}
+
+// isEmpty reports whether v is a container with nothing in it.
+func isEmpty(v any) bool {
+	switch x := v.(type) {
+	case *Dict:
+		return len(x.Items) == 0
+	case *List:
+		return x.n == 0
+	}
+	return false
+}
+
+// stackAt0 is the stack's value at i, wherever the MARKs are; nil out of
+// range.
+func (d *Decoder) stackAt0(i int) any {
+	if i < 0 || i >= len(d.stack) {
+		return nil
+	}
+	return d.stack[i]
+}
+
+// isItem reports whether v is one of items (by identity).
+func isItem(v any, items []any) bool {
+	for _, it := range items {
+		switch x := it.(type) {
+		case *Dict:
+			if y, ok := v.(*Dict); ok && x == y {
+				return true
+			}
+		case *List:
+			if y, ok := v.(*List); ok && x == y {
+				return true
+			}
+		case *Set:
+			if y, ok := v.(*Set); ok && x == y {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // The opcodes.

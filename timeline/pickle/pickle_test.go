@@ -175,6 +175,7 @@ func TestStream(t *testing.T) {
 				got = append(got, v.(*Dict))
 				return nil
 			},
+			Compact: func(v any) any { return v }, // the frames are shared: keep every part
 		}
 		v, err := NewDecoder(f, opts).Decode()
 		f.Close()
@@ -198,6 +199,57 @@ func TestStream(t *testing.T) {
 		if d1 := devs.Items[1].(*List); d1.Len() != 0 || d1.Streamed() {
 			t.Errorf("protocol %d: device 1's empty list: %d items, streamed %v", proto, d1.Len(), d1.Streamed())
 		}
+	}
+}
+
+// Without Compact, the parts of streamed items are let go, and a later
+// reference to one (the entries' shared frames) is an error, not a
+// silent copy; a Compact that keeps a smaller value has it given back.
+func TestCompact(t *testing.T) {
+	b, _ := os.ReadFile("testdata/value.p4.pickle")
+	isEntry := func(first any) bool {
+		d, ok := first.(*Dict)
+		if !ok {
+			return false
+		}
+		_, a := d.Get("action")
+		return a
+	}
+	_, err := NewDecoder(bytes.NewReader(b), Options{Stream: isEntry, Item: func(*List, int, any) error { return nil }}).Decode()
+	if !errors.Is(err, ErrBound) {
+		t.Errorf("shared frames let go: %v, want ErrBound", err)
+	}
+	type stack struct{ n int }
+	var stacks []any
+	_, err = NewDecoder(bytes.NewReader(b), Options{
+		Stream: isEntry,
+		Item: func(_ *List, _ int, v any) error {
+			if f, ok := v.(*Dict).Get("frames"); ok {
+				stacks = append(stacks, f)
+			}
+			return nil
+		},
+		Compact: func(v any) any {
+			if l, ok := v.(*List); ok {
+				return stack{len(l.Items)}
+			}
+			return v
+		},
+	}).Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	compacted := 0
+	for _, s := range stacks {
+		if s, ok := s.(stack); ok && s.n == 2 {
+			compacted++
+		}
+	}
+	// Entries 1, 3, 5, … share the frames. Python's pickler appends in
+	// batches of 1000, and the memo is compacted after each: the odd
+	// entries of the second batch (1000 to 1199) get the compacted value.
+	if compacted != 100 {
+		t.Errorf("%d entries got the compacted stack, want the 100 odd ones of the second batch", compacted)
 	}
 }
 
