@@ -290,6 +290,9 @@ func readPickle(r io.Reader, fn EntryFunc, opts Options) (*Snapshot, error) {
 		return snap, err
 	}
 	root, ok := v.(*pickle.Dict)
+	if l, isList := v.(*pickle.List); isList && (l.Len() == 0 || isDictWith(l.Items[0], "total_size")) {
+		return nil, fmt.Errorf("%w of this version: a list of segments, as PyTorch 1.13 and before wrote (torch.cuda.memory_snapshot()), has no device_traces; record with torch.cuda.memory._record_memory_history() and dump with _dump_snapshot() (PyTorch 2.0 or later)", ErrNotSnapshot)
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: the pickle holds a %T, not a dict of segments and device_traces", ErrNotSnapshot, v)
 	}
@@ -551,4 +554,14 @@ func plain(v any) any {
 		return out
 	}
 	return v
+}
+
+// isDictWith reports whether v is a dict with the string key key.
+func isDictWith(v any, key string) bool {
+	d, ok := v.(*pickle.Dict)
+	if !ok {
+		return false
+	}
+	_, has := d.Get(key)
+	return has
 }

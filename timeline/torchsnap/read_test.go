@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"linger/timeline/pickle"
@@ -128,6 +129,50 @@ func TestBadSnapshots(t *testing.T) {
 		_, err := Read(bytes.NewReader(c.in), func(int, *Entry) error { return nil }, Options{})
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+// Snapshots built apart from this package (testdata/peer_make_snapshots.py,
+// written from PyTorch's sources: Python's pickler at protocol 5, the
+// TorchScript pickler's protocol 2 of _memory_snapshot_pickled, memory_viz's
+// NUL padding after STOP, fields of PyTorch 2.14) read as Python's own
+// pickle.load reads them (testdata/peer-expected.json, written by it):
+// the same segments and entries per device; PyTorch 1.13's list of
+// segments is refused, naming what it lacks.
+func TestPeerSnapshots(t *testing.T) {
+	b, err := os.ReadFile("testdata/peer-expected.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]struct {
+		Segments int
+		Entries  []int
+		Devices  []int
+		Version  string
+	}
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range want {
+		f, err := os.Open("testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := Read(f, func(int, *Entry) error { return nil }, Options{})
+		f.Close()
+		if w.Version != "" {
+			if !errors.Is(err, ErrNotSnapshot) || !strings.Contains(err.Error(), "device_traces") {
+				t.Errorf("%s: %v, want refused naming device_traces", name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if len(snap.Segments) != w.Segments || !reflect.DeepEqual(snap.Entries, w.Entries) || !reflect.DeepEqual(snap.Devices, w.Devices) {
+			t.Errorf("%s: %d segments, entries %v on devices %v; Python reads %d, %v on %v", name, len(snap.Segments), snap.Entries, snap.Devices, w.Segments, w.Entries, w.Devices)
 		}
 	}
 }

@@ -101,3 +101,13 @@ expected = {
 }
 with open("expected.json", "w") as f:
     json.dump(expected, f)
+
+# A ring buffer that wrapped: _record_memory_history(max_entries=N) keeps
+# the newest N entries. Dropping the first 30 of device 0's leaves its
+# first entry the free_completed of the 10th block (allocated before the
+# trace begins) and the segment at base never allocated in it: two things
+# alive before the first entry.
+wrapped = dict(snapshot)
+wrapped["device_traces"] = [trace0[30:], [], trace2]
+with open("snap.wrapped.p4.pickle", "wb") as f:
+    pickle.dump(wrapped, f, protocol=4)

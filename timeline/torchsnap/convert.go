@@ -1,0 +1,380 @@
+package torchsnap
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"linger/timeline"
+	"linger/timeline/event"
+)
+
+// ImportOptions direct Import.
+type ImportOptions struct {
+	// Device picks the device whose trace is imported; -1 (or a device
+	// with no trace) takes the first trace read.
+	Device int
+	// Progress, if set, is called now and then with the bytes of the
+	// snapshot read so far.
+	Progress func(read int64)
+}
+
+// Imported is what Import read and wrote.
+type Imported struct {
+	Snapshot *Snapshot
+	// Device is the device imported; Events the events written.
+	Device int
+	Events uint64
+	// PreHistory is how many blocks and segments were alive before the
+	// first trace entry (the snapshot's max_entries dropped the older
+	// ones), written at the trace's start; 0 when the history is whole.
+	PreHistory int
+	// Other says, per other device with a trace, how many entries were
+	// not imported.
+	Other map[int]int
+	// Truncated is why the snapshot ended early ("" when it did not).
+	Truncated string
+}
+
+// Import reads the snapshot r and writes it to the trace file out as
+// Linger events, one device's trace (ImportOptions.Device): each alloc a
+// block with its stack as its site, each free_requested its free (the
+// program let go of it; free_completed, when the allocator could reuse
+// it, follows), segments as segments, an oom with the device's free bytes,
+// a snapshot entry as a mark. Times are the entries' time_us from the
+// first. What was alive before the first entry (a ring buffer that
+// wrapped: blocks freed that the trace never allocated, blocks and
+// segments alive at the end that it never allocated either) is
+// allocated at the trace's start, marked as history that starts late.
+//
+// The trace is written once, streamed: the entries go to a temporary file
+// beside out, then the start and the entries to out, so memory stays
+// bounded by the blocks alive at a time, not by the trace's length.
+func Import(r io.Reader, out string, opts ImportOptions) (*Imported, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(out), ".~"+filepath.Base(out)+".*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	tmpPath := tmp.Name()
+	tmp.Close()
+	defer os.Remove(tmpPath)
+	body, err := timeline.Create(tmpPath)
+	if err != nil {
+		return nil, err
+	}
+	c := newConverter(body)
+	chosen := -1 // the trace (Read's index) imported
+	others := map[int]int{}
+	snap, rerr := Read(r, func(trace int, e *Entry) error {
+		if chosen < 0 {
+			chosen = trace
+		}
+		if trace != chosen {
+			others[trace]++
+			return nil
+		}
+		return c.entry(e)
+	}, Options{Progress: opts.Progress})
+	if snap == nil {
+		body.Close()
+		return nil, rerr
+	}
+	res := &Imported{Snapshot: snap, Device: -1, Other: map[int]int{}}
+	if rerr != nil {
+		if !errors.Is(rerr, io.ErrUnexpectedEOF) && !isTruncated(rerr) {
+			body.Close()
+			return nil, rerr
+		}
+		res.Truncated = rerr.Error()
+	}
+	if opts.Device >= 0 && chosen >= 0 && snap.Devices[chosen] != opts.Device {
+		// The device asked for is not the first read: the entries it
+		// has were skipped; a second pass would read them.
+		if slices.Contains(snap.Devices, opts.Device) {
+			body.Close()
+			return nil, fmt.Errorf("import: device %d's trace is not the first in the snapshot; this version imports the first (device %d)", opts.Device, snap.Devices[chosen])
+		}
+		body.Close()
+		return nil, fmt.Errorf("import: the snapshot has no trace of device %d (it has %v)", opts.Device, snap.Devices)
+	}
+	if chosen >= 0 {
+		res.Device = snap.Devices[chosen]
+		for t, n := range others {
+			res.Other[snap.Devices[t]] = n
+		}
+	}
+	if err := body.Close(); err != nil {
+		return nil, err
+	}
+	// What was alive at the end and never allocated in the trace was
+	// there before it began.
+	for _, s := range snap.Segments {
+		if res.Device >= 0 && s.Device != res.Device {
+			continue
+		}
+		c.atEnd(s)
+	}
+	n, pre, err := c.write(out, tmpPath, res.Truncated)
+	if err != nil {
+		return nil, err
+	}
+	res.Events, res.PreHistory = n, pre
+	return res, nil
+}
+
+func isTruncated(err error) bool {
+	return strings.Contains(err.Error(), "cut short")
+}
+
+// block is a block or segment the converter knows alive.
+type block struct {
+	size     uint64
+	category event.Category
+	site     event.SiteID
+	label    event.StringID
+}
+
+// converter turns trace entries into events, written to body with
+// sequence numbers from 1, and gathers what the trace shows was alive
+// before it began.
+type converter struct {
+	body    *timeline.Writer
+	seq     uint64
+	t0      int64 // the first entry's time_us
+	last    int64 // the latest event's time, ns
+	started bool
+
+	strings map[string]event.StringID
+	sites   map[string]event.SiteID
+	defs    []any // definitions made, to write again before the start
+
+	alive    map[uint64]block // blocks alive now, by address
+	segs     map[uint64]block // segments alive now
+	seen     map[uint64]bool  // addresses the trace allocated, block or segment
+	preBlock map[uint64]block // blocks alive before the first entry
+	preSeg   map[uint64]block // segments alive before it
+	freed    map[uint64]bool  // blocks whose free was requested and not yet completed
+}
+
+func newConverter(body *timeline.Writer) *converter {
+	return &converter{body: body, strings: map[string]event.StringID{}, sites: map[string]event.SiteID{},
+		alive: map[uint64]block{}, segs: map[uint64]block{}, seen: map[uint64]bool{},
+		preBlock: map[uint64]block{}, preSeg: map[uint64]block{}, freed: map[uint64]bool{}}
+}
+
+func (c *converter) str(s string) event.StringID {
+	if s == "" {
+		return 0
+	}
+	if id, ok := c.strings[s]; ok {
+		return id
+	}
+	id := event.StringID(len(c.strings) + 1)
+	c.strings[s] = id
+	c.body.DefineString(id, s)
+	c.defs = append(c.defs, timeline.StringDef{ID: id, Text: s})
+	return id
+}
+
+// site interns a stack as a site: its frames innermost first, as PyTorch
+// gives them.
+func (c *converter) site(frames []Frame) event.SiteID {
+	if len(frames) == 0 {
+		return 0
+	}
+	var key strings.Builder
+	for _, f := range frames {
+		fmt.Fprintf(&key, "%s:%d:%s\x00", f.Filename, f.Line, f.Name)
+	}
+	if id, ok := c.sites[key.String()]; ok {
+		return id
+	}
+	id := event.SiteID(len(c.sites) + 1)
+	c.sites[key.String()] = id
+	s := event.Site{Frames: make([]event.Frame, len(frames))}
+	for i, f := range frames {
+		s.Frames[i] = event.Frame{Func: f.Name, File: f.Filename, Line: f.Line}
+	}
+	c.body.DefineSite(id, s)
+	c.defs = append(c.defs, timeline.SiteDef{ID: id, Site: s})
+	return id
+}
+
+func (c *converter) emit(e event.Event, timeUS int64) {
+	if !c.started {
+		c.t0, c.started = timeUS, true
+	}
+	t := (timeUS-c.t0)*1000 + 1 // the history before the first entry is at 0
+	if t < c.last {
+		t = c.last // entries of several streams can be a little out of order
+	}
+	c.last = t
+	c.seq++
+	e.Seq, e.Time = c.seq, t
+	c.body.Emit(e)
+}
+
+func (c *converter) entry(e *Entry) error {
+	switch e.Action {
+	case "alloc":
+		if old, ok := c.alive[e.Addr]; ok { // its free fell out of the ring
+			c.emit(event.Event{Kind: event.KindFree, Addr: e.Addr, Size: old.size, Category: old.category}, e.TimeUS)
+		}
+		frames := e.Frames
+		b := block{size: e.Size, category: Categorize(frames), site: c.site(frames), label: c.str(label(frames))}
+		c.alive[e.Addr] = b
+		c.seen[e.Addr] = true
+		delete(c.freed, e.Addr)
+		c.emit(event.Event{Kind: event.KindAlloc, Addr: e.Addr, Size: e.Size, Requested: e.Size, Category: b.category, Site: b.site, Label: b.label}, e.TimeUS)
+	case "free_requested", "free_completed":
+		if e.Action == "free_completed" && c.freed[e.Addr] {
+			delete(c.freed, e.Addr)
+			return nil
+		}
+		b, ok := c.alive[e.Addr]
+		if !ok {
+			if c.seen[e.Addr] {
+				return nil // freed already
+			}
+			// Allocated before the first entry.
+			b = block{size: e.Size, category: Categorize(e.Frames), site: c.site(e.Frames), label: c.str(label(e.Frames))}
+			c.preBlock[e.Addr] = b
+			c.seen[e.Addr] = true
+		}
+		delete(c.alive, e.Addr)
+		if e.Action == "free_requested" {
+			c.freed[e.Addr] = true
+		}
+		c.emit(event.Event{Kind: event.KindFree, Addr: e.Addr, Size: b.size, Category: b.category}, e.TimeUS)
+	case "segment_alloc", "segment_map":
+		b := block{size: e.Size, site: c.site(e.Frames)}
+		c.segs[e.Addr] = b
+		c.seen[e.Addr|1<<63] = true
+		c.emit(event.Event{Kind: event.KindSegmentAlloc, Addr: e.Addr, Size: e.Size, Extra: pool(e.Size), Site: b.site}, e.TimeUS)
+	case "segment_free", "segment_unmap":
+		b, ok := c.segs[e.Addr]
+		if !ok && !c.seen[e.Addr|1<<63] {
+			b = block{size: e.Size}
+			c.preSeg[e.Addr] = b
+			c.seen[e.Addr|1<<63] = true
+		}
+		delete(c.segs, e.Addr)
+		c.emit(event.Event{Kind: event.KindSegmentFree, Addr: e.Addr, Size: b.size, Extra: pool(b.size)}, e.TimeUS)
+	case "oom":
+		free := e.DeviceFree
+		if !e.HasDeviceFree {
+			free = e.Addr
+		}
+		c.emit(event.Event{Kind: event.KindOOM, Size: e.Size, Requested: e.Size, Category: Categorize(e.Frames), Site: c.site(e.Frames), Extra: free}, e.TimeUS)
+	case "snapshot":
+		c.emit(event.Event{Kind: event.KindMark, Label: c.str("snapshot")}, e.TimeUS)
+	default:
+		// An action of a later PyTorch: skipped, as its fields are.
+	}
+	return nil
+}
+
+// pool is the pool of a segment of size bytes: PyTorch's small pool takes
+// segments of 2 MiB (kSmallBuffer), the large pool anything else.
+func pool(size uint64) uint64 {
+	if size == 2<<20 {
+		return event.PoolSmall
+	}
+	return event.PoolLarge
+}
+
+// atEnd takes a segment as the snapshot saw it at dump time: it and its
+// allocated blocks that the trace never allocated were there before it.
+func (c *converter) atEnd(s Segment) {
+	if !c.seen[s.Address|1<<63] {
+		c.preSeg[s.Address] = block{size: s.TotalSize, site: c.site(s.Frames)}
+	}
+	for _, b := range s.Blocks {
+		if b.State != "active_allocated" && b.State != "active_pending_free" {
+			continue
+		}
+		if !c.seen[b.Address] {
+			c.preBlock[b.Address] = block{size: b.Size, category: Categorize(b.Frames), site: c.site(b.Frames), label: c.str(label(b.Frames))}
+		}
+	}
+}
+
+// write writes out: the definitions, what was alive before the first
+// entry (at time 0, with a mark saying the history starts late), then
+// the entries' events from the temporary trace, renumbered after them.
+func (c *converter) write(out, tmp, truncated string) (uint64, int, error) {
+	w, err := timeline.Create(out)
+	if err != nil {
+		return 0, 0, err
+	}
+	fail := func(err error) (uint64, int, error) {
+		w.Close()
+		os.Remove(out)
+		return 0, 0, err
+	}
+	for _, d := range c.defs {
+		switch d := d.(type) {
+		case timeline.StringDef:
+			w.DefineString(d.ID, d.Text)
+		case timeline.SiteDef:
+			w.DefineSite(d.ID, d.Site)
+		}
+	}
+	var seq uint64
+	pre := len(c.preSeg) + len(c.preBlock)
+	if pre > 0 {
+		seq++
+		w.DefineString(event.StringID(len(c.strings)+1), "history starts late: the snapshot's trace had dropped its oldest entries (max_entries); what was alive before its first entry is allocated here")
+		w.Emit(event.Event{Seq: seq, Kind: event.KindMark, Label: event.StringID(len(c.strings) + 1)})
+		for _, a := range sortedKeys(c.preSeg) {
+			b := c.preSeg[a]
+			seq++
+			w.Emit(event.Event{Seq: seq, Kind: event.KindSegmentAlloc, Addr: a, Size: b.size, Extra: pool(b.size), Site: b.site})
+		}
+		for _, a := range sortedKeys(c.preBlock) {
+			b := c.preBlock[a]
+			seq++
+			w.Emit(event.Event{Seq: seq, Kind: event.KindAlloc, Addr: a, Size: b.size, Requested: b.size, Category: b.category, Site: b.site, Label: b.label})
+		}
+	}
+	r, err := timeline.Open(tmp)
+	if err != nil {
+		return fail(err)
+	}
+	defer r.Close()
+	for {
+		e, err := r.ReadEvent()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fail(fmt.Errorf("import: read back: %w", err))
+		}
+		seq++
+		e.Seq = seq
+		w.Emit(e)
+	}
+	if truncated != "" {
+		err = w.CloseWithReason("snapshot cut short: " + truncated)
+	} else {
+		err = w.Close()
+	}
+	if err != nil {
+		os.Remove(out)
+		return 0, 0, err
+	}
+	return seq, pre, nil
+}
+
+func sortedKeys(m map[uint64]block) []uint64 {
+	keys := make([]uint64, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
