@@ -22,12 +22,13 @@ var traceCommands = map[string]cli.Command{
 	"analyze": {Summary: "lingering objects, growth, duplicates, the peak and the two tracks of a trace", Run: runTraceAnalyze},
 	"export":  {Summary: "write a trace as Perfetto JSON, a PyTorch memory_viz snapshot or a pprof profile", Run: runTraceExport},
 	"diff":    {Summary: "what changed between two traces, by site and category", Run: runTraceDiff},
+	"import":  {Summary: "read a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) into a trace", Run: runTraceImport},
 }
 
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stdout, "Usage: linger trace COMMAND [flags] FILE...\n\nCommands:")
-		for _, n := range []string{"analyze", "export", "diff"} {
+		for _, n := range []string{"analyze", "export", "diff", "import"} {
 			fmt.Fprintf(stdout, "  %-8s %s\n", n, traceCommands[n].Summary)
 		}
 		if len(args) == 0 {
@@ -37,7 +38,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	c, ok := traceCommands[args[0]]
 	if !ok {
-		return fmt.Errorf("%w: unknown trace command %q (valid: analyze, export, diff)", errUsage, args[0])
+		return fmt.Errorf("%w: unknown trace command %q (valid: analyze, export, diff, import)", errUsage, args[0])
 	}
 	return c.Run(ctx, args[1:], stdout, stderr)
 }

@@ -38,6 +38,7 @@ type (
 		memo   int  // its memo index +1, 0 if not memoized
 		n      int  // items appended, streamed ones included
 		stream bool // its items are streamed (Options.Stream)
+		gone   bool // it was a streamed item, handed on
 	}
 	// Tuple is a Python tuple.
 	Tuple []any
@@ -45,6 +46,7 @@ type (
 	Dict struct {
 		Items []Item
 		memo  int
+		gone  bool // it was a streamed item, handed on
 	}
 	// Set is a Python set or frozenset.
 	Set struct{ Items []any }
@@ -378,6 +380,12 @@ func (d *Decoder) appendItems(l *List, items []any) error {
 		return nil
 	}
 	for _, it := range items {
+		switch x := it.(type) {
+		case *Dict:
+			x.gone = true
+		case *List:
+			x.gone = true
+		}
 		if err := d.opts.Item(l, l.n, it); err != nil {
 			return &fatalError{err}
 		}
@@ -388,12 +396,9 @@ func (d *Decoder) appendItems(l *List, items []any) error {
 	from := max(d.compacted, l.memo)
 	for i := from; i < len(d.memo); i++ {
 		v := d.memo[i]
-		switch v.(type) {
-		case *Dict, *List, Tuple, *Set:
-			if isItem(v, items) {
-				d.memo[i] = forgotten{}
-				continue
-			}
+		if isGone(v) {
+			d.memo[i] = forgotten{}
+			continue
 		}
 		if d.opts.Compact != nil {
 			v = d.opts.Compact(v)
@@ -478,23 +483,13 @@ func (d *Decoder) stackAt0(i int) any {
 	return d.stack[i]
 }
 
-// isItem reports whether v is one of items (by identity).
-func isItem(v any, items []any) bool {
-	for _, it := range items {
-		switch x := it.(type) {
-		case *Dict:
-			if y, ok := v.(*Dict); ok && x == y {
-				return true
-			}
-		case *List:
-			if y, ok := v.(*List); ok && x == y {
-				return true
-			}
-		case *Set:
-			if y, ok := v.(*Set); ok && x == y {
-				return true
-			}
-		}
+// isGone reports whether v is a streamed item already handed on.
+func isGone(v any) bool {
+	switch x := v.(type) {
+	case *Dict:
+		return x.gone
+	case *List:
+		return x.gone
 	}
 	return false
 }

@@ -40,7 +40,7 @@ type Imported struct {
 	Truncated string
 }
 
-// Import reads the snapshot r and writes it to the trace file out as
+// Import reads the snapshot open opens and writes it to the trace file out as
 // Linger events, one device's trace (ImportOptions.Device): each alloc a
 // block with its stack as its site, each free_requested its free (the
 // program let go of it; free_completed, when the allocator could reuse
@@ -54,52 +54,68 @@ type Imported struct {
 // The trace is written once, streamed: the entries go to a temporary file
 // beside out, then the start and the entries to out, so memory stays
 // bounded by the blocks alive at a time, not by the trace's length.
-func Import(r io.Reader, out string, opts ImportOptions) (*Imported, error) {
+func Import(open func() (io.ReadCloser, error), out string, opts ImportOptions) (*Imported, error) {
+	res, want, err := importTrace(open, out, opts, 0)
+	if err == nil && want > 0 {
+		// The device asked for was not the first trace read, which is
+		// the one a pass imports until it knows the devices: a second
+		// pass takes it.
+		res, _, err = importTrace(open, out, opts, want)
+	}
+	return res, err
+}
+
+// importTrace is one pass of Import, importing the trace read trace'th
+// (Read's index). want is the index of the trace of the device asked
+// for, when it is another.
+func importTrace(open func() (io.ReadCloser, error), out string, opts ImportOptions, trace int) (*Imported, int, error) {
+	r, err := open()
+	if err != nil {
+		return nil, 0, fmt.Errorf("import: %w", err)
+	}
+	defer r.Close()
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".~"+filepath.Base(out)+".*.tmp")
 	if err != nil {
-		return nil, fmt.Errorf("import: %w", err)
+		return nil, 0, fmt.Errorf("import: %w", err)
 	}
 	tmpPath := tmp.Name()
 	tmp.Close()
 	defer os.Remove(tmpPath)
 	body, err := timeline.Create(tmpPath)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	c := newConverter(body)
-	chosen := -1 // the trace (Read's index) imported
+	chosen := -1 // the trace (Read's index) imported, once it comes
 	others := map[int]int{}
-	snap, rerr := Read(r, func(trace int, e *Entry) error {
-		if chosen < 0 {
-			chosen = trace
+	snap, rerr := Read(r, func(t int, e *Entry) error {
+		if chosen < 0 && t >= trace {
+			chosen = t
 		}
-		if trace != chosen {
-			others[trace]++
+		if t != chosen {
+			others[t]++
 			return nil
 		}
 		return c.entry(e)
 	}, Options{Progress: opts.Progress})
 	if snap == nil {
 		body.Close()
-		return nil, rerr
+		return nil, 0, rerr
 	}
 	res := &Imported{Snapshot: snap, Device: -1, Other: map[int]int{}}
 	if rerr != nil {
 		if !errors.Is(rerr, io.ErrUnexpectedEOF) && !isTruncated(rerr) {
 			body.Close()
-			return nil, rerr
+			return nil, 0, rerr
 		}
 		res.Truncated = rerr.Error()
 	}
-	if opts.Device >= 0 && chosen >= 0 && snap.Devices[chosen] != opts.Device {
-		// The device asked for is not the first read: the entries it
-		// has were skipped; a second pass would read them.
-		if slices.Contains(snap.Devices, opts.Device) {
-			body.Close()
-			return nil, fmt.Errorf("import: device %d's trace is not the first in the snapshot; this version imports the first (device %d)", opts.Device, snap.Devices[chosen])
-		}
+	if opts.Device >= 0 && (chosen < 0 || snap.Devices[chosen] != opts.Device) {
 		body.Close()
-		return nil, fmt.Errorf("import: the snapshot has no trace of device %d (it has %v)", opts.Device, snap.Devices)
+		if t := slices.Index(snap.Devices, opts.Device); t >= 0 && trace == 0 {
+			return nil, t, nil
+		}
+		return nil, 0, fmt.Errorf("import: the snapshot has no trace of device %d (its traces are of devices %v)", opts.Device, snap.Devices)
 	}
 	if chosen >= 0 {
 		res.Device = snap.Devices[chosen]
@@ -108,7 +124,7 @@ func Import(r io.Reader, out string, opts ImportOptions) (*Imported, error) {
 		}
 	}
 	if err := body.Close(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// What was alive at the end and never allocated in the trace was
 	// there before it began.
@@ -120,10 +136,10 @@ func Import(r io.Reader, out string, opts ImportOptions) (*Imported, error) {
 	}
 	n, pre, err := c.write(out, tmpPath, res.Truncated)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	res.Events, res.PreHistory = n, pre
-	return res, nil
+	return res, 0, nil
 }
 
 func isTruncated(err error) bool {
@@ -150,6 +166,9 @@ type converter struct {
 
 	strings map[string]event.StringID
 	sites   map[string]event.SiteID
+	// bySlice finds a stack's site by its frames' slice: the reader gives
+	// one slice per stack PyTorch shared, so the key is built once.
+	bySlice map[*Frame]siteInfo
 	defs    []any // definitions made, to write again before the start
 
 	alive    map[uint64]block // blocks alive now, by address
@@ -161,7 +180,7 @@ type converter struct {
 }
 
 func newConverter(body *timeline.Writer) *converter {
-	return &converter{body: body, strings: map[string]event.StringID{}, sites: map[string]event.SiteID{},
+	return &converter{body: body, strings: map[string]event.StringID{}, sites: map[string]event.SiteID{}, bySlice: map[*Frame]siteInfo{},
 		alive: map[uint64]block{}, segs: map[uint64]block{}, seen: map[uint64]bool{},
 		preBlock: map[uint64]block{}, preSeg: map[uint64]block{}, freed: map[uint64]bool{}}
 }
@@ -178,6 +197,31 @@ func (c *converter) str(s string) event.StringID {
 	c.body.DefineString(id, s)
 	c.defs = append(c.defs, timeline.StringDef{ID: id, Text: s})
 	return id
+}
+
+// siteInfo is what a stack gives a block: its site, category and label.
+type siteInfo struct {
+	site     event.SiteID
+	category event.Category
+	label    event.StringID
+	n        int
+}
+
+// stack returns the site, category and label of a stack, worked out once
+// per slice of frames.
+func (c *converter) stack(frames []Frame) siteInfo {
+	if len(frames) == 0 {
+		return siteInfo{category: event.CategoryOther}
+	}
+	if si, ok := c.bySlice[&frames[0]]; ok && si.n == len(frames) {
+		return si
+	}
+	si := siteInfo{site: c.site(frames), category: Categorize(frames), label: c.str(label(frames)), n: len(frames)}
+	if len(c.bySlice) >= 1<<16 {
+		clear(c.bySlice)
+	}
+	c.bySlice[&frames[0]] = si
+	return si
 }
 
 // site interns a stack as a site: its frames innermost first, as PyTorch
@@ -224,8 +268,8 @@ func (c *converter) entry(e *Entry) error {
 		if old, ok := c.alive[e.Addr]; ok { // its free fell out of the ring
 			c.emit(event.Event{Kind: event.KindFree, Addr: e.Addr, Size: old.size, Category: old.category}, e.TimeUS)
 		}
-		frames := e.Frames
-		b := block{size: e.Size, category: Categorize(frames), site: c.site(frames), label: c.str(label(frames))}
+		si := c.stack(e.Frames)
+		b := block{size: e.Size, category: si.category, site: si.site, label: si.label}
 		c.alive[e.Addr] = b
 		c.seen[e.Addr] = true
 		delete(c.freed, e.Addr)
@@ -241,7 +285,8 @@ func (c *converter) entry(e *Entry) error {
 				return nil // freed already
 			}
 			// Allocated before the first entry.
-			b = block{size: e.Size, category: Categorize(e.Frames), site: c.site(e.Frames), label: c.str(label(e.Frames))}
+			si := c.stack(e.Frames)
+			b = block{size: e.Size, category: si.category, site: si.site, label: si.label}
 			c.preBlock[e.Addr] = b
 			c.seen[e.Addr] = true
 		}
@@ -251,7 +296,7 @@ func (c *converter) entry(e *Entry) error {
 		}
 		c.emit(event.Event{Kind: event.KindFree, Addr: e.Addr, Size: b.size, Category: b.category}, e.TimeUS)
 	case "segment_alloc", "segment_map":
-		b := block{size: e.Size, site: c.site(e.Frames)}
+		b := block{size: e.Size, site: c.stack(e.Frames).site}
 		c.segs[e.Addr] = b
 		c.seen[e.Addr|1<<63] = true
 		c.emit(event.Event{Kind: event.KindSegmentAlloc, Addr: e.Addr, Size: e.Size, Extra: pool(e.Size), Site: b.site}, e.TimeUS)
@@ -269,7 +314,8 @@ func (c *converter) entry(e *Entry) error {
 		if !e.HasDeviceFree {
 			free = e.Addr
 		}
-		c.emit(event.Event{Kind: event.KindOOM, Size: e.Size, Requested: e.Size, Category: Categorize(e.Frames), Site: c.site(e.Frames), Extra: free}, e.TimeUS)
+		si := c.stack(e.Frames)
+		c.emit(event.Event{Kind: event.KindOOM, Size: e.Size, Requested: e.Size, Category: si.category, Site: si.site, Extra: free}, e.TimeUS)
 	case "snapshot":
 		c.emit(event.Event{Kind: event.KindMark, Label: c.str("snapshot")}, e.TimeUS)
 	default:

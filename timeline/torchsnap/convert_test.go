@@ -5,11 +5,37 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"linger/timeline"
 	"linger/timeline/event"
 )
+
+func opener(path string) func() (io.ReadCloser, error) {
+	return func() (io.ReadCloser, error) { return os.Open(path) }
+}
+
+// Another device's trace imports in a second pass: device 2's 50 blocks
+// of 512 B, allocated and never freed, in its segment, which its trace
+// never allocated (so it was there before: the late-history mark and the
+// segment come first); device 0's 1206 entries (a segment, 400 blocks'
+// alloc, free_requested and free_completed, and five more) are skipped.
+// A device without a trace is an error naming the devices there are.
+func TestImportDevice(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "snap.ltrace")
+	res, err := Import(opener("testdata/snap.p4.pickle"), out, ImportOptions{Device: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := readCounts(t, out)
+	if res.Device != 2 || c.byKind[event.KindAlloc] != 50 || c.events != 52 || res.PreHistory != 1 || res.Other[0] != 1+3*400+5 {
+		t.Errorf("device %d: %d allocs of %d events, pre-history %d, others %v; want device 2, 50 of 52, 1, device 0's 1206 skipped", res.Device, c.byKind[event.KindAlloc], c.events, res.PreHistory, res.Other)
+	}
+	if _, err := Import(opener("testdata/snap.p4.pickle"), out, ImportOptions{Device: 1}); err == nil || !strings.Contains(err.Error(), "[0 2]") {
+		t.Errorf("device 1: %v, want an error naming devices [0 2]", err)
+	}
+}
 
 // counts are the events of a trace by kind, and the OOM's free bytes.
 type counts struct {
@@ -60,13 +86,8 @@ func readCounts(t *testing.T, path string) counts {
 // imported.
 func TestImport(t *testing.T) {
 	for _, name := range []string{"snap.p2.pickle", "snap.p5.pickle", "snap.json.gz"} {
-		f, err := os.Open("testdata/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
 		out := filepath.Join(t.TempDir(), "snap.ltrace")
-		res, err := Import(f, out, ImportOptions{Device: -1})
-		f.Close()
+		res, err := Import(opener("testdata/"+name), out, ImportOptions{Device: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,13 +109,8 @@ func TestImport(t *testing.T) {
 // trace never allocated) is allocated at the start, after a mark that
 // says the history starts late.
 func TestImportWrapped(t *testing.T) {
-	f, err := os.Open("testdata/snap.wrapped.p4.pickle")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	out := filepath.Join(t.TempDir(), "snap.ltrace")
-	res, err := Import(f, out, ImportOptions{Device: -1})
+	res, err := Import(opener("testdata/snap.wrapped.p4.pickle"), out, ImportOptions{Device: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
