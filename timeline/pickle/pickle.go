@@ -17,6 +17,7 @@ package pickle
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -39,6 +40,7 @@ type (
 		n      int  // items appended, streamed ones included
 		stream bool // its items are streamed (Options.Stream)
 		gone   bool // it was a streamed item, handed on
+		depth  int  // 1 + its deepest item's
 	}
 	// Tuple is a Python tuple.
 	Tuple []any
@@ -47,9 +49,13 @@ type (
 		Items []Item
 		memo  int
 		gone  bool // it was a streamed item, handed on
+		depth int
 	}
 	// Set is a Python set or frozenset.
-	Set struct{ Items []any }
+	Set struct {
+		Items []any
+		depth int
+	}
 )
 
 // Item is one key and value of a Dict.
@@ -65,9 +71,9 @@ func (l *List) Streamed() bool { return l.stream }
 
 // Get returns the value of the string key k and whether d has it.
 func (d *Dict) Get(k string) (any, bool) {
-	for _, it := range d.Items {
-		if s, ok := it.Key.(string); ok && s == k {
-			return it.Value, true
+	for i := len(d.Items) - 1; i >= 0; i-- { // the last of a repeated key, as Python keeps it
+		if s, ok := d.Items[i].Key.(string); ok && s == k {
+			return d.Items[i].Value, true
 		}
 	}
 	return nil, false
@@ -143,6 +149,16 @@ type mark struct{}
 // forgotten is a memo entry whose value was streamed and let go.
 type forgotten struct{}
 
+// unset is a memo entry no PUT has set (a gap below one that was).
+type unset struct{}
+
+// maxDigits bounds a protocol 0 integer's digits, as CPython's
+// int_max_str_digits does: parsing is quadratic in them.
+const maxDigits = 4300
+
+// maxMemoGap bounds how far past the memo's end a PUT may set an entry.
+const maxMemoGap = 1 << 10
+
 // Decoder reads one pickle from a stream.
 type Decoder struct {
 	r     *bufio.Reader
@@ -181,6 +197,11 @@ func (d *Decoder) Decode() (any, error) {
 		if err != nil {
 			if first && errors.Is(err, ErrTruncated) {
 				return nil, fmt.Errorf("%w: the stream is empty", ErrNotPickle)
+			}
+			if errors.Is(err, ErrTruncated) {
+				if ferr := d.flushTruncated(); ferr != nil {
+					return nil, ferr
+				}
 			}
 			return nil, err
 		}
@@ -224,7 +245,7 @@ func isProto0Start(op byte) bool {
 func (d *Decoder) byte() (byte, error) {
 	b, err := d.r.ReadByte()
 	if err != nil {
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return 0, fmt.Errorf("%w at byte %d", ErrTruncated, d.off)
 		}
 		return 0, err
@@ -237,6 +258,20 @@ func (d *Decoder) byte() (byte, error) {
 func (d *Decoder) read(n int) ([]byte, error) {
 	if n < 0 || n > d.opts.MaxString {
 		return nil, fmt.Errorf("%w: a value of %d bytes, over the %d allowed", ErrBound, n, d.opts.MaxString)
+	}
+	if n > 1<<20 {
+		// A large value is read as it comes, so that a length a short
+		// file does not hold costs nothing up front.
+		var bb bytes.Buffer
+		m, err := io.CopyN(&bb, d.r, int64(n))
+		d.off += m
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, fmt.Errorf("%w at byte %d", ErrTruncated, d.off)
+			}
+			return nil, err
+		}
+		return bb.Bytes(), nil
 	}
 	if cap(d.buf) < n {
 		d.buf = make([]byte, n)
@@ -331,8 +366,13 @@ func (d *Decoder) setMemo(i uint64) error {
 	if i >= uint64(d.opts.MaxMemo) {
 		return fmt.Errorf("%w: memo index %d, over the %d entries allowed", ErrBound, i, d.opts.MaxMemo)
 	}
+	// Picklers number the memo densely; a gap beyond a few entries is a
+	// bomb (one index near the bound would make the memo that long).
+	if i > uint64(len(d.memo))+maxMemoGap {
+		return fmt.Errorf("%w: memo index %d, far past the %d entries set", ErrMalformed, i, len(d.memo))
+	}
 	for uint64(len(d.memo)) <= i {
-		d.memo = append(d.memo, nil)
+		d.memo = append(d.memo, unset{})
 	}
 	d.memo[i] = v
 	switch c := v.(type) {
@@ -349,6 +389,9 @@ func (d *Decoder) getMemo(i uint64) error {
 		return fmt.Errorf("%w: memo %d not set", ErrMalformed, i)
 	}
 	v := d.memo[i]
+	if _, ok := v.(unset); ok {
+		return fmt.Errorf("%w: memo %d not set", ErrMalformed, i)
+	}
 	if _, ok := v.(forgotten); ok {
 		return fmt.Errorf("%w: memo %d, a streamed item or a part of one that was let go, is referenced again: the pickle shares it, and the stream did not keep it", ErrBound, i)
 	}
@@ -374,6 +417,9 @@ func (d *Decoder) appendItems(l *List, items []any) error {
 	if !l.stream {
 		if len(l.Items)+len(items) > d.opts.MaxItems {
 			return fmt.Errorf("%w: a list of more than %d items", ErrBound, d.opts.MaxItems)
+		}
+		if err := d.deepen(&l.depth, items...); err != nil {
+			return err
 		}
 		l.Items = append(l.Items, items...)
 		l.n += len(items)
@@ -481,6 +527,43 @@ func (d *Decoder) stackAt0(i int) any {
 		return nil
 	}
 	return d.stack[i]
+}
+
+// depthOf is how deep v nests: 0 for a scalar, 1 + its deepest part's
+// for a container (a tuple's counted from its items, at most limit+1).
+func depthOf(v any, limit int) int {
+	switch x := v.(type) {
+	case *List:
+		return x.depth
+	case *Dict:
+		return x.depth
+	case *Set:
+		return x.depth
+	case Tuple:
+		if limit < 0 {
+			return 1
+		}
+		m := 0
+		for _, e := range x {
+			m = max(m, depthOf(e, limit-1))
+		}
+		return m + 1
+	}
+	return 0
+}
+
+// deepen raises *depth for children put into a container, and refuses
+// a container nested deeper than MaxDepth.
+func (d *Decoder) deepen(depth *int, children ...any) error {
+	for _, c := range children {
+		if n := depthOf(c, d.opts.MaxDepth) + 1; n > *depth {
+			*depth = n
+		}
+	}
+	if *depth > d.opts.MaxDepth {
+		return fmt.Errorf("%w: nesting deeper than %d", ErrBound, d.opts.MaxDepth)
+	}
+	return nil
 }
 
 // isGone reports whether v is a streamed item already handed on.
@@ -624,7 +707,11 @@ func (d *Decoder) step(op byte) (done bool, err error) {
 		d.marks = append(d.marks, len(d.stack))
 		return false, d.checkDepth()
 	case opPOP:
-		_, err = d.pop()
+		if n := len(d.marks); n > 0 && d.marks[n-1] == len(d.stack) {
+			d.marks = d.marks[:n-1] // POP of a MARK, as CPython does
+		} else {
+			_, err = d.pop()
+		}
 	case opPOPMARK:
 		_, err = d.popMark()
 	case opDUP:
@@ -673,6 +760,9 @@ func (d *Decoder) step(op byte) (done bool, err error) {
 			return false, err
 		}
 		s = strings.TrimSuffix(s, "L")
+		if len(s) > maxDigits {
+			return false, fmt.Errorf("%w: an integer of %d digits, over the %d Python itself reads", ErrBound, len(s), maxDigits)
+		}
 		switch s {
 		case "00":
 			d.push(false)
@@ -777,7 +867,11 @@ func (d *Decoder) step(op byte) (done bool, err error) {
 	case opTUPLE:
 		var items []any
 		if items, err = d.popMark(); err == nil {
-			d.push(Tuple(append([]any(nil), items...)))
+			t := Tuple(append([]any(nil), items...))
+			if depthOf(t, d.opts.MaxDepth) > d.opts.MaxDepth {
+				return false, fmt.Errorf("%w: nesting deeper than %d", ErrBound, d.opts.MaxDepth)
+			}
+			d.push(t)
 		}
 	case opTUPLE1, opTUPLE2, opTUPLE3:
 		n := int(op-opTUPLE1) + 1
@@ -785,12 +879,18 @@ func (d *Decoder) step(op byte) (done bool, err error) {
 			return false, fmt.Errorf("%w: %s of too few values", ErrMalformed, opName(op))
 		}
 		t := Tuple(append([]any(nil), d.stack[len(d.stack)-n:]...))
+		if depthOf(t, d.opts.MaxDepth) > d.opts.MaxDepth {
+			return false, fmt.Errorf("%w: nesting deeper than %d", ErrBound, d.opts.MaxDepth)
+		}
 		d.stack = d.stack[:len(d.stack)-n]
 		d.push(t)
 	case opFROZENSET:
 		var items []any
 		if items, err = d.popMark(); err == nil {
-			d.push(&Set{Items: append([]any(nil), items...)})
+			st := &Set{Items: append([]any(nil), items...)}
+			if err = d.deepen(&st.depth, items...); err == nil {
+				d.push(st)
+			}
 		}
 	case opDICT:
 		var items []any
@@ -802,7 +902,9 @@ func (d *Decoder) step(op byte) (done bool, err error) {
 			for i := 0; i < len(items); i += 2 {
 				dd.Items = append(dd.Items, Item{items[i], items[i+1]})
 			}
-			d.push(dd)
+			if err = d.deepen(&dd.depth, items...); err == nil {
+				d.push(dd)
+			}
 		}
 	case opAPPEND:
 		var v any
@@ -846,6 +948,9 @@ func (d *Decoder) step(op byte) (done bool, err error) {
 		if len(dd.Items) >= d.opts.MaxItems {
 			return false, fmt.Errorf("%w: a dict of more than %d items", ErrBound, d.opts.MaxItems)
 		}
+		if err := d.deepen(&dd.depth, d.stack[n-2], d.stack[n-1]); err != nil {
+			return false, err
+		}
 		dd.Items = append(dd.Items, Item{d.stack[n-2], d.stack[n-1]})
 		d.stack = d.stack[:n-2]
 	case opSETITEMS:
@@ -860,6 +965,9 @@ func (d *Decoder) step(op byte) (done bool, err error) {
 		if len(dd.Items)+len(items)/2 > d.opts.MaxItems {
 			return false, fmt.Errorf("%w: a dict of more than %d items", ErrBound, d.opts.MaxItems)
 		}
+		if err := d.deepen(&dd.depth, items...); err != nil {
+			return false, err
+		}
 		for i := 0; i < len(items); i += 2 {
 			dd.Items = append(dd.Items, Item{items[i], items[i+1]})
 		}
@@ -871,6 +979,9 @@ func (d *Decoder) step(op byte) (done bool, err error) {
 		s, ok := d.stackAt(len(d.stack) - 1).(*Set)
 		if !ok {
 			return false, fmt.Errorf("%w: ADDITEMS on a %T", ErrMalformed, d.stackAt(len(d.stack)-1))
+		}
+		if err := d.deepen(&s.depth, items...); err != nil {
+			return false, err
 		}
 		s.Items = append(s.Items, items...)
 	case opMEMOIZE:

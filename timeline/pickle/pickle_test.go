@@ -290,6 +290,14 @@ func TestBadInput(t *testing.T) {
 		{"long string", []byte("\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\x7f"), Options{}, ErrBound},
 		{"many items", []byte("\x80\x04](K\x01K\x02K\x03K\x04e."), Options{MaxItems: 3}, ErrBound},
 		{"memo bomb", []byte("\x80\x04Nr\xff\xff\xff\x7f."), Options{MaxMemo: 1 << 20}, ErrBound},
+		// An index just under the default bound: refused before the memo
+		// grows to it (it would take gigabytes), as a gap no pickler makes.
+		{"memo gap", []byte("\x80\x04Nr\xfe\xff\xff\x0f."), Options{}, ErrMalformed},
+		{"memo gap read", []byte("\x80\x04Nq\x050h\x02."), Options{}, ErrMalformed},
+		// Nesting built without MARKs: APPEND after APPEND, TUPLE1 after TUPLE1.
+		{"deep appends", append(append([]byte{0x80, 4}, bytes.Repeat([]byte{']'}, 1000)...), append(bytes.Repeat([]byte{'a'}, 999), '.')...), Options{}, ErrBound},
+		{"deep tuples", append([]byte{0x80, 4, 'N'}, append(bytes.Repeat([]byte{0x85}, 1000), '.')...), Options{}, ErrBound},
+		{"long digits", append(append([]byte("L"), bytes.Repeat([]byte{'7'}, 5000)...), []byte("\n.")...), Options{}, ErrBound},
 		{"protocol 6", []byte("\x80\x06N."), Options{}, ErrMalformed},
 		{"unknown opcode", []byte("\x80\x04\xff."), Options{}, ErrMalformed},
 		{"pop empty", []byte("\x80\x040."), Options{}, ErrMalformed},
@@ -303,6 +311,55 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("err %v, want %v", err, c.want)
 			}
 		})
+	}
+}
+
+// CPython's semantics where a reader could differ: POP of a MARK pops the
+// MARK (the protocol 0 pickler writes it for a recursive tuple), and a
+// repeated dict key keeps its last value.
+func TestCPythonSemantics(t *testing.T) {
+	v, err := NewDecoder(bytes.NewReader([]byte("\x80\x02(0K\x07.")), Options{}).Decode()
+	if err != nil || v != int64(7) {
+		t.Errorf("POP of a MARK: %v %v, want 7", v, err)
+	}
+	v, err = NewDecoder(bytes.NewReader([]byte("\x80\x04}(\x8c\x01kK\x01\x8c\x01kK\x02u.")), Options{}).Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := v.(*Dict).Get("k"); got != int64(2) {
+		t.Errorf("repeated key: %v, want the last, 2", got)
+	}
+}
+
+// A pickle cut short anywhere, at an opcode's boundary or inside one,
+// hands on every item whose construction it finished: never fewer than
+// a cut one byte earlier.
+func TestTruncatedEverywhere(t *testing.T) {
+	b, _ := os.ReadFile("testdata/value.p4.pickle")
+	stream := Options{
+		Stream: func(first any) bool { d, ok := first.(*Dict); return ok && d != nil },
+		Item:   func(*List, int, any) error { return nil },
+	}
+	prev := 0
+	for cut := len(b) / 3; cut < len(b); cut += 89 {
+		n := 0
+		o := stream
+		o.Item = func(l *List, i int, v any) error {
+			if d, ok := v.(*Dict); ok {
+				if _, ok := d.Get("action"); ok {
+					n++
+				}
+			}
+			return nil
+		}
+		NewDecoder(bytes.NewReader(b[:cut]), o).Decode()
+		if n < prev {
+			t.Fatalf("cut at %d of %d: %d entries, fewer than the %d of a shorter cut", cut, len(b), n, prev)
+		}
+		prev = n
+	}
+	if prev != 1200 {
+		t.Errorf("the longest cut gave %d entries, want all 1200", prev)
 	}
 }
 

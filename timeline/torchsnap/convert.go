@@ -117,10 +117,16 @@ func importTrace(open func() (io.ReadCloser, error), out string, opts ImportOpti
 		}
 		return nil, 0, fmt.Errorf("import: the snapshot has no trace of device %d (its traces are of devices %v)", opts.Device, snap.Devices)
 	}
+	if chosen >= 0 && snap.Devices[chosen] == HostTrace {
+		body.Close()
+		return nil, 0, fmt.Errorf("import: the snapshot's only trace with entries is of host (pinned) memory, which this version does not import")
+	}
 	if chosen >= 0 {
 		res.Device = snap.Devices[chosen]
 		for t, n := range others {
-			res.Other[snap.Devices[t]] = n
+			if snap.Devices[t] != HostTrace {
+				res.Other[snap.Devices[t]] = n
+			}
 		}
 	}
 	if err := body.Close(); err != nil {
@@ -129,8 +135,8 @@ func importTrace(open func() (io.ReadCloser, error), out string, opts ImportOpti
 	// What was alive at the end and never allocated in the trace was
 	// there before it began.
 	for _, s := range snap.Segments {
-		if res.Device >= 0 && s.Device != res.Device {
-			continue
+		if res.Device < 0 || s.Device != res.Device {
+			continue // no trace, or another device's segment
 		}
 		c.atEnd(s)
 	}
@@ -340,8 +346,8 @@ func (c *converter) atEnd(s Segment) {
 		c.preSeg[s.Address] = block{size: s.TotalSize, site: c.site(s.Frames)}
 	}
 	for _, b := range s.Blocks {
-		if b.State != "active_allocated" && b.State != "active_pending_free" {
-			continue
+		if b.State != "active_allocated" {
+			continue // a block pending free was let go by the program (memory_viz counts only allocated ones)
 		}
 		if !c.seen[b.Address] {
 			c.preBlock[b.Address] = block{size: b.Size, category: Categorize(b.Frames), site: c.site(b.Frames), label: c.str(label(b.Frames))}

@@ -105,6 +105,9 @@ func readJSONTraces(dec *json.Decoder, snap *Snapshot, fn EntryFunc, sk skipped)
 				for k := range keys {
 					sk.note("entry", k)
 				}
+				// compile_context and user_metadata are text, or (the
+				// viewer takes either) any JSON value, kept as written.
+				e.CompileContext, e.UserMetadata = jsonText(keys["compile_context"]), jsonText(keys["user_metadata"])
 			}
 			if e.Action == "" {
 				return fmt.Errorf("%w: device_traces[%d][%d]: a trace entry without an action", ErrNotSnapshot, dev, i)
@@ -125,6 +128,15 @@ func readJSONTraces(dec *json.Decoder, snap *Snapshot, fn EntryFunc, sk skipped)
 	}
 	_, err := dec.Token()
 	return jsonErr(err)
+}
+
+// jsonText is a JSON string's text, or any other value as written.
+func jsonText(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
 }
 
 func expectDelim(dec *json.Decoder, want json.Delim) error {

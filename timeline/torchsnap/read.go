@@ -68,8 +68,8 @@ type Entry struct {
 	// DeviceFree is an oom's free bytes (HasDeviceFree says it was there).
 	DeviceFree     uint64 `json:"device_free"`
 	HasDeviceFree  bool   `json:"-"`
-	CompileContext string `json:"compile_context"`
-	UserMetadata   string `json:"user_metadata"`
+	CompileContext string `json:"-"`
+	UserMetadata   string `json:"-"`
 }
 
 // Annotation is one recorded annotation (record_function ranges and
@@ -101,6 +101,10 @@ type Snapshot struct {
 	// with ", gzip" when it was compressed.
 	Format string
 }
+
+// HostTrace is the device of a host (pinned memory) trace in
+// Snapshot.Devices (PyTorch 2.14's host_traces).
+const HostTrace = -2
 
 // ErrNotSnapshot is a file that is not a PyTorch memory snapshot.
 var ErrNotSnapshot = errors.New("not a PyTorch memory snapshot")
@@ -203,7 +207,7 @@ func skipSpace(r io.Reader) byte {
 var known = map[string][]string{
 	"":           {"segments", "device_traces", "allocator_settings", "external_annotations"},
 	"segments[]": {"device", "address", "total_size", "allocated_size", "active_size", "requested_size", "stream", "segment_type", "segment_pool_id", "is_expandable", "expandable", "frames", "blocks"},
-	"blocks[]":   {"address", "size", "requested_size", "state", "frames"},
+	"blocks[]":   {"address", "size", "requested_size", "state", "frames", "history"},
 	"entry":      {"action", "addr", "size", "stream", "time_us", "frames", "device_free", "compile_context", "user_metadata"},
 }
 
@@ -290,7 +294,7 @@ func readPickle(r io.Reader, fn EntryFunc, opts Options) (*Snapshot, error) {
 		return snap, err
 	}
 	root, ok := v.(*pickle.Dict)
-	if l, isList := v.(*pickle.List); isList && (l.Len() == 0 || isDictWith(l.Items[0], "total_size")) {
+	if l, isList := v.(*pickle.List); isList && !l.Streamed() && (l.Len() == 0 || isDictWith(l.Items[0], "total_size")) {
 		return nil, fmt.Errorf("%w of this version: a list of segments, as PyTorch 1.13 and before wrote (torch.cuda.memory_snapshot()), has no device_traces; record with torch.cuda.memory._record_memory_history() and dump with _dump_snapshot() (PyTorch 2.0 or later)", ErrNotSnapshot)
 	}
 	if !ok {
@@ -327,6 +331,19 @@ func readPickle(r io.Reader, fn EntryFunc, opts Options) (*Snapshot, error) {
 				snap.Devices[t] = dev
 			} else if tl.Len() > 0 {
 				return nil, fmt.Errorf("%w: device_traces[%d] holds %T, not trace entries", ErrNotSnapshot, dev, tl.Items[0])
+			}
+		}
+	}
+	// PyTorch 2.14's host (pinned memory) traces look like a device's;
+	// they are not a device's trace.
+	if hl, ok := root.Get("host_traces"); ok {
+		if l, ok := hl.(*pickle.List); ok {
+			for _, tv := range l.Items {
+				if tl, ok := tv.(*pickle.List); ok {
+					if t, ok := traces[tl]; ok {
+						snap.Devices[t] = HostTrace
+					}
+				}
 			}
 		}
 	}
@@ -422,6 +439,21 @@ func pickledSegment(d *pickle.Dict, frames map[*pickle.List][]Frame, sk skipped)
 						continue
 					}
 					var b Block
+					if _, has := bd.Get("address"); !has {
+						// PyTorch 2.0's blocks have none: they lie one after
+						// the other from the segment's address (as
+						// memory_viz walks them), their stack in history.
+						b.Address = noAddress
+						if h, ok := bd.Get("history"); ok {
+							if hl, ok := h.(*pickle.List); ok && len(hl.Items) > 0 {
+								if hd, ok := hl.Items[0].(*pickle.Dict); ok {
+									if fv, ok := hd.Get("frames"); ok {
+										b.Frames = pickledFrames(fv, frames)
+									}
+								}
+							}
+						}
+					}
 					for _, bit := range bd.Items {
 						bk, _ := bit.Key.(string)
 						sk.note("blocks[]", bk)
@@ -443,8 +475,19 @@ func pickledSegment(d *pickle.Dict, frames map[*pickle.List][]Frame, sk skipped)
 			}
 		}
 	}
+	addr := s.Address
+	for i := range s.Blocks {
+		if s.Blocks[i].Address == noAddress {
+			s.Blocks[i].Address = addr
+		}
+		addr = s.Blocks[i].Address + s.Blocks[i].Size
+	}
 	return s
 }
+
+// noAddress marks a block whose address is to be walked from its
+// segment's.
+const noAddress = ^uint64(0)
 
 // stack is a list of frames the memo keeps, converted, once the entry
 // that first held it has been streamed.
@@ -532,26 +575,43 @@ func settings(v any) map[string]string {
 	return out
 }
 
+// plain is a setting's value for printing: scalars as they are,
+// containers to a depth of 3 and 64 parts in all (a pickle may nest or
+// share its values without end; what is past the budget is "…").
 func plain(v any) any {
+	budget := 64
+	return plainAt(v, 3, &budget)
+}
+
+func plainAt(v any, depth int, budget *int) any {
+	switch v.(type) {
+	case *pickle.List, pickle.Tuple, *pickle.Dict, *pickle.Set:
+		if depth == 0 || *budget <= 0 {
+			return "…"
+		}
+	}
+	*budget--
 	switch x := v.(type) {
 	case *pickle.List:
-		out := make([]any, len(x.Items))
-		for i, e := range x.Items {
-			out[i] = plain(e)
+		out := []any{}
+		for _, e := range x.Items {
+			out = append(out, plainAt(e, depth-1, budget))
 		}
 		return out
 	case pickle.Tuple:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = plain(e)
+		out := []any{}
+		for _, e := range x {
+			out = append(out, plainAt(e, depth-1, budget))
 		}
 		return out
 	case *pickle.Dict:
 		out := map[string]any{}
 		for _, it := range x.Items {
-			out[fmt.Sprint(plain(it.Key))] = plain(it.Value)
+			out[fmt.Sprint(plainAt(it.Key, depth-1, budget))] = plainAt(it.Value, depth-1, budget)
 		}
 		return out
+	case *pickle.Set:
+		return fmt.Sprintf("set of %d", len(x.Items))
 	}
 	return v
 }

@@ -176,3 +176,41 @@ func TestPeerSnapshots(t *testing.T) {
 		}
 	}
 }
+
+// Hostile values where a snapshot has plain ones: a list that holds
+// itself and a value shared 2^64 ways in allocator_settings print
+// bounded; a pickle of a bare list of entries is no snapshot. Neither
+// may crash the reader.
+func TestHostileSnapshots(t *testing.T) {
+	f, _ := os.Open("testdata/bad-cycle.pickle")
+	snap, err := Read(f, func(int, *Entry) error { return nil }, Options{})
+	f.Close()
+	if err != nil || len(snap.Settings["loop"]) > 200 || len(snap.Settings["dag"]) > 2000 {
+		t.Errorf("cycle: %v, settings %q", err, snap.Settings)
+	}
+	f, _ = os.Open("testdata/bad-toplist.pickle")
+	_, err = Read(f, func(int, *Entry) error { return nil }, Options{})
+	f.Close()
+	if !errors.Is(err, ErrNotSnapshot) {
+		t.Errorf("a bare list of entries: %v, want ErrNotSnapshot", err)
+	}
+}
+
+// PyTorch 2.0's blocks carry no address: they lie one after the other
+// from their segment's, as memory_viz walks them.
+func TestBlocksWithoutAddress(t *testing.T) {
+	f, _ := os.Open("testdata/peer-v20.p4.pickle")
+	defer f.Close()
+	snap, err := Read(f, func(int, *Entry) error { return nil }, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := snap.Segments[0]
+	addr := s.Address
+	for i, b := range s.Blocks {
+		if b.Address != addr {
+			t.Errorf("block %d at %#x, want %#x (its segment's %#x plus the blocks before it)", i, b.Address, addr, s.Address)
+		}
+		addr += b.Size
+	}
+}
