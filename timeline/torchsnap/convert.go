@@ -183,6 +183,68 @@ type converter struct {
 	preBlock map[uint64]block // blocks alive before the first entry
 	preSeg   map[uint64]block // segments alive before it
 	freed    map[uint64]bool  // blocks whose free was requested and not yet completed
+	mapped   []rng            // the ranges of expandable segments mapped in the trace and not unmapped, sorted
+}
+
+// rng is a range of addresses, [lo, hi).
+type rng struct{ lo, hi uint64 }
+
+// addRange adds r to the sorted, disjoint ranges rs, merging.
+func addRange(rs []rng, r rng) []rng {
+	out := make([]rng, 0, len(rs)+1)
+	for _, x := range rs {
+		switch {
+		case x.hi < r.lo || x.lo > r.hi:
+			out = append(out, x)
+		default:
+			r = rng{min(r.lo, x.lo), max(r.hi, x.hi)}
+		}
+	}
+	out = append(out, r)
+	slices.SortFunc(out, func(a, b rng) int { return cmpU(a.lo, b.lo) })
+	return out
+}
+
+// removeRange removes r from rs and says how many of its bytes rs held.
+func removeRange(rs []rng, r rng) ([]rng, uint64) {
+	var out []rng
+	var held uint64
+	for _, x := range rs {
+		lo, hi := max(x.lo, r.lo), min(x.hi, r.hi)
+		if lo >= hi {
+			out = append(out, x)
+			continue
+		}
+		held += hi - lo
+		if x.lo < lo {
+			out = append(out, rng{x.lo, lo})
+		}
+		if hi < x.hi {
+			out = append(out, rng{hi, x.hi})
+		}
+	}
+	return out, held
+}
+
+// overlap is how many bytes of r the ranges rs hold.
+func overlap(rs []rng, r rng) uint64 {
+	var n uint64
+	for _, x := range rs {
+		if lo, hi := max(x.lo, r.lo), min(x.hi, r.hi); lo < hi {
+			n += hi - lo
+		}
+	}
+	return n
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func newConverter(body *timeline.Writer) *converter {
@@ -301,12 +363,26 @@ func (c *converter) entry(e *Entry) error {
 			c.freed[e.Addr] = true
 		}
 		c.emit(event.Event{Kind: event.KindFree, Addr: e.Addr, Size: b.size, Category: b.category}, e.TimeUS)
-	case "segment_alloc", "segment_map":
+	case "segment_map":
+		// Expandable segments map and unmap ranges of pages: an unmap
+		// may span several maps, or part of one. Reserved memory follows
+		// the bytes of each entry; the ranges say what was mapped before
+		// the trace began (memory_viz's map_segment/unmap_segment).
+		c.mapped = addRange(c.mapped, rng{e.Addr, e.Addr + e.Size})
+		c.emit(event.Event{Kind: event.KindSegmentAlloc, Addr: e.Addr, Size: e.Size, Extra: pool(e.Size), Site: c.stack(e.Frames).site}, e.TimeUS)
+	case "segment_unmap":
+		var inTrace uint64
+		c.mapped, inTrace = removeRange(c.mapped, rng{e.Addr, e.Addr + e.Size})
+		if before := e.Size - inTrace; before > 0 {
+			c.preSeg[e.Addr] = block{size: c.preSeg[e.Addr].size + before}
+		}
+		c.emit(event.Event{Kind: event.KindSegmentFree, Addr: e.Addr, Size: e.Size, Extra: pool(e.Size)}, e.TimeUS)
+	case "segment_alloc":
 		b := block{size: e.Size, site: c.stack(e.Frames).site}
 		c.segs[e.Addr] = b
 		c.seen[e.Addr|1<<63] = true
 		c.emit(event.Event{Kind: event.KindSegmentAlloc, Addr: e.Addr, Size: e.Size, Extra: pool(e.Size), Site: b.site}, e.TimeUS)
-	case "segment_free", "segment_unmap":
+	case "segment_free":
 		b, ok := c.segs[e.Addr]
 		if !ok && !c.seen[e.Addr|1<<63] {
 			b = block{size: e.Size}
@@ -342,7 +418,12 @@ func pool(size uint64) uint64 {
 // atEnd takes a segment as the snapshot saw it at dump time: it and its
 // allocated blocks that the trace never allocated were there before it.
 func (c *converter) atEnd(s Segment) {
-	if !c.seen[s.Address|1<<63] {
+	if s.Expandable {
+		// Whatever of it the trace did not map was mapped before.
+		if inTrace := overlap(c.mapped, rng{s.Address, s.Address + s.TotalSize}); inTrace < s.TotalSize {
+			c.preSeg[s.Address] = block{size: c.preSeg[s.Address].size + s.TotalSize - inTrace, site: c.site(s.Frames)}
+		}
+	} else if !c.seen[s.Address|1<<63] {
 		c.preSeg[s.Address] = block{size: s.TotalSize, site: c.site(s.Frames)}
 	}
 	for _, b := range s.Blocks {

@@ -2,14 +2,17 @@ package torchsnap
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"linger/timeline"
 	"linger/timeline/event"
+	"linger/timeline/memstate"
 )
 
 func opener(path string) func() (io.ReadCloser, error) {
@@ -122,5 +125,71 @@ func TestImportWrapped(t *testing.T) {
 	// from before it.
 	if c.byKind[event.KindAlloc] != 391+1 || c.byKind[event.KindSegmentAlloc] != 1+1 {
 		t.Errorf("%d allocs, %d segment allocs; want 392 and 2", c.byKind[event.KindAlloc], c.byKind[event.KindSegmentAlloc])
+	}
+}
+
+// reservedAfter imports a JSON snapshot and returns the reserved bytes
+// after each segment event, and the pre-history count.
+func reservedAfter(t *testing.T, snapshot string) ([]uint64, int) {
+	t.Helper()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "snap.json")
+	os.WriteFile(in, []byte(snapshot), 0o644)
+	out := filepath.Join(dir, "snap.ltrace")
+	res, err := Import(opener(in), out, ImportOptions{Device: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := timeline.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var st memstate.State
+	var got []uint64
+	for {
+		e, err := r.ReadEvent()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Apply(&e)
+		if e.Kind == event.KindSegmentAlloc || e.Kind == event.KindSegmentFree {
+			got = append(got, st.Tracks[memstate.Reserved]>>20)
+		}
+	}
+	return got, res.PreHistory
+}
+
+// Expandable segments map and unmap ranges: reserved memory follows the
+// bytes of each entry, however the unmaps cut the maps, and what the
+// trace never mapped of a segment alive at the end was mapped before it.
+// (Figures in MiB, from the entries' sizes.)
+func TestExpandableSegments(t *testing.T) {
+	const B = 1 << 40
+	entry := func(action string, addr, mib uint64) string {
+		return fmt.Sprintf(`{"action": %q, "addr": %d, "size": %d, "stream": 0, "time_us": 1, "frames": []}`, action, addr, mib<<20)
+	}
+	snap := func(segments string, entries ...string) string {
+		return `{"segments": [` + segments + `], "device_traces": [[` + strings.Join(entries, ", ") + `]]}`
+	}
+	for _, c := range []struct {
+		name string
+		snap string
+		want []uint64
+		pre  int
+	}{
+		{"an unmap of part of a map", snap("", entry("segment_map", B, 40), entry("segment_unmap", B+20<<20, 20), entry("segment_unmap", B, 20)), []uint64{40, 20, 0}, 0},
+		{"an unmap across two maps", snap("", entry("segment_map", B, 20), entry("segment_map", B+20<<20, 20), entry("segment_unmap", B, 40)), []uint64{20, 40, 0}, 0},
+		{"mapped before the trace", snap(fmt.Sprintf(`{"device": 0, "address": %d, "total_size": %d, "is_expandable": true, "blocks": []}`, B, 60<<20),
+			entry("segment_map", B+20<<20, 40)), []uint64{20, 60}, 1},
+		{"unmapped, mapped before", snap("", entry("segment_unmap", B, 8)), []uint64{8, 0}, 1},
+	} {
+		got, pre := reservedAfter(t, c.snap)
+		if !reflect.DeepEqual(got, c.want) || pre != c.pre {
+			t.Errorf("%s: reserved %v MiB, pre-history %d; want %v, %d", c.name, got, pre, c.want, c.pre)
+		}
 	}
 }
