@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // linger trace import reads a snapshot as PyTorch writes it into a trace
@@ -43,5 +45,66 @@ func TestTraceImport(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
 		t.Errorf("the directory holds %d files, want the import and the junk (no temporary left)", len(ents))
+	}
+}
+
+// linger open imports a snapshot once into its trace directory and serves
+// it: the URL it prints opens the snapshot's timeline page with the token,
+// whose level-of-detail route counts the imported events.
+func TestOpen(t *testing.T) {
+	traces := t.TempDir()
+	snap := filepath.Join(t.TempDir(), "rank0.pickle")
+	b, err := os.ReadFile("../../timeline/torchsnap/testdata/snap.p4.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(snap, b, 0o644)
+	stdout, stderr := make(lineChan, 100), make(lineChan, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runOpen(ctx, []string{snap, "--no-browser", "--dir", t.TempDir(), "--trace-dir", traces}, stdout, stderr)
+	}()
+	defer func() {
+		cancel()
+		go func() {
+			for range stderr {
+			}
+		}()
+		<-done
+	}()
+	var url string
+	for url == "" {
+		select {
+		case l := <-stdout:
+			url = l
+		case l := <-stderr:
+			t.Log(l)
+		case err := <-done:
+			t.Fatalf("open returned %v", err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("open printed no URL")
+		}
+	}
+	page, token, ok := strings.Cut(url, "?token=")
+	if !ok || !strings.HasSuffix(page, "/timeline/rank0.ltrace") {
+		t.Fatalf("URL %q, want the timeline of rank0.ltrace with the token", url)
+	}
+	if code, body := get(t, page, token, ""); code != 200 || !strings.Contains(body, `data-testid="timeline"`) {
+		t.Errorf("timeline page: %d %.200s", code, body)
+	}
+	base := strings.TrimSuffix(page, "timeline/rank0.ltrace")
+	code, body := get(t, base+"api/timeline/traces/rank0.ltrace/lod", token, "")
+	// Device 0's trace as gen.py built it: a segment, 400 blocks
+	// allocated and freed, one more allocated, a segment mapped and
+	// unmapped, an oom and a snapshot mark: 1+800+1+2+1+1 events.
+	if code != 200 || !strings.Contains(body, `"events":806`) {
+		t.Errorf("lod: %d %.200s", code, body)
+	}
+	if _, err := os.Stat(filepath.Join(traces, "rank0.ltrace")); err != nil {
+		t.Error(err)
+	}
+	if traceName("a/.b.pickle.gz", 2) != "b.cuda2.ltrace" {
+		t.Errorf("traceName: %q", traceName("a/.b.pickle.gz", 2))
 	}
 }

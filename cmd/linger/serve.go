@@ -45,6 +45,11 @@ type serveConfig struct {
 	kernelFlags
 	// hub, for singleuser, is the spawner's environment; nil for serve.
 	hub *hub.Config
+	// page, if set, is the page the printed URLs open (linger open's
+	// timeline), below the base URL; and opened, if set, is called with
+	// the first of them once the server listens.
+	page   string
+	opened func(url string)
 }
 
 // kernelFlags are the flags serve and singleuser share: the kernels'
@@ -239,9 +244,12 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		go auth.RunActivity(ctx, srv.LastActivity, log)
 	} else {
 		// Tests and make run read the first line.
-		urls := serveURLs(ln.Addr(), c.baseURL, c.token)
+		urls := serveURLs(ln.Addr(), c.baseURL+c.page, c.token)
 		for _, u := range urls {
 			fmt.Fprintln(stdout, u)
+		}
+		if c.opened != nil && len(urls) > 0 {
+			c.opened(urls[0])
 		}
 		if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
 			log.Warn("listening beyond loopback (--allow-remote): anyone who reaches this address and has the token can run code here", "addr", ln.Addr().String(), "urls", len(urls))
