@@ -153,7 +153,7 @@ func (n *CellNames) Places(s Site) []string {
 		out = append(out, n.Stack(s.Stack))
 	}
 	for _, f := range s.Frames {
-		out = append(out, fmt.Sprintf("%s %s:%d", f.Func, shortFile(f.File), f.Line))
+		out = append(out, fmt.Sprintf("%s %s:%d", f.Func, event.ShortFile(f.File), f.Line))
 	}
 	return out
 }
@@ -213,21 +213,6 @@ func (n *CellNames) Distinct(sites []Site) []string {
 		out[i] = n.places(sites[i].ID, places[i], keep[i])
 	}
 	return out
-}
-
-// shortFile is a Go file's path by its last two elements, as
-// event.Site.String writes it.
-func shortFile(path string) string {
-	n := 0
-	for i := len(path) - 1; i >= 0; i-- {
-		if path[i] == '/' {
-			n++
-			if n == 2 {
-				return path[i+1:]
-			}
-		}
-	}
-	return path
 }
 
 // CellRuns gathers a trace's cells from its cell scopes, as a Report's

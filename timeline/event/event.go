@@ -353,7 +353,7 @@ func (s Site) String() string {
 		if out != "" {
 			out += " ← "
 		}
-		out += fmt.Sprintf("%s %s:%d", f.Func, shortFile(f.File), f.Line)
+		out += fmt.Sprintf("%s %s:%d", f.Func, ShortFile(f.File), f.Line)
 	}
 	if out == "" {
 		return "unknown"
@@ -361,7 +361,9 @@ func (s Site) String() string {
 	return out
 }
 
-func shortFile(path string) string {
+// ShortFile is a Go file's path by its last two elements, as String
+// writes a frame's.
+func ShortFile(path string) string {
 	n := 0
 	for i := len(path) - 1; i >= 0; i-- {
 		if path[i] == '/' {

@@ -986,50 +986,40 @@ func (d *Decoder) step(op byte) (done bool, err error) {
 		s.Items = append(s.Items, items...)
 	case opMEMOIZE:
 		err = d.setMemo(uint64(len(d.memo)))
-	case opBINPUT, opLONGBINPUT:
+	case opBINPUT, opLONGBINPUT, opPUT:
 		var i uint64
-		if op == opBINPUT {
-			i, err = d.uint(1)
-		} else {
-			i, err = d.uint(4)
-		}
-		if err == nil {
+		if i, err = d.memoIndex(op); err == nil {
 			err = d.setMemo(i)
 		}
-	case opPUT:
-		var s string
-		if s, err = d.line(); err == nil {
-			var i uint64
-			if i, err = strconv.ParseUint(s, 10, 64); err != nil {
-				err = fmt.Errorf("%w: PUT %q", ErrMalformed, s)
-			} else {
-				err = d.setMemo(i)
-			}
-		}
-	case opBINGET, opLONGBINGET:
+	case opBINGET, opLONGBINGET, opGET:
 		var i uint64
-		if op == opBINGET {
-			i, err = d.uint(1)
-		} else {
-			i, err = d.uint(4)
-		}
-		if err == nil {
+		if i, err = d.memoIndex(op); err == nil {
 			err = d.getMemo(i)
-		}
-	case opGET:
-		var s string
-		if s, err = d.line(); err == nil {
-			var i uint64
-			if i, err = strconv.ParseUint(s, 10, 64); err != nil {
-				err = fmt.Errorf("%w: GET %q", ErrMalformed, s)
-			} else {
-				err = d.getMemo(i)
-			}
 		}
 	default:
 		return false, fmt.Errorf("%w: unknown opcode %#02x", ErrMalformed, op)
 	}
 	return false, err
+}
+
+// memoIndex reads a memo opcode's index: one byte (BINPUT, BINGET),
+// four (LONG_BINPUT, LONG_BINGET) or a line of digits (PUT, GET).
+func (d *Decoder) memoIndex(op byte) (uint64, error) {
+	switch op {
+	case opBINPUT, opBINGET:
+		return d.uint(1)
+	case opLONGBINPUT, opLONGBINGET:
+		return d.uint(4)
+	}
+	s, err := d.line()
+	if err != nil {
+		return 0, err
+	}
+	i, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %q", ErrMalformed, opName(op), s)
+	}
+	return i, nil
 }
 
 // stackAt returns the stack's value at i, or nil where i is not above
@@ -1114,17 +1104,6 @@ func rawUnicodeEscape(s string) string {
 		out = append(out, rune(s[i]))
 	}
 	// Surrogate pairs written as two \u escapes.
-	return string(utf16.Decode(runesToUTF16(out)))
+	return string(utf16.Decode(utf16.Encode(out)))
 }
 
-func runesToUTF16(rs []rune) []uint16 {
-	var out []uint16
-	for _, r := range rs {
-		if r < 0x10000 {
-			out = append(out, uint16(r))
-		} else {
-			out = append(out, utf16.Encode([]rune{r})...)
-		}
-	}
-	return out
-}

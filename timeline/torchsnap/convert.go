@@ -1,9 +1,11 @@
 package torchsnap
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -201,7 +203,7 @@ func addRange(rs []rng, r rng) []rng {
 		}
 	}
 	out = append(out, r)
-	slices.SortFunc(out, func(a, b rng) int { return cmpU(a.lo, b.lo) })
+	slices.SortFunc(out, func(a, b rng) int { return cmp.Compare(a.lo, b.lo) })
 	return out
 }
 
@@ -235,16 +237,6 @@ func overlap(rs []rng, r rng) uint64 {
 		}
 	}
 	return n
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func newConverter(body *timeline.Writer) *converter {
@@ -463,12 +455,12 @@ func (c *converter) write(out, tmp, truncated string) (uint64, int, error) {
 		seq++
 		w.DefineString(event.StringID(len(c.strings)+1), "history starts late: the snapshot's trace had dropped its oldest entries (max_entries); what was alive before its first entry is allocated here")
 		w.Emit(event.Event{Seq: seq, Kind: event.KindMark, Label: event.StringID(len(c.strings) + 1)})
-		for _, a := range sortedKeys(c.preSeg) {
+		for _, a := range slices.Sorted(maps.Keys(c.preSeg)) {
 			b := c.preSeg[a]
 			seq++
 			w.Emit(event.Event{Seq: seq, Kind: event.KindSegmentAlloc, Addr: a, Size: b.size, Extra: pool(b.size), Site: b.site})
 		}
-		for _, a := range sortedKeys(c.preBlock) {
+		for _, a := range slices.Sorted(maps.Keys(c.preBlock)) {
 			b := c.preBlock[a]
 			seq++
 			w.Emit(event.Event{Seq: seq, Kind: event.KindAlloc, Addr: a, Size: b.size, Requested: b.size, Category: b.category, Site: b.site, Label: b.label})
@@ -501,13 +493,4 @@ func (c *converter) write(out, tmp, truncated string) (uint64, int, error) {
 		return 0, 0, err
 	}
 	return seq, pre, nil
-}
-
-func sortedKeys(m map[uint64]block) []uint64 {
-	keys := make([]uint64, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
