@@ -1106,4 +1106,3 @@ func rawUnicodeEscape(s string) string {
 	// Surrogate pairs written as two \u escapes.
 	return string(utf16.Decode(utf16.Encode(out)))
 }
-
