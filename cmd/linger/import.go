@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +22,8 @@ func runTraceImport(_ context.Context, args []string, stdout, stderr io.Writer) 
 	fs := newFlagSet("trace import", stderr)
 	out := fs.String("o", "", "write the trace to `FILE` (required; .ltrace)")
 	device := fs.Int("device", -1, "the CUDA device whose trace to import (default: the first in the snapshot)")
+	step := fs.String("step", "", "what a step is: an annotation's `NAME` (a record_function range; a pattern such as 'ProfilerStep#*' names them all) or a function of your code (forward, generate); default: the annotation recorded most often; none: no steps")
+	rulesFile := fs.String("rules", "", "categorize blocks by the rules in `FILE` (JSON, docs/pytorch.md) before the built-in ones")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -33,10 +38,14 @@ func runTraceImport(_ context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
+	rules, err := snapRules(*rulesFile)
+	if err != nil {
+		return err
+	}
 	open := func() (io.ReadCloser, error) { return os.Open(pos[0]) }
 	start := time.Now()
 	last := start
-	res, err := torchsnap.Import(open, *out, torchsnap.ImportOptions{Device: *device, Progress: func(read int64) {
+	res, err := torchsnap.Import(open, *out, torchsnap.ImportOptions{Device: *device, Step: *step, Rules: rules, Progress: func(read int64) {
 		if now := time.Now(); now.Sub(last) >= time.Second {
 			last = now
 			fmt.Fprintf(stderr, "reading %s: %s of %s (%.0f%%)\n", pos[0], units.Format(uint64(read)), units.Format(uint64(fi.Size())), 100*float64(read)/float64(max(fi.Size(), 1)))
@@ -53,6 +62,8 @@ func runTraceImport(_ context.Context, args []string, stdout, stderr io.Writer) 
 	for dev, n := range res.Other {
 		fmt.Fprintf(stdout, "device %d: %d entries not imported (--device %d)\n", dev, n, dev)
 	}
+	printSteps(stdout, res)
+	printCategories(stdout, res)
 	if len(s.Skipped) > 0 {
 		fmt.Fprintf(stdout, "fields this reader does not know, skipped: %s\n", strings.Join(s.Skipped, ", "))
 	}
@@ -60,4 +71,72 @@ func runTraceImport(_ context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "warning: %s\n", res.Truncated)
 	}
 	return nil
+}
+
+// snapRules reads the --rules file; nil (the built-in rules) for none.
+func snapRules(file string) (*torchsnap.RuleSet, error) {
+	if file == "" {
+		return nil, nil
+	}
+	return torchsnap.ReadRulesFile(file)
+}
+
+// maxStepLines bounds the steps an import lists one by one.
+const maxStepLines = 12
+
+// printSteps says what made the steps and, per step, what it allocated
+// and left alive: the first and last steps, and those that left the
+// most alive.
+func printSteps(w io.Writer, res *torchsnap.Imported) {
+	if len(res.Steps) == 0 {
+		fmt.Fprintln(w, res.NoSteps)
+		return
+	}
+	fmt.Fprintf(w, "%d steps (%s): allocated, left alive at its end, still alive at the trace's end\n", len(res.Steps), res.StepsFrom)
+	show := make([]bool, len(res.Steps))
+	for i := range min(3, len(res.Steps)) {
+		show[i], show[len(res.Steps)-1-i] = true, true
+	}
+	byLeft := make([]int, len(res.Steps))
+	for i := range byLeft {
+		byLeft[i] = i
+	}
+	slices.SortStableFunc(byLeft, func(a, b int) int { return cmp.Compare(res.Steps[b].AliveAtEnd.Bytes, res.Steps[a].AliveAtEnd.Bytes) })
+	for _, i := range byLeft[:min(maxStepLines-6, len(byLeft))] {
+		if res.Steps[i].AliveAtEnd.Bytes > 0 {
+			show[i] = true
+		}
+	}
+	gap := false
+	for i, st := range res.Steps {
+		if !show[i] {
+			if !gap {
+				fmt.Fprintln(w, "  …")
+			}
+			gap = true
+			continue
+		}
+		gap = false
+		fmt.Fprintf(w, "  %-24s %s in %d blocks, %s left alive, %s still alive\n", st.Label, units.Format(st.Allocated.Bytes), st.Allocated.Blocks, units.Format(st.LeftAlive.Bytes), units.Format(st.AliveAtEnd.Bytes))
+	}
+}
+
+// printCategories says the blocks by category and, never a silent guess,
+// the sites no rule matched.
+func printCategories(w io.Writer, res *torchsnap.Imported) {
+	var parts []string
+	for _, c := range slices.Sorted(maps.Keys(res.Categories)) {
+		n := res.Categories[c]
+		parts = append(parts, fmt.Sprintf("%s %s in %d", c, units.Format(n.Bytes), n.Blocks))
+	}
+	if len(parts) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "blocks by category: %s\n", strings.Join(parts, ", "))
+	if len(res.Unmatched) > 0 {
+		fmt.Fprintln(w, "no rule matched these sites (category other; --rules FILE names them):")
+		for _, u := range res.Unmatched {
+			fmt.Fprintf(w, "  %s in %d blocks: %s\n", units.Format(u.Bytes), u.Blocks, u.Site)
+		}
+	}
 }

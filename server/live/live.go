@@ -243,9 +243,13 @@ type siteJSON struct {
 	Stack []stackJSON `json:"stack,omitempty"`
 }
 
+// stackJSON is a notebook frame ({func, cell, line}) or, in a program's
+// site (a PyTorch snapshot's user's code), a source file's ({func, file,
+// line}).
 type stackJSON struct {
 	Func string `json:"func"`
-	Cell string `json:"cell"`
+	Cell string `json:"cell,omitempty"`
+	File string `json:"file,omitempty"`
 	Line int    `json:"line"`
 }
 
@@ -286,7 +290,11 @@ func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request) {
 				sj.Frames = append(sj.Frames, frameJSON(f))
 			}
 			for _, f := range s.Stack {
-				sj.Stack = append(sj.Stack, stackJSON{Func: f.Func, Cell: f.File, Line: f.Line})
+				if s.Program() {
+					sj.Stack = append(sj.Stack, stackJSON{Func: f.Func, File: f.File, Line: f.Line})
+				} else {
+					sj.Stack = append(sj.Stack, stackJSON{Func: f.Func, Cell: f.File, Line: f.Line})
+				}
 			}
 			a.Site = sj
 		}

@@ -112,7 +112,12 @@ type scope struct {
 	ended  bool
 	// teardown is set on the session's teardown (event.ScopeFlagTeardown).
 	teardown bool
-	owned    *obj // live objects this scope owns (doubly linked)
+	// handoff is set on a scope that hands what it leaves alive to the
+	// next scope of its kind (event.ScopeFlagHandoff); begunAfter counts,
+	// once it ended, the scopes of its kind begun since.
+	handoff    bool
+	begunAfter int
+	owned      *obj // live objects this scope owns (doubly linked)
 }
 
 // obj is a live allocation.
@@ -250,7 +255,11 @@ type Analyzer struct {
 	peakTime    int64
 	peakObjects uint64 // objects alive at the peak
 
-	stepEnds uint64 // step scopes ended so far
+	stepEnds    uint64 // step scopes ended so far
+	scopesBegun uint64 // scopes begun so far
+	// handed are the ended scopes with event.ScopeFlagHandoff whose
+	// objects wait for the next scope of their kind to end.
+	handed []*scope
 
 	// lingering
 	ling     lingTotals
@@ -713,8 +722,25 @@ func (a *Analyzer) begin(e *event.Event) {
 			parent = parent.parent
 		}
 	}
-	s := &scope{id: id, kind: sc.Kind(), label: sc.Label(), parent: parent, teardown: sc.Teardown()}
+	s := &scope{id: id, kind: sc.Kind(), label: sc.Label(), parent: parent, teardown: sc.Teardown(), handoff: sc.Handoff()}
 	a.scopes[id] = s
+	a.scopesBegun++
+	if len(a.handed) > 0 {
+		// What an ended scope handed on and the next scope of its kind
+		// did not free, by the time the one after begins, lingers.
+		kept := a.handed[:0]
+		for _, h := range a.handed {
+			if h.kind == s.kind {
+				if h.begunAfter++; h.begunAfter >= 2 {
+					a.lingerOwned(h, e)
+					continue
+				}
+			}
+			kept = append(kept, h)
+		}
+		clear(a.handed[len(kept):])
+		a.handed = kept
+	}
 	if s.kind == event.ScopeCell {
 		a.cells.Add(e)
 	}
@@ -738,6 +764,10 @@ func (a *Analyzer) begin(e *event.Event) {
 // Emitter) will never end before the session does: everything they own
 // lingers now.
 func (a *Analyzer) beginTeardown(t *scope, e *event.Event) {
+	for _, h := range a.handed {
+		a.lingerOwned(h, e) // no scope will take them now
+	}
+	a.handed = a.handed[:0]
 	chain := map[*scope]bool{}
 	for s := t.parent; s != nil; s = s.parent {
 		chain[s] = true
@@ -789,13 +819,22 @@ func (a *Analyzer) end(e *event.Event) {
 	if s.kind == event.ScopeStep {
 		a.stepEnds++
 	}
+	if s.handoff {
+		a.handed = append(a.handed, s)
+	} else {
+		a.lingerOwned(s, e)
+	}
+	a.sample(s.kind, e.Time)
+}
+
+// lingerOwned marks everything s owns lingering, at event e.
+func (a *Analyzer) lingerOwned(s *scope, e *event.Event) {
 	for o := s.owned; o != nil; {
 		next := o.next
 		a.linger(o, s, e)
 		o = next
 	}
 	s.owned = nil
-	a.sample(s.kind, e.Time)
 }
 
 // linger marks o lingering from the end of its owner s (event e).

@@ -52,6 +52,17 @@
 // leak with its holder, those the teardown freed and those never freed,
 // whatever MaxObjects lists in detail.
 //
+// A scope flagged event.ScopeFlagHandoff (an imported PyTorch snapshot's
+// steps) hands what it leaves alive to the next scope of its kind: its
+// objects linger only if they are still alive when the second scope of
+// that kind to begin after it begins, from that instant, as objects of
+// the scope that made them. A step's output that the next step reads,
+// and that is dropped when the caller takes the next step's output
+// (`logits = model(x)` rebinds after the call returns), is not
+// lingering; a tensor kept past the next step is. What the last two such
+// scopes leave alive is never judged: no scope came to take it (the
+// session's teardown, if one begins, judges it then).
+//
 // An allocation whose scopes hold none of its kind or larger still gets an
 // owner, so that it is judged: the latest open scope of its kind anywhere
 // (an engine's scope, which is beside the cells, not around them), else

@@ -64,6 +64,10 @@ type Report struct {
 	// id: their frames, from which CellNames renders what a person reads
 	// and by which Diff matches sites (see Site).
 	SiteTable []Site `json:"site_table"`
+	// Needs says, for a trace with allocations and no scopes at all (a
+	// PyTorch snapshot imported without steps), what lingering, growth
+	// and duplicates by step would need: "" when the trace has scopes.
+	Needs string `json:"needs,omitempty"`
 	// MemoryBudget is the kernel's memory budget, its Go heap and
 	// host-memory segments together (the "memory_budget" counter); 0 for
 	// a trace without one.
@@ -147,11 +151,29 @@ type Total struct {
 
 // StackFrame is one notebook (Starlark) frame of a site's call stack:
 // the cell, the line in it, and the function running there ("<toplevel>"
-// for the cell's own code).
+// for the cell's own code). A program's frame (a PyTorch snapshot's
+// user's code: event.Site.Program) has no cell but its source File.
 type StackFrame struct {
-	Cell string `json:"cell"`
+	Cell string `json:"cell,omitempty"`
+	File string `json:"file,omitempty"`
 	Line int    `json:"line"`
 	Func string `json:"func"`
+}
+
+// ownStack is the site's own code's call stack, outermost first: its
+// notebook frames, or a program's user frames.
+func ownStack(s event.Site) []StackFrame {
+	var st []StackFrame
+	if s.Program() {
+		for _, f := range s.Stack {
+			st = append(st, StackFrame{File: f.File, Line: f.Line, Func: f.Func})
+		}
+		return st
+	}
+	for _, f := range s.Starlark() {
+		st = append(st, StackFrame{Cell: f.File, Line: f.Line, Func: f.Func})
+	}
+	return st
 }
 
 // Object is a lingering object: Requested bytes asked for, in a block of
@@ -433,9 +455,7 @@ func (r *resolver) stack(id event.SiteID) []StackFrame {
 	}
 	var st []StackFrame
 	if site, ok := r.names.Site(id); ok {
-		for _, f := range site.Starlark() {
-			st = append(st, StackFrame{Cell: f.File, Line: f.Line, Func: f.Func})
-		}
+		st = ownStack(site)
 	}
 	r.stacks[id] = st
 	return st
@@ -486,6 +506,9 @@ func (a *Analyzer) Report(names Names) *Report {
 	a.reportPhases(rep, r)
 	a.reportCells(rep, r)
 	a.reportOOMs(rep, r)
+	if a.scopesBegun == 0 && a.anyAllocs() > 0 {
+		rep.Needs = "no scopes: nothing here was expected to die with a cell, request or step, so nothing can be found lingering, and growth and duplicates have no steps to count; a PyTorch snapshot's steps are its record_function annotations or a function named with --step"
+	}
 	rep.SiteTable = r.siteTable()
 	return rep
 }
@@ -772,4 +795,13 @@ func (a *Analyzer) reportTracks(rep *Report) {
 	}
 	t.GoHeapGrows = t.HasGoHeap && a.trackFit[memstate.GoHeap].growing(rule)
 	hostVerdict(t)
+}
+
+// anyAllocs is how many blocks the trace allocated, every category.
+func (a *Analyzer) anyAllocs() uint64 {
+	var n uint64
+	for i := range a.cats {
+		n += a.cats[i].allocs
+	}
+	return n
 }

@@ -37,10 +37,7 @@ type Frame struct {
 
 // NewSite is the structure of the trace's site id, s.
 func NewSite(id event.SiteID, s event.Site) Site {
-	out := Site{ID: id}
-	for _, f := range s.Starlark() {
-		out.Stack = append(out.Stack, StackFrame{Cell: f.File, Line: f.Line, Func: f.Func})
-	}
+	out := Site{ID: id, Stack: ownStack(s)}
 	for _, f := range s.Frames {
 		out.Frames = append(out.Frames, Frame(f))
 	}
@@ -127,6 +124,9 @@ func (n *CellNames) Line(id string, line int) string {
 // (make_cache)".
 func (n *CellNames) Frame(f StackFrame) string {
 	s := n.Line(f.Cell, f.Line)
+	if f.Cell == "" && f.File != "" {
+		s = fmt.Sprintf("%s:%d", event.ShortFile(f.File), f.Line) // a program's: "model.py:42 (forward)"
+	}
 	if f.Func != "" && f.Func != "<toplevel>" {
 		s += " (" + f.Func + ")"
 	}
@@ -149,6 +149,18 @@ func (n *CellNames) Stack(st []StackFrame) string {
 // ("engine.(*KVCache).grow engine/kv.go:88"); none for an unknown site.
 func (n *CellNames) Places(s Site) []string {
 	var out []string
+	if s.head() == 1 {
+		// A program's site: its user's frames, innermost first (the
+		// line that allocated, then its callers), then the whole
+		// stack's frames, the libraries' among them.
+		for i := len(s.Stack) - 1; i >= 0; i-- {
+			out = append(out, n.Frame(s.Stack[i]))
+		}
+		for _, f := range s.Frames {
+			out = append(out, fmt.Sprintf("%s %s:%d", f.Func, event.ShortFile(f.File), f.Line))
+		}
+		return out
+	}
 	if len(s.Stack) > 0 {
 		out = append(out, n.Stack(s.Stack))
 	}
@@ -166,9 +178,20 @@ func (n *CellNames) Site(s Site) string {
 
 // Short names a site by its first two places, which is what a person
 // reads first: "In [3], cell 4, line 2 ← engine.(*Engine).Generate
-// engine/generate.go:100 ← …".
+// engine/generate.go:100 ← …". A program's site (a PyTorch snapshot's)
+// is named by the innermost frame of its user's own code, its callers
+// and the libraries' frames folded: "u/model.py:40 (forward) ← …".
 func (n *CellNames) Short(s Site) string {
-	return n.places(s.ID, n.Places(s), 2)
+	return n.places(s.ID, n.Places(s), s.head())
+}
+
+// head is how many places name s first: its own frames alone when it is
+// a program's, whose Frames are its whole stack.
+func (s Site) head() int {
+	if len(s.Stack) > 0 && s.Stack[0].Cell == "" && s.Stack[0].File != "" {
+		return 1
+	}
+	return 2
 }
 
 // places joins the first k places p of site id (all for k < 0), with
@@ -193,7 +216,7 @@ func (n *CellNames) Distinct(sites []Site) []string {
 	places := make([][]string, len(sites))
 	keep := make([]int, len(sites))
 	for i, s := range sites {
-		places[i], keep[i] = n.Places(s), 2
+		places[i], keep[i] = n.Places(s), s.head()
 	}
 	for i := range sites {
 		for j := range sites {

@@ -40,6 +40,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 	n := sitesOf(rep)
 	writeOOMs(p, n, rep.OOMs, rep.Anomalies.OOMs)
 	writeLingering(p, n, &rep.Lingering)
+	if rep.Needs != "" {
+		p("verdicts by scope: %s", rep.Needs)
+	}
 	writeGrowth(p, n, rep.Growth, unit)
 	writeDuplicates(p, n, rep.Duplicates, unit)
 	writePeak(p, n, &rep.Peak)

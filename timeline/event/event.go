@@ -217,6 +217,14 @@ const (
 	// kernel's, not the program's: an object that was already lingering
 	// when the teardown began stays a leak, whoever frees it then.
 	ScopeFlagTeardown = 1
+	// ScopeFlagHandoff marks a scope whose results are handed to the next
+	// scope of its kind: what it leaves alive lingers only if it is still
+	// alive when the scope after that next one begins (a step's output,
+	// read by the next step and dropped when the caller takes that
+	// step's, is the next step's to free). An imported PyTorch snapshot's
+	// steps carry it: nothing in a snapshot says which of a step's
+	// tensors were meant to outlive it.
+	ScopeFlagHandoff = 2
 )
 
 // A cell's scope_begin's Size has, beside the flags (bits 0–15), the
@@ -276,6 +284,10 @@ func (s ScopeView) Flags() uint64 { return s.e.Size & ScopeFlagsMask }
 // Teardown reports whether the scope is the session's teardown.
 func (s ScopeView) Teardown() bool { return s.Flags()&ScopeFlagTeardown != 0 }
 
+// Handoff reports whether the scope hands what it leaves alive to the
+// next scope of its kind (ScopeFlagHandoff).
+func (s ScopeView) Handoff() bool { return s.Flags()&ScopeFlagHandoff != 0 }
+
 // CellRun is what a cell's scope_begin says of the run: its execution
 // count in Requested, its place and source's hash in Size beside the
 // flags.
@@ -318,12 +330,25 @@ type Site struct {
 	// itself: a helper defined in one cell and called from another has
 	// the calling cell's line first. It is nil when Cell:Line is at a
 	// cell's top level, where the stack would be that line alone.
+	//
+	// A site with a Stack and no Cell is a program's, not a notebook's
+	// (a PyTorch snapshot's): Stack is the user's own frames, outermost
+	// first, each File a source file, and Frames the whole stack,
+	// innermost first, library frames and the user's alike.
 	Stack []Frame
 }
 
+// Program reports whether the site is a program's, not a notebook's: a
+// Stack of the user's own frames and no Cell (see Site.Stack).
+func (s Site) Program() bool { return s.Cell == "" && len(s.Stack) > 0 }
+
 // Starlark returns the site's notebook call stack, outermost first: Stack,
-// or the cell line alone when Stack is nil; nil outside cells.
+// or the cell line alone when Stack is nil; nil outside cells and for a
+// program's site.
 func (s Site) Starlark() []Frame {
+	if s.Program() {
+		return nil
+	}
 	if len(s.Stack) > 0 || s.Cell == "" {
 		return s.Stack
 	}
@@ -336,6 +361,21 @@ func (s Site) Starlark() []Frame {
 // the helper, then the helper's line.
 func (s Site) String() string {
 	var out string
+	if s.Program() {
+		// A program's site: its user's frames, innermost first; its
+		// whole stack is Frames, the libraries' frames among them.
+		for i := len(s.Stack) - 1; i >= 0; i-- {
+			f := s.Stack[i]
+			if out != "" {
+				out += " ← "
+			}
+			out += fmt.Sprintf("%s:%d", ShortFile(f.File), f.Line)
+			if f.Func != "" {
+				out += " (" + f.Func + ")"
+			}
+		}
+		return out
+	}
 	if len(s.Stack) > 0 {
 		for i, f := range s.Stack {
 			if i > 0 {

@@ -1,24 +1,38 @@
 package torchsnap
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"slices"
 	"strings"
 
 	"linger/timeline/event"
 )
 
 // A Rule gives the category of a block whose stack has a frame matching
-// it: a function name (Name, exactly, or as the last part of a qualified
-// one: "update" matches "DynamicCache.update") and, if set, a file whose
-// path contains File.
+// it, or that was allocated inside an annotation matching it. Each field
+// set must match:
+//   - Name: a frame's function, exactly or as the last part of a qualified
+//     one ("update" matches "DynamicCache.update");
+//   - File: a frame's path contains it (with Name: the same frame's);
+//   - Annotation: an annotation open when the block was allocated (a
+//     record_function range recorded with the history) has this name, or
+//     matches it as a path.Match pattern ("ProfilerStep#*").
 type Rule struct {
-	Name     string
-	File     string
-	Category event.Category
+	Name       string         `json:"name,omitempty"`
+	File       string         `json:"file,omitempty"`
+	Annotation string         `json:"annotation,omitempty"`
+	Category   event.Category `json:"-"`
 }
 
-// Rules is the table Categorize applies, first match wins, each rule
-// tried on every frame of a stack from the innermost out. What no rule
-// matches is event.CategoryOther: never a guess (docs/pytorch.md).
+// Rules is the built-in table Categorize applies, first match wins, each
+// rule tried on every frame of a stack from the innermost out. What no
+// rule matches is event.CategoryOther, and the import says how much that
+// was: never a guess (docs/pytorch.md).
 var Rules = []Rule{
 	// KV caches: transformers' caches and paged-attention pools.
 	{Name: "update", File: "cache_utils", Category: event.CategoryKVCache},
@@ -38,46 +52,187 @@ var Rules = []Rule{
 	{Name: "reset_parameters", Category: event.CategoryWeights},
 }
 
+// Library lists the path parts of code that is not the user's: a frame
+// whose file contains one is folded when a stack is named by its user's
+// frames.
+var Library = []string{"/torch/", "/transformers/", "/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ", "/accelerate/", "/vllm/"}
+
+// A RuleSet is what categorizes a snapshot's blocks and tells the user's
+// frames from the libraries': the rules, first match wins, and the path
+// parts of library code.
+type RuleSet struct {
+	Rules   []Rule
+	Library []string
+}
+
+// DefaultRules is the built-in RuleSet: Rules and Library.
+func DefaultRules() *RuleSet {
+	return &RuleSet{Rules: slices.Clone(Rules), Library: slices.Clone(Library)}
+}
+
+// rulesFile is the JSON of a user's rules file (docs/pytorch.md).
+type rulesFile struct {
+	Rules []struct {
+		Rule
+		Category string `json:"category"`
+	} `json:"rules"`
+	Library []string `json:"library"`
+	// Replace drops the built-in rules and library paths: the file's are
+	// all there is.
+	Replace bool `json:"replace"`
+}
+
+// ReadRules reads a user's rules, JSON: {"rules": [{"name": …, "file": …,
+// "annotation": …, "category": "kv_cache"}, …], "library": ["/mylib/"],
+// "replace": false}. The file's rules come before the built-in ones (so
+// they win), its library paths join the built-in ones; with "replace"
+// they are the only ones. A rule that matches nothing, a category that
+// does not exist or a field this version does not know is an error that
+// names it.
+func ReadRules(r io.Reader) (*RuleSet, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var f rulesFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	var own []Rule
+	for i, r := range f.Rules {
+		c, err := event.ParseCategory(r.Category)
+		if err != nil || c == event.CategoryNone {
+			return nil, fmt.Errorf("rules: rule %d: category %q is not one of %s", i+1, r.Category, strings.Join(categoryNames(), ", "))
+		}
+		if r.Name == "" && r.File == "" && r.Annotation == "" {
+			return nil, fmt.Errorf("rules: rule %d (%s) has none of name, file and annotation: it would match every block", i+1, r.Category)
+		}
+		if r.Annotation != "" {
+			if _, err := path.Match(r.Annotation, ""); err != nil {
+				return nil, fmt.Errorf("rules: rule %d: annotation pattern %q: %w", i+1, r.Annotation, err)
+			}
+		}
+		r.Rule.Category = c
+		own = append(own, r.Rule)
+	}
+	for _, p := range f.Library {
+		if p == "" {
+			return nil, errors.New("rules: an empty library path would fold every frame")
+		}
+	}
+	if f.Replace {
+		return &RuleSet{Rules: own, Library: f.Library}, nil
+	}
+	return &RuleSet{Rules: append(own, Rules...), Library: append(slices.Clone(f.Library), Library...)}, nil
+}
+
+// ReadRulesFile is ReadRules of the file at name.
+func ReadRulesFile(name string) (*RuleSet, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	defer f.Close()
+	rs, err := ReadRules(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return rs, nil
+}
+
+func categoryNames() []string {
+	var out []string
+	for c := event.CategoryWeights; c.Valid(); c++ {
+		out = append(out, c.String())
+	}
+	return out
+}
+
 // Categorize is the category of a block allocated at frames (innermost
-// first) by Rules.
+// first) by the built-in Rules, with no annotation open.
 func Categorize(frames []Frame) event.Category {
-	for _, r := range Rules {
+	c, _ := DefaultRules().Categorize(frames, nil)
+	return c
+}
+
+// Categorize is the category of a block allocated at frames (innermost
+// first) while the annotations open were open (outermost first), and the
+// index of the rule that gave it; -1 and CategoryOther when none matched.
+func (rs *RuleSet) Categorize(frames []Frame, open []string) (event.Category, int) {
+	for i, r := range rs.Rules {
+		if r.Annotation != "" {
+			if !slices.ContainsFunc(open, r.annotation) {
+				continue
+			}
+			if r.Name == "" && r.File == "" {
+				return r.Category, i
+			}
+		}
 		for _, f := range frames {
 			if r.matches(f) {
-				return r.Category
+				return r.Category, i
 			}
 		}
 	}
-	return event.CategoryOther
+	return event.CategoryOther, -1
+}
+
+// hasAnnotationRules reports whether a rule needs the annotations open.
+func (rs *RuleSet) hasAnnotationRules() bool {
+	return slices.ContainsFunc(rs.Rules, func(r Rule) bool { return r.Annotation != "" })
+}
+
+func (r Rule) annotation(name string) bool {
+	if name == r.Annotation {
+		return true
+	}
+	ok, _ := path.Match(r.Annotation, name)
+	return ok
 }
 
 func (r Rule) matches(f Frame) bool {
-	if f.Name != r.Name && !strings.HasSuffix(f.Name, "."+r.Name) {
+	if r.Name != "" && f.Name != r.Name && !strings.HasSuffix(f.Name, "."+r.Name) {
 		return false
 	}
 	return r.File == "" || strings.Contains(f.Filename, r.File)
 }
 
-// library lists the path parts of code that is not the user's: frames
-// there are folded when a stack is named by its user frame.
-var library = []string{"/torch/", "/transformers/", "/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ", "/accelerate/", "/vllm/"}
+// library reports whether f is a library's frame (or one with no file,
+// as an unresolved C++ frame).
+func (rs *RuleSet) library(f Frame) bool {
+	if f.Filename == "" || f.Filename == "??" {
+		return true
+	}
+	for _, p := range rs.Library {
+		if strings.Contains(f.Filename, p) {
+			return true
+		}
+	}
+	return false
+}
 
-// UserFrame returns the innermost frame of the user's own code: not in
-// torch, transformers, the interpreter or an installed package; the
-// innermost frame when all are.
+// UserFrames are the frames of the user's own code in frames (innermost
+// first, as PyTorch gives them), outermost first, as a Python traceback
+// reads: everything not in torch, transformers, the interpreter or an
+// installed package (Library). None when every frame is a library's.
+func (rs *RuleSet) UserFrames(frames []Frame) []Frame {
+	var out []Frame
+	for i := len(frames) - 1; i >= 0; i-- {
+		if !rs.library(frames[i]) {
+			out = append(out, frames[i])
+		}
+	}
+	return out
+}
+
+// UserFrame returns the innermost frame of the user's own code by the
+// built-in Library: not in torch, transformers, the interpreter or an
+// installed package; the innermost frame, and false, when all are.
 func UserFrame(frames []Frame) (Frame, bool) {
+	return DefaultRules().userFrame(frames)
+}
+
+func (rs *RuleSet) userFrame(frames []Frame) (Frame, bool) {
 	for _, f := range frames {
-		if f.Filename == "" || f.Filename == "??" {
-			continue
-		}
-		lib := false
-		for _, p := range library {
-			if strings.Contains(f.Filename, p) {
-				lib = true
-				break
-			}
-		}
-		if !lib {
+		if !rs.library(f) {
 			return f, true
 		}
 	}
@@ -87,8 +242,12 @@ func UserFrame(frames []Frame) (Frame, bool) {
 	return Frame{}, false
 }
 
-// label is a block's label: the function of its user frame.
-func label(frames []Frame) string {
-	f, _ := UserFrame(frames)
-	return f.Name
+// label is a block's label: the function of its user frame and where,
+// "forward (model.py:52)".
+func (rs *RuleSet) label(frames []Frame) string {
+	f, _ := rs.userFrame(frames)
+	if f.Filename == "" || f.Filename == "??" {
+		return f.Name
+	}
+	return fmt.Sprintf("%s (%s:%d)", f.Name, path.Base(f.Filename), f.Line)
 }

@@ -23,6 +23,15 @@ type ImportOptions struct {
 	// Progress, if set, is called now and then with the bytes of the
 	// snapshot read so far.
 	Progress func(read int64)
+	// Rules categorize the blocks and tell the user's frames from the
+	// libraries'; nil is DefaultRules.
+	Rules *RuleSet
+	// Step names the steps: an annotation's name (a record_function
+	// range; a path.Match pattern such as "ProfilerStep#*" names them
+	// all) or a function of the user's frames ("forward", "generate").
+	// "" takes the annotation recorded most often, if any; "none" makes
+	// no steps.
+	Step string
 }
 
 // Imported is what Import read and wrote.
@@ -40,6 +49,43 @@ type Imported struct {
 	Other map[int]int
 	// Truncated is why the snapshot ended early ("" when it did not).
 	Truncated string
+	// Steps are the trace's steps, in order, and StepsFrom what made
+	// them ("annotation ProfilerStep#*", "frame forward"); NoSteps says,
+	// when there are none, what the verdicts that need them would need.
+	Steps     []StepSummary
+	StepsFrom string
+	NoSteps   string
+	// Categories are the blocks allocated (in the trace and before it)
+	// by category; Unmatched the sites whose blocks no rule matched
+	// (category other), most bytes first, the first ten.
+	Categories map[event.Category]Count
+	Unmatched  []SiteCount
+}
+
+// StepSummary is what one step allocated and what of it outlived it.
+type StepSummary struct {
+	Label string
+	// BeginNS and EndNS are its begin and end, nanoseconds from the
+	// trace's start.
+	BeginNS, EndNS int64
+	// Allocated is what it allocated; LeftAlive what of that was alive
+	// when it ended; AliveAtEnd what was still alive at the trace's end.
+	Allocated, LeftAlive, AliveAtEnd Count
+}
+
+// Count is a number of blocks and their bytes.
+type Count struct {
+	Blocks int
+	Bytes  uint64
+}
+
+func (c *Count) add(size uint64) { c.Blocks++; c.Bytes += size }
+func (c *Count) sub(size uint64) { c.Blocks--; c.Bytes -= size }
+
+// SiteCount is a site and its blocks.
+type SiteCount struct {
+	Site string
+	Count
 }
 
 // Import reads the snapshot open opens and writes it to the trace file out as
@@ -87,7 +133,7 @@ func importTrace(open func() (io.ReadCloser, error), out string, opts ImportOpti
 	if err != nil {
 		return nil, 0, err
 	}
-	c := newConverter(body)
+	c := newConverter(body, opts.Rules)
 	chosen := -1 // the trace (Read's index) imported, once it comes
 	others := map[int]int{}
 	snap, rerr := Read(r, func(t int, e *Entry) error {
@@ -142,7 +188,17 @@ func importTrace(open func() (io.ReadCloser, error), out string, opts ImportOpti
 		}
 		c.atEnd(s)
 	}
-	n, pre, err := c.write(out, tmpPath, res.Truncated)
+	var annotations []Annotation
+	for _, a := range snap.Annotations {
+		if a.Device == res.Device || a.Device < 0 {
+			annotations = append(annotations, a)
+		}
+	}
+	steps, err := c.steps(opts.Step, annotations)
+	if err != nil {
+		return nil, 0, err
+	}
+	n, pre, err := c.write(out, tmpPath, res.Truncated, steps, res)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -167,6 +223,7 @@ type block struct {
 // before it began.
 type converter struct {
 	body    *timeline.Writer
+	rules   *RuleSet
 	seq     uint64
 	t0      int64 // the first entry's time_us
 	last    int64 // the latest event's time, ns
@@ -239,8 +296,11 @@ func overlap(rs []rng, r rng) uint64 {
 	return n
 }
 
-func newConverter(body *timeline.Writer) *converter {
-	return &converter{body: body, strings: map[string]event.StringID{}, sites: map[string]event.SiteID{}, bySlice: map[*Frame]siteInfo{},
+func newConverter(body *timeline.Writer, rules *RuleSet) *converter {
+	if rules == nil {
+		rules = DefaultRules()
+	}
+	return &converter{body: body, rules: rules, strings: map[string]event.StringID{}, sites: map[string]event.SiteID{}, bySlice: map[*Frame]siteInfo{},
 		alive: map[uint64]block{}, segs: map[uint64]block{}, seen: map[uint64]bool{},
 		preBlock: map[uint64]block{}, preSeg: map[uint64]block{}, freed: map[uint64]bool{}}
 }
@@ -276,7 +336,8 @@ func (c *converter) stack(frames []Frame) siteInfo {
 	if si, ok := c.bySlice[&frames[0]]; ok && si.n == len(frames) {
 		return si
 	}
-	si := siteInfo{site: c.site(frames), category: Categorize(frames), label: c.str(label(frames)), n: len(frames)}
+	cat, _ := c.rules.Categorize(frames, nil)
+	si := siteInfo{site: c.site(frames), category: cat, label: c.str(c.rules.label(frames)), n: len(frames)}
 	if len(c.bySlice) >= 1<<16 {
 		clear(c.bySlice)
 	}
@@ -285,7 +346,8 @@ func (c *converter) stack(frames []Frame) siteInfo {
 }
 
 // site interns a stack as a site: its frames innermost first, as PyTorch
-// gives them.
+// gives them, and the user's own frames among them, outermost first, as
+// its Stack (what names it: event.Site).
 func (c *converter) site(frames []Frame) event.SiteID {
 	if len(frames) == 0 {
 		return 0
@@ -302,6 +364,9 @@ func (c *converter) site(frames []Frame) event.SiteID {
 	s := event.Site{Frames: make([]event.Frame, len(frames))}
 	for i, f := range frames {
 		s.Frames[i] = event.Frame{Func: f.Name, File: f.Filename, Line: f.Line}
+	}
+	for _, f := range c.rules.UserFrames(frames) {
+		s.Stack = append(s.Stack, event.Frame{Func: f.Name, File: f.Filename, Line: f.Line})
 	}
 	c.body.DefineSite(id, s)
 	c.defs = append(c.defs, timeline.SiteDef{ID: id, Site: s})
@@ -423,15 +488,18 @@ func (c *converter) atEnd(s Segment) {
 			continue // a block pending free was let go by the program (memory_viz counts only allocated ones)
 		}
 		if !c.seen[b.Address] {
-			c.preBlock[b.Address] = block{size: b.Size, category: Categorize(b.Frames), site: c.site(b.Frames), label: c.str(label(b.Frames))}
+			si := c.stack(b.Frames)
+			c.preBlock[b.Address] = block{size: b.Size, category: si.category, site: si.site, label: si.label}
 		}
 	}
 }
 
 // write writes out: the definitions, what was alive before the first
 // entry (at time 0, with a mark saying the history starts late), then
-// the entries' events from the temporary trace, renumbered after them.
-func (c *converter) write(out, tmp, truncated string) (uint64, int, error) {
+// the entries' events from the temporary trace, renumbered after them,
+// with the steps as scopes around them (see stepper), and the blocks
+// allocated under annotations categorized again when a rule needs them.
+func (c *converter) write(out, tmp, truncated string, steps *stepper, res *Imported) (uint64, int, error) {
 	w, err := timeline.Create(out)
 	if err != nil {
 		return 0, 0, err
@@ -449,12 +517,18 @@ func (c *converter) write(out, tmp, truncated string) (uint64, int, error) {
 			w.DefineSite(d.ID, d.Site)
 		}
 	}
+	nextString := event.StringID(len(c.strings))
+	define := func(s string) event.StringID {
+		nextString++
+		w.DefineString(nextString, s)
+		return nextString
+	}
+	tally := newTally(c)
 	var seq uint64
 	pre := len(c.preSeg) + len(c.preBlock)
 	if pre > 0 {
 		seq++
-		w.DefineString(event.StringID(len(c.strings)+1), "history starts late: the snapshot's trace had dropped its oldest entries (max_entries); what was alive before its first entry is allocated here")
-		w.Emit(event.Event{Seq: seq, Kind: event.KindMark, Label: event.StringID(len(c.strings) + 1)})
+		w.Emit(event.Event{Seq: seq, Kind: event.KindMark, Label: define("history starts late: the snapshot's trace had dropped its oldest entries (max_entries); what was alive before its first entry is allocated here")})
 		for _, a := range slices.Sorted(maps.Keys(c.preSeg)) {
 			b := c.preSeg[a]
 			seq++
@@ -463,14 +537,26 @@ func (c *converter) write(out, tmp, truncated string) (uint64, int, error) {
 		for _, a := range slices.Sorted(maps.Keys(c.preBlock)) {
 			b := c.preBlock[a]
 			seq++
-			w.Emit(event.Event{Seq: seq, Kind: event.KindAlloc, Addr: a, Size: b.size, Requested: b.size, Category: b.category, Site: b.site, Label: b.label})
+			e := event.Event{Seq: seq, Kind: event.KindAlloc, Addr: a, Size: b.size, Requested: b.size, Category: b.category, Site: b.site, Label: b.label}
+			tally.alloc(&e, nil)
+			w.Emit(e)
 		}
 	}
+	emit := func(e event.Event) {
+		seq++
+		e.Seq = seq
+		w.Emit(e)
+	}
+	if steps.none != "" {
+		emit(event.Event{Kind: event.KindMark, Label: define(steps.none)})
+	}
+	steps.define, steps.emit, steps.onEnd = define, emit, tally.stepEnded
 	r, err := timeline.Open(tmp)
 	if err != nil {
 		return fail(err)
 	}
 	defer r.Close()
+	var last int64
 	for {
 		e, err := r.ReadEvent()
 		if errors.Is(err, io.EOF) {
@@ -479,10 +565,32 @@ func (c *converter) write(out, tmp, truncated string) (uint64, int, error) {
 		if err != nil {
 			return fail(fmt.Errorf("import: read back: %w", err))
 		}
-		seq++
-		e.Seq = seq
-		w.Emit(e)
+		steps.before(&e)
+		switch e.Kind {
+		case event.KindAlloc:
+			tally.alloc(&e, steps)
+			if id, _ := steps.current(); id != 0 {
+				e.Scope = id
+				if e.Category != event.CategoryWeights && e.Category != event.CategoryKVCache {
+					// Weights and KV caches are meant to outlive a step
+					// (a cache that grows is growth); the rest is the
+					// step's own, or handed to the next one.
+					e.Expect = event.ScopeStep
+				}
+			}
+		case event.KindFree:
+			tally.free(&e)
+		case event.KindOOM:
+			if id, _ := steps.current(); id != 0 {
+				e.Scope = id
+			}
+		}
+		last = e.Time
+		emit(e)
 	}
+	steps.finish(last)
+	res.Steps, res.StepsFrom, res.NoSteps = tally.steps(steps), steps.from, steps.none
+	res.Categories, res.Unmatched = tally.cats, tally.unmatched()
 	if truncated != "" {
 		err = w.CloseWithReason("snapshot cut short: " + truncated)
 	} else {

@@ -22,7 +22,7 @@ func opener(path string) func() (io.ReadCloser, error) {
 // Another device's trace imports in a second pass: device 2's 50 blocks
 // of 512 B, allocated and never freed, in its segment, which its trace
 // never allocated (so it was there before: the late-history mark and the
-// segment come first); device 0's 1206 entries (a segment, 400 blocks'
+// segment come first), and the mark saying there are no steps; device 0's 1206 entries (a segment, 400 blocks'
 // alloc, free_requested and free_completed, and five more) are skipped.
 // A device without a trace is an error naming the devices there are.
 func TestImportDevice(t *testing.T) {
@@ -32,7 +32,7 @@ func TestImportDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := readCounts(t, out)
-	if res.Device != 2 || c.byKind[event.KindAlloc] != 50 || c.events != 52 || res.PreHistory != 1 || res.Other[0] != 1+3*400+5 {
+	if res.Device != 2 || c.byKind[event.KindAlloc] != 50 || c.events != 53 || res.PreHistory != 1 || res.Other[0] != 1+3*400+5 {
 		t.Errorf("device %d: %d allocs of %d events, pre-history %d, others %v; want device 2, 50 of 52, 1, device 0's 1206 skipped", res.Device, c.byKind[event.KindAlloc], c.events, res.PreHistory, res.Other)
 	}
 	if _, err := Import(opener("testdata/snap.p4.pickle"), out, ImportOptions{Device: 1}); err == nil || !strings.Contains(err.Error(), "[0 2]") {
@@ -95,11 +95,16 @@ func TestImport(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := readCounts(t, out)
-		want := map[event.Kind]int{event.KindAlloc: 401, event.KindFree: 400, event.KindSegmentAlloc: 2, event.KindSegmentFree: 1, event.KindOOM: 1, event.KindMark: 1}
+		want := map[event.Kind]int{event.KindAlloc: 401, event.KindFree: 400, event.KindSegmentAlloc: 2, event.KindSegmentFree: 1, event.KindOOM: 1, event.KindMark: 2}
 		for k, n := range want {
 			if c.byKind[k] != n {
 				t.Errorf("%s: %d %s events, want %d", name, c.byKind[k], k, n)
 			}
+		}
+		// The marks: the snapshot entry's, and the one that says there
+		// are no steps (no annotation).
+		if len(c.marks) != 2 || !strings.HasPrefix(c.marks[0], "no steps") || c.marks[1] != "snapshot" {
+			t.Errorf("%s: marks %q, want no steps, then the snapshot", name, c.marks)
 		}
 		if c.oomFree != 3<<20 || res.Device != 0 || res.Other[2] != 50 || res.PreHistory != 0 || uint64(c.events) != res.Events {
 			t.Errorf("%s: oom free %d, device %d, other %v, pre-history %d, events %d of %d", name, c.oomFree, res.Device, res.Other, res.PreHistory, c.events, res.Events)

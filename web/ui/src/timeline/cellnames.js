@@ -72,6 +72,8 @@ export class CellNames {
 
   /** frame names one notebook frame ({cell, line, func}): "In [1], cell 3, line 2 (prefill)" in a helper, its line alone at a cell's top level. */
   frame(f) {
-    return `${this.line(f.cell, f.line)}${f.func && f.func !== "<toplevel>" ? ` (${f.func})` : ""}`;
+    // A program's frame (a PyTorch snapshot's user's code) has a file, not a cell: "model.py:42 (forward)".
+    const where = !f.cell && f.file ? `${f.file.split("/").slice(-2).join("/")}:${f.line}` : this.line(f.cell, f.line);
+    return `${where}${f.func && f.func !== "<toplevel>" ? ` (${f.func})` : ""}`;
   }
 }

@@ -23,3 +23,10 @@ test("without a notebook on the page the trace's places name the cells", () => {
     "In [2], cell 4, line 2 → cell y, line 3 (prefill)");
   assert.equal(n.stack([]), "");
 });
+
+test("a program's frames (a PyTorch snapshot's user code) are named by file and line, as analyze.CellNames names them", () => {
+  const n = new CellNames(page([]));
+  assert.equal(n.stack([{ file: "/home/u/train.py", line: 12, func: "step" }, { file: "/home/u/model.py", line: 40, func: "forward" }]),
+    "u/train.py:12 (step) → u/model.py:40 (forward)");
+  assert.equal(n.frame({ file: "run.py", line: 3, func: "<module>" }), "run.py:3 (<module>)");
+});

@@ -21,17 +21,25 @@ export function frameText(names, f) {
 }
 
 function cellLink(names, f, attrs = {}, text = frameText(names, f)) {
+  // A program's frame (a PyTorch snapshot's) is its file's line: no cell to go to.
+  if (!f.cell && f.file) return el("code", { title: `${f.file}:${f.line}`, ...attrs }, text);
   const a = el("a", { href: `#cell-${f.cell}`, class: "lt-link", title: names.title(f.cell), ...attrs }, text);
   a.addEventListener("click", (ev) => { ev.preventDefault(); document.dispatchEvent(new CustomEvent("linger:goto-cell", { detail: { cellId: f.cell, line: f.line } })); });
   return a;
 }
 
-/** goFrames folds a site's Go frames behind a disclosure. */
+/** program reports whether a site is a program's (a PyTorch snapshot's): its stack is the user's own frames, its frames the whole stack. */
+function program(site) {
+  return !site?.cell && site?.stack?.length > 0 && !site.stack[0].cell;
+}
+
+/** goFrames folds a site's Go frames (a program's whole stack) behind a disclosure. */
 function goFrames(site) {
   const fs = site?.frames || [];
   if (!fs.length) return null;
+  const what = program(site) ? `the whole stack: ${fs.length} frame${fs.length === 1 ? "" : "s"}, libraries' included` : `${fs.length} interpreter and engine frame${fs.length === 1 ? "" : "s"} (Go)`;
   return el("details", { class: "lt-go", "data-testid": "detail-go-frames" },
-    el("summary", {}, `${fs.length} interpreter and engine frame${fs.length === 1 ? "" : "s"} (Go)`),
+    el("summary", {}, what),
     el("code", {}, fs.map((f) => `${f.func} ${f.file}:${f.line}`).join("\n")));
 }
 
@@ -55,7 +63,7 @@ export async function renderDetail(view, o) {
   const names = view.names, site = o.site, gen = (view.detailGen = (view.detailGen || 0) + 1);
   // A cell the names do not know yet (run since the findings last
   // loaded): learn it from the report first.
-  if (starlarkFrames(site).some((f) => !names.cells.has(f.cell))) {
+  if (starlarkFrames(site).some((f) => f.cell && !names.cells.has(f.cell))) {
     try { names.learn((await view.source.report()).cells); } catch { /* named by place, or id */ }
     if (gen !== view.detailGen) return; // another object opened meanwhile
   }
@@ -74,7 +82,7 @@ export async function renderDetail(view, o) {
     // The line that made it, then the whole notebook stack when a
     // helper made it (outermost first, as a Python traceback).
     const made = frames[frames.length - 1];
-    row("made at", cellLink(names, made, { "data-testid": "detail-cell" }, names.line(made.cell, made.line)));
+    row("made at", cellLink(names, made, { "data-testid": "detail-cell" }, made.cell ? names.line(made.cell, made.line) : names.frame(made)));
     if (frames.length > 1) {
       const ol = el("ol", { class: "lt-stack", "data-testid": "detail-stack" });
       for (const f of frames) ol.append(el("li", {}, cellLink(names, f)));
@@ -82,7 +90,7 @@ export async function renderDetail(view, o) {
     }
   } else row("made at", site ? "outside any cell" : "unknown");
   const go = goFrames(site);
-  if (go) row(frames.length ? "Go frames" : "stack", go);
+  if (go) row(program(site) ? "whole stack" : frames.length ? "Go frames" : "stack", go);
   const dl = el("dl", {});
   for (const [k, v] of rows) dl.append(el("dt", {}, k), el("dd", {}, v));
   view.detail.replaceChildren(el("h2", { class: "lt-h" }, o.label || "(no label)"), dl);

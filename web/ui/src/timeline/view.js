@@ -870,6 +870,8 @@ export class TimelineView {
     const table = new Map((r.site_table || []).map((s) => [s.id, s]));
     const short = (row) => {
       const s = table.get(row?.site_id);
+      // A program's site (a PyTorch snapshot's) by its innermost user frame.
+      if (s?.stack?.length && !s.stack[0].cell && s.stack[0].file) return this.names.frame(s.stack[s.stack.length - 1]);
       if (s?.stack?.length) return this.names.stack(s.stack);
       const f = s?.frames?.[0];
       return f ? `${f.func} ${f.file.split("/").slice(-2).join("/")}:${f.line}` : row?.site || "";
@@ -880,6 +882,9 @@ export class TimelineView {
       list.append(li);
     };
     const end = r.duration_ns || this.source.end();
+    // A trace without scopes (a PyTorch snapshot without steps) says
+    // what the verdicts by step would need.
+    if (r.needs) item(r.needs);
     // An allocation that failed first: what it asked for and where, what
     // the device's limit left free, and what was alive (the largest
     // categories); each opens the allocator as it was then.
