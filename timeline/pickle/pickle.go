@@ -649,7 +649,9 @@ const (
 	opREADONLYBUFFER  = 0x98
 )
 
-var refused = map[byte]string{
+// refused names the opcodes that find or call code by name, by opcode
+// (an array: step asks it of every opcode).
+var refused = [256]string{
 	opGLOBAL: "GLOBAL", opSTACKGLOBAL: "STACK_GLOBAL", opREDUCE: "REDUCE", opBUILD: "BUILD",
 	opINST: "INST", opOBJ: "OBJ", opNEWOBJ: "NEWOBJ", opNEWOBJEX: "NEWOBJ_EX",
 	opPERSID: "PERSID", opBINPERSID: "BINPERSID", opEXT1: "EXT1", opEXT2: "EXT2", opEXT4: "EXT4",
@@ -676,7 +678,7 @@ func opName(op byte) string {
 	if n, ok := names[op]; ok {
 		return n
 	}
-	if n, ok := refused[op]; ok {
+	if n := refused[op]; n != "" {
 		return n
 	}
 	return fmt.Sprintf("%#02x", op)
@@ -684,7 +686,7 @@ func opName(op byte) string {
 
 // step runs one opcode; done is STOP's.
 func (d *Decoder) step(op byte) (done bool, err error) {
-	if n, ok := refused[op]; ok {
+	if n := refused[op]; n != "" {
 		return false, fmt.Errorf("%w: opcode %s finds or calls code by name; a snapshot is plain data, and this reader never runs a pickle's code", ErrRefused, n)
 	}
 	switch op {

@@ -12,6 +12,7 @@ package torchsnap
 import (
 	"bufio"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -234,7 +235,7 @@ func readPickle(r io.Reader, fn EntryFunc, opts Options) (*Snapshot, error) {
 	snap := &Snapshot{}
 	sk := skipped{}
 	traces := map[*pickle.List]int{}
-	frames := map[*pickle.List][]Frame{} // shared stacks, converted once
+	frames := newStackTable() // stacks, converted once and shared
 	var e Entry
 	po := opts.Pickle
 	po.Stream = func(first any) bool {
@@ -252,9 +253,9 @@ func readPickle(r io.Reader, fn EntryFunc, opts Options) (*Snapshot, error) {
 	po.Compact = func(v any) any {
 		switch x := v.(type) {
 		case *pickle.List:
-			return &stack{pickledFrames(x, frames)}
+			return frames.list(x)
 		case *pickle.Dict:
-			if f, ok := pickledFrame(x); ok {
+			if f := frames.frame(x); f != nil {
 				return f
 			}
 			return nil
@@ -363,7 +364,7 @@ func readPickle(r io.Reader, fn EntryFunc, opts Options) (*Snapshot, error) {
 	return snap, nil
 }
 
-func pickledEntry(d *pickle.Dict, e *Entry, frames map[*pickle.List][]Frame, sk skipped) error {
+func pickledEntry(d *pickle.Dict, e *Entry, frames *stackTable, sk skipped) error {
 	for _, it := range d.Items {
 		k, _ := it.Key.(string)
 		switch k {
@@ -399,7 +400,7 @@ func pickledEntry(d *pickle.Dict, e *Entry, frames map[*pickle.List][]Frame, sk 
 	return nil
 }
 
-func pickledSegment(d *pickle.Dict, frames map[*pickle.List][]Frame, sk skipped) Segment {
+func pickledSegment(d *pickle.Dict, frames *stackTable, sk skipped) Segment {
 	var s Segment
 	for _, it := range d.Items {
 		k, _ := it.Key.(string)
@@ -489,37 +490,106 @@ func pickledSegment(d *pickle.Dict, frames map[*pickle.List][]Frame, sk skipped)
 // segment's.
 const noAddress = ^uint64(0)
 
-// stack is a list of frames the memo keeps, converted, once the entry
-// that first held it has been streamed.
+// stack is a list of frames converted, as the memo keeps it once the
+// entry that first held it has been streamed: one per distinct stack
+// (stackTable), however many lists PyTorch wrote of it.
 type stack struct{ frames []Frame }
 
-// pickledFrames converts a list of frame dicts, once per list: PyTorch
-// shares the list of one stack between the entries it caused. A list
-// already compacted (stack) is given as it was converted.
-func pickledFrames(v any, cache map[*pickle.List][]Frame) []Frame {
+// frameRef is a frame dict converted, as the memo keeps it: its frame and
+// an id that names it in a stack's key.
+type frameRef struct {
+	Frame
+	id uint32
+}
+
+// stackTable converts frame dicts and lists of them, and keeps one copy
+// of each distinct stack. PyTorch's writer (py_symbolize) makes one dict
+// per distinct frame, shared, but one list per traceback it gathered:
+// every allocation gathers its own, so most entries bring a list of
+// their own, and its free entries refer to it again, however much later.
+// The memo must keep each list; kept as the one copy of its stack, a
+// list costs the memo's slot and nothing more, whatever the trace's
+// length.
+type stackTable struct {
+	// byKey holds each distinct stack, by its frames' ids.
+	byKey map[string]*stack
+	key   []byte
+	// Within a batch of entries (before the memo is compacted), the dicts
+	// and lists met, converted: a dict or list met again in the batch is
+	// the same value, and the memo then keeps what was made of it.
+	dicts  map[*pickle.Dict]*frameRef
+	lists  map[*pickle.List]*stack
+	nextID uint32
+}
+
+func newStackTable() *stackTable {
+	return &stackTable{byKey: map[string]*stack{}, dicts: map[*pickle.Dict]*frameRef{}, lists: map[*pickle.List]*stack{}}
+}
+
+// frame converts a frame dict ({filename, line, name}), once per dict; nil
+// for a dict that is not a frame.
+func (t *stackTable) frame(d *pickle.Dict) *frameRef {
+	if f, ok := t.dicts[d]; ok {
+		return f
+	}
+	fr, ok := pickledFrame(d)
+	if !ok {
+		return nil
+	}
+	t.nextID++
+	f := &frameRef{Frame: fr, id: t.nextID}
+	if len(t.dicts) >= 1<<14 {
+		clear(t.dicts) // it saves work within a batch; the memo keeps the rest (frameRef)
+	}
+	t.dicts[d] = f
+	return f
+}
+
+// list converts a list of frame dicts to the one copy of its stack.
+func (t *stackTable) list(l *pickle.List) *stack {
+	if s, ok := t.lists[l]; ok {
+		return s
+	}
+	refs := make([]*frameRef, 0, len(l.Items))
+	t.key = t.key[:0]
+	for _, fv := range l.Items {
+		var f *frameRef
+		switch x := fv.(type) {
+		case *pickle.Dict:
+			f = t.frame(x)
+		case *frameRef:
+			f = x
+		}
+		if f == nil {
+			continue
+		}
+		refs = append(refs, f)
+		t.key = binary.LittleEndian.AppendUint32(t.key, f.id)
+	}
+	s, ok := t.byKey[string(t.key)]
+	if !ok {
+		fs := make([]Frame, len(refs))
+		for i, f := range refs {
+			fs[i] = f.Frame
+		}
+		s = &stack{fs}
+		t.byKey[string(t.key)] = s
+	}
+	if len(t.lists) >= 1<<12 {
+		clear(t.lists)
+	}
+	t.lists[l] = s
+	return s
+}
+
+// pickledFrames is a stack's frames: a list of frame dicts, or one the
+// memo kept (stack).
+func pickledFrames(v any, t *stackTable) []Frame {
 	switch x := v.(type) {
 	case *stack:
 		return x.frames
 	case *pickle.List:
-		if fs, ok := cache[x]; ok {
-			return fs
-		}
-		fs := make([]Frame, 0, len(x.Items))
-		for _, fv := range x.Items {
-			switch f := fv.(type) {
-			case *pickle.Dict:
-				if fr, ok := pickledFrame(f); ok {
-					fs = append(fs, fr)
-				}
-			case Frame:
-				fs = append(fs, f)
-			}
-		}
-		if len(cache) >= 1<<12 {
-			clear(cache) // it saves work within a batch of entries; the memo keeps the rest (stack)
-		}
-		cache[x] = fs
-		return fs
+		return t.list(x).frames
 	}
 	return nil
 }
