@@ -236,6 +236,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /notebooks/{path...}", s.handleNotebookPage)
 	handle("GET /timeline/{name}", s.handleTimelinePage)
 	handle("GET /compare", s.handleComparePage)
+	handle("GET /ranks", s.handleRanksPage)
 	// Static assets carry no secret and are served without the token, as
 	// Jupyter serves its own; their URLs are content-hashed.
 	mux.Handle("GET "+strings.TrimSuffix(s.opts.BaseURL, "/")+"/static/",
@@ -285,6 +286,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/timeline/traces/{name}/segments", s.handleTimelineSegments)
 	handle("GET /api/timeline/traces/{name}/file", s.handleTraceFile)
 	handle("GET /api/timeline/compare", s.handleCompare)
+	handle("GET /api/timeline/ranks", s.handleRanks)
 
 	handle("/api/{rest...}", s.handleAPINotFound)
 

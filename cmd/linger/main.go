@@ -41,7 +41,7 @@ import (
 var commands = map[string]cli.Command{
 	"generate":   {Summary: "run one request through the engine and write its trace", Run: runGenerate},
 	"trace":      {Summary: "analyze, export or compare traces (linger trace help)", Run: runTrace},
-	"open":       {Summary: "open a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) on its timeline, in the browser", Run: runOpen},
+	"open":       {Summary: "open a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) on its timeline, in the browser; several ranks' side by side", Run: runOpen},
 	"serve":      {Summary: "the notebook server (Jupyter Server API, kernels, timelines)", Run: runServe},
 	"singleuser": {Summary: "the notebook server as a JupyterHub single-user server (configured by the hub's environment)", Run: runSingleuser},
 	"run":        {Summary: "execute a notebook headless in a fresh kernel; fail on errors or a gate (lingering, duplicates, growth, peak, outside memory)", Run: runNotebook},

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -314,8 +315,12 @@ func checkBind(addr, host string, allowRemote bool) error {
 func serveURLs(addr net.Addr, baseURL, token string) []string {
 	tcp := addr.(*net.TCPAddr)
 	port := strconv.Itoa(tcp.Port)
+	sep := "?"
+	if strings.Contains(baseURL, "?") { // a page with its query (linger open's ranks)
+		sep = "&"
+	}
 	url := func(ip net.IP) string {
-		return fmt.Sprintf("http://%s%s?token=%s", net.JoinHostPort(ip.String(), port), baseURL, token)
+		return fmt.Sprintf("http://%s%s%stoken=%s", net.JoinHostPort(ip.String(), port), baseURL, sep, token)
 	}
 	if !tcp.IP.IsUnspecified() {
 		return []string{url(tcp.IP)}
