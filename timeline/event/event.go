@@ -310,6 +310,14 @@ const (
 	PoolOutside = 2 // memory taken from the device outside the caching allocator
 )
 
+// LabelExpandable is the label of a segment event that maps or unmaps a
+// range of an expandable segment (PyTorch's segment_map and
+// segment_unmap, with expandable_segments:True): a range of address
+// space, not a segment of its own. An unmap may cut any part of what
+// was mapped, across several maps, and contiguous mapped ranges are one
+// segment to the allocator.
+const LabelExpandable = "expandable segment"
+
 // Frame is one Go or notebook stack frame. A notebook (Starlark) frame
 // has the function's name in Func ("<toplevel>" for a cell's top level),
 // the cell id in File and the line in that cell in Line.

@@ -96,7 +96,7 @@ func Allocator(tr Trace, at At) (*AllocatorState, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := newState()
+	st := newState(tr)
 	oomLive := map[string]uint64{} // oom.live.* counters since the last oom
 	var oom *AllocatorOOM
 	var runs analyze.CellRuns
@@ -148,7 +148,7 @@ func Allocator(tr Trace, at At) (*AllocatorState, error) {
 
 	inSegs := map[*object]bool{}
 	blocks, i := 0, 0
-	for _, g := range st.liveSegments() {
+	for _, g := range st.allocatorSegments() {
 		if g.pool == event.PoolOutside {
 			continue
 		}

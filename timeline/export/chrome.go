@@ -86,7 +86,7 @@ func Chrome(w io.Writer, tr Trace, opts ChromeOptions) error {
 		return fmt.Errorf("chrome export: %w", err)
 	}
 	cw := &chromeWriter{tr: tr, sc: sc, ling: sc.ling, j: newJSONWriter(w),
-		st: newState(), lanes: make(map[event.ScopeKind][]int64),
+		st: newState(tr), lanes: make(map[event.ScopeKind][]int64),
 		lingObjs: make(map[uint64]*object), counters: make(map[string]*counterTrack)}
 	cw.start()
 	if err := tr.Replay(cw.event); err != nil {

@@ -66,16 +66,23 @@ type snapEncoder interface {
 //	  "active_size", "requested_size", "stream", "segment_type" (small or
 //	  large), "segment_pool_id", "is_expandable", "frames", "blocks":
 //	  [{"address", "size", "requested_size", "state" (active_allocated or
-//	  inactive), "frames", "category"}]}],
+//	  inactive), "frames", "category", "history" (allocated blocks:
+//	  [{"addr", "real_size", "frames"}])}]}],
 //	 "device_traces": [[{"action", "addr", "size", "stream", "time_us",
 //	  "frames", "category"}]]}
 //
 // Segments are those of the allocator alive at opts.At, each cut into
 // blocks that cover it exactly; memory taken outside the allocator is left
-// out. Trace actions are alloc, free_requested then free_completed for a
-// free, segment_alloc, segment_free, oom (with device_free instead of
-// addr) and a last "snapshot" entry at the instant, as PyTorch records one
-// when a snapshot is taken. Frames are the notebook frames first,
+// out. The mapped ranges of an expandable segment (event.LabelExpandable)
+// that lie end to end are one segment, is_expandable, as PyTorch lists
+// them. Trace actions are alloc, free_requested then free_completed for a
+// free, segment_alloc and segment_free (segment_map and segment_unmap for
+// an expandable segment's ranges), oom (with device_free instead of addr)
+// and a last "snapshot" entry at the instant, as PyTorch records one when
+// a snapshot is taken. An allocated block's history is the one entry
+// PyTorch 1.13 wrote (its address, requested bytes and frames), which
+// 1.13's torch.cuda._memory_viz reads; the current viewer reads the
+// block's own frames and requested_size. Frames are the notebook frames first,
 // innermost first, each with its cell as filename, named as the page
 // names it ("In [4], cell 8"; analyze.CellNames), and its function as
 // name ("<toplevel>" for the cell's own code), then Go frames, innermost
@@ -186,7 +193,7 @@ func memviz(enc snapEncoder, tr Trace, opts MemvizOptions) error {
 		}
 	}
 
-	m := &memvizWriter{enc: enc, tr: tr, st: newState(), cells: cells.Names(tr)}
+	m := &memvizWriter{enc: enc, tr: tr, st: newState(tr), cells: cells.Names(tr)}
 	enc.beginDict()
 	enc.key("device_traces")
 	enc.beginList()
@@ -252,7 +259,11 @@ func (m *memvizWriter) event(e event.Event, write bool) {
 	case event.KindSegmentAlloc, event.KindSegmentFree:
 		m.st.apply(e)
 		if write && !e.SegmentView().Outside() {
-			m.entry(e.Kind.String(), e.Addr, e.Size, e.Time, e.Site, "unknown")
+			action := e.Kind.String()
+			if m.st.expandable(e) {
+				action = map[event.Kind]string{event.KindSegmentAlloc: "segment_map", event.KindSegmentFree: "segment_unmap"}[e.Kind]
+			}
+			m.entry(action, e.Addr, e.Size, e.Time, e.Site, "unknown")
 		}
 	case event.KindOOM:
 		if !write {
@@ -346,7 +357,7 @@ func (m *memvizWriter) segments() {
 	objs := m.st.liveObjects()
 	m.enc.beginList()
 	i := 0
-	for _, g := range m.st.liveSegments() {
+	for _, g := range m.st.allocatorSegments() {
 		if g.pool == event.PoolOutside {
 			continue
 		}
@@ -412,7 +423,7 @@ func (m *memvizWriter) segment(g *segment, objs []*object) {
 	enc.key("segment_pool_id")
 	enc.pair(0, 0)
 	enc.key("is_expandable")
-	enc.bool(false)
+	enc.bool(g.mapped)
 	enc.key("frames")
 	m.frames(g.site)
 	enc.key("blocks")
@@ -447,6 +458,21 @@ func (m *memvizWriter) activeBlock(o *object) {
 	m.frames(o.site)
 	enc.key("category")
 	enc.str(categoryName(o.cat))
+	// PyTorch 1.13's block, for its torch.cuda._memory_viz: the
+	// allocation's address, requested bytes and stack in a history of
+	// one. The current viewer reads frames and requested_size, when a
+	// block has them, and passes over it.
+	enc.key("history")
+	enc.beginList()
+	enc.beginDict()
+	enc.key("addr")
+	enc.uint(o.addr)
+	enc.key("real_size")
+	enc.uint(requested(o.size, o.requested))
+	enc.key("frames")
+	m.frames(o.site)
+	enc.endDict()
+	enc.endList()
 	enc.endDict()
 }
 

@@ -10,8 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"linger/timeline/event"
+	"linger/timeline/event/eventtest"
+	"linger/timeline/memstate"
 )
 
 func TestLong1(t *testing.T) {
@@ -92,6 +97,7 @@ type snapshot struct {
 		RequestedSize uint64 `json:"requested_size"`
 		SegmentType   string `json:"segment_type"`
 		PoolID        []int  `json:"segment_pool_id"`
+		Expandable    bool   `json:"is_expandable"`
 		Blocks        []struct {
 			Address       uint64  `json:"address"`
 			Size          uint64  `json:"size"`
@@ -99,6 +105,11 @@ type snapshot struct {
 			State         string  `json:"state"`
 			Frames        []frame `json:"frames"`
 			Category      string  `json:"category"`
+			History       []struct {
+				Addr     uint64  `json:"addr"`
+				RealSize uint64  `json:"real_size"`
+				Frames   []frame `json:"frames"`
+			} `json:"history"`
 		} `json:"blocks"`
 	} `json:"segments"`
 	DeviceTraces [][]struct {
@@ -122,7 +133,9 @@ type frame struct {
 // checkSnapshot checks what memory_viz relies on: blocks that tile their
 // segment exactly (it recomputes their addresses by adding sizes), sizes
 // that add up, a category on every entry and block with "unknown" among
-// them, and the fields of each action.
+// them, and the fields of each action; and what PyTorch 1.13's reader
+// needs of an allocated block: a history of one with its address,
+// requested bytes and frames.
 func checkSnapshot(t *testing.T, data []byte) snapshot {
 	t.Helper()
 	var s snapshot
@@ -143,6 +156,11 @@ func checkSnapshot(t *testing.T, data []byte) snapshot {
 			if b.State == "active_allocated" {
 				alloc += b.Size
 				req += b.RequestedSize
+				if h := b.History; len(h) != 1 || h[0].Addr != b.Address || h[0].RealSize != b.RequestedSize || !slices.Equal(h[0].Frames, b.Frames) {
+					t.Errorf("block %#x: history %+v, want one entry with its address, requested size and frames", b.Address, h)
+				}
+			} else if b.History != nil {
+				t.Errorf("free block %#x has a history", b.Address)
 			}
 		}
 		if addr != g.Address+g.TotalSize || alloc != g.AllocatedSize || alloc != g.ActiveSize || req != g.RequestedSize {
@@ -167,7 +185,7 @@ func checkSnapshot(t *testing.T, data []byte) snapshot {
 			if e.DeviceFree == nil || e.Addr != nil {
 				t.Errorf("entry %d: oom with device_free %v, addr %v", i, e.DeviceFree, e.Addr)
 			}
-		case "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "snapshot":
+		case "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map", "segment_unmap", "snapshot":
 			if e.Addr == nil {
 				t.Errorf("entry %d (%s): no addr", i, e.Action)
 			}
@@ -376,5 +394,77 @@ func TestMemvizJSONTooBig(t *testing.T) {
 	MemvizJSONLimit = int64(whole.Len())
 	if err := MemvizJSON(io.Discard, tr, MemvizOptions{}); err != nil {
 		t.Errorf("JSON of exactly the limit: %v", err)
+	}
+}
+
+// expandableTrace maps four 20 MiB pages of an expandable segment
+// (event.LabelExpandable, as torchsnap imports PyTorch's segment_map and
+// segment_unmap) and a plain segment right after them; blocks fill the
+// first page and the start of the third and fourth; then the second
+// page, free, is unmapped, and a last unmap takes the fourth page's free
+// tail.
+func expandableTrace() *eventtest.Sink {
+	const page, base = 20 << 20, 0x7f20_0000_0000
+	m := new(eventtest.Sink)
+	m.DefineString(1, event.LabelExpandable)
+	m.DefineSite(1, event.Site{Frames: []event.Frame{{Func: "train_step", File: "/home/u/train.py", Line: 33}}})
+	for i := range uint64(4) {
+		m.Append(event.Event{Kind: event.KindSegmentAlloc, Addr: base + i*page, Size: page, Extra: event.PoolLarge, Label: 1})
+	}
+	m.Append(event.Event{Kind: event.KindSegmentAlloc, Addr: base + 4*page, Size: 2 << 20, Extra: event.PoolSmall})
+	m.Append(event.Event{Kind: event.KindAlloc, Addr: base, Size: page, Site: 1})
+	m.Append(event.Event{Kind: event.KindAlloc, Addr: base + 2*page, Size: 4 << 20, Site: 1})
+	m.Append(event.Event{Kind: event.KindAlloc, Addr: base + 3*page, Size: 4 << 20, Site: 1})
+	m.Append(event.Event{Kind: event.KindSegmentFree, Addr: base + page, Size: page, Extra: event.PoolLarge, Label: 1})
+	m.Append(event.Event{Kind: event.KindSegmentFree, Addr: base + 3*page + 8<<20, Size: page - 8<<20, Extra: event.PoolLarge, Label: 1})
+	for i := range m.Len() {
+		m.Events()[i].Time = int64(i) * 1000
+	}
+	return m
+}
+
+// An expandable segment's unmaps cut what was mapped wherever they fall,
+// and the contiguous mapped ranges left are one segment each, as
+// PyTorch's snapshot lists them: the first page alone (the second was
+// unmapped), then the third page and the fourth's first 8 MiB, with its
+// two blocks and the free space after each; the plain segment after
+// them stays its own. Maps and unmaps are written as such, and the
+// reserved bytes follow them: 80 MiB mapped and 2 MiB plain, less the
+// 20 MiB page and the 12 MiB tail unmapped.
+func TestMemvizExpandable(t *testing.T) {
+	const page, base = 20 << 20, 0x7f20_0000_0000
+	tr := expandableTrace()
+	js, _ := exportMemviz(t, tr, MemvizOptions{})
+	s := checkSnapshot(t, js)
+	type seg struct {
+		addr, size uint64
+		expandable bool
+		blocks     int
+	}
+	var got []seg
+	for _, g := range s.Segments {
+		got = append(got, seg{g.Address, g.TotalSize, g.Expandable, len(g.Blocks)})
+	}
+	want := []seg{{base, page, true, 1}, {base + 2*page, page + 8<<20, true, 4}, {base + 4*page, 2 << 20, false, 1}}
+	if !slices.Equal(got, want) {
+		t.Errorf("segments %+v\nwant     %+v", got, want)
+	}
+	var actions []string
+	for _, e := range s.DeviceTraces[0] {
+		actions = append(actions, e.Action)
+	}
+	if w := []string{"segment_map", "segment_map", "segment_map", "segment_map", "segment_alloc", "alloc", "alloc", "alloc", "segment_unmap", "segment_unmap", "snapshot"}; !slices.Equal(actions, w) {
+		t.Errorf("actions %q\nwant    %q", actions, w)
+	}
+	st, err := Allocator(tr, AtEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mem memstate.State
+	for _, e := range tr.Events() {
+		mem.Apply(&e)
+	}
+	if reserved := uint64(4*page + 2<<20 - page - (page - 8<<20)); st.Reserved != reserved || len(st.Segments) != 3 || mem.Tracks[memstate.Reserved] != reserved {
+		t.Errorf("allocator state: %d segments, %d reserved (the trace's track %d); want 3, %d", len(st.Segments), st.Reserved, mem.Tracks[memstate.Reserved], reserved)
 	}
 }

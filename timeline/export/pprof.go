@@ -87,7 +87,7 @@ func heapProfile(tr Trace, at At) (*profile.Profile, error) {
 // is the time of the trace's first event, cells the namer of the cells
 // run until then.
 func heapValues(tr Trace, in instant) (vals map[heapKey]*heapValue, first int64, cells *analyze.CellNames, err error) {
-	st := newState()
+	st := newState(tr)
 	var runs analyze.CellRuns
 	vals = make(map[heapKey]*heapValue)
 	value := func(k heapKey) *heapValue {

@@ -176,7 +176,7 @@ type object struct {
 	scope     event.ScopeID
 }
 
-// segment is a live segment.
+// segment is a live segment, or a mapped range of an expandable one.
 type segment struct {
 	seq  uint64
 	time int64
@@ -184,6 +184,9 @@ type segment struct {
 	size uint64
 	pool uint64
 	site event.SiteID
+	// mapped says it is a range of an expandable segment
+	// (event.LabelExpandable), which any unmap may cut.
+	mapped bool
 }
 
 // state is memory as a replay has left it: live objects and segments,
@@ -192,13 +195,21 @@ type segment struct {
 // recorded with, so that a lost free or a repeated alloc is corrected
 // rather than counted twice.
 type state struct {
-	objs map[uint64]*object
-	segs map[uint64]*segment
-	mem  memstate.State
+	names Names
+	objs  map[uint64]*object
+	segs  map[uint64]*segment
+	mem   memstate.State
 }
 
-func newState() *state {
-	return &state{objs: make(map[uint64]*object), segs: make(map[uint64]*segment)}
+// newState returns an empty state for a trace whose strings n resolves.
+func newState(n Names) *state {
+	return &state{names: n, objs: make(map[uint64]*object), segs: make(map[uint64]*segment)}
+}
+
+// expandable reports whether the segment event e maps or unmaps a range
+// of an expandable segment.
+func (s *state) expandable(e event.Event) bool {
+	return e.Label != 0 && s.names.String(e.Label) == event.LabelExpandable
 }
 
 // apply updates s with e and returns the object an alloc began or a free
@@ -230,11 +241,13 @@ func (s *state) apply(e event.Event) *object {
 		if old := s.segs[e.Addr]; old != nil {
 			s.dropSeg(old)
 		}
-		g := &segment{seq: e.Seq, time: e.Time, addr: e.Addr, size: e.Size, pool: e.SegmentView().Pool(), site: e.Site}
+		g := &segment{seq: e.Seq, time: e.Time, addr: e.Addr, size: e.Size, pool: e.SegmentView().Pool(), site: e.Site, mapped: s.expandable(e)}
 		s.segs[e.Addr] = g
 		s.mem.SegmentAlloc(g.pool, g.size)
 	case event.KindSegmentFree:
-		if g := s.segs[e.Addr]; g != nil {
+		if s.expandable(e) {
+			s.unmap(e.Addr, e.Addr+e.Size)
+		} else if g := s.segs[e.Addr]; g != nil {
 			s.dropSeg(g)
 		}
 	case event.KindCounter:
@@ -251,6 +264,31 @@ func (s *state) drop(o *object) {
 func (s *state) dropSeg(g *segment) {
 	delete(s.segs, g.addr)
 	s.mem.SegmentFree(g.pool, g.size)
+}
+
+// unmap takes [lo, hi) out of every live segment it overlaps, as an
+// expandable segment's unmap releases pages wherever they lie: a segment
+// may lose its start, its end or its middle (then it is two).
+func (s *state) unmap(lo, hi uint64) {
+	for _, g := range s.liveSegments() {
+		cutLo, cutHi := max(g.addr, lo), min(g.addr+g.size, hi)
+		if cutLo >= cutHi {
+			continue
+		}
+		end := g.addr + g.size
+		s.mem.SegmentFree(g.pool, cutHi-cutLo)
+		delete(s.segs, g.addr)
+		if g.addr < cutLo {
+			left := *g
+			left.size = cutLo - g.addr
+			s.segs[left.addr] = &left
+		}
+		if cutHi < end {
+			right := *g
+			right.addr, right.size = cutHi, end-cutHi
+			s.segs[right.addr] = &right
+		}
+	}
 }
 
 // track is one of the figures now.
@@ -273,6 +311,30 @@ func (s *state) liveSegments() []*segment {
 		out = append(out, g)
 	}
 	slices.SortFunc(out, func(a, b *segment) int { return cmp.Compare(a.addr, b.addr) })
+	return out
+}
+
+// allocatorSegments returns the segments as the allocator counts them,
+// by address: the live segments, with the contiguous mapped ranges of an
+// expandable segment (of one pool) joined into one, as PyTorch's
+// snapshot lists each run of mapped pages.
+func (s *state) allocatorSegments() []*segment {
+	var out []*segment
+	for _, g := range s.liveSegments() {
+		if n := len(out); n > 0 {
+			prev := out[n-1]
+			if prev.mapped && g.mapped && prev.pool == g.pool && prev.addr+prev.size == g.addr {
+				if prev == s.segs[prev.addr] {
+					joined := *prev // leave the live range as it is
+					prev = &joined
+					out[n-1] = prev
+				}
+				prev.size += g.size
+				continue
+			}
+		}
+		out = append(out, g)
+	}
 	return out
 }
 

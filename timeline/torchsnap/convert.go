@@ -426,14 +426,14 @@ func (c *converter) entry(e *Entry) error {
 		// the bytes of each entry; the ranges say what was mapped before
 		// the trace began (memory_viz's map_segment/unmap_segment).
 		c.mapped = addRange(c.mapped, rng{e.Addr, e.Addr + e.Size})
-		c.emit(event.Event{Kind: event.KindSegmentAlloc, Addr: e.Addr, Size: e.Size, Extra: pool(e.Size), Site: c.stack(e.Frames).site}, e.TimeUS)
+		c.emit(event.Event{Kind: event.KindSegmentAlloc, Addr: e.Addr, Size: e.Size, Extra: pool(e.Size), Site: c.stack(e.Frames).site, Label: c.str(event.LabelExpandable)}, e.TimeUS)
 	case "segment_unmap":
 		var inTrace uint64
 		c.mapped, inTrace = removeRange(c.mapped, rng{e.Addr, e.Addr + e.Size})
 		if before := e.Size - inTrace; before > 0 {
-			c.preSeg[e.Addr] = block{size: c.preSeg[e.Addr].size + before}
+			c.preSeg[e.Addr] = block{size: c.preSeg[e.Addr].size + before, label: c.str(event.LabelExpandable)}
 		}
-		c.emit(event.Event{Kind: event.KindSegmentFree, Addr: e.Addr, Size: e.Size, Extra: pool(e.Size)}, e.TimeUS)
+		c.emit(event.Event{Kind: event.KindSegmentFree, Addr: e.Addr, Size: e.Size, Extra: pool(e.Size), Label: c.str(event.LabelExpandable)}, e.TimeUS)
 	case "segment_alloc":
 		b := block{size: e.Size, site: c.stack(e.Frames).site}
 		c.segs[e.Addr] = b
@@ -478,7 +478,7 @@ func (c *converter) atEnd(s Segment) {
 	if s.Expandable {
 		// Whatever of it the trace did not map was mapped before.
 		if inTrace := overlap(c.mapped, rng{s.Address, s.Address + s.TotalSize}); inTrace < s.TotalSize {
-			c.preSeg[s.Address] = block{size: c.preSeg[s.Address].size + s.TotalSize - inTrace, site: c.site(s.Frames)}
+			c.preSeg[s.Address] = block{size: c.preSeg[s.Address].size + s.TotalSize - inTrace, site: c.site(s.Frames), label: c.str(event.LabelExpandable)}
 		}
 	} else if !c.seen[s.Address|1<<63] {
 		c.preSeg[s.Address] = block{size: s.TotalSize, site: c.site(s.Frames)}
@@ -532,7 +532,7 @@ func (c *converter) write(out, tmp, truncated string, steps *stepper, res *Impor
 		for _, a := range slices.Sorted(maps.Keys(c.preSeg)) {
 			b := c.preSeg[a]
 			seq++
-			w.Emit(event.Event{Seq: seq, Kind: event.KindSegmentAlloc, Addr: a, Size: b.size, Extra: pool(b.size), Site: b.site})
+			w.Emit(event.Event{Seq: seq, Kind: event.KindSegmentAlloc, Addr: a, Size: b.size, Extra: pool(b.size), Site: b.site, Label: b.label})
 		}
 		for _, a := range slices.Sorted(maps.Keys(c.preBlock)) {
 			b := c.preBlock[a]
