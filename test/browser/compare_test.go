@@ -170,10 +170,12 @@ func TestCompareView(t *testing.T) {
 
 	// 2. Both charts painted, on one memory scale.
 	// A's lingering objects are the kept caches' tensors: a k and a v per
-	// layer per request.
+	// layer per request. Waited for as drawn (hits are rebuilt by the frame
+	// after the objects arrive), not only as fetched.
 	lingeringWant := compareRequests * cfg.Layers * 2
 	painted := fmt.Sprintf(`(() => { const c = window.linger?.compare;
-		return !!(c?.a?.firstPaint && c?.b?.firstPaint && c.b.objects.length && c.a.objects.filter((o) => o.lingering).length === %d); })()`, lingeringWant)
+		return !!(c?.a?.firstPaint && c?.b?.firstPaint && c.b.objects.length && c.a.objects.filter((o) => o.lingering).length === %d &&
+			c.a.hits.filter((r) => r.o.lingering).length === %d); })()`, lingeringWant, lingeringWant)
 	if ok, err := chromedp.Run(p.ctx, chromedp.Poll[bool](painted, chromedp.WithPollingTimeout(30*time.Second))); err != nil || !ok {
 		state, _ := chromedp.Run(p.ctx, chromedp.Evaluate[json.RawMessage](`Promise.all(["a", "b"].map(async (s) => { const v = window.linger?.compare?.[s];
 			return v && { firstPaint: v.firstPaint, buckets: v.buckets.length, objects: v.objects.length, view: v.view, end: v.source.end(), status: v.status.textContent, gen: v.gen,
