@@ -166,12 +166,9 @@ type Decoder struct {
 	off   int64 // bytes read
 	stack []any
 	marks []int // stack lengths at each MARK
-	memo  []any
-	// compacted is how far the memo has been compacted after streamed
-	// items (Options.Compact).
-	compacted int
-	proto     int
-	buf       []byte
+	memo  memo
+	proto int
+	buf   []byte
 }
 
 // NewDecoder returns a Decoder reading r.
@@ -368,13 +365,10 @@ func (d *Decoder) setMemo(i uint64) error {
 	}
 	// Picklers number the memo densely; a gap beyond a few entries is a
 	// bomb (one index near the bound would make the memo that long).
-	if i > uint64(len(d.memo))+maxMemoGap {
-		return fmt.Errorf("%w: memo index %d, far past the %d entries set", ErrMalformed, i, len(d.memo))
+	if i > uint64(d.memo.len())+maxMemoGap {
+		return fmt.Errorf("%w: memo index %d, far past the %d entries set", ErrMalformed, i, d.memo.len())
 	}
-	for uint64(len(d.memo)) <= i {
-		d.memo = append(d.memo, unset{})
-	}
-	d.memo[i] = v
+	d.memo.set(int(i), v)
 	switch c := v.(type) {
 	case *List:
 		c.memo = int(i) + 1
@@ -385,10 +379,10 @@ func (d *Decoder) setMemo(i uint64) error {
 }
 
 func (d *Decoder) getMemo(i uint64) error {
-	if i >= uint64(len(d.memo)) {
+	if i >= uint64(d.memo.len()) {
 		return fmt.Errorf("%w: memo %d not set", ErrMalformed, i)
 	}
-	v := d.memo[i]
+	v := d.memo.get(int(i))
 	if _, ok := v.(unset); ok {
 		return fmt.Errorf("%w: memo %d not set", ErrMalformed, i)
 	}
@@ -439,12 +433,9 @@ func (d *Decoder) appendItems(l *List, items []any) error {
 	}
 	// What was memoized while these items were built (after l itself)
 	// is kept as Compact says; the items are let go.
-	from := max(d.compacted, l.memo)
-	for i := from; i < len(d.memo); i++ {
-		v := d.memo[i]
+	d.memo.compact(max(d.memo.base(), l.memo), func(v any) any {
 		if isGone(v) {
-			d.memo[i] = forgotten{}
-			continue
+			return forgotten{}
 		}
 		if d.opts.Compact != nil {
 			v = d.opts.Compact(v)
@@ -455,11 +446,10 @@ func (d *Decoder) appendItems(l *List, items []any) error {
 			}
 		}
 		if v == nil {
-			v = forgotten{}
+			return forgotten{}
 		}
-		d.memo[i] = v
-	}
-	d.compacted = len(d.memo)
+		return v
+	})
 	return nil
 }
 
@@ -987,7 +977,7 @@ func (d *Decoder) step(op byte) (done bool, err error) {
 		}
 		s.Items = append(s.Items, items...)
 	case opMEMOIZE:
-		err = d.setMemo(uint64(len(d.memo)))
+		err = d.setMemo(uint64(d.memo.len()))
 	case opBINPUT, opLONGBINPUT, opPUT:
 		var i uint64
 		if i, err = d.memoIndex(op); err == nil {

@@ -2,6 +2,7 @@ package pickle
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -388,4 +389,110 @@ func FuzzDecode(f *testing.F) {
 		NewDecoder(bytes.NewReader(in), Options{MaxString: 1 << 16, MaxItems: 1 << 16, MaxMemo: 1 << 16,
 			Stream: func(any) bool { return true }, Item: func(*List, int, any) error { return nil }}).Decode()
 	})
+}
+
+// A streamed list longer than the memo's pages: every entry's parts that
+// Compact keeps are found again however far back they were memoized,
+// interned (one value for every entry that keeps an equal one), and an
+// index PUT again after it was compacted reads as the new value.
+func TestMemoPages(t *testing.T) {
+	const n = 3*memoPage + 123
+	var b bytes.Buffer
+	memoN := 0
+	put := func() int { b.WriteByte(0x94); memoN++; return memoN - 1 }
+	get := func(i int) {
+		b.WriteByte('j')
+		binary.Write(&b, binary.LittleEndian, uint32(i))
+	}
+	b.Write([]byte{0x80, 4, ']'})
+	put()
+	tags := map[int]int{}    // tag number → its string's memo index
+	key, framesKey := -1, -1 // the keys' memo indices
+	for i := range n {
+		if i%1000 == 0 {
+			if i > 0 {
+				b.WriteByte('e')
+			}
+			b.WriteByte('(')
+		}
+		// {'action': 'tag<i%7>'}, the key and each tag memoized once
+		b.WriteByte('}')
+		put()
+		b.WriteByte('(')
+		if key < 0 {
+			b.WriteString("\x8c\x06action")
+			key = put()
+		} else {
+			get(key)
+		}
+		if m, ok := tags[i%7]; ok {
+			get(m)
+		} else {
+			s := fmt.Sprintf("tag%d", i%7)
+			b.WriteByte(0x8c)
+			b.WriteByte(byte(len(s)))
+			b.WriteString(s)
+			tags[i%7] = put()
+		}
+		// 'frames': a list of its own, as PyTorch writes an allocation's
+		// traceback, of the tag: Compact keeps it as one of seven values.
+		if framesKey < 0 {
+			b.WriteString("\x8c\x06frames")
+			framesKey = put()
+		} else {
+			get(framesKey)
+		}
+		b.WriteByte(']')
+		put()
+		get(tags[i%7])
+		b.WriteByte('a')
+		b.WriteByte('u')
+	}
+	b.WriteString("e")
+	// After the list: PUT the list again at tag 3's index (compacted long
+	// ago), then read it back: the list, not the string.
+	b.WriteByte('q')
+	b.WriteByte(byte(tags[3]))
+	b.WriteString("0")
+	get(tags[3])
+	b.WriteString(".")
+	got := 0
+	v, err := NewDecoder(bytes.NewReader(b.Bytes()), Options{
+		Stream: func(first any) bool { _, ok := first.(*Dict); return ok },
+		Item: func(_ *List, i int, v any) error {
+			d := v.(*Dict)
+			if a, _ := d.Get("action"); a != fmt.Sprintf("tag%d", i%7) {
+				return fmt.Errorf("entry %d: action %v, want tag%d", i, a, i%7)
+			}
+			got++
+			return nil
+		},
+	}).Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != n {
+		t.Errorf("%d entries, want %d", got, n)
+	}
+	if l, ok := v.(*List); !ok || l.Len() != n {
+		t.Errorf("memo %d after its PUT again = %T, want the streamed list of %d", tags[3], v, n)
+	}
+	// Seven tag strings, two keys, seven stacks, the list and the list
+	// again: what the memo keeps below its tail, whatever the entries.
+	d := NewDecoder(bytes.NewReader(b.Bytes()), Options{
+		Stream: func(first any) bool { _, ok := first.(*Dict); return ok },
+		Item:   func(*List, int, any) error { return nil },
+		Compact: func(v any) any {
+			if l, ok := v.(*List); ok && len(l.Items) == 1 {
+				return "stack of " + l.Items[0].(string)
+			}
+			return v
+		},
+	})
+	if _, err := d.Decode(); err != nil {
+		t.Fatal(err)
+	}
+	if kept := len(d.memo.vals); kept != 18 {
+		t.Errorf("the memo keeps %d values for %d entries, want 18: the 9 distinct strings, the 7 stacks, the list twice", kept, n)
+	}
 }

@@ -2,6 +2,7 @@ package torchsnap
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -220,7 +221,10 @@ type block struct {
 
 // converter turns trace entries into events, written to body with
 // sequence numbers from 1, and gathers what the trace shows was alive
-// before it began.
+// before it began. The strings and sites the events name are kept in
+// defs, not written to body: write puts them before the events, and
+// body, read back, is then events alone (no reader's copy of every
+// stack).
 type converter struct {
 	body    *timeline.Writer
 	rules   *RuleSet
@@ -231,6 +235,10 @@ type converter struct {
 
 	strings map[string]event.StringID
 	sites   map[string]event.SiteID
+	// frameIDs numbers the distinct frames, which a stack's key in sites
+	// names (4 bytes a frame, not its text).
+	frameIDs map[Frame]uint32
+	key      []byte
 	// bySlice finds a stack's site by its frames' slice: the reader gives
 	// one slice per stack PyTorch shared, so the key is built once.
 	bySlice map[*Frame]siteInfo
@@ -300,7 +308,7 @@ func newConverter(body *timeline.Writer, rules *RuleSet) *converter {
 	if rules == nil {
 		rules = DefaultRules()
 	}
-	return &converter{body: body, rules: rules, strings: map[string]event.StringID{}, sites: map[string]event.SiteID{}, bySlice: map[*Frame]siteInfo{},
+	return &converter{body: body, rules: rules, strings: map[string]event.StringID{}, sites: map[string]event.SiteID{}, frameIDs: map[Frame]uint32{}, bySlice: map[*Frame]siteInfo{},
 		alive: map[uint64]block{}, segs: map[uint64]block{}, seen: map[uint64]bool{},
 		preBlock: map[uint64]block{}, preSeg: map[uint64]block{}, freed: map[uint64]bool{}}
 }
@@ -314,8 +322,7 @@ func (c *converter) str(s string) event.StringID {
 	}
 	id := event.StringID(len(c.strings) + 1)
 	c.strings[s] = id
-	c.body.DefineString(id, s)
-	c.defs = append(c.defs, timeline.StringDef{ID: id, Text: s})
+	c.defs = append(c.defs, timeline.StringDef{ID: id, Text: s}) // written once, by write; the body is events only
 	return id
 }
 
@@ -352,23 +359,30 @@ func (c *converter) site(frames []Frame) event.SiteID {
 	if len(frames) == 0 {
 		return 0
 	}
-	var key strings.Builder
+	c.key = c.key[:0]
 	for _, f := range frames {
-		fmt.Fprintf(&key, "%s:%d:%s\x00", f.Filename, f.Line, f.Name)
+		id, ok := c.frameIDs[f]
+		if !ok {
+			id = uint32(len(c.frameIDs))
+			c.frameIDs[f] = id
+		}
+		c.key = binary.LittleEndian.AppendUint32(c.key, id)
 	}
-	if id, ok := c.sites[key.String()]; ok {
+	if id, ok := c.sites[string(c.key)]; ok {
 		return id
 	}
 	id := event.SiteID(len(c.sites) + 1)
-	c.sites[key.String()] = id
+	c.sites[string(c.key)] = id
 	s := event.Site{Frames: make([]event.Frame, len(frames))}
 	for i, f := range frames {
 		s.Frames[i] = event.Frame{Func: f.Name, File: f.Filename, Line: f.Line}
 	}
-	for _, f := range c.rules.UserFrames(frames) {
-		s.Stack = append(s.Stack, event.Frame{Func: f.Name, File: f.Filename, Line: f.Line})
+	if user := c.rules.UserFrames(frames); len(user) > 0 {
+		s.Stack = make([]event.Frame, len(user))
+		for i, f := range user {
+			s.Stack[i] = event.Frame{Func: f.Name, File: f.Filename, Line: f.Line}
+		}
 	}
-	c.body.DefineSite(id, s)
 	c.defs = append(c.defs, timeline.SiteDef{ID: id, Site: s})
 	return id
 }
