@@ -39,8 +39,9 @@ import (
 //
 //	LINGER_BROWSER=1 go test ./server/live -run TestFirstPaint -v
 //
-// LINGER_BROWSER_EVENTS changes the trace size, LINGER_FIRSTPAINT_RUNS
-// the number of cold runs (default 3), CHROMIUM the browser;
+// LINGER_BROWSER_EVENTS changes the trace size, LINGER_FIRSTPAINT_TRACE
+// opens that trace file instead (an imported snapshot's: docs/pytorch.md),
+// LINGER_FIRSTPAINT_RUNS the number of cold runs (default 3), CHROMIUM the browser;
 // LINGER_BROWSER_SHOT=file.png saves the first run's page once painted.
 func TestFirstPaint(t *testing.T) {
 	n, _ := browsertest.Measure(t)
@@ -52,17 +53,31 @@ func TestFirstPaint(t *testing.T) {
 	browsertest.BundleUI(t, dir, true, "timeline.js")
 	traceDir := filepath.Join(dir, "traces")
 	os.Mkdir(traceDir, 0o755)
-	w, err := timeline.Create(filepath.Join(traceDir, "big-0.ltrace"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	live.EngineLike(w, n)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(traceDir, "big-0.ltrace"))
-	if err != nil {
-		t.Fatal(err)
+	var err error
+	var data []byte
+	traceWhat := fmt.Sprintf("%d engine-like events", n)
+	if src := os.Getenv("LINGER_FIRSTPAINT_TRACE"); src != "" {
+		// A trace of the user's (an imported PyTorch snapshot, say)
+		// instead of the engine-like one.
+		traceWhat = src
+		if data, err = os.ReadFile(src); err == nil {
+			err = os.WriteFile(filepath.Join(traceDir, "big-0.ltrace"), data, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		w, err := timeline.Create(filepath.Join(traceDir, "big-0.ltrace"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		live.EngineLike(w, n)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if data, err = os.ReadFile(filepath.Join(traceDir, "big-0.ltrace")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i := 1; i < runs; i++ {
 		os.WriteFile(filepath.Join(traceDir, fmt.Sprintf("big-%d.ltrace", i)), data, 0o644)
@@ -75,7 +90,7 @@ func TestFirstPaint(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref.Close()
-	t.Logf("%d events, %d MB: the one pass alone takes %d ms", n, len(data)>>20, time.Since(start).Milliseconds())
+	t.Logf("%s: %d MB: the one pass alone takes %d ms", traceWhat, len(data)>>20, time.Since(start).Milliseconds())
 
 	os.Mkdir(filepath.Join(dir, "nb"), 0o755)
 	st, err := contents.New(filepath.Join(dir, "nb"))

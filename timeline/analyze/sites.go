@@ -38,8 +38,11 @@ type Frame struct {
 // NewSite is the structure of the trace's site id, s.
 func NewSite(id event.SiteID, s event.Site) Site {
 	out := Site{ID: id, Stack: ownStack(s)}
-	for _, f := range s.Frames {
-		out.Frames = append(out.Frames, Frame(f))
+	if len(s.Frames) > 0 {
+		out.Frames = make([]Frame, len(s.Frames))
+		for i, f := range s.Frames {
+			out.Frames[i] = Frame(f)
+		}
 	}
 	return out
 }

@@ -20,6 +20,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // Kind is what an event records. Values are wire numbers.
@@ -368,45 +370,46 @@ func (s Site) Starlark() []Frame {
 // "cell b:3 → cell a:2 (make_cache) ← engine...": the line that called
 // the helper, then the helper's line.
 func (s Site) String() string {
-	var out string
+	var out strings.Builder
+	sep := func(text string) {
+		if out.Len() > 0 {
+			out.WriteString(text)
+		}
+	}
 	if s.Program() {
 		// A program's site: its user's frames, innermost first; its
 		// whole stack is Frames, the libraries' frames among them.
 		for i := len(s.Stack) - 1; i >= 0; i-- {
 			f := s.Stack[i]
-			if out != "" {
-				out += " ← "
-			}
-			out += fmt.Sprintf("%s:%d", ShortFile(f.File), f.Line)
+			sep(" ← ")
+			out.WriteString(ShortFile(f.File))
+			out.WriteByte(':')
+			out.WriteString(strconv.Itoa(f.Line))
 			if f.Func != "" {
-				out += " (" + f.Func + ")"
+				out.WriteString(" (" + f.Func + ")")
 			}
 		}
-		return out
+		return out.String()
 	}
 	if len(s.Stack) > 0 {
-		for i, f := range s.Stack {
-			if i > 0 {
-				out += " → "
-			}
-			out += fmt.Sprintf("cell %s:%d", f.File, f.Line)
+		for _, f := range s.Stack {
+			sep(" → ")
+			out.WriteString("cell " + f.File + ":" + strconv.Itoa(f.Line))
 			if f.Func != "" && f.Func != "<toplevel>" {
-				out += " (" + f.Func + ")"
+				out.WriteString(" (" + f.Func + ")")
 			}
 		}
 	} else if s.Cell != "" {
-		out = fmt.Sprintf("cell %s:%d", s.Cell, s.Line)
+		out.WriteString("cell " + s.Cell + ":" + strconv.Itoa(s.Line))
 	}
 	for _, f := range s.Frames {
-		if out != "" {
-			out += " ← "
-		}
-		out += fmt.Sprintf("%s %s:%d", f.Func, ShortFile(f.File), f.Line)
+		sep(" ← ")
+		out.WriteString(f.Func + " " + ShortFile(f.File) + ":" + strconv.Itoa(f.Line))
 	}
-	if out == "" {
+	if out.Len() == 0 {
 		return "unknown"
 	}
-	return out
+	return out.String()
 }
 
 // ShortFile is a Go file's path by its last two elements, as String
