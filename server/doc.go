@@ -46,6 +46,9 @@
 //	GET    /api/timeline/traces/{name}/...         a saved trace: the same but the stream, and its file (docs/timeline.md)
 //	GET    /api/timeline/compare                   two saved traces' analyses diffed
 //	GET    /api/timeline/ranks                     several ranks' saved traces (?t=, 2 to MaxRanks): each one's figures, the odd ranks pointed at (analyze.OddRanks)
+//	POST   /api/snapshots                          a PyTorch memory snapshot as the body (?name=FILE, &step=, &device=), streamed to the trace directory and imported → 202, the job (imports.go)
+//	GET    /api/imports                            the snapshot imports, newest first: uploaded and watched, with their progress
+//	GET    /api/imports/{id}                       one import
 //	GET    /metrics                                Prometheus
 //	GET    /debug/pprof/..., /debug/fgprof         Go's profiles; fgprof's wall-clock profile
 //	POST   /debug/pprof/symbol                     pprof's symbol lookup, as go tool pprof posts it

@@ -86,6 +86,7 @@ func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("tree page: list saved traces", "err", err)
 		}
 		v.Kernels = s.runningKernels()
+		v.Snapshots = s.opts.TraceDir != ""
 	}
 	s.render(w, r, web.Tree(v))
 }

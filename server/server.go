@@ -78,6 +78,15 @@ type Options struct {
 	// TraceDir holds saved traces (the kernels' own among them), served
 	// by name under /api/timeline/traces/; "" serves none.
 	TraceDir string
+	// MaxSnapshotBytes bounds a PyTorch snapshot uploaded to
+	// /api/snapshots (streamed to TraceDir, never held in memory); 0
+	// means DefaultMaxSnapshotBytes.
+	MaxSnapshotBytes int64
+	// WatchSnapshots, if positive, is how often TraceDir is looked at for
+	// PyTorch snapshots (.pickle, .pkl, .json, either gzipped) that
+	// appeared or changed: each is imported, once it has stopped growing,
+	// into the trace of its name beside it (see imports.go).
+	WatchSnapshots time.Duration
 	// AllowRemote serves requests whatever their Host header names, as
 	// Jupyter Server's allow_remote_access does. When false, the default,
 	// only loopback Hosts (localhost, 127.0.0.0/8, [::1], any port) and
@@ -109,6 +118,8 @@ type Server struct {
 	live     *live.Handler
 	traces   *traces.Set // every trace the routes answer from, and what was derived from it
 	started  time.Time
+	imports  importer // PyTorch snapshots uploaded or watched, imported as traces (imports.go)
+	stop     context.CancelFunc
 
 	sessions *sessionStore
 
@@ -188,12 +199,22 @@ func newServer(opts Options, ks kernelManager, cs contentStore) (*Server, error)
 	if opts.Hub != nil {
 		s.handler = s.hubHeaders(s.handler)
 	}
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	if opts.WatchSnapshots > 0 && opts.TraceDir != "" {
+		s.imports.wg.Go(func() { s.watchSnapshots(ctx, opts.WatchSnapshots) })
+	}
 	return s, nil
 }
 
-// Close stops the server's background work (following live traces). It
-// does not shut kernels down: the Manager's owner does.
-func (s *Server) Close() error { return errors.Join(s.live.Close(), s.traces.Close()) }
+// Close stops the server's background work (following live traces,
+// watching for snapshots) and waits for the snapshot imports under way.
+// It does not shut kernels down: the Manager's owner does.
+func (s *Server) Close() error {
+	s.stop()
+	s.imports.wg.Wait()
+	return errors.Join(s.live.Close(), s.traces.Close())
+}
 
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -277,6 +298,9 @@ func (s *Server) routes() http.Handler {
 	s.live.Register(lm, "")
 	handle("GET /api/timeline/kernels/{id}/{what}", lm.ServeHTTP)
 	handle("GET /api/timeline/traces/{name}/{what}", lm.ServeHTTP)
+	handle("POST /api/snapshots", s.handleSnapshotUpload)
+	handle("GET /api/imports", s.handleImports)
+	handle("GET /api/imports/{id}", s.handleImport)
 	handle("GET /api/timeline/kernels/{id}/report", s.handleTimelineReport)
 	handle("GET /api/timeline/traces/{name}/report", s.handleTimelineReport)
 	handle("GET /api/timeline/traces/{name}/lingering", s.handleTraceLingering)

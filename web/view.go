@@ -58,6 +58,9 @@ type TreeView struct {
 	// Kernels are the running kernels (the root page lists them, as
 	// Jupyter's Running tab does, each with a Shutdown button).
 	Kernels []RunningKernelView
+	// Snapshots offers, on the root page, to open PyTorch memory
+	// snapshots: uploaded or dropped, imported as traces with progress.
+	Snapshots bool
 }
 
 // RunningKernelView is a running kernel listed on the tree page.

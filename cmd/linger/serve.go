@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -63,6 +64,9 @@ type kernelFlags struct {
 	rateWindow   time.Duration
 	kernelMemory uint64
 	metricsAddr  string
+	// The PyTorch snapshots the server imports (server/imports.go).
+	watchSnapshots time.Duration
+	maxSnapshot    uint64
 }
 
 func (k *kernelFlags) register(fs *flag.FlagSet) {
@@ -77,6 +81,13 @@ func (k *kernelFlags) register(fs *flag.FlagSet) {
 			err = fmt.Errorf("%s is under the %s a kernel needs", s, units.Format(minKernelMemory))
 		}
 		k.kernelMemory = n
+		return err
+	})
+	fs.DurationVar(&k.watchSnapshots, "watch-snapshots", 2*time.Second, "how often to look in the trace directory for PyTorch memory snapshots (.pickle, .pkl, .json, either gzipped) that appeared or changed, each imported into the trace of its name once it stops growing (0: never)")
+	k.maxSnapshot = server.DefaultMaxSnapshotBytes
+	fs.Func("max-snapshot-size", "the largest PyTorch snapshot the root page may upload (`SIZE`, default 64GiB)", func(s string) error {
+		n, err := units.Parse(s)
+		k.maxSnapshot = n
 		return err
 	})
 	fs.StringVar(&k.metricsAddr, "metrics-addr", "", "also serve GET /metrics, and nothing else, without a token on `HOST:PORT` (for a cluster's Prometheus; the main address's /metrics needs the login)")
@@ -202,6 +213,7 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		Registerer: reg, Gatherer: reg, Logger: log, BaseURL: c.baseURL, TraceDir: c.traceDir,
 		IOPubMsgRateLimit: noLimit(c.msgRate), IOPubDataRateLimit: noLimit(c.dataRate), RateLimitWindow: c.rateWindow,
 		AllowRemote: c.allowRemote, AllowHosts: c.allowHosts,
+		WatchSnapshots: c.watchSnapshots, MaxSnapshotBytes: int64(min(c.maxSnapshot, math.MaxInt64)),
 	}
 	var auth *hub.Auth
 	if c.hub != nil {

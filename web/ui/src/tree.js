@@ -125,3 +125,126 @@ document.querySelector("[data-testid=upload]").addEventListener("change", async 
   for (const f of files) ok = (await act(`Uploading ${f.name}`, () => upload(f))) && ok;
   if (ok) location.reload();
 });
+
+// PyTorch memory snapshots (the root page): a file chosen or dropped is
+// streamed to POST api/snapshots as the request's body (XMLHttpRequest,
+// for its upload progress), then its import is followed (GET
+// api/imports/{id}) to its trace, whose timeline opens. Imports of files
+// that appeared in the trace directory are listed as they run.
+const snapshots = document.querySelector("[data-testid=snapshots]");
+if (snapshots) {
+  const list = snapshots.querySelector("[data-testid=imports]");
+  const drop = snapshots.querySelector("[data-testid=snapshot-drop]");
+  const rows = new Map(); // job id, or a pending upload's key → <li>
+
+  const row = (key) => {
+    let li = rows.get(key);
+    if (!li) {
+      li = document.createElement("li");
+      li.dataset.testid = "import";
+      li.innerHTML = `<span data-testid="import-name"></span> <progress data-testid="import-progress" max="1" value="0"></progress> <span data-testid="import-state"></span>`;
+      list.prepend(li);
+      rows.set(key, li);
+    }
+    return li;
+  };
+  const bytes = (n) => (n >= 1 << 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : n >= 1 << 20 ? `${(n / 2 ** 20).toFixed(1)} MiB` : `${Math.round(n / 1024)} KiB`);
+  const show = (li, name, state, read, size, text) => {
+    li.dataset.state = state;
+    li.querySelector("[data-testid=import-name]").textContent = name;
+    const bar = li.querySelector("[data-testid=import-progress]");
+    if (size > 0) { bar.max = size; bar.value = Math.min(read, size); } else bar.removeAttribute("value");
+    bar.hidden = state === "done" || state === "failed";
+    bar.setAttribute("aria-label", `${name}: ${state}`);
+    const st = li.querySelector("[data-testid=import-state]");
+    st.className = state === "failed" ? "failed" : "";
+    st.textContent = text;
+  };
+  const showJob = (j) => {
+    const li = row(j.id);
+    const pct = j.size > 0 ? ` ${bytes(j.read)} of ${bytes(j.size)} (${Math.floor((100 * j.read) / j.size)}%)` : "";
+    const text = {
+      receiving: `uploading…${pct}`, queued: "waiting for the import before it", importing: `reading the snapshot…${pct}`,
+      failed: `failed: ${j.error}`, done: `${j.events} events${j.note ? "; " + j.note : ""}`,
+    }[j.state] || j.state;
+    show(li, j.snapshot, j.state, j.read, j.size, text);
+    if (j.state === "done" && !li.querySelector("a")) {
+      const a = document.createElement("a");
+      a.dataset.testid = "import-trace";
+      a.href = base + "timeline/" + encodeURIComponent(j.trace);
+      a.textContent = `open ${j.trace}`;
+      li.append(" ", a);
+    }
+  };
+  const follow = async (id) => {
+    for (;;) {
+      const j = await api("GET", `api/imports/${id}`);
+      showJob(j);
+      if (j.state === "done") return j;
+      if (j.state === "failed") throw new Error(j.error);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  };
+  const send = (file) =>
+    new Promise((resolve, reject) => {
+      const key = "upload:" + file.name + ":" + Date.now();
+      const li = row(key);
+      const q = new URLSearchParams({ name: file.name });
+      const step = snapshots.querySelector("[data-testid=snapshot-step]").value.trim();
+      if (step) q.set("step", step);
+      const xhr = new XMLHttpRequest();
+      xhr.open("POST", `${base}api/snapshots?${q}`);
+      const xsrf = document.cookie.split(";").map((c) => c.trim().split("=")).find(([k]) => k === "_xsrf");
+      if (xsrf) xhr.setRequestHeader("X-XSRFToken", decodeURIComponent(xsrf.slice(1).join("=")));
+      xhr.setRequestHeader("Content-Type", "application/octet-stream");
+      xhr.upload.onprogress = (e) => show(li, file.name, "receiving", e.loaded, e.total || file.size, `uploading… ${bytes(e.loaded)} of ${bytes(file.size)}`);
+      xhr.onerror = () => { show(li, file.name, "failed", 0, 0, "failed: the upload did not reach the server"); reject(new Error("upload failed")); };
+      xhr.onload = () => {
+        let j = null;
+        try { j = JSON.parse(xhr.responseText); } catch { /* not JSON */ }
+        if (xhr.status !== 202 || !j) {
+          const msg = j?.message || xhr.statusText || `HTTP ${xhr.status}`;
+          show(li, file.name, "failed", 0, 0, `failed: ${msg}`);
+          return reject(new Error(msg));
+        }
+        rows.delete(key);
+        rows.set(j.id, li);
+        showJob(j);
+        resolve(j);
+      };
+      xhr.send(file);
+    });
+  const open = async (files) => {
+    let last = null;
+    for (const f of files) {
+      try {
+        const j = await send(f);
+        last = await follow(j.id);
+      } catch { /* said on its row */ }
+    }
+    // One snapshot opened: its timeline, as linger open does.
+    if (last && files.length === 1) location.href = base + "timeline/" + encodeURIComponent(last.trace);
+  };
+  snapshots.querySelector("[data-testid=snapshot-input]").addEventListener("change", (ev) => open(Array.from(ev.target.files)));
+  drop.addEventListener("dragover", (ev) => { ev.preventDefault(); drop.classList.add("over"); });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (ev) => {
+    ev.preventDefault();
+    drop.classList.remove("over");
+    open(Array.from(ev.dataTransfer?.files || []));
+  });
+  // The imports under way (uploads from elsewhere, the watched directory),
+  // followed while any runs.
+  const poll = async () => {
+    let running = false;
+    try {
+      for (const j of (await api("GET", "api/imports")).reverse()) {
+        const on = j.state !== "done" && j.state !== "failed";
+        running ||= on;
+        if (on || rows.has(j.id)) showJob(j);
+      }
+    } catch { /* the next look */ }
+    setTimeout(poll, running ? 500 : 3000);
+  };
+  poll();
+}

@@ -1,0 +1,291 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// snapshotFile is a test snapshot of timeline/torchsnap, and the figures
+// its construction gives (testdata/steps-expected.json, computed by
+// gen_steps.py from the shapes, not from a run).
+func snapshotFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "timeline", "torchsnap", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+type expectedSteps struct {
+	Lingering struct {
+		Count       uint64 `json:"count"`
+		Bytes       uint64 `json:"bytes"`
+		LeakedBytes uint64 `json:"leaked_bytes"`
+	} `json:"lingering"`
+}
+
+func expectedLeak(t *testing.T) expectedSteps {
+	var all map[string]expectedSteps
+	if err := json.Unmarshal(snapshotFile(t, "steps-expected.json"), &all); err != nil {
+		t.Fatal(err)
+	}
+	return all["leak"]
+}
+
+func (ts *testServer) upload(t *testing.T, query string, body io.Reader) (int, ImportJob, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", ts.URL+"/api/snapshots?"+query, body)
+	req.Header.Set("Authorization", "token "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var j ImportJob
+	json.Unmarshal(b, &j)
+	return resp.StatusCode, j, string(b)
+}
+
+// waitImport follows job id until it ends.
+func (ts *testServer) waitImport(t *testing.T, id int) ImportJob {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		code, b := ts.do(t, "GET", fmt.Sprintf("/api/imports/%d", id), "")
+		var j ImportJob
+		if code != 200 || json.Unmarshal(b, &j) != nil {
+			t.Fatalf("GET /api/imports/%d: %d %s", id, code, b)
+		}
+		if j.State == "done" || j.State == "failed" {
+			return j
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("import %d did not end", id)
+	return ImportJob{}
+}
+
+// dirNames is what the trace directory holds, hidden files included.
+func dirNames(t *testing.T, dir string) []string {
+	es, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// An uploaded snapshot becomes a trace in the trace directory, judged as
+// trace import judges it: the leaky steps' hidden states linger.
+func TestSnapshotUpload(t *testing.T) {
+	dir := t.TempDir()
+	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
+	data := snapshotFile(t, "steps.leak.p4.pickle")
+	code, j, body := ts.upload(t, "name=run1.pickle", bytes.NewReader(data))
+	if code != http.StatusAccepted || j.Trace != "run1.ltrace" {
+		t.Fatalf("upload: %d %s; want 202 and the job of run1.ltrace", code, body)
+	}
+	j = ts.waitImport(t, j.ID)
+	if j.State != "done" || j.Events == 0 || j.Read != int64(len(data)) {
+		t.Fatalf("import: %+v; want done, its events, all %d bytes read", j, len(data))
+	}
+	if got := dirNames(t, dir); len(got) != 1 || got[0] != "run1.ltrace" {
+		t.Errorf("trace directory holds %v, want the trace alone (no upload left behind)", got)
+	}
+	code, b := ts.do(t, "GET", "/api/timeline/traces/run1.ltrace/report", "")
+	var rep expectedSteps
+	if code != 200 || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("report: %d %.300s", code, b)
+	}
+	want := expectedLeak(t)
+	if rep.Lingering != want.Lingering {
+		t.Errorf("lingering %+v, want %+v (steps-expected.json)", rep.Lingering, want.Lingering)
+	}
+	// The list has it, newest first.
+	_, b = ts.do(t, "GET", "/api/imports", "")
+	var list []ImportJob
+	if json.Unmarshal(b, &list) != nil || len(list) != 1 || list[0].ID != j.ID {
+		t.Errorf("imports list %s, want the one job", b)
+	}
+	// Again under the same name: refused, the trace kept.
+	if code, _, body := ts.upload(t, "name=run1.pickle", bytes.NewReader(data)); code != http.StatusConflict || !strings.Contains(body, "run1.ltrace") {
+		t.Errorf("second upload of run1.pickle: %d %s; want 409 naming the trace", code, body)
+	}
+}
+
+// Bad uploads: a clear error each, nothing left in the trace directory,
+// and the server serving the next request.
+func TestSnapshotUploadBad(t *testing.T) {
+	dir := t.TempDir()
+	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir; o.MaxSnapshotBytes = 1000 })
+	good := snapshotFile(t, "steps.leak.p4.pickle")
+	for _, c := range []struct {
+		name, query string
+		body        []byte
+		code        int
+		says        string
+	}{
+		{"a path", "name=../x.pickle", good[:10], 400, "no directory"},
+		{"hidden", "name=.x.pickle", good[:10], 400, "file name"},
+		{"another extension", "name=x.txt", good[:10], 400, ".pickle"},
+		{"bad device", "name=x.pickle&device=one", good[:10], 400, "device"},
+		{"empty", "name=x.pickle", nil, 422, "empty"},
+		{"over the bound", "name=x.pickle", good, 413, "1000 bytes"},
+	} {
+		code, _, body := ts.upload(t, c.query, bytes.NewReader(c.body))
+		if code != c.code || !strings.Contains(body, c.says) {
+			t.Errorf("%s: %d %s; want %d saying %q", c.name, code, body, c.code, c.says)
+		}
+	}
+	// Not a snapshot: accepted as a body, failed as an import, by name.
+	code, j, _ := ts.upload(t, "name=notes.json", strings.NewReader(`{"cells": []}`))
+	if code != http.StatusAccepted {
+		t.Fatalf("notes.json: %d", code)
+	}
+	if j = ts.waitImport(t, j.ID); j.State != "failed" || !strings.Contains(j.Error, "not a PyTorch memory snapshot") {
+		t.Errorf("notes.json import: %+v; want failed, saying it is not a snapshot", j)
+	}
+	// Cut in the middle: the client says 1000 bytes and sends 300.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /api/snapshots?name=cut.pickle HTTP/1.1\r\nHost: %s\r\nAuthorization: token %s\r\nContent-Length: 1000\r\n\r\n", strings.TrimPrefix(ts.URL, "http://"), testToken)
+	conn.Write(good[:300])
+	conn.(*net.TCPConn).CloseWrite()
+	io.ReadAll(conn)
+	conn.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	var cut ImportJob
+	for time.Now().Before(deadline) {
+		_, b := ts.do(t, "GET", "/api/imports", "")
+		var list []ImportJob
+		json.Unmarshal(b, &list)
+		if len(list) > 0 && list[0].Snapshot == "cut.pickle" && list[0].State == "failed" {
+			cut = list[0]
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(cut.Error, "cut short") {
+		t.Errorf("cut upload: %+v; want failed, cut short", cut)
+	}
+	if got := dirNames(t, dir); len(got) != 0 {
+		t.Errorf("trace directory holds %v after bad uploads, want nothing", got)
+	}
+	if code, _ := ts.do(t, "GET", "/api/imports", ""); code != 200 {
+		t.Errorf("the server after bad uploads: %d", code)
+	}
+}
+
+// A snapshot that appears in the watched trace directory is imported once
+// it has stopped growing (two looks in a row find it unchanged), beside
+// it; one that fails is not tried again until it changes. The looks are
+// made by hand here, so that the test does not hang on the machine's
+// timing; TestSnapshotWatcher runs the watcher itself.
+func TestSnapshotWatch(t *testing.T) {
+	dir := t.TempDir()
+	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
+	data := snapshotFile(t, "steps.leak.p4.pickle")
+	jobs := func() []ImportJob {
+		_, b := ts.do(t, "GET", "/api/imports", "")
+		var list []ImportJob
+		json.Unmarshal(b, &list)
+		return list
+	}
+	seen := map[string]string{}
+	path := filepath.Join(dir, "rank0.pickle")
+	os.WriteFile(path, data[:len(data)/2], 0o644)
+	ts.s.lookForSnapshots(seen) // new: not read yet
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write(data[len(data)/2:])
+	f.Close()
+	ts.s.lookForSnapshots(seen) // grown since: not read yet
+	if got := jobs(); len(got) != 0 {
+		t.Fatalf("a file still growing was imported: %+v", got)
+	}
+	ts.s.lookForSnapshots(seen) // unchanged: imported, whole
+	list := jobs()
+	if len(list) != 1 {
+		t.Fatalf("imports %+v; want one", list)
+	}
+	if j := list[0]; j.State != "done" || j.Source != "watched" || j.Trace != "rank0.ltrace" || j.Read != int64(len(data)) {
+		t.Fatalf("watched import: %+v; want done, rank0.ltrace, all %d bytes", j, len(data))
+	}
+	code, b := ts.do(t, "GET", "/api/timeline/traces/rank0.ltrace/report", "")
+	var rep expectedSteps
+	if code != 200 || json.Unmarshal(b, &rep) != nil || rep.Lingering != expectedLeak(t).Lingering {
+		t.Errorf("rank0's report: %d %+v, want lingering %+v", code, rep.Lingering, expectedLeak(t).Lingering)
+	}
+	ts.s.lookForSnapshots(seen) // its trace is newer: not again
+	if n := len(jobs()); n != 1 {
+		t.Errorf("%d imports after another look, want still one", n)
+	}
+	// A file that is not a snapshot fails once, by name, however many
+	// looks pass; changed, it is tried again.
+	bad := filepath.Join(dir, "broken.pickle")
+	os.WriteFile(bad, []byte("not a pickle"), 0o644)
+	for range 5 {
+		ts.s.lookForSnapshots(seen)
+	}
+	count := func() (n int, last ImportJob) {
+		for _, j := range jobs() {
+			if j.Snapshot == "broken.pickle" {
+				if n == 0 {
+					last = j
+				}
+				n++
+			}
+		}
+		return n, last
+	}
+	if n, j := count(); n != 1 || j.State != "failed" || !strings.Contains(j.Error, "not a PyTorch memory snapshot") {
+		t.Errorf("broken.pickle: tried %d times in 5 looks (%+v); want once, failed, saying it is not a snapshot", n, j)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "broken.ltrace")); err == nil {
+		t.Error("broken.pickle left a trace")
+	}
+	os.WriteFile(bad, data, 0o644)
+	later := time.Now().Add(time.Second)
+	os.Chtimes(bad, later, later)
+	ts.s.lookForSnapshots(seen)
+	ts.s.lookForSnapshots(seen)
+	if n, j := count(); n != 2 || j.State != "done" {
+		t.Errorf("broken.pickle, fixed: %d tries, the last %+v; want a second, done", n, j)
+	}
+}
+
+// The watcher itself: a snapshot moved into the trace directory (as a
+// copy finished elsewhere would be) is imported within a few looks.
+func TestSnapshotWatcher(t *testing.T) {
+	dir := t.TempDir()
+	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir; o.WatchSnapshots = 20 * time.Millisecond })
+	src := filepath.Join(t.TempDir(), "run.pickle")
+	os.WriteFile(src, snapshotFile(t, "steps.clean.p4.pickle"), 0o644)
+	if err := os.Rename(src, filepath.Join(dir, "run.pickle")); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		_, b := ts.do(t, "GET", "/api/imports", "")
+		var list []ImportJob
+		json.Unmarshal(b, &list)
+		if len(list) > 0 && list[0].State == "done" && list[0].Trace == "run.ltrace" {
+			return
+		}
+		if len(list) > 0 && list[0].State == "failed" {
+			t.Fatalf("watched import failed: %+v", list[0])
+		}
+	}
+	t.Fatal("the watcher did not import run.pickle in 30 s")
+}
