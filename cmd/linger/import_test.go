@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"linger/timeline"
+	"linger/timeline/event"
 )
 
 // linger trace import reads a snapshot as PyTorch writes it into a trace
@@ -107,5 +112,78 @@ func TestOpen(t *testing.T) {
 	}
 	if traceName("a/.b.pickle.gz", 2) != "b.cuda2.ltrace" {
 		t.Errorf("traceName: %q", traceName("a/.b.pickle.gz", 2))
+	}
+}
+
+// linger open reuses an import only when it was made with the same
+// --device, --step and --rules (the rules file's version too): the leaky
+// steps' snapshot opened with its steps, then with --step none (no step
+// scopes at all), then with rules, and with the rules file changed.
+func TestOpenImportSettings(t *testing.T) {
+	b, err := os.ReadFile("../../timeline/torchsnap/testdata/steps.leak.p4.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp map[string]struct {
+		Steps []struct{} `json:"steps"`
+	}
+	eb, _ := os.ReadFile("../../timeline/torchsnap/testdata/steps-expected.json")
+	if err := json.Unmarshal(eb, &exp); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	snap, out := filepath.Join(dir, "run.pickle"), filepath.Join(dir, "traces", "run.ltrace")
+	os.WriteFile(snap, b, 0o644)
+	os.Mkdir(filepath.Dir(out), 0o755)
+	rulesFile := filepath.Join(dir, "rules.json")
+	os.WriteFile(rulesFile, []byte(`{"rules": [{"name": "forward", "category": "activation"}]}`), 0o644)
+	rules, err := snapRules(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := func() int {
+		r, err := timeline.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		n := 0
+		for {
+			e, err := r.ReadEvent()
+			if err != nil {
+				return n
+			}
+			if e.Kind == event.KindScopeBegin && e.ScopeView().Kind() == event.ScopeStep {
+				n++
+			}
+		}
+	}
+	for i, c := range []struct {
+		set      importSettings
+		imported bool
+		steps    int
+	}{
+		{importSettings{device: -1}, true, len(exp["leak"].Steps)},
+		{importSettings{device: -1}, false, len(exp["leak"].Steps)},
+		{importSettings{device: -1, step: "none"}, true, 0},
+		{importSettings{device: -1, step: "none"}, false, 0},
+		{importSettings{device: -1, rules: rules, rulesFile: rulesFile}, true, len(exp["leak"].Steps)},
+		{importSettings{device: -1, rules: rules, rulesFile: rulesFile}, false, len(exp["leak"].Steps)},
+	} {
+		if i == 5 {
+			later := time.Now().Add(2 * time.Second)
+			os.Chtimes(rulesFile, later, later)
+			c.imported = true // the rules file changed
+		}
+		var stderr bytes.Buffer
+		if err := importOnce(snap, out, c.set, &stderr); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(stderr.String(), "imported"); got != c.imported {
+			t.Errorf("open %d (%s): imported %v, want %v", i, strings.TrimSpace(c.set.key()), got, c.imported)
+		}
+		if n := steps(); n != c.steps {
+			t.Errorf("open %d (%s): %d steps in the trace, want %d", i, strings.TrimSpace(c.set.key()), n, c.steps)
+		}
 	}
 }

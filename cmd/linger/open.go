@@ -35,6 +35,8 @@ func runOpen(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:0", "listen address (port 0 picks a free port); loopback only")
 	device := fs.Int("device", -1, "the CUDA device whose trace to open (default: the first in each snapshot)")
 	noBrowser := fs.Bool("no-browser", false, "print the page's URL, do not open a browser")
+	step := fs.String("step", "", "what a step is, as for trace import: an annotation's `NAME` (or a pattern such as 'ProfilerStep#*'), a function of your code (forward, generate), or none; default: the annotation recorded most often")
+	rulesFile := fs.String("rules", "", "categorize blocks by the rules in `FILE` (JSON, docs/pytorch.md) before the built-in ones")
 	c.kernelFlags.register(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -52,6 +54,11 @@ func runOpen(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	rules, err := snapRules(*rulesFile)
+	if err != nil {
+		return err
+	}
+	imp := importSettings{device: *device, step: *step, rules: rules, rulesFile: *rulesFile}
 	if len(snaps) > server.MaxRanks {
 		return fmt.Errorf("%w: open shows at most %d snapshots together, got %d: open fewer at a time (one node's ranks, say)", errUsage, server.MaxRanks, len(snaps))
 	}
@@ -77,7 +84,7 @@ func runOpen(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// One at a time: each import's memory is bounded by the blocks alive
 	// at once in its snapshot, and so stays that of one.
 	for i, snap := range snaps {
-		if err := importOnce(snap, filepath.Join(c.traceDir, names[i]), *device, stderr); err != nil {
+		if err := importOnce(snap, filepath.Join(c.traceDir, names[i]), imp, stderr); err != nil {
 			if len(snaps) > 1 {
 				return fmt.Errorf("open %s: %w", snap, err)
 			}
@@ -179,19 +186,47 @@ func byRank(paths []string) []string {
 	return paths
 }
 
+// importSettings are open's flags that change what an import writes.
+type importSettings struct {
+	device    int
+	step      string
+	rules     *torchsnap.RuleSet
+	rulesFile string
+}
+
+// key says the settings, and the rules file's version, in a line: an
+// import made with other settings is not reused.
+func (s importSettings) key() string {
+	k := fmt.Sprintf("device=%d step=%q", s.device, s.step)
+	if s.rulesFile != "" {
+		abs, _ := filepath.Abs(s.rulesFile)
+		k += fmt.Sprintf(" rules=%q", abs)
+		if fi, err := os.Stat(s.rulesFile); err == nil {
+			k += fmt.Sprintf(" %d %d", fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	return k + "\n"
+}
+
 // importOnce imports the snapshot snap as the trace out, unless an import
-// newer than the snapshot is there already (that snapshot's: opened again
-// without reading it again), with its progress on stderr.
-func importOnce(snap, out string, device int, stderr io.Writer) error {
+// newer than the snapshot, made with the same settings, is there already
+// (that snapshot's: opened again without reading it again), with its
+// progress on stderr. The settings are kept beside the trace, in a hidden
+// file of its name (.NAME.import).
+func importOnce(snap, out string, set importSettings, stderr io.Writer) error {
 	fi, err := os.Stat(snap)
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
+	keyFile := filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".import")
 	if ti, err := os.Stat(out); err == nil && !ti.ModTime().Before(fi.ModTime()) {
-		return nil
+		if k, err := os.ReadFile(keyFile); (err == nil && string(k) == set.key()) || (errors.Is(err, os.ErrNotExist) && set.key() == (importSettings{device: set.device}).key()) {
+			return nil
+		}
 	}
+	device := set.device
 	start, last := time.Now(), time.Now()
-	res, err := torchsnap.Import(func() (io.ReadCloser, error) { return os.Open(snap) }, out, torchsnap.ImportOptions{Device: device, Progress: func(read int64) {
+	res, err := torchsnap.Import(func() (io.ReadCloser, error) { return os.Open(snap) }, out, torchsnap.ImportOptions{Device: device, Step: set.step, Rules: set.rules, Progress: func(read int64) {
 		if now := time.Now(); now.Sub(last) >= time.Second {
 			last = now
 			fmt.Fprintf(stderr, "reading %s: %s of %s (%.0f%%)\n", snap, units.Format(uint64(read)), units.Format(uint64(fi.Size())), 100*float64(read)/float64(max(fi.Size(), 1)))
@@ -201,6 +236,9 @@ func importOnce(snap, out string, device int, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "imported %s: device %d, %d events (%s) in %s\n", snap, res.Device, res.Events, res.Snapshot.Format, time.Since(start).Round(time.Millisecond))
+	if err := os.WriteFile(keyFile, []byte(set.key()), 0o644); err != nil {
+		fmt.Fprintf(stderr, "warning: %v: the next open imports %s again\n", err, snap)
+	}
 	return nil
 }
 
