@@ -145,7 +145,10 @@ func (s *Server) importSnapshot(j *ImportJob, src, dst string, opts torchsnap.Im
 	}
 	im.update(j, func(j *ImportJob) { j.State, j.Read, j.Size = "importing", 0, fi.Size() })
 	opts.Progress = func(read int64) { im.update(j, func(j *ImportJob) { j.Read = read }) }
-	res, err := torchsnap.Import(func() (io.ReadCloser, error) { return os.Open(src) }, dst, opts)
+	res, err := torchsnap.Import(func() (io.ReadCloser, error) {
+		f, err := os.Open(src)
+		return stopReader{f, s.ctx}, err
+	}, dst, opts)
 	if err != nil {
 		im.update(j, func(j *ImportJob) { j.State, j.Error = "failed", err.Error() })
 		s.log.Warn("import snapshot", "snapshot", j.Snapshot, "err", err)
@@ -249,6 +252,21 @@ func (s *Server) handleSnapshotUpload(w http.ResponseWriter, r *http.Request) {
 	})
 	job, _ := s.imports.get(j.ID)
 	writeJSON(w, http.StatusAccepted, job)
+}
+
+// stopReader is a snapshot's file that stops being read once the server
+// closes (its import then fails, leaving nothing behind, rather than
+// holding the shutdown for a long import).
+type stopReader struct {
+	*os.File
+	ctx context.Context
+}
+
+func (r stopReader) Read(b []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("the server is shutting down: %w", err)
+	}
+	return r.File.Read(b)
 }
 
 // progressReader reports the bytes read so far, now and then.

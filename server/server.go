@@ -118,7 +118,8 @@ type Server struct {
 	live     *live.Handler
 	traces   *traces.Set // every trace the routes answer from, and what was derived from it
 	started  time.Time
-	imports  importer // PyTorch snapshots uploaded or watched, imported as traces (imports.go)
+	imports  importer        // PyTorch snapshots uploaded or watched, imported as traces (imports.go)
+	ctx      context.Context // ends at Close: the imports under way stop
 	stop     context.CancelFunc
 
 	sessions *sessionStore
@@ -200,7 +201,7 @@ func newServer(opts Options, ks kernelManager, cs contentStore) (*Server, error)
 		s.handler = s.hubHeaders(s.handler)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s.stop = stop
+	s.ctx, s.stop = ctx, stop
 	if opts.WatchSnapshots > 0 && opts.TraceDir != "" {
 		s.imports.wg.Go(func() { s.watchSnapshots(ctx, opts.WatchSnapshots) })
 	}
