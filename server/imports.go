@@ -61,11 +61,18 @@ type importer struct {
 	// not tried again until it changes.
 	failed map[string]string
 	wg     sync.WaitGroup
+	closed bool
 }
 
-func (im *importer) add(j *ImportJob) *ImportJob {
+// add lists job j, unless the server is closing or a job for its trace
+// is under way (or taken() says the trace is there), in one step: two
+// uploads of one name cannot both pass.
+func (im *importer) add(j *ImportJob, taken func() bool) (*ImportJob, bool) {
 	im.mu.Lock()
 	defer im.mu.Unlock()
+	if im.closed || im.busyLocked(j.Trace) || (taken != nil && taken()) {
+		return nil, false
+	}
 	im.next++
 	j.ID = im.next
 	im.jobs = append(im.jobs, j)
@@ -77,7 +84,27 @@ func (im *importer) add(j *ImportJob) *ImportJob {
 		}
 		im.jobs = slices.Delete(im.jobs, i, i+1)
 	}
-	return j
+	return j, true
+}
+
+// start runs f as the import's goroutine, unless the server is closing
+// (Close waits for those started).
+func (im *importer) start(f func()) bool {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.closed {
+		return false
+	}
+	im.wg.Go(f)
+	return true
+}
+
+// close refuses new jobs and waits for those running.
+func (im *importer) close() {
+	im.mu.Lock()
+	im.closed = true
+	im.mu.Unlock()
+	im.wg.Wait()
 }
 
 func (im *importer) update(j *ImportJob, f func(j *ImportJob)) {
@@ -107,10 +134,9 @@ func (im *importer) get(id int) (ImportJob, bool) {
 	return ImportJob{}, false
 }
 
-// busy reports whether a job for trace is receiving, queued or importing.
-func (im *importer) busy(trace string) bool {
-	im.mu.Lock()
-	defer im.mu.Unlock()
+// busyLocked reports whether a job for trace is receiving, queued or
+// importing; im.mu is held.
+func (im *importer) busyLocked(trace string) bool {
 	return slices.ContainsFunc(im.jobs, func(j *ImportJob) bool {
 		return j.Trace == trace && j.State != "done" && j.State != "failed"
 	})
@@ -138,21 +164,39 @@ func (s *Server) importSnapshot(j *ImportJob, src, dst string, opts torchsnap.Im
 	im := &s.imports
 	im.run.Lock()
 	defer im.run.Unlock()
-	fi, err := os.Stat(src)
-	if err != nil {
-		im.update(j, func(j *ImportJob) { j.State, j.Error = "failed", err.Error() })
+	fail := func(err error) error {
+		msg := s.errw.Paths.Scrub(err.Error())
+		im.update(j, func(j *ImportJob) { j.State, j.Error = "failed", msg })
 		return err
 	}
+	if err := s.ctx.Err(); err != nil {
+		return fail(errors.New("the server is shutting down"))
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		return fail(err)
+	}
+	// Written under a hidden name, then renamed: a trace in the list is
+	// whole (an import cut off by a crash leaves no shortened trace that
+	// would pass for done).
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".~import-"+filepath.Base(dst)+".*")
+	if err != nil {
+		return fail(err)
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
 	im.update(j, func(j *ImportJob) { j.State, j.Read, j.Size = "importing", 0, fi.Size() })
 	opts.Progress = func(read int64) { im.update(j, func(j *ImportJob) { j.Read = read }) }
 	res, err := torchsnap.Import(func() (io.ReadCloser, error) {
 		f, err := os.Open(src)
 		return stopReader{f, s.ctx}, err
-	}, dst, opts)
+	}, tmp.Name(), opts)
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
 	if err != nil {
-		im.update(j, func(j *ImportJob) { j.State, j.Error = "failed", err.Error() })
 		s.log.Warn("import snapshot", "snapshot", j.Snapshot, "err", err)
-		return err
+		return fail(err)
 	}
 	var notes []string
 	if res.PreHistory > 0 {
@@ -196,10 +240,6 @@ func (s *Server) handleSnapshotUpload(w http.ResponseWriter, r *http.Request) {
 		opts.Device = n
 	}
 	dst := filepath.Join(s.opts.TraceDir, trace)
-	if _, err := os.Lstat(dst); err == nil || s.imports.busy(trace) {
-		s.writeError(w, r, httperr.New(httperr.Conflict, "a trace named %s is already there: rename the snapshot, or delete that trace first", trace))
-		return
-	}
 	limit := s.opts.MaxSnapshotBytes
 	if limit <= 0 {
 		limit = DefaultMaxSnapshotBytes
@@ -208,9 +248,21 @@ func (s *Server) handleSnapshotUpload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, httperr.New(httperr.TooLarge, "snapshot of %d bytes, over this server's bound of %d bytes (--max-snapshot-size)", r.ContentLength, limit))
 		return
 	}
-	j := s.imports.add(&ImportJob{Source: "upload", Snapshot: name, Trace: trace, State: "receiving", Size: r.ContentLength})
+	j, ok := s.imports.add(&ImportJob{Source: "upload", Snapshot: name, Trace: trace, State: "receiving", Size: r.ContentLength}, func() bool {
+		_, err := os.Lstat(dst)
+		return err == nil
+	})
+	if !ok {
+		if s.ctx.Err() != nil {
+			s.writeError(w, r, httperr.New(httperr.Conflict, "the server is shutting down: upload %s again to the next one", name))
+			return
+		}
+		s.writeError(w, r, httperr.New(httperr.Conflict, "a trace named %s is already there: rename the snapshot, or delete that trace first", trace))
+		return
+	}
 	fail := func(err error) {
-		s.imports.update(j, func(j *ImportJob) { j.State, j.Error = "failed", err.Error() })
+		msg := s.errw.Paths.Scrub(err.Error())
+		s.imports.update(j, func(j *ImportJob) { j.State, j.Error = "failed", msg })
 		s.writeError(w, r, err)
 	}
 	tmp, err := os.CreateTemp(s.opts.TraceDir, ".~upload-"+name+".*")
@@ -246,10 +298,14 @@ func (s *Server) handleSnapshotUpload(w http.ResponseWriter, r *http.Request) {
 		fail(fmt.Errorf("upload %s: %w", name, err))
 		return
 	}
-	s.imports.wg.Go(func() {
+	if !s.imports.start(func() {
 		defer os.Remove(src)
 		s.importSnapshot(j, src, dst, opts)
-	})
+	}) {
+		os.Remove(src)
+		fail(httperr.New(httperr.Conflict, "the server is shutting down: upload %s again to the next one", name))
+		return
+	}
 	job, _ := s.imports.get(j.ID)
 	writeJSON(w, http.StatusAccepted, job)
 }
@@ -332,6 +388,9 @@ func (s *Server) lookForSnapshots(seen map[string]string) {
 		return
 	}
 	for _, e := range entries {
+		if s.ctx.Err() != nil {
+			return
+		}
 		trace, ok := SnapshotTrace(e.Name())
 		if !ok || !e.Type().IsRegular() {
 			continue
@@ -353,10 +412,13 @@ func (s *Server) lookForSnapshots(seen map[string]string) {
 		s.imports.mu.Lock()
 		failed := s.imports.failed[e.Name()] == stamp
 		s.imports.mu.Unlock()
-		if failed || s.imports.busy(trace) {
+		if failed {
 			continue
 		}
-		j := s.imports.add(&ImportJob{Source: "watched", Snapshot: e.Name(), Trace: trace, State: "queued", Size: fi.Size()})
+		j, ok := s.imports.add(&ImportJob{Source: "watched", Snapshot: e.Name(), Trace: trace, State: "queued", Size: fi.Size()}, nil)
+		if !ok {
+			continue
+		}
 		if err := s.importSnapshot(j, filepath.Join(s.opts.TraceDir, e.Name()), dst, torchsnap.ImportOptions{Device: -1}); err != nil {
 			s.imports.mu.Lock()
 			if s.imports.failed == nil {

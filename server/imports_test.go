@@ -289,3 +289,38 @@ func TestSnapshotWatcher(t *testing.T) {
 	}
 	t.Fatal("the watcher did not import run.pickle in 30 s")
 }
+
+// While one upload of a name is still being received, another of the
+// same name is refused: the second cannot overwrite the first's trace.
+func TestSnapshotUploadSameName(t *testing.T) {
+	dir := t.TempDir()
+	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
+	data := snapshotFile(t, "steps.leak.p4.pickle")
+	pr, pw := io.Pipe()
+	first := make(chan int, 1)
+	go func() {
+		code, _, _ := ts.upload(t, "name=run.pickle", pr)
+		first <- code
+	}()
+	pw.Write(data[:100])
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		_, b := ts.do(t, "GET", "/api/imports", "")
+		if strings.Contains(string(b), `"state":"receiving"`) {
+			break
+		}
+	}
+	if code, _, body := ts.upload(t, "name=run.pickle", bytes.NewReader(data)); code != http.StatusConflict {
+		t.Errorf("a second upload of run.pickle while the first is received: %d %s; want 409", code, body)
+	}
+	pw.Write(data[100:])
+	pw.Close()
+	if code := <-first; code != http.StatusAccepted {
+		t.Fatalf("the first upload: %d", code)
+	}
+	_, b := ts.do(t, "GET", "/api/imports", "")
+	var list []ImportJob
+	json.Unmarshal(b, &list)
+	if len(list) != 1 || ts.waitImport(t, list[0].ID).State != "done" {
+		t.Errorf("imports %s; want the first alone, done", b)
+	}
+}

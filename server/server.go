@@ -203,7 +203,7 @@ func newServer(opts Options, ks kernelManager, cs contentStore) (*Server, error)
 	ctx, stop := context.WithCancel(context.Background())
 	s.ctx, s.stop = ctx, stop
 	if opts.WatchSnapshots > 0 && opts.TraceDir != "" {
-		s.imports.wg.Go(func() { s.watchSnapshots(ctx, opts.WatchSnapshots) })
+		s.imports.start(func() { s.watchSnapshots(ctx, opts.WatchSnapshots) })
 	}
 	return s, nil
 }
@@ -213,7 +213,7 @@ func newServer(opts Options, ks kernelManager, cs contentStore) (*Server, error)
 // It does not shut kernels down: the Manager's owner does.
 func (s *Server) Close() error {
 	s.stop()
-	s.imports.wg.Wait()
+	s.imports.close()
 	return errors.Join(s.live.Close(), s.traces.Close())
 }
 

@@ -12,7 +12,8 @@ import "reflect"
 //   - the tail, from base on: what was memoized since the last
 //     compaction, as decoded (16 bytes an entry, a batch's worth);
 //   - below base, 4 bytes an entry, in pages (no copy of the whole
-//     as it grows): 0 unset, 1 forgotten, k the value vals[k-2]. What
+//     as it grows): 0 unset, 1 forgotten, 2 set again after it was
+//     compacted (over holds it), k the value vals[k-3]. What
 //     Compact kept is interned in vals (one copy of a value however many
 //     entries keep it); what was never compacted (the memo before a
 //     streamed list) is there as it was.
@@ -25,7 +26,10 @@ type memo struct {
 	vals  []any
 	// interned finds what vals holds of a comparable value Compact kept.
 	interned map[any]uint32
-	tail     []any
+	// over holds the entries below base PUT again (a pickle may PUT an
+	// index twice): one value each, however often, bounded by the memo.
+	over map[int]any
+	tail []any
 }
 
 const (
@@ -34,6 +38,8 @@ const (
 
 	slotUnset     = 0
 	slotForgotten = 1
+	slotOver      = 2
+	slotVals      = 3 // vals[0]'s slot
 )
 
 // len is the memo's length: one past its highest entry set.
@@ -53,9 +59,12 @@ func (m *memo) set(i int, v any) {
 		m.tail[i-m.n] = v
 		return
 	}
-	// Set again below the tail (a pickle may PUT an index twice): kept as
-	// it is.
-	m.setSlot(i, m.add(v))
+	// Set again below the tail: kept as it is, in place of what was.
+	if m.over == nil {
+		m.over = map[int]any{}
+	}
+	m.over[i] = v
+	m.setSlot(i, slotOver)
 }
 
 // get returns entry i; unset{} past the end.
@@ -71,8 +80,10 @@ func (m *memo) get(i int) any {
 		return unset{}
 	case slotForgotten:
 		return forgotten{}
+	case slotOver:
+		return m.over[i]
 	default:
-		return m.vals[s-2]
+		return m.vals[s-slotVals]
 	}
 }
 
@@ -85,7 +96,7 @@ func (m *memo) add(v any) uint32 {
 		return slotForgotten
 	}
 	m.vals = append(m.vals, v)
-	return uint32(len(m.vals)-1) + 2
+	return uint32(len(m.vals)-1) + slotVals
 }
 
 // intern returns v's slot, one for every entry that keeps an equal

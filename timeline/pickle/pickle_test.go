@@ -492,7 +492,21 @@ func TestMemoPages(t *testing.T) {
 	if _, err := d.Decode(); err != nil {
 		t.Fatal(err)
 	}
-	if kept := len(d.memo.vals); kept != 18 {
+	// A million PUTs again at one compacted index cost one entry, not a
+	// million.
+	again := append(bytes.Clone(b.Bytes()[:len(b.Bytes())-1]), bytes.Repeat([]byte{'q', byte(tags[3])}, 1_000_000)...)
+	again = append(again, '.')
+	d2 := NewDecoder(bytes.NewReader(again), Options{
+		Stream: func(first any) bool { _, ok := first.(*Dict); return ok },
+		Item:   func(*List, int, any) error { return nil },
+	})
+	if _, err := d2.Decode(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(d2.memo.vals) + len(d2.memo.over); n > 20 {
+		t.Errorf("a million PUTs of one index: the memo keeps %d values, want about 18", n)
+	}
+	if kept := len(d.memo.vals) + len(d.memo.over); kept != 18 {
 		t.Errorf("the memo keeps %d values for %d entries, want 18: the 9 distinct strings, the 7 stacks, the list twice", kept, n)
 	}
 }

@@ -208,6 +208,10 @@ if (snapshots) {
           return reject(new Error(msg));
         }
         rows.delete(key);
+        // A look at the list during the upload may have made the job a
+        // row of its own: this one stands for it.
+        const dup = rows.get(j.id);
+        if (dup && dup !== li) dup.remove();
         rows.set(j.id, li);
         showJob(j);
         resolve(j);
