@@ -14,20 +14,39 @@ import (
 )
 
 // A Rule gives the category of a block whose stack has a frame matching
-// it, or that was allocated inside an annotation matching it. Each field
-// set must match:
+// it, that was allocated inside an annotation matching it, or whose
+// trace entry carries metadata or a compile context matching it. Each
+// field set must match:
 //   - Name: a frame's function, exactly or as the last part of a qualified
 //     one ("update" matches "DynamicCache.update");
 //   - File: a frame's path contains it (with Name: the same frame's);
 //   - Annotation: an annotation open when the block was allocated (a
 //     record_function range recorded with the history) has this name, or
-//     matches it as a path.Match pattern ("ProfilerStep#*").
+//     matches it as a pattern ("ProfilerStep#*");
+//   - Metadata: the alloc entry's user_metadata (what
+//     torch.cuda.memory._set_memory_metadata set when the block was
+//     allocated) is this text, or matches it as a pattern;
+//   - CompileContext: the alloc entry's compile_context (the
+//     torch.compile region it was allocated in, "Torch-Compiled Region:
+//     0/1") is this text, or matches it as a pattern. PyTorch writes
+//     "N/A" outside compiled code, which no rule matches.
+//
+// A pattern is path.Match's, except that * and ? match a / too: an
+// annotation or a compile context is no path.
 type Rule struct {
-	Name       string         `json:"name,omitempty"`
-	File       string         `json:"file,omitempty"`
-	Annotation string         `json:"annotation,omitempty"`
-	Category   event.Category `json:"-"`
+	Name           string         `json:"name,omitempty"`
+	File           string         `json:"file,omitempty"`
+	Annotation     string         `json:"annotation,omitempty"`
+	Metadata       string         `json:"metadata,omitempty"`
+	CompileContext string         `json:"compile_context,omitempty"`
+	Category       event.Category `json:"-"`
 }
+
+// MaxEntryRules bounds the rules of a RuleSet that read an entry's
+// metadata or compile context: the import carries which of them an
+// alloc matched from its first pass over the snapshot to its second as
+// one bit each.
+const MaxEntryRules = 64
 
 // Rules is the built-in table Categorize applies, first match wins, each
 // rule tried on every frame of a stack from the innermost out. What no
@@ -63,6 +82,15 @@ var Library = []string{"/torch/", "/transformers/", "/site-packages/", "/dist-pa
 type RuleSet struct {
 	Rules   []Rule
 	Library []string
+}
+
+// Context is what of a block's allocation beyond its frames the rules
+// may read: the annotations open (outermost first), and which of the
+// rules over an entry's metadata or compile context matched its alloc
+// entry (EntryMatches).
+type Context struct {
+	Annotations []string
+	Entry       uint64
 }
 
 // DefaultRules is the built-in RuleSet: Rules and Library.
@@ -102,12 +130,12 @@ func ReadRules(r io.Reader) (*RuleSet, error) {
 		if err != nil || c == event.CategoryNone {
 			return nil, fmt.Errorf("rules: rule %d: category %q is not one of %s", i+1, r.Category, strings.Join(categoryNames(), ", "))
 		}
-		if r.Name == "" && r.File == "" && r.Annotation == "" {
-			return nil, fmt.Errorf("rules: rule %d (%s) has none of name, file and annotation: it would match every block", i+1, r.Category)
+		if r.Name == "" && r.File == "" && r.Annotation == "" && r.Metadata == "" && r.CompileContext == "" {
+			return nil, fmt.Errorf("rules: rule %d (%s) has none of name, file, annotation, metadata and compile_context: it would match every block", i+1, r.Category)
 		}
-		if r.Annotation != "" {
-			if _, err := path.Match(r.Annotation, ""); err != nil {
-				return nil, fmt.Errorf("rules: rule %d: annotation pattern %q: %w", i+1, r.Annotation, err)
+		for _, p := range []struct{ field, pattern string }{{"annotation", r.Annotation}, {"metadata", r.Metadata}, {"compile_context", r.CompileContext}} {
+			if _, err := path.Match(p.pattern, ""); err != nil {
+				return nil, fmt.Errorf("rules: rule %d: %s pattern %q: %w", i+1, p.field, p.pattern, err)
 			}
 		}
 		r.Rule.Category = c
@@ -118,10 +146,14 @@ func ReadRules(r io.Reader) (*RuleSet, error) {
 			return nil, errors.New("rules: an empty library path would fold every frame")
 		}
 	}
-	if f.Replace {
-		return &RuleSet{Rules: own, Library: f.Library}, nil
+	rs := &RuleSet{Rules: own, Library: f.Library}
+	if !f.Replace {
+		rs = &RuleSet{Rules: append(own, Rules...), Library: append(slices.Clone(f.Library), Library...)}
 	}
-	return &RuleSet{Rules: append(own, Rules...), Library: append(slices.Clone(f.Library), Library...)}, nil
+	if n := len(rs.entryRules()); n > MaxEntryRules {
+		return nil, fmt.Errorf("rules: %d rules read metadata or compile_context, more than the %d a rule set may have", n, MaxEntryRules)
+	}
+	return rs, nil
 }
 
 // ReadRulesFile is ReadRules of the file at name.
@@ -149,22 +181,28 @@ func categoryNames() []string {
 // Categorize is the category of a block allocated at frames (innermost
 // first) by the built-in Rules, with no annotation open.
 func Categorize(frames []Frame) event.Category {
-	c, _ := DefaultRules().Categorize(frames, nil)
+	c, _ := DefaultRules().Categorize(frames, Context{})
 	return c
 }
 
 // Categorize is the category of a block allocated at frames (innermost
-// first) while the annotations open were open (outermost first), and the
-// index of the rule that gave it; -1 and CategoryOther when none matched.
-func (rs *RuleSet) Categorize(frames []Frame, open []string) (event.Category, int) {
+// first) in the context ctx, and the index of the rule that gave it; -1
+// and CategoryOther when none matched.
+func (rs *RuleSet) Categorize(frames []Frame, ctx Context) (event.Category, int) {
+	entry := 0 // the index of r among the entry rules
 	for i, r := range rs.Rules {
-		if r.Annotation != "" {
-			if !slices.ContainsFunc(open, r.annotation) {
+		if r.Metadata != "" || r.CompileContext != "" {
+			bit := entry
+			entry++
+			if ctx.Entry&(1<<bit) == 0 {
 				continue
 			}
-			if r.Name == "" && r.File == "" {
-				return r.Category, i
-			}
+		}
+		if r.Annotation != "" && !slices.ContainsFunc(ctx.Annotations, func(a string) bool { return match(r.Annotation, a) }) {
+			continue
+		}
+		if r.Name == "" && r.File == "" {
+			return r.Category, i
 		}
 		for _, f := range frames {
 			if r.matches(f) {
@@ -175,16 +213,52 @@ func (rs *RuleSet) Categorize(frames []Frame, open []string) (event.Category, in
 	return event.CategoryOther, -1
 }
 
+// entryRules are the rules that read an entry's metadata or compile
+// context, in order: bit i of Context.Entry is the i-th's.
+func (rs *RuleSet) entryRules() []Rule {
+	var out []Rule
+	for _, r := range rs.Rules {
+		if r.Metadata != "" || r.CompileContext != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// EntryMatches is Context.Entry for an alloc entry with this
+// user_metadata and compile_context: bit i set when the i-th of the
+// rules that read them (in the set's order) matches both of its fields
+// that are set. Empty metadata, and PyTorch's "N/A" outside compiled
+// code, match no rule.
+func (rs *RuleSet) EntryMatches(metadata, compileContext string) uint64 {
+	if compileContext == "N/A" {
+		compileContext = ""
+	}
+	if metadata == "" && compileContext == "" {
+		return 0
+	}
+	var m uint64
+	for i, r := range rs.entryRules() {
+		if (r.Metadata == "" || metadata != "" && match(r.Metadata, metadata)) &&
+			(r.CompileContext == "" || compileContext != "" && match(r.CompileContext, compileContext)) {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
 // hasAnnotationRules reports whether a rule needs the annotations open.
 func (rs *RuleSet) hasAnnotationRules() bool {
 	return slices.ContainsFunc(rs.Rules, func(r Rule) bool { return r.Annotation != "" })
 }
 
-func (r Rule) annotation(name string) bool {
-	if name == r.Annotation {
+// match reports whether text is pattern, or matches it as path.Match's
+// pattern with / an ordinary character.
+func match(pattern, text string) bool {
+	if text == pattern {
 		return true
 	}
-	ok, _ := path.Match(r.Annotation, name)
+	ok, _ := path.Match(strings.ReplaceAll(pattern, "/", "\x00"), strings.ReplaceAll(text, "/", "\x00"))
 	return ok
 }
 

@@ -243,6 +243,10 @@ type converter struct {
 	// one slice per stack PyTorch shared, so the key is built once.
 	bySlice map[*Frame]siteInfo
 	defs    []any // definitions made, to write again before the start
+	// entryRules says the rules read entries' metadata or compile
+	// context; byEntry keeps what EntryMatches said of each pair seen.
+	entryRules bool
+	byEntry    map[[2]string]uint64
 
 	alive    map[uint64]block // blocks alive now, by address
 	segs     map[uint64]block // segments alive now
@@ -309,6 +313,7 @@ func newConverter(body *timeline.Writer, rules *RuleSet) *converter {
 		rules = DefaultRules()
 	}
 	return &converter{body: body, rules: rules, strings: map[string]event.StringID{}, sites: map[string]event.SiteID{}, frameIDs: map[Frame]uint32{}, bySlice: map[*Frame]siteInfo{},
+		entryRules: len(rules.entryRules()) > 0, byEntry: map[[2]string]uint64{},
 		alive: map[uint64]block{}, segs: map[uint64]block{}, seen: map[uint64]bool{},
 		preBlock: map[uint64]block{}, preSeg: map[uint64]block{}, freed: map[uint64]bool{}}
 }
@@ -324,6 +329,24 @@ func (c *converter) str(s string) event.StringID {
 	c.strings[s] = id
 	c.defs = append(c.defs, timeline.StringDef{ID: id, Text: s}) // written once, by write; the body is events only
 	return id
+}
+
+// entryMatches is the rules' EntryMatches of an alloc entry, worked out
+// once per pair of metadata and compile context.
+func (c *converter) entryMatches(e *Entry) uint64 {
+	if e.UserMetadata == "" && (e.CompileContext == "" || e.CompileContext == "N/A") {
+		return 0
+	}
+	k := [2]string{e.UserMetadata, e.CompileContext}
+	m, ok := c.byEntry[k]
+	if !ok {
+		m = c.rules.EntryMatches(e.UserMetadata, e.CompileContext)
+		if len(c.byEntry) >= 1<<12 {
+			clear(c.byEntry)
+		}
+		c.byEntry[k] = m
+	}
+	return m
 }
 
 // siteInfo is what a stack gives a block: its site, category and label.
@@ -343,7 +366,7 @@ func (c *converter) stack(frames []Frame) siteInfo {
 	if si, ok := c.bySlice[&frames[0]]; ok && si.n == len(frames) {
 		return si
 	}
-	cat, _ := c.rules.Categorize(frames, nil)
+	cat, _ := c.rules.Categorize(frames, Context{})
 	si := siteInfo{site: c.site(frames), category: cat, label: c.str(c.rules.label(frames)), n: len(frames)}
 	if len(c.bySlice) >= 1<<16 {
 		clear(c.bySlice)
@@ -409,10 +432,20 @@ func (c *converter) entry(e *Entry) error {
 		}
 		si := c.stack(e.Frames)
 		b := block{size: e.Size, category: si.category, site: si.site, label: si.label}
+		var entry uint64 // which rules over metadata and compile context match
+		if c.entryRules {
+			entry = c.entryMatches(e)
+			if entry != 0 {
+				b.category, _ = c.rules.Categorize(e.Frames, Context{Entry: entry})
+			}
+		}
 		c.alive[e.Addr] = b
 		c.seen[e.Addr] = true
 		delete(c.freed, e.Addr)
-		c.emit(event.Event{Kind: event.KindAlloc, Addr: e.Addr, Size: e.Size, Requested: e.Size, Category: b.category, Site: b.site, Label: b.label}, e.TimeUS)
+		// Extra carries entry to the second pass (write), which may
+		// categorize the block again with the annotations open, and
+		// clears it.
+		c.emit(event.Event{Kind: event.KindAlloc, Addr: e.Addr, Size: e.Size, Requested: e.Size, Category: b.category, Site: b.site, Label: b.label, Extra: entry}, e.TimeUS)
 	case "free_requested", "free_completed":
 		if e.Action == "free_completed" && c.freed[e.Addr] {
 			delete(c.freed, e.Addr)

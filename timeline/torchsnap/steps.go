@@ -335,15 +335,16 @@ func (t *tally) alloc(e *event.Event, steps *stepper) {
 	step := -1
 	if steps != nil {
 		_, step = steps.current()
-		if t.byAnn && len(steps.open) > 0 {
+		if t.byAnn && len(steps.open) > 0 || e.Extra != 0 {
 			s := t.site(e.Site)
 			frames := make([]Frame, len(s.Frames))
 			for i, f := range s.Frames {
 				frames[i] = Frame{Name: f.Func, Filename: f.File, Line: f.Line}
 			}
-			e.Category, _ = t.c.rules.Categorize(frames, steps.open)
+			e.Category, _ = t.c.rules.Categorize(frames, Context{Annotations: steps.open, Entry: e.Extra})
 		}
 	}
+	e.Extra = 0 // the entry rules it matched: the first pass's, for this one
 	c := t.cats[e.Category]
 	c.add(e.Size)
 	t.cats[e.Category] = c

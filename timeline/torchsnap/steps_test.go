@@ -2,6 +2,7 @@ package torchsnap
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -36,6 +37,8 @@ type stepsExpected struct {
 	} `json:"duplicate_masks"`
 	Peak       uint64            `json:"peak"`
 	Categories map[string]uint64 `json:"categories"`
+	// EntryRules is the bytes by category under TestEntryRules's rules.
+	EntryRules map[string]uint64 `json:"entry_rules"`
 	UserFrame  map[string]string `json:"user_frame"`
 }
 
@@ -237,10 +240,73 @@ func TestUserRules(t *testing.T) {
 		{`{"rules": [{"category": "weights"}]}`, "would match every block"},
 		{`{"rules": [{"name": "f", "category": "weights", "stack": "x"}]}`, `unknown field "stack"`},
 		{`{"rules": [{"annotation": "[", "category": "weights"}]}`, "pattern"},
+		{`{"rules": [{"metadata": "[", "category": "weights"}]}`, `metadata pattern "["`},
+		{`{"rules": [{"compile_context": "[", "category": "weights"}]}`, `compile_context pattern "["`},
+		{`{"rules": [{"metadata": "", "compile_context": "", "category": "weights"}]}`, "would match every block"},
+		{`{"rules": [` + strings.Repeat(`{"metadata": "m", "category": "weights"},`, MaxEntryRules) + `{"metadata": "m", "category": "weights"}]}`, "65 rules read metadata or compile_context, more than the 64"},
 		{`{"library": [""]}`, "empty library path"},
 	} {
 		if _, err := ReadRules(strings.NewReader(bad.json)); err == nil || !strings.Contains(err.Error(), bad.says) {
 			t.Errorf("%s: %v, want an error saying %q", bad.json, err, bad.says)
+		}
+	}
+}
+
+// The user's rules over what an alloc entry carries beside its frames:
+// the metadata torch.cuda.memory._set_memory_metadata set and the
+// torch.compile region. steps.leak's hidden states carry "history" and
+// forward's activations were allocated in a compiled region; the bytes
+// each category gets, first match wins, are gen_steps.py's entry_rules,
+// worked out from the construction. A rule over metadata and an
+// annotation at once needs both: only steps 1, 10 and 11's hidden
+// states are kv_cache.
+func TestEntryRules(t *testing.T) {
+	want := readStepsExpected(t)["leak"]
+	if len(want.EntryRules) == 0 {
+		t.Fatal("steps-expected.json has no entry_rules: run gen_steps.py")
+	}
+	rules, err := ReadRules(strings.NewReader(`{"rules": [
+		{"metadata": "history", "annotation": "ProfilerStep#1*", "category": "kv_cache"},
+		{"metadata": "hist*", "category": "activation"},
+		{"compile_context": "Torch-Compiled Region: */*", "name": "forward", "category": "workspace"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := importAndAnalyze(t, want.File, ImportOptions{Device: -1, Rules: rules})
+	got := map[string]uint64{}
+	for c, n := range res.Categories {
+		if n.Bytes > 0 {
+			got[c.String()] = n.Bytes
+		}
+	}
+	if !maps.Equal(got, want.EntryRules) {
+		t.Errorf("bytes by category %v, want %v", got, want.EntryRules)
+	}
+
+	// Without the rules, the same entries are as the built-in rules have
+	// them: their metadata changes nothing.
+	res, _ = importAndAnalyze(t, want.File, ImportOptions{Device: -1})
+	for name, bytes := range want.Categories {
+		c, _ := event.ParseCategory(name)
+		if res.Categories[c].Bytes != bytes {
+			t.Errorf("built-in rules: %s %d B, want %d", name, res.Categories[c].Bytes, bytes)
+		}
+	}
+
+	// The pattern's * crosses a /, and "N/A", PyTorch's word for no
+	// compiled region, matches no rule.
+	rs, _ := ReadRules(strings.NewReader(`{"rules": [{"compile_context": "*", "category": "workspace"}, {"metadata": "a*", "category": "logits"}]}`))
+	for _, c := range []struct {
+		metadata, context string
+		want                uint64
+	}{
+		{"", "Torch-Compiled Region: 0/1", 1},
+		{"", "N/A", 0},
+		{"a/b", "N/A", 2},
+		{"", "", 0},
+	} {
+		if got := rs.EntryMatches(c.metadata, c.context); got != c.want {
+			t.Errorf("EntryMatches(%q, %q) = %b, want %b", c.metadata, c.context, got, c.want)
 		}
 	}
 }

@@ -19,6 +19,12 @@ record_function("ProfilerStep#k") and recorded with the history
 - steps.leak: the same, but the mask is rebuilt in every step (a
   duplicate), and forward keeps every step's hidden state in a list
   (self.history.append(h): a leak per step).
+  Its entries are shaped as a current PyTorch writes them, with
+  compile_context and user_metadata: forward's activations were
+  allocated in a torch.compile region ("Torch-Compiled Region: 0/1",
+  PyTorch's "N/A" elsewhere), and the user marked the kept hidden states
+  with torch.cuda.memory._set_memory_metadata("history") (for the user's
+  rules over them, TestEntryRules).
 - steps.frames: steps.leak without annotations: its steps are the calls
   of forward (--step forward).
 
@@ -87,7 +93,10 @@ LOGITS = block(nbytes((1, 1, 32000), 4))     # fp32: 125 KiB
 TOKEN = block(nbytes((1, 1), 8))             # int64: 512 B
 
 
-def build(leak, annotate):
+COMPILED = "Torch-Compiled Region: 0/1"
+
+
+def build(leak, annotate, modern=False):
     trace, annotations = [], []
     live = {}  # addr -> (size, kind, step)
     allocs = []  # (addr, size, kind, step, time, freed_time)
@@ -97,20 +106,34 @@ def build(leak, annotate):
         state["t"] += 10
         return state["t"]
 
+    def entry(action, addr, size, t, kind, context="N/A", metadata=""):
+        """Module.cpp's order: action, addr, size, stream, time_us,
+        compile_context and user_metadata (when this PyTorch has them),
+        frames."""
+        e = {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t}
+        if modern:
+            e["compile_context"] = context
+            e["user_metadata"] = metadata
+        e["frames"] = stack(kind)
+        return e
+
     def alloc(kind, size, step):
         addr = state["next"]
         state["next"] += size
         t = tick()
-        trace.append({"action": "alloc", "addr": addr, "size": size, "stream": 0, "time_us": t, "frames": stack(kind)})
+        context = COMPILED if kind == "act" else "N/A"
+        metadata = "history" if kind == "hidden" else ""
+        trace.append(entry("alloc", addr, size, t, kind, context, metadata))
         live[addr] = (size, kind, step)
-        allocs.append({"addr": addr, "size": size, "kind": kind, "step": step, "time": t, "freed": None})
+        allocs.append({"addr": addr, "size": size, "kind": kind, "step": step, "time": t, "freed": None,
+                       "compile_context": context if modern else "", "user_metadata": metadata if modern else ""})
         return addr
 
     def free(addr):
         size, kind, _ = live.pop(addr)
         t = tick()
         for e in ("free_requested", "free_completed"):
-            trace.append({"action": e, "addr": addr, "size": size, "stream": 0, "time_us": t, "frames": stack(kind)})
+            trace.append(entry(e, addr, size, t, kind))
         for a in allocs:
             if a["addr"] == addr:
                 a["freed"] = t
@@ -169,6 +192,27 @@ def build(leak, annotate):
     return snap, allocs, steps
 
 
+def entry_rules(allocs, steps):
+    """The bytes TestEntryRules's rules give each category, first match
+    wins: (1) metadata "history" within ProfilerStep#1* (steps 1, 10 and
+    11) is kv_cache; (2) metadata "hist*" is activation; (3) compile
+    context "Torch-Compiled Region: */*" in a frame named forward is
+    workspace; the rest as the built-in rules have it."""
+    out = {}
+    for a in allocs:
+        k = a["step"]
+        if a["user_metadata"] == "history" and k is not None and f"ProfilerStep#{k}".startswith("ProfilerStep#1"):
+            c = "kv_cache"
+        elif a["user_metadata"].startswith("hist"):
+            c = "activation"
+        elif a["compile_context"].startswith("Torch-Compiled Region: ") and "/" in a["compile_context"]:
+            c = "workspace"
+        else:
+            c = {"weights": "weights", "mask": "attn_mask"}.get(a["kind"], "other")
+        out[c] = out.get(c, 0) + a["size"]
+    return out
+
+
 def expected(allocs, steps):
     """The verdicts, from the construction and the rules of
     docs/pytorch.md: a block a step allocated (weights and KV caches
@@ -223,10 +267,12 @@ def expected(allocs, steps):
 
 out = {}
 for name, leak, annotate, proto in (("clean", False, True, 4), ("leak", True, True, 4), ("frames", True, False, 5)):
-    snap, allocs, steps = build(leak, annotate)
+    snap, allocs, steps = build(leak, annotate, modern=name == "leak")
     with open(f"steps.{name}.p{proto}.pickle", "wb") as f:
         pickle.dump(snap, f, protocol=proto)
     out[name] = expected(allocs, steps)
     out[name]["file"] = f"steps.{name}.p{proto}.pickle"
+    if name == "leak":
+        out[name]["entry_rules"] = entry_rules(allocs, steps)
 with open("steps-expected.json", "w") as f:
     json.dump(out, f, indent=1, sort_keys=True)
