@@ -298,7 +298,7 @@ func TestEntryRules(t *testing.T) {
 	rs, _ := ReadRules(strings.NewReader(`{"rules": [{"compile_context": "*", "category": "workspace"}, {"metadata": "a*", "category": "logits"}]}`))
 	for _, c := range []struct {
 		metadata, context string
-		want                uint64
+		want              uint64
 	}{
 		{"", "Torch-Compiled Region: 0/1", 1},
 		{"", "N/A", 0},
