@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,10 @@ const DefaultMaxSnapshotBytes = 64 << 30
 // maxImportJobs is how many finished imports the list keeps.
 const maxImportJobs = 50
 
+// MaxUploadRules bounds the rules an upload gives in its query (a rules
+// file is a few hundred bytes; docs/pytorch.md).
+const MaxUploadRules = 64 << 10
+
 // ImportJob is one import of a PyTorch memory snapshot into a trace, as
 // GET /api/imports lists it: an upload (received, then imported) or a
 // file that appeared in the watched trace directory.
@@ -44,6 +49,10 @@ type ImportJob struct {
 	Read   int64  `json:"read"`
 	Size   int64  `json:"size"`
 	Events uint64 `json:"events,omitempty"`
+	// Rules names the rules its blocks were categorized by beside the
+	// built-in ones: the upload's rules file, or the server's; "" for the
+	// built-in rules alone.
+	Rules string `json:"rules,omitempty"`
 	// Note says what the user should know of a trace that imported: its
 	// history starts late, the file was cut short.
 	Note  string `json:"note,omitempty"`
@@ -211,13 +220,18 @@ func (s *Server) importSnapshot(j *ImportJob, src, dst string, opts torchsnap.Im
 	return nil
 }
 
-// handleSnapshotUpload is POST /api/snapshots?name=FILE[&step=S][&device=N]:
+// handleSnapshotUpload is POST
+// /api/snapshots?name=FILE[&step=S][&device=N][&rules=JSON[&rules_name=F]]:
 // the body is a PyTorch memory snapshot (a pickle of _dump_snapshot, or
 // its JSON, either gzipped), streamed to the trace directory and imported
-// as the trace of its name. It answers 202 with the job once the body is
-// in; GET /api/imports/{id} follows the import. A body cut short, empty
-// or over the bound, a name that is not a snapshot's, a trace of that
-// name already there: a clear error, and nothing left behind.
+// as the trace of its name, its blocks categorized by the rules given
+// (a rules file's text, as trace import's --rules reads it; F its name,
+// for the list) or else the server's (Options.SnapshotRules). It answers
+// 202 with the job once the body is in; GET /api/imports/{id} follows
+// the import. A body cut short, empty or over the bound, a name that is
+// not a snapshot's, rules that do not read, a trace of that name already
+// there: a clear error before or as the body comes, and nothing left
+// behind.
 func (s *Server) handleSnapshotUpload(w http.ResponseWriter, r *http.Request) {
 	if s.opts.TraceDir == "" {
 		s.writeError(w, r, httperr.New(httperr.NotFound, "this server keeps no traces (no trace directory): start it with --trace-dir"))
@@ -230,7 +244,16 @@ func (s *Server) handleSnapshotUpload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badRequest("snapshot name %q: a file name (no directory) ending in .pickle, .pkl or .json, optionally .gz", name))
 		return
 	}
-	opts := torchsnap.ImportOptions{Device: -1, Step: q.Get("step")}
+	opts := torchsnap.ImportOptions{Device: -1, Step: q.Get("step"), Rules: s.opts.SnapshotRules}
+	rulesName := s.opts.SnapshotRulesName
+	if q.Has("rules") {
+		rs, err := uploadRules(q.Get("rules_name"), q.Get("rules"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		opts.Rules, rulesName = rs, cmp.Or(q.Get("rules_name"), "the upload's rules")
+	}
 	if d := q.Get("device"); d != "" {
 		n, err := strconv.Atoi(d)
 		if err != nil || n < 0 {
@@ -248,7 +271,7 @@ func (s *Server) handleSnapshotUpload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, httperr.New(httperr.TooLarge, "snapshot of %d bytes, over this server's bound of %d bytes (--max-snapshot-size)", r.ContentLength, limit))
 		return
 	}
-	j, ok := s.imports.add(&ImportJob{Source: "upload", Snapshot: name, Trace: trace, State: "receiving", Size: r.ContentLength}, func() bool {
+	j, ok := s.imports.add(&ImportJob{Source: "upload", Snapshot: name, Trace: trace, State: "receiving", Size: r.ContentLength, Rules: rulesName}, func() bool {
 		_, err := os.Lstat(dst)
 		return err == nil
 	})
@@ -308,6 +331,41 @@ func (s *Server) handleSnapshotUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	job, _ := s.imports.get(j.ID)
 	writeJSON(w, http.StatusAccepted, job)
+}
+
+// uploadRules reads the text of a rules file an upload gives, named name
+// (its file's name, or ""), as trace import's --rules reads a file.
+func uploadRules(name, text string) (*torchsnap.RuleSet, error) {
+	name = cmp.Or(name, "the upload's rules")
+	if len(text) > MaxUploadRules {
+		return nil, badRequest("%s: %d bytes, over the %d bytes a rules file sent with an upload may have", name, len(text), MaxUploadRules)
+	}
+	rs, err := torchsnap.ReadRules(strings.NewReader(text))
+	if err != nil {
+		return nil, badRequest("%s: %v", name, err)
+	}
+	return rs, nil
+}
+
+// handleSnapshotRules is POST /api/snapshots/rules?name=F: the body, a
+// rules file, read as an upload's rules are (uploadRules), so that the
+// root page says what is wrong with one when it is chosen, before any
+// snapshot is sent. 200 with the count of the file's own rules and of
+// all the rules and library paths in force with them, or 400 naming the
+// rule.
+func (s *Server) handleSnapshotRules(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("name")
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxUploadRules+1))
+	if err != nil && !errors.As(err, new(*http.MaxBytesError)) {
+		s.writeError(w, r, badRequest("rules cut short: %v", err))
+		return
+	}
+	rs, err := uploadRules(name, string(b))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"own": rs.Own, "rules": len(rs.Rules), "library": len(rs.Library)})
 }
 
 // stopReader is a snapshot's file that stops being read once the server
@@ -415,11 +473,11 @@ func (s *Server) lookForSnapshots(seen map[string]string) {
 		if failed {
 			continue
 		}
-		j, ok := s.imports.add(&ImportJob{Source: "watched", Snapshot: e.Name(), Trace: trace, State: "queued", Size: fi.Size()}, nil)
+		j, ok := s.imports.add(&ImportJob{Source: "watched", Snapshot: e.Name(), Trace: trace, State: "queued", Size: fi.Size(), Rules: s.opts.SnapshotRulesName}, nil)
 		if !ok {
 			continue
 		}
-		if err := s.importSnapshot(j, filepath.Join(s.opts.TraceDir, e.Name()), dst, torchsnap.ImportOptions{Device: -1}); err != nil {
+		if err := s.importSnapshot(j, filepath.Join(s.opts.TraceDir, e.Name()), dst, torchsnap.ImportOptions{Device: -1, Rules: s.opts.SnapshotRules}); err != nil {
 			s.imports.mu.Lock()
 			if s.imports.failed == nil {
 				s.imports.failed = map[string]string{}

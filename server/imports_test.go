@@ -5,13 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"linger/timeline/torchsnap"
 )
 
 // snapshotFile is a test snapshot of timeline/torchsnap, and the figures
@@ -322,5 +327,127 @@ func TestSnapshotUploadSameName(t *testing.T) {
 	json.Unmarshal(b, &list)
 	if len(list) != 1 || ts.waitImport(t, list[0].ID).State != "done" {
 		t.Errorf("imports %s; want the first alone, done", b)
+	}
+}
+
+// entryRulesJSON are torchsnap's TestEntryRules rules, under which
+// steps.leak's bytes by category are steps-expected.json's entry_rules,
+// which gen_steps.py works out from the construction.
+const entryRulesJSON = `{"rules": [
+	{"metadata": "history", "annotation": "ProfilerStep#1*", "category": "kv_cache"},
+	{"metadata": "hist*", "category": "activation"},
+	{"compile_context": "Torch-Compiled Region: */*", "name": "forward", "category": "workspace"}]}`
+
+// message is an error answer's message.
+func message(body string) string {
+	var e struct{ Message string }
+	json.Unmarshal([]byte(body), &e)
+	return e.Message
+}
+
+// categoryBytes is a trace's report's bytes allocated by category.
+func (ts *testServer) categoryBytes(t *testing.T, trace string) map[string]uint64 {
+	t.Helper()
+	code, b := ts.do(t, "GET", "/api/timeline/traces/"+trace+"/report", "")
+	var rep struct {
+		Categories []struct {
+			Category   string `json:"category"`
+			AllocBytes uint64 `json:"alloc_bytes"`
+		} `json:"categories"`
+	}
+	if code != 200 || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("report of %s: %d %.300s", trace, code, b)
+	}
+	out := map[string]uint64{}
+	for _, c := range rep.Categories {
+		if c.AllocBytes > 0 {
+			out[c.Category] = c.AllocBytes
+		}
+	}
+	return out
+}
+
+// The rules a snapshot's blocks are categorized by: the server's
+// (serve --rules) for a watched file and an upload without its own, an
+// upload's own when it gives them (the root page's Rules), each named on
+// its job; rules that do not read are refused before a byte is kept,
+// naming the rule, and POST /api/snapshots/rules says so of a file
+// before any upload.
+func TestSnapshotUploadRules(t *testing.T) {
+	var all map[string]struct {
+		Categories map[string]uint64 `json:"categories"`
+		EntryRules map[string]uint64 `json:"entry_rules"`
+	}
+	if err := json.Unmarshal(snapshotFile(t, "steps-expected.json"), &all); err != nil {
+		t.Fatal(err)
+	}
+	want := all["leak"]
+	serverRules, err := torchsnap.ReadRules(strings.NewReader(entryRulesJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ts := newTestServer(t, func(o *Options) {
+		o.TraceDir, o.SnapshotRules, o.SnapshotRulesName = dir, serverRules, "team-rules.json"
+	})
+	data := snapshotFile(t, "steps.leak.p4.pickle")
+
+	// No rules of its own: the server's.
+	code, j, body := ts.upload(t, "name=a.pickle", bytes.NewReader(data))
+	if code != http.StatusAccepted {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	if j = ts.waitImport(t, j.ID); j.State != "done" || j.Rules != "team-rules.json" {
+		t.Fatalf("import %+v; want done, by team-rules.json", j)
+	}
+	if got := ts.categoryBytes(t, "a.ltrace"); !maps.Equal(got, want.EntryRules) {
+		t.Errorf("a.ltrace by category %v, want the server's rules' %v", got, want.EntryRules)
+	}
+
+	// Its own: an empty rule set is the built-in rules alone.
+	q := url.Values{"name": {"b.pickle"}, "rules": {`{"rules": []}`}, "rules_name": {"mine.json"}}
+	code, j, body = ts.upload(t, q.Encode(), bytes.NewReader(data))
+	if code != http.StatusAccepted {
+		t.Fatalf("upload with rules: %d %s", code, body)
+	}
+	if j = ts.waitImport(t, j.ID); j.State != "done" || j.Rules != "mine.json" {
+		t.Fatalf("import %+v; want done, by mine.json", j)
+	}
+	if got := ts.categoryBytes(t, "b.ltrace"); !maps.Equal(got, want.Categories) {
+		t.Errorf("b.ltrace by category %v, want the built-in rules' %v", got, want.Categories)
+	}
+
+	// Watched: the server's.
+	os.WriteFile(filepath.Join(dir, "c.pickle"), data, 0o644)
+	seen := map[string]string{}
+	ts.s.lookForSnapshots(seen)
+	ts.s.lookForSnapshots(seen)
+	if got := ts.categoryBytes(t, "c.ltrace"); !maps.Equal(got, want.EntryRules) {
+		t.Errorf("watched c.ltrace by category %v, want the server's rules' %v", got, want.EntryRules)
+	}
+
+	// Rules that do not read: 400 naming the rule, no job, nothing kept.
+	before := dirNames(t, dir)
+	for _, bad := range []struct{ rules, says string }{
+		{`{"rules": [{"name": "f", "category": "kv"}]}`, `bad.json: rules: rule 1: category "kv" is not one of`},
+		{`{"rules": [{"metadata": "[", "category": "weights"}]}`, `metadata pattern "["`},
+		{`not json`, "bad.json: rules:"},
+		{strings.Repeat(" ", MaxUploadRules+1) + "{}", "over the 65536 bytes"},
+	} {
+		q := url.Values{"name": {"d.pickle"}, "rules": {bad.rules}, "rules_name": {"bad.json"}}
+		code, _, body := ts.upload(t, q.Encode(), bytes.NewReader(data))
+		if msg := message(body); code != http.StatusBadRequest || !strings.Contains(msg, bad.says) {
+			t.Errorf("upload with rules %.40q: %d %s; want 400 saying %q", bad.rules, code, msg, bad.says)
+		}
+		code, b := ts.do(t, "POST", "/api/snapshots/rules?name=bad.json", bad.rules)
+		if msg := message(string(b)); code != http.StatusBadRequest || !strings.Contains(msg, bad.says) {
+			t.Errorf("check of rules %.40q: %d %s; want 400 saying %q", bad.rules, code, msg, bad.says)
+		}
+	}
+	if after := dirNames(t, dir); !slices.Equal(before, after) {
+		t.Errorf("bad rules changed the trace directory: %v → %v", before, after)
+	}
+	if code, b := ts.do(t, "POST", "/api/snapshots/rules?name=ok.json", entryRulesJSON); code != 200 || !strings.Contains(string(b), `"own":3`) {
+		t.Errorf("check of good rules: %d %s; want 200, 3 rules of its own (the built-in ones after them)", code, b)
 	}
 }

@@ -87,6 +87,7 @@ func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Kernels = s.runningKernels()
 		v.Snapshots = s.opts.TraceDir != ""
+		v.SnapshotRules = s.opts.SnapshotRulesName
 	}
 	s.render(w, r, web.Tree(v))
 }

@@ -21,6 +21,7 @@ import (
 	"linger/server/hub"
 	"linger/server/kernels"
 	"linger/server/live"
+	"linger/timeline/torchsnap"
 	"linger/timeline/traces"
 	"linger/web"
 )
@@ -87,6 +88,12 @@ type Options struct {
 	// appeared or changed: each is imported, once it has stopped growing,
 	// into the trace of its name beside it (see imports.go).
 	WatchSnapshots time.Duration
+	// SnapshotRules categorize the blocks of every snapshot this server
+	// imports (watched, or uploaded without rules of its own) before the
+	// built-in ones; nil means the built-in rules alone. SnapshotRulesName
+	// is what the root page calls them (the rules file's name).
+	SnapshotRules     *torchsnap.RuleSet
+	SnapshotRulesName string
 	// AllowRemote serves requests whatever their Host header names, as
 	// Jupyter Server's allow_remote_access does. When false, the default,
 	// only loopback Hosts (localhost, 127.0.0.0/8, [::1], any port) and
@@ -300,6 +307,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/timeline/kernels/{id}/{what}", lm.ServeHTTP)
 	handle("GET /api/timeline/traces/{name}/{what}", lm.ServeHTTP)
 	handle("POST /api/snapshots", s.handleSnapshotUpload)
+	handle("POST /api/snapshots/rules", s.handleSnapshotRules)
 	handle("GET /api/imports", s.handleImports)
 	handle("GET /api/imports/{id}", s.handleImport)
 	handle("GET /api/timeline/kernels/{id}/report", s.handleTimelineReport)

@@ -61,6 +61,9 @@ type TreeView struct {
 	// Snapshots offers, on the root page, to open PyTorch memory
 	// snapshots: uploaded or dropped, imported as traces with progress.
 	Snapshots bool
+	// SnapshotRules names the rules the server categorizes snapshots'
+	// blocks by, beside the built-in ones ("" for the built-in alone).
+	SnapshotRules string
 }
 
 // RunningKernelView is a running kernel listed on the tree page.

@@ -59,6 +59,7 @@ func runOpen(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	imp := importSettings{device: *device, step: *step, rules: rules, rulesFile: *rulesFile}
+	c.rules, c.rulesFile = rules, *rulesFile // the page's uploads, too
 	if len(snaps) > server.MaxRanks {
 		return fmt.Errorf("%w: open shows at most %d snapshots together, got %d: open fewer at a time (one node's ranks, say)", errUsage, server.MaxRanks, len(snaps))
 	}

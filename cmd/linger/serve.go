@@ -29,6 +29,7 @@ import (
 	"linger/server"
 	"linger/server/hub"
 	"linger/server/kernels"
+	"linger/timeline/torchsnap"
 )
 
 // minKernelMemory is the smallest --kernel-memory: a kernel's runtime,
@@ -52,6 +53,11 @@ type serveConfig struct {
 	// the first of them once the server listens.
 	page   string
 	opened func(url string)
+	// rules, read from rulesFile, categorize the blocks of the PyTorch
+	// snapshots the server imports (uploaded, or watched in the trace
+	// directory) before the built-in ones; nil for those alone.
+	rules     *torchsnap.RuleSet
+	rulesFile string
 }
 
 // kernelFlags are the flags serve and singleuser share: the kernels'
@@ -115,7 +121,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	})
 	c.kernelFlags.register(fs)
 	allowShort := fs.Bool("allow-short-token", false, fmt.Sprintf("accept a --token under %d characters", minTokenLen))
+	fs.StringVar(&c.rulesFile, "rules", "", "categorize the blocks of the PyTorch snapshots this server imports (uploaded without rules of their own, or watched) by the rules in `FILE` (JSON, docs/pytorch.md) before the built-in ones")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var err error
+	if c.rules, err = snapRules(c.rulesFile); err != nil {
 		return err
 	}
 	if c.token != "" && len(c.token) < minTokenLen && !*allowShort {
@@ -214,6 +225,9 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		IOPubMsgRateLimit: noLimit(c.msgRate), IOPubDataRateLimit: noLimit(c.dataRate), RateLimitWindow: c.rateWindow,
 		AllowRemote: c.allowRemote, AllowHosts: c.allowHosts,
 		WatchSnapshots: c.watchSnapshots, MaxSnapshotBytes: int64(min(c.maxSnapshot, math.MaxInt64)),
+	}
+	if c.rules != nil {
+		opts.SnapshotRules, opts.SnapshotRulesName = c.rules, filepath.Base(c.rulesFile)
 	}
 	var auth *hub.Auth
 	if c.hub != nil {

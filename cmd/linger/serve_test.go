@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -83,6 +84,32 @@ func TestServeFlags(t *testing.T) {
 	}
 	if err := runServe(context.Background(), []string{"--dir", "/does/not/exist"}, io.Discard, io.Discard); err == nil || errors.Is(err, errUsage) || !strings.Contains(err.Error(), "/does/not/exist") {
 		t.Errorf("missing dir: %v, want a failure naming it", err)
+	}
+}
+
+// serve --rules: a rules file that does not read stops serve before it
+// listens, naming the rule; one that reads is named on the root page,
+// whose uploads and watched snapshots it categorizes (the server's
+// TestSnapshotUploadRules).
+func TestServeRules(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "typo.json")
+	os.WriteFile(bad, []byte(`{"rules": [{"name": "f", "category": "kv"}]}`), 0o644)
+	err := runServe(context.Background(), []string{"--dir", t.TempDir(), "--addr", "127.0.0.1:0", "--rules", bad}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `typo.json: rules: rule 1: category "kv"`) {
+		t.Errorf("serve --rules typo.json: %v; want an error naming the file and its rule", err)
+	}
+	good := filepath.Join(t.TempDir(), "team.json")
+	os.WriteFile(good, []byte(`{"rules": [{"metadata": "kv-pool", "category": "kv_cache"}]}`), 0o644)
+	lines := serveLines(t, "--addr", "127.0.0.1:0", "--rules", good)
+	jar, _ := cookiejar.New(nil) // the token's login cookie, past the redirect
+	resp, err := (&http.Client{Jar: jar}).Get(lines[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(page), "this server's <code>team.json</code>") {
+		t.Errorf("the root page does not name the server's rules team.json:\n%.2000s", page)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,4 +144,54 @@ func TestSnapshotOpenView(t *testing.T) {
 	}
 	screenshot(t, p.ctx, "snapshots-dropped.png")
 	checkAxe(t, p, "root page with snapshot imports", browsertest.AxeSource(t))
+
+	// 3. A rules file of one's own: one that does not read is refused
+	// when chosen, naming the rule; one that does categorizes the next
+	// snapshot's blocks (steps-expected.json's entry_rules, from the
+	// construction), and its row names it.
+	dir := t.TempDir()
+	badRules, goodRules := filepath.Join(dir, "typo.json"), filepath.Join(dir, "team.json")
+	os.WriteFile(badRules, []byte(`{"rules": [{"metadata": "history", "category": "kv"}]}`), 0o644)
+	os.WriteFile(goodRules, []byte(`{"rules": [
+		{"metadata": "history", "annotation": "ProfilerStep#1*", "category": "kv_cache"},
+		{"metadata": "hist*", "category": "activation"},
+		{"compile_context": "Torch-Compiled Region: */*", "name": "forward", "category": "workspace"}]}`), 0o644)
+	rulesState := `document.querySelector("[data-testid=snapshot-rules-state]").textContent`
+	p.step(t, "choose rules that do not read", 30*time.Second,
+		chromedp.SetUploadFiles(css(`[data-testid=snapshot-rules]`), []string{badRules}))
+	said, err := chromedp.Run(p.ctx, chromedp.Poll[string](rulesState+` || false`, chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil || !strings.Contains(said, `typo.json: rules: rule 1: category "kv" is not one of`) {
+		t.Errorf("typo.json chosen, the page says %q (%v); want the rule at fault", said, err)
+	}
+	p.step(t, "choose good rules", 30*time.Second,
+		chromedp.SetUploadFiles(css(`[data-testid=snapshot-rules]`), []string{goodRules}))
+	said, err = chromedp.Run(p.ctx, chromedp.Poll[string](`(`+rulesState+`).startsWith("team.json") && `+rulesState, chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil || !strings.Contains(said, "3 rules of yours") {
+		t.Errorf("team.json chosen, the page says %q (%v); want its 3 rules", said, err)
+	}
+	screenshot(t, p.ctx, "snapshots-rules.png")
+	up = filepath.Join(t.TempDir(), "rulesrun.pickle")
+	os.WriteFile(up, leak, 0o644)
+	p.step(t, "choose a snapshot with the rules", 30*time.Second,
+		chromedp.SetUploadFiles(css(`[data-testid=snapshot-input]`), []string{up}))
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !strings.HasSuffix(loc, "/timeline/rulesrun.ltrace"); time.Sleep(50 * time.Millisecond) {
+		loc, _ = chromedp.Run(p.ctx, chromedp.Location())
+	}
+	if !strings.HasSuffix(loc, "/timeline/rulesrun.ltrace") {
+		t.Fatalf("after the upload with rules the page is at %q, want the trace's timeline", loc)
+	}
+	var entry struct {
+		Leak struct {
+			EntryRules map[string]uint64 `json:"entry_rules"`
+		} `json:"leak"`
+	}
+	json.Unmarshal(b, &entry)
+	cats := eval[map[string]uint64](t, p, "categories", `fetch("/api/timeline/traces/rulesrun.ltrace/report").then((r) => r.json()).then((rep) =>
+		Object.fromEntries(rep.categories.filter((c) => c.alloc_bytes > 0).map((c) => [c.category, c.alloc_bytes])))`)
+	if len(entry.Leak.EntryRules) == 0 || !maps.Equal(cats, entry.Leak.EntryRules) {
+		t.Errorf("rulesrun's bytes by category %v, want team.json's %v", cats, entry.Leak.EntryRules)
+	}
+	if by := eval[string](t, p, "the job's rules", `fetch("/api/imports").then((r) => r.json()).then((js) => js.find((j) => j.trace === "rulesrun.ltrace")?.rules || "")`); by != "team.json" {
+		t.Errorf("rulesrun's import names its rules %q, want team.json", by)
+	}
 }

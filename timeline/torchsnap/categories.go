@@ -82,6 +82,8 @@ var Library = []string{"/torch/", "/transformers/", "/site-packages/", "/dist-pa
 type RuleSet struct {
 	Rules   []Rule
 	Library []string
+	// Own is how many of Rules, the first, are the user's (ReadRules).
+	Own int
 }
 
 // Context is what of a block's allocation beyond its frames the rules
@@ -146,9 +148,9 @@ func ReadRules(r io.Reader) (*RuleSet, error) {
 			return nil, errors.New("rules: an empty library path would fold every frame")
 		}
 	}
-	rs := &RuleSet{Rules: own, Library: f.Library}
+	rs := &RuleSet{Rules: own, Library: f.Library, Own: len(own)}
 	if !f.Replace {
-		rs = &RuleSet{Rules: append(own, Rules...), Library: append(slices.Clone(f.Library), Library...)}
+		rs = &RuleSet{Rules: append(own, Rules...), Library: append(slices.Clone(f.Library), Library...), Own: len(own)}
 	}
 	if n := len(rs.entryRules()); n > MaxEntryRules {
 		return nil, fmt.Errorf("rules: %d rules read metadata or compile_context, more than the %d a rule set may have", n, MaxEntryRules)

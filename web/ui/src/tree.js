@@ -136,6 +136,39 @@ if (snapshots) {
   const list = snapshots.querySelector("[data-testid=imports]");
   const drop = snapshots.querySelector("[data-testid=snapshot-drop]");
   const rows = new Map(); // job id, or a pending upload's key → <li>
+  // The rules file chosen, read by the server at once (api/snapshots/rules:
+  // what is wrong with it is said now, not after an upload), then sent
+  // with each upload (api/snapshots' rules).
+  const rulesInput = snapshots.querySelector("[data-testid=snapshot-rules]");
+  const rulesState = snapshots.querySelector("[data-testid=snapshot-rules-state]");
+  let rules = null; // {name, text}
+  const maxRules = 64 << 10; // the server's MaxUploadRules
+  const rulesSay = (msg, bad) => {
+    rulesState.textContent = msg;
+    rulesState.className = bad ? "failed" : "";
+    rulesInput.setCustomValidity(bad ? msg : "");
+  };
+  rulesInput.addEventListener("change", async () => {
+    const f = rulesInput.files[0];
+    rules = null;
+    rulesSay("", false);
+    if (!f) return;
+    if (f.size > maxRules) return rulesSay(`${f.name}: ${f.size} bytes, over the ${maxRules} a rules file may have`, true);
+    const text = await f.text();
+    let parsed;
+    try {
+      parsed = JSON.parse(text);
+    } catch (err) {
+      return rulesSay(`${f.name}: not JSON: ${err.message}`, true);
+    }
+    try {
+      const r = await api("POST", `api/snapshots/rules?${new URLSearchParams({ name: f.name })}`, parsed);
+      rules = { name: f.name, text };
+      rulesSay(`${f.name}: ${r.own} rules of yours, used for the snapshots you drop or choose next`, false);
+    } catch (err) {
+      rulesSay(err.message.replace(/^\S+ \S+: \d+ /, ""), true);
+    }
+  });
 
   const row = (key) => {
     let li = rows.get(key);
@@ -165,7 +198,7 @@ if (snapshots) {
     const pct = j.size > 0 ? ` ${bytes(j.read)} of ${bytes(j.size)} (${Math.floor((100 * j.read) / j.size)}%)` : "";
     const text = {
       receiving: `uploading…${pct}`, queued: "waiting for the import before it", importing: `reading the snapshot…${pct}`,
-      failed: `failed: ${j.error}`, done: `${j.events} events${j.note ? "; " + j.note : ""}`,
+      failed: `failed: ${j.error}`, done: `${j.events} events${j.rules ? "; categories by " + j.rules : ""}${j.note ? "; " + j.note : ""}`,
     }[j.state] || j.state;
     show(li, j.snapshot, j.state, j.read, j.size, text);
     if (j.state === "done" && !li.querySelector("a")) {
@@ -192,6 +225,7 @@ if (snapshots) {
       const q = new URLSearchParams({ name: file.name });
       const step = snapshots.querySelector("[data-testid=snapshot-step]").value.trim();
       if (step) q.set("step", step);
+      if (rules) { q.set("rules", rules.text); q.set("rules_name", rules.name); }
       const xhr = new XMLHttpRequest();
       xhr.open("POST", `${base}api/snapshots?${q}`);
       const xsrf = document.cookie.split(";").map((c) => c.trim().split("=")).find(([k]) => k === "_xsrf");
