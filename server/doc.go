@@ -46,7 +46,7 @@
 //	GET    /api/timeline/traces/{name}/...         a saved trace: the same but the stream, and its file (docs/timeline.md)
 //	GET    /api/timeline/compare                   two saved traces' analyses diffed
 //	GET    /api/timeline/ranks                     several ranks' saved traces (?t=, 2 to MaxRanks): each one's figures, the odd ranks pointed at (analyze.OddRanks)
-//	POST   /api/snapshots                          a PyTorch memory snapshot as the body (?name=FILE, &step=, &device=, &rules=JSON&rules_name=F), streamed to the trace directory and imported → 202, the job (imports.go)
+//	POST   /api/snapshots                          a PyTorch memory snapshot as the body (?name=FILE, &step=, &device=, &device_memory=SIZE, &rules=JSON&rules_name=F), streamed to the trace directory and imported → 202, the job (imports.go)
 //	POST   /api/snapshots/rules                    a rules file as the body (?name=F): read as an upload's rules would be → 200, or 400 naming the rule at fault
 //	GET    /api/imports                            the snapshot imports, newest first: uploaded and watched, with their progress
 //	GET    /api/imports/{id}                       one import

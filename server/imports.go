@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"linger/internal/units"
 	"linger/server/httperr"
 	"linger/timeline/torchsnap"
 )
@@ -221,7 +222,7 @@ func (s *Server) importSnapshot(j *ImportJob, src, dst string, opts torchsnap.Im
 }
 
 // handleSnapshotUpload is POST
-// /api/snapshots?name=FILE[&step=S][&device=N][&rules=JSON[&rules_name=F]]:
+// /api/snapshots?name=FILE[&step=S][&device=N][&device_memory=SIZE][&rules=JSON[&rules_name=F]]:
 // the body is a PyTorch memory snapshot (a pickle of _dump_snapshot, or
 // its JSON, either gzipped), streamed to the trace directory and imported
 // as the trace of its name, its blocks categorized by the rules given
@@ -261,6 +262,14 @@ func (s *Server) handleSnapshotUpload(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		opts.Device = n
+	}
+	if d := q.Get("device_memory"); d != "" {
+		n, err := units.Parse(d)
+		if err != nil || n == 0 {
+			s.writeError(w, r, badRequest("device memory %q: the GPU's total memory, such as 80GiB", d))
+			return
+		}
+		opts.DeviceMemory = n
 	}
 	dst := filepath.Join(s.opts.TraceDir, trace)
 	limit := s.opts.MaxSnapshotBytes

@@ -451,3 +451,52 @@ func TestSnapshotUploadRules(t *testing.T) {
 		t.Errorf("check of good rules: %d %s; want 200, 3 rules of its own (the built-in ones after them)", code, b)
 	}
 }
+
+// An upload may say the card's memory (the root page's GPU memory):
+// its OOM then says what the device used, the memory less the oom
+// entry's device_free (roundtrip.json, from gen.py's construction).
+func TestSnapshotUploadDeviceMemory(t *testing.T) {
+	type oomCase struct {
+		File   string `json:"file"`
+		Export struct {
+			DeviceFree    []uint64 `json:"device_free"`
+			ReservedAtOOM []uint64 `json:"reserved_at_oom"`
+		} `json:"export"`
+	}
+	var cases []oomCase
+	if err := json.Unmarshal(snapshotFile(t, "roundtrip.json"), &cases); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cases, func(c oomCase) bool { return c.File == "snap.wrapped.p4.pickle" })
+	if i < 0 || len(cases[i].Export.DeviceFree) != 1 {
+		t.Fatal("roundtrip.json has no oom of snap.wrapped.p4.pickle")
+	}
+	free, reserved := cases[i].Export.DeviceFree[0], cases[i].Export.ReservedAtOOM[0]
+	dir := t.TempDir()
+	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
+	data := snapshotFile(t, "snap.wrapped.p4.pickle")
+	if code, _, body := ts.upload(t, "name=x.pickle&device_memory=lots", bytes.NewReader(data)); code != http.StatusBadRequest || !strings.Contains(message(body), `device memory "lots"`) {
+		t.Errorf("device_memory=lots: %d %s; want 400 naming it", code, body)
+	}
+	code, j, body := ts.upload(t, "name=x.pickle&device_memory=1GiB", bytes.NewReader(data))
+	if code != http.StatusAccepted {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	if j = ts.waitImport(t, j.ID); j.State != "done" {
+		t.Fatalf("import %+v", j)
+	}
+	_, b := ts.do(t, "GET", "/api/timeline/traces/x.ltrace/report", "")
+	var rep struct {
+		OOMs []struct {
+			DeviceUsed uint64 `json:"device_used"`
+			Reserved   uint64 `json:"reserved"`
+		} `json:"ooms"`
+		Outside struct {
+			Peak uint64 `json:"peak"`
+		} `json:"outside"`
+	}
+	json.Unmarshal(b, &rep)
+	if len(rep.OOMs) != 1 || rep.OOMs[0].DeviceUsed != 1<<30-free || rep.OOMs[0].Reserved != reserved || rep.Outside.Peak != 1<<30-free-reserved {
+		t.Errorf("report's OOMs %+v, outside %d; want device used %d, reserved %d, outside %d", rep.OOMs, rep.Outside.Peak, 1<<30-free, reserved, 1<<30-free-reserved)
+	}
+}

@@ -304,7 +304,7 @@ func Tree(v TreeView) templ.Component {
 				}
 			}
 			if v.Dir == "" && v.Snapshots {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "<section class=\"snapshots\" data-testid=\"snapshots\" aria-labelledby=\"snapshots-h\"><h2 id=\"snapshots-h\">PyTorch memory snapshots</h2><div class=\"drop\" data-testid=\"snapshot-drop\"><p>Drop a snapshot here (<code>torch.cuda.memory._dump_snapshot</code>'s pickle, or its JSON, either gzipped), or <label class=\"button\">choose one… <input type=\"file\" accept=\".pickle,.pkl,.json,.gz\" data-testid=\"snapshot-input\" class=\"sr-only\"></label></p><p><label>Steps <input type=\"text\" data-testid=\"snapshot-step\" placeholder=\"the annotation recorded most often\" size=\"28\"></label> <span class=\"hint\">an annotation (<code>ProfilerStep#*</code>), a function of your code (<code>forward</code>), or <code>none</code></span></p><p><label>Rules <input type=\"file\" accept=\".json,application/json\" data-testid=\"snapshot-rules\"></label> <span class=\"hint\" data-testid=\"snapshot-rules-hint\">a JSON file of your own categories (as <code>linger trace import --rules</code> reads it), tried before the built-in ones; without one, ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "<section class=\"snapshots\" data-testid=\"snapshots\" aria-labelledby=\"snapshots-h\"><h2 id=\"snapshots-h\">PyTorch memory snapshots</h2><div class=\"drop\" data-testid=\"snapshot-drop\"><p>Drop a snapshot here (<code>torch.cuda.memory._dump_snapshot</code>'s pickle, or its JSON, either gzipped), or <label class=\"button\">choose one… <input type=\"file\" accept=\".pickle,.pkl,.json,.gz\" data-testid=\"snapshot-input\" class=\"sr-only\"></label></p><p><label>Steps <input type=\"text\" data-testid=\"snapshot-step\" placeholder=\"the annotation recorded most often\" size=\"28\"></label> <span class=\"hint\">an annotation (<code>ProfilerStep#*</code>), a function of your code (<code>forward</code>), or <code>none</code></span></p><p><label>GPU memory <input type=\"text\" data-testid=\"snapshot-device-memory\" placeholder=\"80GiB\" size=\"8\"></label> <span class=\"hint\">the card's total memory, which a snapshot does not record: with it, an out-of-memory entry says what the device used and what of it was outside PyTorch's allocator</span></p><p><label>Rules <input type=\"file\" accept=\".json,application/json\" data-testid=\"snapshot-rules\"></label> <span class=\"hint\" data-testid=\"snapshot-rules-hint\">a JSON file of your own categories (as <code>linger trace import --rules</code> reads it), tried before the built-in ones; without one, ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -316,7 +316,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var17 string
 					templ_7745c5c3_Var17, templ_7745c5c3_Err = templ.JoinStringErrs(v.SnapshotRules)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 86, Col: 46}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 90, Col: 46}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var17))
 					if templ_7745c5c3_Err != nil {
@@ -350,7 +350,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var18 string
 					templ_7745c5c3_Var18, templ_7745c5c3_Err = templruntime.NewAttributeExpression(tr.Name).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 108, Col: 51}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 112, Col: 51}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var18)
 					if templ_7745c5c3_Err != nil {
@@ -363,7 +363,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var19 string
 					templ_7745c5c3_Var19, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(traceHref(v.base(), tr.Name))).ResolveURL(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 110, Col: 88}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 114, Col: 88}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var19)
 					if templ_7745c5c3_Err != nil {
@@ -376,7 +376,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var20 string
 					templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(tr.Name)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 110, Col: 100}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 114, Col: 100}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
 					if templ_7745c5c3_Err != nil {
@@ -399,7 +399,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var21 string
 					templ_7745c5c3_Var21, templ_7745c5c3_Err = templruntime.NewAttributeExpression(isoTime(tr.Modified)).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 115, Col: 50}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 119, Col: 50}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var21)
 					if templ_7745c5c3_Err != nil {
@@ -412,7 +412,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var22 string
 					templ_7745c5c3_Var22, templ_7745c5c3_Err = templ.JoinStringErrs(formatTime(tr.Modified))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 115, Col: 78}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 119, Col: 78}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var22))
 					if templ_7745c5c3_Err != nil {
@@ -425,7 +425,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var23 string
 					templ_7745c5c3_Var23, templ_7745c5c3_Err = templ.JoinStringErrs(formatSize(tr.Size))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 116, Col: 46}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 120, Col: 46}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var23))
 					if templ_7745c5c3_Err != nil {
@@ -438,7 +438,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var24 string
 					templ_7745c5c3_Var24, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(compareWithHref(v.base(), tr.Name))).ResolveURL(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 118, Col: 97}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 122, Col: 97}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var24)
 					if templ_7745c5c3_Err != nil {
@@ -451,7 +451,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var25 string
 					templ_7745c5c3_Var25, templ_7745c5c3_Err = templruntime.NewAttributeExpression("Compare " + tr.Name + " with another trace").Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 118, Col: 157}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 122, Col: 157}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var25)
 					if templ_7745c5c3_Err != nil {
@@ -464,7 +464,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var26 string
 					templ_7745c5c3_Var26, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(traceFileHref(v.base(), tr.Name))).ResolveURL(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 119, Col: 96}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 123, Col: 96}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var26)
 					if templ_7745c5c3_Err != nil {
@@ -477,7 +477,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var27 string
 					templ_7745c5c3_Var27, templ_7745c5c3_Err = templruntime.NewAttributeExpression(tr.Name).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 119, Col: 117}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 123, Col: 117}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var27)
 					if templ_7745c5c3_Err != nil {
@@ -490,7 +490,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var28 string
 					templ_7745c5c3_Var28, templ_7745c5c3_Err = templruntime.NewAttributeExpression("Download " + tr.Name).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 119, Col: 154}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 123, Col: 154}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var28)
 					if templ_7745c5c3_Err != nil {
@@ -513,7 +513,7 @@ func Tree(v TreeView) templ.Component {
 					var templ_7745c5c3_Var29 string
 					templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(fmt.Sprint(v.MoreTraces))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 126, Col: 74}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 130, Col: 74}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 					if templ_7745c5c3_Err != nil {
@@ -585,7 +585,7 @@ func RunningKernels(v TreeView) templ.Component {
 				var templ_7745c5c3_Var31 string
 				templ_7745c5c3_Var31, templ_7745c5c3_Err = templruntime.NewAttributeExpression(k.ID).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 149, Col: 60}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 153, Col: 60}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var31)
 				if templ_7745c5c3_Err != nil {
@@ -603,7 +603,7 @@ func RunningKernels(v TreeView) templ.Component {
 					var templ_7745c5c3_Var32 string
 					templ_7745c5c3_Var32, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(notebookHref(v.base(), k.Notebook))).ResolveURL(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 152, Col: 99}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 156, Col: 99}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var32)
 					if templ_7745c5c3_Err != nil {
@@ -616,7 +616,7 @@ func RunningKernels(v TreeView) templ.Component {
 					var templ_7745c5c3_Var33 string
 					templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(k.Notebook)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 152, Col: 114}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 156, Col: 114}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
 					if templ_7745c5c3_Err != nil {
@@ -639,7 +639,7 @@ func RunningKernels(v TreeView) templ.Component {
 				var templ_7745c5c3_Var34 string
 				templ_7745c5c3_Var34, templ_7745c5c3_Err = templ.JoinStringErrs(k.Spec)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 157, Col: 19}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 161, Col: 19}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var34))
 				if templ_7745c5c3_Err != nil {
@@ -652,7 +652,7 @@ func RunningKernels(v TreeView) templ.Component {
 				var templ_7745c5c3_Var35 string
 				templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(k.State)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 158, Col: 48}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 162, Col: 48}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
 				if templ_7745c5c3_Err != nil {
@@ -665,7 +665,7 @@ func RunningKernels(v TreeView) templ.Component {
 				var templ_7745c5c3_Var36 string
 				templ_7745c5c3_Var36, templ_7745c5c3_Err = templruntime.NewAttributeExpression(isoTime(k.LastActivity)).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 159, Col: 51}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 163, Col: 51}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var36)
 				if templ_7745c5c3_Err != nil {
@@ -678,7 +678,7 @@ func RunningKernels(v TreeView) templ.Component {
 				var templ_7745c5c3_Var37 string
 				templ_7745c5c3_Var37, templ_7745c5c3_Err = templ.JoinStringErrs(formatTime(k.LastActivity))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 159, Col: 82}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 163, Col: 82}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var37))
 				if templ_7745c5c3_Err != nil {
@@ -696,7 +696,7 @@ func RunningKernels(v TreeView) templ.Component {
 					var templ_7745c5c3_Var38 string
 					templ_7745c5c3_Var38, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(traceHref(v.base(), k.Trace))).ResolveURL(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 162, Col: 62}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 166, Col: 62}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var38)
 					if templ_7745c5c3_Err != nil {
@@ -709,7 +709,7 @@ func RunningKernels(v TreeView) templ.Component {
 					var templ_7745c5c3_Var39 string
 					templ_7745c5c3_Var39, templ_7745c5c3_Err = templ.JoinStringErrs(k.Trace)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 162, Col: 74}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 166, Col: 74}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var39))
 					if templ_7745c5c3_Err != nil {
@@ -727,7 +727,7 @@ func RunningKernels(v TreeView) templ.Component {
 				var templ_7745c5c3_Var40 string
 				templ_7745c5c3_Var40, templ_7745c5c3_Err = templruntime.NewAttributeExpression("Shutdown the kernel of " + kernelLabel(k)).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 166, Col: 145}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tree.templ`, Line: 170, Col: 145}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var40)
 				if templ_7745c5c3_Err != nil {

@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -24,6 +26,7 @@ func runTraceImport(_ context.Context, args []string, stdout, stderr io.Writer) 
 	device := fs.Int("device", -1, "the CUDA device whose trace to import (default: the first in the snapshot)")
 	step := fs.String("step", "", "what a step is: an annotation's `NAME` (a record_function range; a pattern such as 'ProfilerStep#*' names them all) or a function of your code (forward, generate); default: the annotation recorded most often; none: no steps")
 	rulesFile := fs.String("rules", "", "categorize blocks by the rules in `FILE` (JSON, docs/pytorch.md) before the built-in ones")
+	deviceMemory := deviceMemoryFlag(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -45,7 +48,7 @@ func runTraceImport(_ context.Context, args []string, stdout, stderr io.Writer) 
 	open := func() (io.ReadCloser, error) { return os.Open(pos[0]) }
 	start := time.Now()
 	last := start
-	res, err := torchsnap.Import(open, *out, torchsnap.ImportOptions{Device: *device, Step: *step, Rules: rules, Progress: func(read int64) {
+	res, err := torchsnap.Import(open, *out, torchsnap.ImportOptions{Device: *device, Step: *step, Rules: rules, DeviceMemory: *deviceMemory, Progress: func(read int64) {
 		if now := time.Now(); now.Sub(last) >= time.Second {
 			last = now
 			fmt.Fprintf(stderr, "reading %s: %s of %s (%.0f%%)\n", pos[0], units.Format(uint64(read)), units.Format(uint64(fi.Size())), 100*float64(read)/float64(max(fi.Size(), 1)))
@@ -63,6 +66,7 @@ func runTraceImport(_ context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "device %d: %d entries not imported (--device %d)\n", dev, n, dev)
 	}
 	printSteps(stdout, res)
+	printOOMs(stdout, res, *deviceMemory)
 	printCategories(stdout, res)
 	if len(s.Skipped) > 0 {
 		fmt.Fprintf(stdout, "fields this reader does not know, skipped: %s\n", strings.Join(s.Skipped, ", "))
@@ -71,6 +75,40 @@ func runTraceImport(_ context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "warning: %s\n", res.Truncated)
 	}
 	return nil
+}
+
+// deviceMemoryFlag registers --device-memory on fs.
+func deviceMemoryFlag(fs *flag.FlagSet) *uint64 {
+	var n uint64
+	fs.Func("device-memory", "the GPU's total memory (`SIZE`: 80GiB, as torch.cuda.mem_get_info's second figure), which a snapshot never records: with it, each out-of-memory entry's device_free says what the device used and what of it was outside PyTorch's allocator", func(s string) error {
+		v, err := units.Parse(s)
+		if err == nil && v == 0 {
+			err = errors.New("a device's memory is more than 0 bytes")
+		}
+		n = v
+		return err
+	})
+	return &n
+}
+
+// printOOMs says what each out-of-memory entry shows of the device: what
+// was asked for, its free bytes, what the allocator had reserved, and,
+// given the device's memory, what it used and what of that was outside
+// the allocator.
+func printOOMs(w io.Writer, res *torchsnap.Imported, deviceMemory uint64) {
+	for i, o := range res.OOMs {
+		if i == maxStepLines {
+			fmt.Fprintf(w, "… and %d more out-of-memory entries\n", len(res.OOMs)-i)
+			break
+		}
+		fmt.Fprintf(w, "out of memory at %s: %s asked for, %s free on the device, %s reserved by the allocator",
+			time.Duration(o.TimeNS).Round(time.Microsecond), units.Format(o.Size), units.Format(o.DeviceFree), units.Format(o.Reserved))
+		if deviceMemory > 0 {
+			fmt.Fprintf(w, "; the device used %s of %s, %s of it outside the allocator\n", units.Format(o.DeviceUsed), units.Format(deviceMemory), units.Format(o.Outside))
+		} else {
+			fmt.Fprintf(w, " (--device-memory, the card's total, would say what the device used and what of it was outside the allocator)\n")
+		}
+	}
 }
 
 // snapRules reads the --rules file; nil (the built-in rules) for none.

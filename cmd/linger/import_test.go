@@ -38,6 +38,29 @@ func TestTraceImport(t *testing.T) {
 		t.Errorf("analyze of the import: exit %d %s\n%s", code, stderr, stdout)
 	}
 
+	// The card's memory (1 GiB) says what the device used at the OOM:
+	// 1 GiB less its 3 MiB free (gen.py's oom entry), 1021 MiB; of it the
+	// allocator had reserved its one 20 MiB segment, so 1001 MiB was
+	// outside it.
+	dm := filepath.Join(t.TempDir(), "dm.ltrace")
+	code, stdout, stderr = runCLI(t, "trace", "import", "../../timeline/torchsnap/testdata/snap.wrapped.p4.pickle", "-o", dm, "--device-memory", "1GiB")
+	if want := "3.0 MiB free on the device, 20.0 MiB reserved by the allocator; the device used 1021.0 MiB of 1.0 GiB, 1001.0 MiB of it outside the allocator"; code != 0 || !strings.Contains(stdout, want) {
+		t.Errorf("import --device-memory 1GiB: exit %d %s\n%s\nwant %q", code, stderr, stdout, want)
+	}
+	code, stdout, _ = runCLI(t, "trace", "analyze", dm)
+	if code != 0 || !strings.Contains(stdout, "device used 1021.0 MiB") || !strings.Contains(stdout, "outside the allocator: at most 1001.0 MiB") {
+		t.Errorf("analyze of the import with the device's memory: exit %d\n%s", code, stdout)
+	}
+	if code, _, stderr = runCLI(t, "trace", "import", "../../timeline/torchsnap/testdata/snap.wrapped.p4.pickle", "-o", dm, "--device-memory", "2MiB"); code == 0 || !strings.Contains(stderr, "less than the free bytes (3.0 MiB)") {
+		t.Errorf("import --device-memory 2MiB: exit %d %s; want an error", code, stderr)
+	}
+	if code, stdout, _ = runCLI(t, "trace", "analyze", dm); code != 0 || !strings.Contains(stdout, "device used 1021.0 MiB") {
+		t.Errorf("the failed import did not keep the trace it would have replaced: exit %d\n%s", code, stdout)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(dm)); len(ents) != 1 {
+		t.Errorf("the failed import left %d files beside its output, want only the trace kept", len(ents))
+	}
+
 	junk := filepath.Join(dir, "junk.pickle")
 	os.WriteFile(junk, []byte("not a snapshot at all"), 0o644)
 	bad := filepath.Join(dir, "bad.ltrace")

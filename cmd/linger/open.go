@@ -37,6 +37,7 @@ func runOpen(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	noBrowser := fs.Bool("no-browser", false, "print the page's URL, do not open a browser")
 	step := fs.String("step", "", "what a step is, as for trace import: an annotation's `NAME` (or a pattern such as 'ProfilerStep#*'), a function of your code (forward, generate), or none; default: the annotation recorded most often")
 	rulesFile := fs.String("rules", "", "categorize blocks by the rules in `FILE` (JSON, docs/pytorch.md) before the built-in ones")
+	deviceMemory := deviceMemoryFlag(fs)
 	c.kernelFlags.register(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -58,7 +59,7 @@ func runOpen(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	imp := importSettings{device: *device, step: *step, rules: rules, rulesFile: *rulesFile}
+	imp := importSettings{device: *device, step: *step, rules: rules, rulesFile: *rulesFile, deviceMemory: *deviceMemory}
 	c.rules, c.rulesFile = rules, *rulesFile // the page's uploads, too
 	if len(snaps) > server.MaxRanks {
 		return fmt.Errorf("%w: open shows at most %d snapshots together, got %d: open fewer at a time (one node's ranks, say)", errUsage, server.MaxRanks, len(snaps))
@@ -193,12 +194,17 @@ type importSettings struct {
 	step      string
 	rules     *torchsnap.RuleSet
 	rulesFile string
+	// deviceMemory is --device-memory, 0 without it.
+	deviceMemory uint64
 }
 
 // key says the settings, and the rules file's version, in a line: an
 // import made with other settings is not reused.
 func (s importSettings) key() string {
 	k := fmt.Sprintf("device=%d step=%q", s.device, s.step)
+	if s.deviceMemory > 0 {
+		k += fmt.Sprintf(" device_memory=%d", s.deviceMemory)
+	}
 	if s.rulesFile != "" {
 		abs, _ := filepath.Abs(s.rulesFile)
 		k += fmt.Sprintf(" rules=%q", abs)
@@ -227,7 +233,7 @@ func importOnce(snap, out string, set importSettings, stderr io.Writer) error {
 	}
 	device := set.device
 	start, last := time.Now(), time.Now()
-	res, err := torchsnap.Import(func() (io.ReadCloser, error) { return os.Open(snap) }, out, torchsnap.ImportOptions{Device: device, Step: set.step, Rules: set.rules, Progress: func(read int64) {
+	res, err := torchsnap.Import(func() (io.ReadCloser, error) { return os.Open(snap) }, out, torchsnap.ImportOptions{Device: device, Step: set.step, Rules: set.rules, DeviceMemory: set.deviceMemory, Progress: func(read int64) {
 		if now := time.Now(); now.Sub(last) >= time.Second {
 			last = now
 			fmt.Fprintf(stderr, "reading %s: %s of %s (%.0f%%)\n", snap, units.Format(uint64(read)), units.Format(uint64(fi.Size())), 100*float64(read)/float64(max(fi.Size(), 1)))

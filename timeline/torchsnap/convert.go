@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"linger/internal/units"
 	"linger/timeline"
 	"linger/timeline/event"
 )
@@ -33,6 +34,14 @@ type ImportOptions struct {
 	// "" takes the annotation recorded most often, if any; "none" makes
 	// no steps.
 	Step string
+	// DeviceMemory, if set, is the device's total memory (the GPU's, as
+	// torch.cuda.mem_get_info's second figure), which a snapshot never
+	// records. With it, each oom entry's device_free says what the device
+	// used then (DeviceMemory less device_free), and what of that the
+	// allocator had not reserved is memory outside it (the CUDA context,
+	// other processes, NCCL): a segment of event.PoolOutside from that
+	// oom on, resized at the next (docs/pytorch.md).
+	DeviceMemory uint64
 }
 
 // Imported is what Import read and wrote.
@@ -56,11 +65,31 @@ type Imported struct {
 	Steps     []StepSummary
 	StepsFrom string
 	NoSteps   string
+	// OOMs are the oom entries' figures, in order.
+	OOMs []OOMSummary
 	// Categories are the blocks allocated (in the trace and before it)
 	// by category; Unmatched the sites whose blocks no rule matched
 	// (category other), most bytes first, the first ten.
 	Categories map[event.Category]Count
 	Unmatched  []SiteCount
+}
+
+// LabelOutside labels the segment of memory outside the allocator an
+// import makes from an oom entry's device_free (ImportOptions.DeviceMemory).
+const LabelOutside = "outside the allocator, as the OOM saw it: the device's memory (--device-memory) less device_free and what the allocator reserved"
+
+// outsideAddr is that segment's address: past any a CUDA device maps.
+const outsideAddr = 0xFFFF_FFFF_0000_0000
+
+// OOMSummary is an oom entry: what was asked for, the device's free
+// bytes then, what the allocator had reserved and, with
+// ImportOptions.DeviceMemory, what the device used and what of it was
+// outside the allocator (0 without it).
+type OOMSummary struct {
+	TimeNS              int64
+	Size, DeviceFree    uint64
+	Reserved            uint64
+	DeviceUsed, Outside uint64
 }
 
 // StepSummary is what one step allocated and what of it outlived it.
@@ -199,6 +228,7 @@ func importTrace(open func() (io.ReadCloser, error), out string, opts ImportOpti
 	if err != nil {
 		return nil, 0, err
 	}
+	c.deviceMemory = opts.DeviceMemory
 	n, pre, err := c.write(out, tmpPath, res.Truncated, steps, res)
 	if err != nil {
 		return nil, 0, err
@@ -247,6 +277,8 @@ type converter struct {
 	// context; byEntry keeps what EntryMatches said of each pair seen.
 	entryRules bool
 	byEntry    map[[2]string]uint64
+	// deviceMemory is ImportOptions.DeviceMemory.
+	deviceMemory uint64
 
 	alive    map[uint64]block // blocks alive now, by address
 	segs     map[uint64]block // segments alive now
@@ -547,13 +579,21 @@ func (c *converter) atEnd(s Segment) {
 // with the steps as scopes around them (see stepper), and the blocks
 // allocated under annotations categorized again when a rule needs them.
 func (c *converter) write(out, tmp, truncated string, steps *stepper, res *Imported) (uint64, int, error) {
-	w, err := timeline.Create(out)
+	// Written beside out under a hidden name, renamed into place once
+	// whole: a file already at out is kept if the import fails.
+	part, err := os.CreateTemp(filepath.Dir(out), ".~"+filepath.Base(out)+".*.part")
 	if err != nil {
+		return 0, 0, fmt.Errorf("import: %w", err)
+	}
+	part.Close()
+	w, err := timeline.Create(part.Name())
+	if err != nil {
+		os.Remove(part.Name())
 		return 0, 0, err
 	}
 	fail := func(err error) (uint64, int, error) {
 		w.Close()
-		os.Remove(out)
+		os.Remove(part.Name())
 		return 0, 0, err
 	}
 	for _, d := range c.defs {
@@ -572,6 +612,17 @@ func (c *converter) write(out, tmp, truncated string, steps *stepper, res *Impor
 	}
 	tally := newTally(c)
 	var seq uint64
+	// What the allocator has reserved, and the memory outside it that
+	// the last oom's device_free showed (with deviceMemory).
+	var reserved, outside uint64
+	track := func(e *event.Event) {
+		switch {
+		case e.Kind == event.KindSegmentAlloc && e.Extra != event.PoolOutside:
+			reserved += e.Size
+		case e.Kind == event.KindSegmentFree && e.Extra != event.PoolOutside:
+			reserved -= min(e.Size, reserved)
+		}
+	}
 	pre := len(c.preSeg) + len(c.preBlock)
 	if pre > 0 {
 		seq++
@@ -579,7 +630,9 @@ func (c *converter) write(out, tmp, truncated string, steps *stepper, res *Impor
 		for _, a := range slices.Sorted(maps.Keys(c.preSeg)) {
 			b := c.preSeg[a]
 			seq++
-			w.Emit(event.Event{Seq: seq, Kind: event.KindSegmentAlloc, Addr: a, Size: b.size, Extra: pool(b.size), Site: b.site, Label: b.label})
+			e := event.Event{Seq: seq, Kind: event.KindSegmentAlloc, Addr: a, Size: b.size, Extra: pool(b.size), Site: b.site, Label: b.label}
+			track(&e)
+			w.Emit(e)
 		}
 		for _, a := range slices.Sorted(maps.Keys(c.preBlock)) {
 			b := c.preBlock[a]
@@ -592,8 +645,10 @@ func (c *converter) write(out, tmp, truncated string, steps *stepper, res *Impor
 	emit := func(e event.Event) {
 		seq++
 		e.Seq = seq
+		track(&e)
 		w.Emit(e)
 	}
+	var outsideLabel event.StringID
 	if steps.none != "" {
 		emit(event.Event{Kind: event.KindMark, Label: define(steps.none)})
 	}
@@ -631,6 +686,31 @@ func (c *converter) write(out, tmp, truncated string, steps *stepper, res *Impor
 			if id, _ := steps.current(); id != 0 {
 				e.Scope = id
 			}
+			free := e.OOMView().Free()
+			o := OOMSummary{TimeNS: e.Time, Size: e.Size, DeviceFree: free, Reserved: reserved}
+			if c.deviceMemory > 0 {
+				if free > c.deviceMemory || c.deviceMemory-free < reserved {
+					return fail(fmt.Errorf("import: the device's memory of %s (--device-memory) is less than the free bytes (%s) and the allocator's reserved bytes (%s) at an out-of-memory entry: give the card's total memory",
+						units.Format(c.deviceMemory), units.Format(free), units.Format(reserved)))
+				}
+				o.DeviceUsed = c.deviceMemory - free
+				o.Outside = o.DeviceUsed - reserved
+				if o.Outside != outside {
+					// Outside the allocator: what the device used less
+					// what the allocator reserved, as the oom saw it.
+					if outside > 0 {
+						emit(event.Event{Kind: event.KindSegmentFree, Time: e.Time, Addr: outsideAddr, Size: outside, Extra: event.PoolOutside, Label: outsideLabel})
+					}
+					if o.Outside > 0 {
+						if outsideLabel == 0 {
+							outsideLabel = define(LabelOutside)
+						}
+						emit(event.Event{Kind: event.KindSegmentAlloc, Time: e.Time, Addr: outsideAddr, Size: o.Outside, Extra: event.PoolOutside, Label: outsideLabel})
+					}
+					outside = o.Outside
+				}
+			}
+			res.OOMs = append(res.OOMs, o)
 		}
 		last = e.Time
 		emit(e)
@@ -643,8 +723,11 @@ func (c *converter) write(out, tmp, truncated string, steps *stepper, res *Impor
 	} else {
 		err = w.Close()
 	}
+	if err == nil {
+		err = os.Rename(part.Name(), out)
+	}
 	if err != nil {
-		os.Remove(out)
+		os.Remove(part.Name())
 		return 0, 0, err
 	}
 	return seq, pre, nil

@@ -1,6 +1,7 @@
 package torchsnap
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -196,5 +197,69 @@ func TestExpandableSegments(t *testing.T) {
 		if !reflect.DeepEqual(got, c.want) || pre != c.pre {
 			t.Errorf("%s: reserved %v MiB, pre-history %d; want %v, %d", c.name, got, pre, c.want, c.pre)
 		}
+	}
+}
+
+// A snapshot records the device's free bytes at an oom, never its total
+// memory. Given the card's memory (ImportOptions.DeviceMemory), each oom
+// says what the device used (the memory less device_free) and what of
+// it was outside the allocator (less what it had reserved): the report's
+// OOM and Outside figures, from roundtrip.json's device_free and
+// reserved_at_oom, which gen.py works out from the construction. Without
+// it, device used is what the allocator reserved; with a memory smaller
+// than the oom's free and reserved bytes, a clear error.
+func TestDeviceMemory(t *testing.T) {
+	b, err := os.ReadFile("testdata/roundtrip.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		File   string `json:"file"`
+		Device int    `json:"device"`
+		Export struct {
+			DeviceFree    []uint64 `json:"device_free"`
+			ReservedAtOOM []uint64 `json:"reserved_at_oom"`
+		} `json:"export"`
+	}
+	if err := json.Unmarshal(b, &cases); err != nil {
+		t.Fatal(err)
+	}
+	const total = 80 << 30 // an 80 GiB card
+	tried := 0
+	for _, c := range cases {
+		if len(c.Export.DeviceFree) == 0 || (c.File != "snap.p4.pickle" && c.File != "snap.loop.p5.pickle" && c.File != "snap.wrapped.p4.pickle") {
+			continue
+		}
+		tried++
+		free, reserved := c.Export.DeviceFree[0], c.Export.ReservedAtOOM[0]
+		for _, mem := range []uint64{0, total} {
+			res, rep := importAndAnalyze(t, c.File, ImportOptions{Device: c.Device, DeviceMemory: mem})
+			if len(rep.OOMs) != 1 || len(res.OOMs) != 1 {
+				t.Fatalf("%s: %d OOMs in the report, %d in the import; want 1", c.File, len(rep.OOMs), len(res.OOMs))
+			}
+			o, s := rep.OOMs[0], res.OOMs[0]
+			wantUsed, wantOutside := reserved, uint64(0)
+			if mem > 0 {
+				wantUsed, wantOutside = mem-free, mem-free-reserved
+			}
+			if o.DeviceFree != free || o.Reserved != reserved || o.DeviceUsed != wantUsed || rep.Outside.Peak != wantOutside {
+				t.Errorf("%s, device memory %d: OOM free %d reserved %d device used %d, outside at most %d; want %d, %d, %d, %d",
+					c.File, mem, o.DeviceFree, o.Reserved, o.DeviceUsed, rep.Outside.Peak, free, reserved, wantUsed, wantOutside)
+			}
+			if s.DeviceFree != free || s.Reserved != reserved || s.Outside != wantOutside || (mem > 0 && s.DeviceUsed != wantUsed) {
+				t.Errorf("%s, device memory %d: import's OOM %+v; want free %d, reserved %d, used %d, outside %d", c.File, mem, s, free, reserved, wantUsed, wantOutside)
+			}
+		}
+		out := filepath.Join(t.TempDir(), "small.ltrace")
+		_, err := Import(opener(filepath.Join("testdata", c.File)), out, ImportOptions{Device: c.Device, DeviceMemory: free})
+		if err == nil || !strings.Contains(err.Error(), "--device-memory") {
+			t.Errorf("%s with a device memory of its free bytes alone: %v; want an error naming --device-memory", c.File, err)
+		}
+		if _, serr := os.Stat(out); serr == nil {
+			t.Errorf("%s: a failed import left %s", c.File, out)
+		}
+	}
+	if tried != 3 {
+		t.Fatalf("tried %d snapshots with an OOM, want 3 (roundtrip.json changed?)", tried)
 	}
 }

@@ -304,6 +304,7 @@ def exported_trace(entries, segments):
         return out
 
     at_peak = by_function()
+    at_oom = []
     for e in entries:
         a = e["action"]
         if a == "alloc":
@@ -330,16 +331,17 @@ def exported_trace(entries, segments):
             add(a, e["size"])
         elif a == "oom":
             add(a, e["size"])
+            at_oom.append(now["reserved"])
         for k in now:
             peak[k] = max(peak[k], now[k])
     add("snapshot", 0)
-    return n, peak, now, at_peak
+    return n, peak, now, at_peak, at_oom
 
 
 def case(name, snap, device, index, protocol):
     segs = [s for s in snap["segments"] if s["device"] == device]
     live = stats(segs)
-    trace, peak, end, at_peak = exported_trace(snap["device_traces"][index], segs)
+    trace, peak, end, at_peak, at_oom = exported_trace(snap["device_traces"][index], segs)
     assert end == {"allocated": live.get("active_allocated", 0), "reserved": live["total_size"]}, (name, end, live)
     return {
         "file": name,
@@ -356,6 +358,10 @@ def case(name, snap, device, index, protocol):
             "peak": peak,
             "at_peak": at_peak,
             "device_free": [e["device_free"] for e in snap["device_traces"][index] if e["action"] == "oom"],
+            # What the allocator had reserved at each oom: with the
+            # card's memory, the device used then is that memory less
+            # device_free, and what of it is not reserved is outside.
+            "reserved_at_oom": at_oom,
         },
     }
 

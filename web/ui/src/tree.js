@@ -226,6 +226,8 @@ if (snapshots) {
       const step = snapshots.querySelector("[data-testid=snapshot-step]").value.trim();
       if (step) q.set("step", step);
       if (rules) { q.set("rules", rules.text); q.set("rules_name", rules.name); }
+      const mem = snapshots.querySelector("[data-testid=snapshot-device-memory]").value.trim();
+      if (mem) q.set("device_memory", mem);
       const xhr = new XMLHttpRequest();
       xhr.open("POST", `${base}api/snapshots?${q}`);
       const xsrf = document.cookie.split(";").map((c) => c.trim().split("=")).find(([k]) => k === "_xsrf");
