@@ -34,11 +34,23 @@
 #       torch.cuda.memory._record_memory_history measured as Linger's is,
 #       with its entries and bytes per entry. Without torch the rows say
 #       SKIPPED and the verdict says so: a skipped row never reads as a pass.
+#   (d) a real PyTorch snapshot, read as a user's would be: the last
+#       recorded run of (c) dumped with torch.cuda.memory._dump_snapshot
+#       (torch-snapshot.pickle), imported by linger trace import with the
+#       card's memory (--device-memory, from torch.cuda.mem_get_info) and
+#       analyzed: its entries, the import's time and events, and the peak
+#       allocated of the imported trace against
+#       torch.cuda.max_memory_allocated over that run (PASS/FAIL: the
+#       weights allocated before the recording are history that starts
+#       late, reconstructed from the dump's segments, so the two are
+#       equal when the import reads the snapshot right).
 #
 # Results go under $OUT (default ./out/gpu-check): gpu-check.md (the table
 # printed at the end), probe.json, check.json (linger-cuda check --json),
 # meta.json and cuda.json (generate --json), meta.ltrace and cuda.ltrace,
-# their analyzer reports (*-analyze.json), overhead.txt, torch.json, and
+# their analyzer reports (*-analyze.json), overhead.txt, torch.json,
+# torch-snapshot.pickle with its import torch-snapshot.ltrace and
+# torch-snapshot-analyze.json, and
 # each step's stderr (*.err).
 #
 # It exits 0 when every check passed, 1 when one failed or a step could not
@@ -278,7 +290,7 @@ else
 		--rope-theta "$(float rope_theta "$c")" --eps "$(float norm_eps "$c")")
 	grep -q '"tied_embeddings":true' "$c" && sh+=(--tied)
 	step torch "$PYTHON" "$torch_py" "${sh[@]}" --tokens "$TOKENS" --chunk "$CHUNK" --decode "$DECODE" \
-		--overhead-tokens "$OVERHEAD_TOKENS" --repeat "$REPEAT" --out "$OUT/torch.json"
+		--overhead-tokens "$OVERHEAD_TOKENS" --repeat "$REPEAT" --out "$OUT/torch.json" --snapshot "$OUT/torch-snapshot.pickle"
 	tj=$OUT/torch.json
 	tf() { float "$1" "$tj"; }
 	row "PyTorch $(str torch "$tj"), $(str attention "$tj")" "same shape, random bf16 weights" "" "info"
@@ -290,6 +302,26 @@ else
 	row "recording overhead ($OVERHEAD_TOKENS tokens, on / off, fastest of $REPEAT)" \
 		"_record_memory_history: $(awk -v x="$(tf record_overhead_ratio)" 'BEGIN { printf "%.2f×", x }'), $(tf record_entries) entries, $(awk -v x="$(tf record_bytes_per_entry)" 'BEGIN { printf "%.1f", x }') bytes/entry" \
 		"--trace: $ratio×, $per bytes/event" "info"
+
+	# (d) the snapshot of the last recorded run, imported as a user's.
+	snap=$OUT/torch-snapshot.pickle
+	if [ ! -s "$snap" ]; then
+		row "PyTorch snapshot imported" "no snapshot was dumped ($snap)" "" "FAIL"
+	else
+		step torchimport "$LINGER" trace import "$snap" -o "$OUT/torch-snapshot.ltrace" --step none --device-memory "$(num device_total "$tj")"
+		import_ms=$wall_ms
+		step torchanalyze "$LINGER" trace analyze --json "$OUT/torch-snapshot.ltrace"
+		mv "$OUT/torchanalyze.out" "$OUT/torch-snapshot-analyze.json"
+		timported=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["peak"]["bytes"])' "$OUT/torch-snapshot-analyze.json")
+		tmax=$(num snapshot_max_allocated "$tj")
+		tevents=$(sed -n 's/.*device [0-9]*, \([0-9]*\) events from.*/\1/p' "$OUT/torchimport.out")
+		verdict=FAIL
+		[ -n "$timported" ] && [ "$timported" = "$tmax" ] && verdict=PASS
+		row "PyTorch snapshot: $(num snapshot_entries "$tj") entries, $(size "$(stat -c %s "$snap")")" \
+			"_dump_snapshot of the last recorded run" "imported in $(ms "$((import_ms * 1000000))"): ${tevents:-?} events" "info"
+		row "snapshot's peak allocated: torch.cuda.max_memory_allocated vs the imported trace" \
+			"$(size "$tmax")" "$(size "${timported:-0}")" "$verdict"
+	fi
 fi
 
 total=$(($(date +%s) - started))

@@ -18,6 +18,14 @@ It measures what gpu-check.sh compares with Linger:
     entry of the pickled snapshot.
 and prints one JSON object (also written to --out).
 
+With --snapshot PATH it also dumps, as a PyTorch user would, the memory
+history of its last recorded run (torch.cuda.memory._dump_snapshot, or
+pickle of _snapshot() where the torch has no _dump_snapshot), with the
+peaks of that run alone (torch.cuda.max_memory_allocated/_reserved after
+a reset of the peak stats just before it) and the card's total memory
+(torch.cuda.mem_get_info), so that gpu-check.sh can import the snapshot
+into Linger and compare: a real snapshot, read as a user's would be.
+
 --device cpu runs the same code without the CUDA figures (a dry run of the
 script on a machine without a GPU; torch >= 1.13).
 """
@@ -53,6 +61,7 @@ def parse():
     p.add_argument("--device", default="cuda")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="")
+    p.add_argument("--snapshot", default="", help="dump the last recorded run's memory snapshot here")
     return p.parse_args()
 
 
@@ -213,18 +222,35 @@ def main():
     # history, alternating, the fastest of each.
     n = a.overhead_tokens or a.tokens
     off, on, entries, snap_bytes = [], [], 0, 0
-    for _ in range(a.repeat):
+    for i in range(a.repeat):
         p, d = run(m, a, tokens[:n], n)
         off.append(p + d)
+        last = i == a.repeat - 1
         if cuda:
+            if last and a.snapshot:
+                torch.cuda.synchronize(dev)
+                torch.cuda.reset_peak_memory_stats(dev)
             torch.cuda.memory._record_memory_history(max_entries=10_000_000)
         p, d = run(m, a, tokens[:n], n)
         on.append(p + d)
         if cuda:
             snap = torch.cuda.memory._snapshot()
+            if last and a.snapshot:
+                # The peaks of the recorded run alone, and the card's
+                # memory, which a snapshot does not record.
+                res["snapshot_max_allocated"] = torch.cuda.max_memory_allocated(dev)
+                res["snapshot_max_reserved"] = torch.cuda.max_memory_reserved(dev)
+                res["device_total"] = torch.cuda.mem_get_info(dev)[1]
+                if hasattr(torch.cuda.memory, "_dump_snapshot"):
+                    torch.cuda.memory._dump_snapshot(a.snapshot)
+                else:
+                    with open(a.snapshot, "wb") as f:
+                        pickle.dump(snap, f)
+                res["snapshot"] = a.snapshot
             torch.cuda.memory._record_memory_history(enabled=None)
             entries = sum(len(t) for t in snap.get("device_traces", []))
             snap_bytes = len(pickle.dumps(snap))
+            res["snapshot_entries"] = entries
             del snap
     res["overhead_tokens"] = n
     res["run_s_record_off"] = min(off)
