@@ -167,6 +167,9 @@ func TestRanksAPI(t *testing.T) {
 			"peak":      fmt.Sprintf("rank 2: peak %s, %s over the other ranks' median (%s)", units.Format(peak(2)+leak), units.Format(peak(2)+leak-peak(1)), units.Format(peak(1))),
 			"lingering": fmt.Sprintf("rank 2: lingering %s, %s over the other ranks' median (0 B)", units.Format(leak), units.Format(leak)),
 			"end":       fmt.Sprintf("rank 2: %s allocated at the end, %s over the other ranks' median (0 B)", units.Format(leak), units.Format(leak)),
+			// It keeps more than the others from its first step on.
+			"steps": fmt.Sprintf("rank 2 departs from the others at step 0: +%s a step over their median, %s over it by step %d",
+				units.Format(rankLeakN*rankLeakSize), units.Format(leak), rankSteps-1),
 		}
 		if fmt.Sprint(figures) != fmt.Sprint(want) {
 			t.Errorf("rank 2's reasons:\n got %v\nwant %v", figures, want)
@@ -302,8 +305,8 @@ func TestRanksPage(t *testing.T) {
 			t.Errorf("page lacks %s", want)
 		}
 	}
-	if n := strings.Count(page, `data-testid="rank-reason"`); n != 3 {
-		t.Errorf("%d reasons, want 3 (rank 2's peak, lingering and end)", n)
+	if n := strings.Count(page, `data-testid="rank-reason"`); n != 4 {
+		t.Errorf("%d reasons, want 4 (rank 2's peak, lingering, end and steps)", n)
 	}
 	if strings.Contains(page, `data-testid="ranks-agree"`) {
 		t.Error("a set with an odd rank says the ranks agree")
