@@ -36,9 +36,10 @@ func TestRanksView(t *testing.T) {
 	t.Parallel()
 	var exp struct {
 		Ranks []struct {
-			Name        string `json:"name"`
-			LeakedBytes uint64 `json:"leaked_bytes"`
-			EndBytes    uint64 `json:"end_bytes"`
+			Name        string   `json:"name"`
+			LeakedBytes uint64   `json:"leaked_bytes"`
+			EndBytes    uint64   `json:"end_bytes"`
+			Steps       []uint64 `json:"steps_allocated"`
 			Departs     *struct {
 				Step, Last int
 				PerStep    uint64 `json:"per_step"`
@@ -98,6 +99,37 @@ func TestRanksView(t *testing.T) {
 	}
 	if got := eval[[]string](t, p, "rank 1's reasons", `[...document.querySelectorAll("[data-testid=rank-odd-item][data-name='rank1.ltrace'] [data-testid=rank-reason]")].map((r) => r.textContent)`); len(got) != 1 || got[0] != "▲ rank 1: 1 OOM, the other ranks none" {
 		t.Errorf("rank 1's reasons %q, want its OOM", got)
+	}
+	// Step by step, each rank's bytes at each step's end are the
+	// construction's; rank 2's line departs at the step it did, drawn
+	// apart and named.
+	steps := eval[[]struct {
+		Name  string
+		Cells []string
+		At    string
+	}](t, p, "steps", `[...document.querySelectorAll("[data-testid=rank-steps-row]")].map((r) => ({name: r.dataset.name,
+		cells: [...r.querySelectorAll("[data-testid=rank-step]")].map((c) => c.dataset.step + " " + c.textContent),
+		at: [...r.querySelectorAll(".ranks-departs-at")].map((c) => c.dataset.step).join()}))`)
+	if len(steps) != 4 {
+		t.Fatalf("%d rows of steps, want 4", len(steps))
+	}
+	for i, r := range steps {
+		var want []string
+		for k, b := range exp.Ranks[i].Steps {
+			want = append(want, fmt.Sprintf("%d %s", k, units.Format(b)))
+		}
+		wantAt := ""
+		if i == 2 {
+			wantAt = fmt.Sprint(d.Step)
+		}
+		if r.Name != exp.Ranks[i].Name+".ltrace" || strings.Join(r.Cells, ", ") != strings.Join(want, ", ") || r.At != wantAt {
+			t.Errorf("steps of row %d: %+v, want %s: %q, departing at %q", i, r, exp.Ranks[i].Name, want, wantAt)
+		}
+	}
+	departing := eval[[]string](t, p, "departing lines", `[...document.querySelectorAll("[data-testid=ranks-steps-chart] .departs")].map((l) => l.dataset.name + " " + l.dataset.departs)`)
+	label := eval[string](t, p, "departing label", `document.querySelector(".ranks-departs-label").textContent`)
+	if len(departing) != 1 || departing[0] != fmt.Sprintf("rank2.ltrace %d", d.Step) || label != "rank 2" {
+		t.Errorf("departing lines %q, labelled %q; want rank 2's at step %d", departing, label, d.Step)
 	}
 	ranksURL, err := chromedp.Run(p.ctx, chromedp.Location())
 	if err != nil {
