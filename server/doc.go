@@ -45,7 +45,7 @@
 //	GET    /api/timeline/kernels/{id}/...          a live kernel's trace: stream, lod, objects, scopes, report, export, segments
 //	GET    /api/timeline/traces/{name}/...         a saved trace: the same but the stream, and its file (docs/timeline.md)
 //	GET    /api/timeline/compare                   two saved traces' analyses diffed
-//	GET    /api/timeline/ranks                     several ranks' saved traces (?t=, 2 to MaxRanks): each one's figures, the odd ranks pointed at (analyze.OddRanks)
+//	GET    /api/timeline/ranks                     several ranks' saved traces (?t=, 2 to MaxRanks): each one's figures and bytes at each step's end, the odd ranks pointed at, by their figures, the step they depart at, or their OOMs (analyze.OddRanks)
 //	POST   /api/snapshots                          a PyTorch memory snapshot as the body (?name=FILE, &step=, &device=, &device_memory=SIZE, &rules=JSON&rules_name=F), streamed to the trace directory and imported → 202, the job (imports.go)
 //	POST   /api/snapshots/rules                    a rules file as the body (?name=F): read as an upload's rules would be → 200, or 400 naming the rule at fault
 //	GET    /api/imports                            the snapshot imports, newest first: uploaded and watched, with their progress
@@ -61,7 +61,7 @@
 //	GET    /notebooks/{path}                       a notebook, run against a kernel; its title renames it (PATCH contents, then the session)
 //	GET    /timeline/{name}                        a saved trace's timeline
 //	GET    /compare                                two saved traces compared, or the picker
-//	GET    /ranks                                  several ranks' saved traces side by side (?t=, repeated), the odd ones pointed at, any two compared; or the picker
+//	GET    /ranks                                  several ranks' saved traces side by side (?t=, repeated), step by step, the odd ones pointed at, any two compared; or the picker
 //	GET    /static/...                             the pages' scripts, styles and icon, content-hashed, without the token
 //	GET    /favicon.ico                            the icon as ICO, without the token
 //

@@ -176,7 +176,9 @@ func (s *Server) handleRanksPage(w http.ResponseWriter, r *http.Request) {
 
 // oddRule is the odd-rank rule in words, as the page says it under the
 // table (analyze.OddRanks has it in full).
-var oddRule = fmt.Sprintf("A rank is pointed at when its peak, its lingering bytes or its bytes allocated at the end are more than %d median absolute deviations of the other ranks from their median, and the difference is at least %.0f%% of that median and at least %s; and only when fewer than half the ranks are, with three ranks or more.",
+var oddRule = fmt.Sprintf("A rank is pointed at when its peak, its lingering bytes or its bytes allocated at the end are more than %d median absolute deviations of the other ranks from their median, and the difference is at least %.0f%% of that median and at least %s; and only when fewer than half the ranks are, with three ranks or more. "+
+	"Step by step, the same rule is applied to what each rank allocated since its first step began, at each step's end: a rank departs at the first step from which it is odd at every step to the last, two steps or more. "+
+	"A rank with OOMs is pointed at when fewer than half the ranks had any.",
 	analyze.OddMADs, 100*analyze.OddFraction, units.Format(analyze.OddMinBytes))
 
 // ranksView fills the page's view model from the ranks.
@@ -196,6 +198,18 @@ func (s *Server) ranksView(v *web.RanksView, a *ranksAnswer) {
 		}
 		for _, o := range r.Odd {
 			rv.Reasons = append(rv.Reasons, o.Reason)
+		}
+		if s := r.Steps; s.Unit == "step" && len(s.Allocated) > 0 {
+			l := web.StepLine{Name: r.Name, Label: r.Label}
+			for i, b := range s.Allocated {
+				l.Steps, l.Bytes = append(l.Steps, s.Step(i)), append(l.Bytes, int64(b))
+			}
+			for _, o := range r.Odd {
+				if o.Departure != nil {
+					l.Departs, l.Depart, l.Reason = true, o.Departure.Step, o.Reason
+				}
+			}
+			v.Steps.Lines = append(v.Steps.Lines, l)
 		}
 		if len(r.Odd) > 0 && a.Typical != "" {
 			rv.CompareWith, rv.CompareWithLabel = a.Typical, labels[a.Typical]

@@ -167,6 +167,9 @@ func TestRanksAPI(t *testing.T) {
 			"peak":      fmt.Sprintf("rank 2: peak %s, %s over the other ranks' median (%s)", units.Format(peak(2)+leak), units.Format(peak(2)+leak-peak(1)), units.Format(peak(1))),
 			"lingering": fmt.Sprintf("rank 2: lingering %s, %s over the other ranks' median (0 B)", units.Format(leak), units.Format(leak)),
 			"end":       fmt.Sprintf("rank 2: %s allocated at the end, %s over the other ranks' median (0 B)", units.Format(leak), units.Format(leak)),
+			// It keeps more than the others from its first step on.
+			"steps": fmt.Sprintf("rank 2 departs from the others at step 0: +%s a step over their median, %s over it by step %d",
+				units.Format(rankLeakN*rankLeakSize), units.Format(leak), rankSteps-1),
 		}
 		if fmt.Sprint(figures) != fmt.Sprint(want) {
 			t.Errorf("rank 2's reasons:\n got %v\nwant %v", figures, want)
@@ -302,17 +305,43 @@ func TestRanksPage(t *testing.T) {
 			t.Errorf("page lacks %s", want)
 		}
 	}
-	if n := strings.Count(page, `data-testid="rank-reason"`); n != 3 {
-		t.Errorf("%d reasons, want 3 (rank 2's peak, lingering and end)", n)
+	if n := strings.Count(page, `data-testid="rank-reason"`); n != 4 {
+		t.Errorf("%d reasons, want 4 (rank 2's peak, lingering, end and steps)", n)
 	}
 	if strings.Contains(page, `data-testid="ranks-agree"`) {
 		t.Error("a set with an odd rank says the ranks agree")
+	}
+	// Step by step: a line and a row a rank, rank 2's from step 0 on
+	// over the others', by its leak a step.
+	if n := strings.Count(page, `data-testid="rank-steps-line"`); n != 4 {
+		t.Errorf("%d lines in the steps chart, want 4", n)
+	}
+	if !strings.Contains(page, `class="ranks-line departs" data-testid="rank-steps-line" data-name="rank2.ltrace" data-departs="0"`) {
+		t.Error("rank 2's line is not drawn departing at step 0")
+	}
+	for r := range 4 {
+		var want strings.Builder
+		fmt.Fprintf(&want, `<tr data-testid="rank-steps-row" data-name="rank%d.ltrace"><th scope="row">rank %d</th>`, r, r)
+		for k := range rankSteps {
+			b, class := uint64(rankWeights), "num"
+			if r == 2 {
+				b += uint64(k+1) * rankLeakN * rankLeakSize
+				if k == 0 {
+					class = "num ranks-departs-at"
+				}
+			}
+			fmt.Fprintf(&want, `<td class="%s" data-testid="rank-step" data-step="%d">%s</td>`, class, k, units.Format(b))
+		}
+		if !strings.Contains(page, want.String()) {
+			t.Errorf("page lacks rank %d's steps: %s", r, want.String())
+		}
 	}
 
 	// A clean set stays quiet: nothing pointed at.
 	_, body = ts.do(t, "GET", "/ranks?"+ranksQuery("rank0.ltrace", "rank1.ltrace", "rank3.ltrace"), "")
 	page = string(body)
 	if !strings.Contains(page, `data-testid="ranks-agree"`) || strings.Contains(page, `data-odd="true"`) || strings.Contains(page, `rank-reason`) ||
+		!strings.Contains(page, `a line per rank (3 ranks): no rank departs from the others."`) || strings.Contains(page, `data-departs=`) ||
 		!strings.Contains(page, `<input type="radio" name="a" value="rank0.ltrace" checked`) || !strings.Contains(page, `<input type="radio" name="b" value="rank1.ltrace" checked`) {
 		t.Errorf("clean ranks page: %.4000s", body)
 	}

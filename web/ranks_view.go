@@ -16,6 +16,8 @@ type RanksView struct {
 	// Ranks are the rows, in the order given (the server sorts them by
 	// rank).
 	Ranks []RankView
+	// Steps are the ranks step by step, empty when no rank has steps.
+	Steps StepsView
 	// A and B are the two ranks the compare form has picked at first: a
 	// typical rank and the first odd one (else the first two).
 	A, B string

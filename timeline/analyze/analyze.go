@@ -272,6 +272,7 @@ type Analyzer struct {
 	// growth sampling
 	sampleKind event.ScopeKind
 	samples    uint64
+	steps      stepPoints   // the allocated track at each sample (StepSeries)
 	wide       scopeSamples // at request and cell ends (rates.go, phases.go)
 
 	// tracks
@@ -725,6 +726,7 @@ func (a *Analyzer) begin(e *event.Event) {
 	s := &scope{id: id, kind: sc.Kind(), label: sc.Label(), parent: parent, teardown: sc.Teardown(), handoff: sc.Handoff()}
 	a.scopes[id] = s
 	a.scopesBegun++
+	a.steps.began(s.kind, a.allocated())
 	if len(a.handed) > 0 {
 		// What an ended scope handed on and the next scope of its kind
 		// did not free, by the time the one after begins, lingers.
@@ -945,6 +947,7 @@ func (a *Analyzer) sample(k event.ScopeKind, t int64) {
 	}
 	x, ts := float64(a.samples), float64(t)/1e9
 	a.samples++
+	a.steps.add(k, a.allocated())
 	for i := range a.cats {
 		if g := &a.cats[i]; g.allocs > 0 {
 			g.fit.add(x, ts, float64(g.live))

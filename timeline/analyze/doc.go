@@ -168,7 +168,22 @@
 // allocated does not (the cache retains freed memory), device used while
 // reserved does not (memory taken outside the allocator), or, when all
 // three are flat, the Go heap (go_heap_grows: host memory, e.g. a
-// substring keeping its whole input buffer alive).
+// substring keeping its whole input buffer alive). The allocated track at
+// every sample is kept too, bounded (Tracks.Steps, a StepSeries of at most
+// MaxStepPoints points, a point every Stride samples), with its value when
+// the first sampled scope began: what traces are compared by step by step.
+//
+// # Ranks
+//
+// Several ranks of one distributed job are compared by their reports'
+// figures (NewRank, OddRanks): a rank far from the median of the others,
+// by more than OddMADs median absolute deviations of theirs and by a
+// material difference (OddFraction of that median, OddMinBytes), is odd,
+// when fewer than half the ranks are. The figures are the peak, the
+// lingering bytes, the bytes allocated at the end, and, step by step, the
+// bytes allocated since the first step began, at each step's end (a rank
+// departs at the first step from which it is odd to the last); and a rank
+// with OOMs where fewer than half had any is odd too.
 //
 // Memory outside the allocator (segments of event.PoolOutside, memstate's
 // Outside) is kept apart too, whatever the device_used counter says:

@@ -51,6 +51,9 @@ type Rank struct {
 	GrowthSite     string  `json:"growth_site,omitempty"`
 	// OOMs counts the allocations that failed for lack of memory.
 	OOMs uint64 `json:"ooms"`
+	// Steps is the allocated track at each step's end (Tracks.Steps):
+	// what the ranks are compared by step by step.
+	Steps StepSeries `json:"steps"`
 
 	// Odd says how this rank differs from the others, one entry per
 	// figure (OddRanks); empty when it does not.
@@ -62,14 +65,26 @@ const (
 	FigurePeak      = "peak"
 	FigureLingering = "lingering"
 	FigureEnd       = "end"
+	// FigureSteps: the rank departs from the others step by step
+	// (Oddity.Departure).
+	FigureSteps = "steps"
+	// FigureOOMs: the rank ran out of memory where most others did not.
+	FigureOOMs = "ooms"
 )
 
 // Oddity is one figure by which a rank is far from the other ranks: its
 // bytes, the median of the others', and the difference said in words.
+// For FigureSteps, Bytes and Median are the rank's and the others' median
+// allocated bytes at the last step they all have (Departure.Last); for
+// FigureOOMs they are 0, and Count is the rank's OOMs.
 type Oddity struct {
 	Figure string `json:"figure"`
 	Bytes  uint64 `json:"bytes"`
 	Median uint64 `json:"median"` // of the other ranks
+	Count  uint64 `json:"count,omitempty"`
+	// Departure is, for FigureSteps, where and how fast the rank departs
+	// from the others.
+	Departure *Departure `json:"departure,omitempty"`
 	// Reason is the difference in words: "rank 3: peak 14.2 GiB, 2.1 GiB
 	// over the other ranks' median (12.1 GiB)".
 	Reason string `json:"reason"`
@@ -84,6 +99,7 @@ func NewRank(name string, rep *Report) Rank {
 		LingeringBytes: rep.Lingering.Bytes, LeakedBytes: rep.Lingering.LeakedBytes, LateFreeBytes: rep.Lingering.LateFreeBytes,
 		EndBytes: rep.Tracks.End.Allocated,
 		OOMs:     rep.Anomalies.OOMs,
+		Steps:    rep.Tracks.Steps,
 	}
 	if n, ok := RankNumber(name); ok {
 		r.Rank, r.Label = n, "rank "+strconv.Itoa(n)
@@ -155,6 +171,11 @@ const (
 // half the ranks or more differ from the rest (two pipeline stages, say)
 // there is no majority to be odd from, and none is pointed at by it. Two
 // ranks can differ but not say which is odd: it takes three or more.
+//
+// The same rule, with the same thresholds, is applied step by step to
+// the ranks' growth since their first step began (FigureSteps; see
+// departures). And a rank with OOMs is odd when fewer than half the ranks
+// had any (FigureOOMs): "rank 3: 1 OOM, the other ranks none".
 func OddRanks(ranks []Rank) {
 	slices.SortStableFunc(ranks, func(a, b Rank) int {
 		if (a.Rank < 0) != (b.Rank < 0) {
@@ -206,6 +227,36 @@ func OddRanks(ranks []Rank) {
 			ranks[i].Odd = append(ranks[i].Odd, found[k])
 		}
 	}
+	departures(ranks)
+	oddOOMs(ranks)
+}
+
+// oddOOMs points at the ranks with OOMs when fewer than half the ranks
+// had any: an allocation that failed on one rank alone is that rank's,
+// where one that failed on every rank is the job's (a batch too large for
+// the card), and no rank's in particular.
+func oddOOMs(ranks []Rank) {
+	var with []int
+	for i, r := range ranks {
+		if r.OOMs > 0 {
+			with = append(with, i)
+		}
+	}
+	if len(ranks) < 3 || len(with) == 0 || 2*len(with) >= len(ranks) {
+		return
+	}
+	others := "the other ranks none"
+	if len(with) > 1 {
+		others = fmt.Sprintf("%d of the %d other ranks none", len(ranks)-len(with), len(ranks)-1)
+	}
+	for _, i := range with {
+		r := &ranks[i]
+		n := fmt.Sprintf("%d OOMs", r.OOMs)
+		if r.OOMs == 1 {
+			n = "1 OOM"
+		}
+		r.Odd = append(r.Odd, Oddity{Figure: FigureOOMs, Count: r.OOMs, Reason: r.Label + ": " + n + ", " + others})
+	}
 }
 
 // oddOne applies the rule to x against the other ranks' figures: the
@@ -217,8 +268,7 @@ func oddOne(x uint64, others []uint64) (Oddity, bool) {
 	for i, y := range others {
 		dev[i] = absDiff(y, m)
 	}
-	mad, d := median(dev), absDiff(x, m)
-	if float64(d) <= OddMADs*float64(mad) || float64(d) < OddFraction*float64(m) || d < OddMinBytes {
+	if d := absDiff(x, m); !material(d, median(dev), m) {
 		return Oddity{}, false
 	}
 	dir := "over"
@@ -226,7 +276,14 @@ func oddOne(x uint64, others []uint64) (Oddity, bool) {
 		dir = "under"
 	}
 	return Oddity{Bytes: x, Median: m,
-		Reason: fmt.Sprintf(", %s %s the other ranks' median (%s)", units.Format(d), dir, units.Format(m))}, true
+		Reason: fmt.Sprintf(", %s %s the other ranks' median (%s)", units.Format(absDiff(x, m)), dir, units.Format(m))}, true
+}
+
+// material is the rule's test of a difference d from the other ranks'
+// median m, whose median absolute deviation is mad: far out of their
+// spread, and material both relative to m and in bytes.
+func material(d, mad, m uint64) bool {
+	return float64(d) > OddMADs*float64(mad) && float64(d) >= OddFraction*float64(m) && d >= OddMinBytes
 }
 
 // median is the median of xs (the mean of the two middle ones for an even

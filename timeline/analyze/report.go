@@ -335,6 +335,9 @@ type Tracks struct {
 	Last    TrackValues `json:"last"`
 	End     TrackValues `json:"end"`
 	Samples int         `json:"samples"`
+	// Steps is the allocated track at the end of each growth sample,
+	// bounded (StepSeries): what traces are compared by step by step.
+	Steps StepSeries `json:"steps"`
 	// Slopes of each track, in bytes per growth sample.
 	AllocatedPerStep float64 `json:"allocated_per_step"`
 	ReservedPerStep  float64 `json:"reserved_per_step"`
@@ -776,6 +779,7 @@ func (a *Analyzer) reportTracks(rep *Report) {
 		last[i] = uint64(a.trackFit[i].last)
 	}
 	t.Last, t.Samples = values(last), int(a.trackFit[memstate.Allocated].n)
+	t.Steps = a.steps.series()
 	t.AllocatedPerStep, _, _ = a.trackFit[memstate.Allocated].slope()
 	t.ReservedPerStep, _, _ = a.trackFit[memstate.Reserved].slope()
 	t.DevicePerStep, _, _ = a.trackFit[memstate.DeviceUsed].slope()
