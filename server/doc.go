@@ -43,6 +43,8 @@
 //	POST   /api/contents/{path}/checkpoints/{id}   restore → 204
 //	DELETE /api/contents/{path}/checkpoints/{id}   → 204
 //	GET    /api/timeline/kernels/{id}/...          a live kernel's trace: stream, lod, objects, scopes, report, export, segments
+//	GET    /api/timeline/sources                   the live traces no kernel writes (a watched service, a probe: sources.go), in the order added
+//	GET    /api/timeline/sources/{id}/...          one's trace: stream, lod, objects, scopes, report, lingering (as it recorded them), export, segments
 //	GET    /api/timeline/traces/{name}/...         a saved trace: the same but the stream, and its file (docs/timeline.md)
 //	GET    /api/timeline/compare                   two saved traces' analyses diffed
 //	GET    /api/timeline/ranks                     several ranks' saved traces (?t=, 2 to MaxRanks): each one's figures and bytes at each step's end, the odd ranks pointed at, by their figures, the step they depart at, or their OOMs (analyze.OddRanks)
@@ -60,6 +62,7 @@
 //	GET    /, /tree/{path}                         the notebook browser; / also lists the running kernels (by notebook, each with Shutdown) and the newest saved traces (those a running kernel writes marked live)
 //	GET    /notebooks/{path}                       a notebook, run against a kernel; its title renames it (PATCH contents, then the session)
 //	GET    /timeline/{name}                        a saved trace's timeline
+//	GET    /timeline/live/{id}                     a live source's timeline, following its stream
 //	GET    /compare                                two saved traces compared, or the picker
 //	GET    /ranks                                  several ranks' saved traces side by side (?t=, repeated), step by step, the odd ones pointed at, any two compared; or the picker
 //	GET    /static/...                             the pages' scripts, styles and icon, content-hashed, without the token

@@ -111,6 +111,11 @@ func (s *Server) kernelModel(k kernelHandle) kernelModel {
 // liveTraces are the file names of the traces kernels are writing now.
 func (s *Server) liveTraces() map[string]bool {
 	live := map[string]bool{}
+	for _, src := range s.sourceEntries() {
+		if src.Live && src.Trace != "" {
+			live[src.Trace] = true
+		}
+	}
 	for _, k := range s.kernels.List() {
 		if t, ok := k.(tracer); ok && k.ExecutionState() != "dead" {
 			if ts := t.Traces(); len(ts) > 0 {

@@ -88,6 +88,9 @@ func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 		v.Kernels = s.runningKernels()
 		v.Snapshots = s.opts.TraceDir != ""
 		v.SnapshotRules = s.opts.SnapshotRulesName
+		for _, src := range s.sourceEntries() {
+			v.Sources = append(v.Sources, web.SourceView{ID: src.ID, Name: src.Name, Kind: src.Kind, Trace: src.Trace, Live: src.Live, Ended: src.Ended, Events: src.Events})
+		}
 	}
 	s.render(w, r, web.Tree(v))
 }
@@ -131,6 +134,26 @@ func (s *Server) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.log.Warn("timeline page", "trace", name, "err", err)
 	}
+}
+
+// handleLivePage renders the timeline of the live source id (a watched
+// service, a probe): the page follows its stream as the notebook's dock
+// follows a kernel.
+func (s *Server) handleLivePage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var src *LiveSource
+	for _, x := range s.Sources() {
+		if x.ID == id {
+			src = &x
+			break
+		}
+	}
+	if src == nil {
+		s.writeError(w, r, notFound("no source %q", id))
+		return
+	}
+	s.render(w, r, web.Timeline(web.TimelineView{Page: s.page(src.Name), Name: src.Name, Live: true,
+		TraceURL: s.opts.BaseURL + "api/timeline/sources/" + url.PathEscape(id)}))
 }
 
 // render writes a page, buffered so that a failure is an error response

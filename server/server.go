@@ -126,6 +126,7 @@ type Server struct {
 	traces   *traces.Set // every trace the routes answer from, and what was derived from it
 	started  time.Time
 	imports  importer        // PyTorch snapshots uploaded or watched, imported as traces (imports.go)
+	sources  sourceSet       // live traces no kernel writes: watched services, probes (sources.go)
 	ctx      context.Context // ends at Close: the imports under way stop
 	stop     context.CancelFunc
 
@@ -264,6 +265,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /tree/{path...}", s.handleTree)
 	handle("GET /notebooks/{path...}", s.handleNotebookPage)
 	handle("GET /timeline/{name}", s.handleTimelinePage)
+	handle("GET /timeline/live/{id}", s.handleLivePage)
 	handle("GET /compare", s.handleComparePage)
 	handle("GET /ranks", s.handleRanksPage)
 	// Static assets carry no secret and are served without the token, as
@@ -305,6 +307,12 @@ func (s *Server) routes() http.Handler {
 	lm := http.NewServeMux()
 	s.live.Register(lm, "")
 	handle("GET /api/timeline/kernels/{id}/{what}", lm.ServeHTTP)
+	handle("GET /api/timeline/sources/{id}/{what}", lm.ServeHTTP)
+	handle("GET /api/timeline/sources", s.handleSources)
+	handle("GET /api/timeline/sources/{id}/report", s.handleTimelineReport)
+	handle("GET /api/timeline/sources/{id}/lingering", s.handleSourceLingering)
+	handle("GET /api/timeline/sources/{id}/export", s.handleTimelineExport)
+	handle("GET /api/timeline/sources/{id}/segments", s.handleTimelineSegments)
 	handle("GET /api/timeline/traces/{name}/{what}", lm.ServeHTTP)
 	handle("POST /api/snapshots", s.handleSnapshotUpload)
 	handle("POST /api/snapshots/rules", s.handleSnapshotRules)

@@ -32,7 +32,7 @@ func (s *Server) newLive() {
 	s.traces = traces.New(traces.Options{OnRead: func(string) { s.metrics.traceReads.Inc() }})
 	s.live = live.New(live.Options{
 		Source: func(id string) (traces.Source, error) {
-			src, err := s.kernelSource(id)
+			src, err := s.liveSource(id)
 			if err != nil {
 				return nil, live.ErrNotFound
 			}
@@ -123,13 +123,9 @@ func (s *Server) traceFile(r *http.Request) (*timeline.File, error) {
 	var path string
 	open := timeline.OpenFile
 	if id := r.PathValue("id"); id != "" {
-		k, ok := s.kernels.Get(id)
-		if !ok {
-			return nil, notFound("no kernel %q", id)
-		}
-		rec := k.Recorder()
-		if rec == nil {
-			return nil, notFound("kernel %q has no trace", id)
+		rec, err := s.liveRecorder(id)
+		if err != nil {
+			return nil, err
 		}
 		_ = rec.Flush() // a closed recorder's file is complete already
 		path = rec.Path()
@@ -159,7 +155,7 @@ func (s *Server) traceFile(r *http.Request) (*timeline.File, error) {
 // from the pass that indexed it; neither reads the file again.
 func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
 	if id := r.PathValue("id"); id != "" {
-		src, err := s.kernelSource(id)
+		src, err := s.liveSource(id)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

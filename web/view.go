@@ -64,6 +64,25 @@ type TreeView struct {
 	// SnapshotRules names the rules the server categorizes snapshots'
 	// blocks by, beside the built-in ones ("" for the built-in alone).
 	SnapshotRules string
+	// Sources are the live traces no kernel writes (watched services,
+	// probes), each opening its live timeline.
+	Sources []SourceView
+}
+
+// SourceView is a live source listed on the root page.
+type SourceView struct {
+	ID, Name, Kind string
+	// Trace is its trace's file name, "" if none; Live is false once it
+	// ended, Ended then its reason ("" for a clean end).
+	Trace  string
+	Live   bool
+	Ended  string
+	Events uint64
+}
+
+// liveHref is the live timeline page of the source id.
+func liveHref(base, id string) string {
+	return base + "timeline/live/" + url.PathEscape(id)
 }
 
 // RunningKernelView is a running kernel listed on the tree page.
@@ -241,6 +260,10 @@ type TimelineView struct {
 	// TraceURL is where the timeline script fetches the trace from; the
 	// page passes it on in the container's data-trace-url attribute.
 	TraceURL string
+	// Live says TraceURL is a live trace's routes (a source no kernel
+	// writes: …/api/timeline/sources/{id}), which the page follows over
+	// the stream.
+	Live bool
 	// Overview, if set, returns the answer of the trace's level-of-detail
 	// query over the whole trace (JSON, or nil), inlined for the first
 	// paint. The page is flushed before it is called, so that the browser

@@ -125,6 +125,12 @@ func (h *Handler) Register(mux *http.ServeMux, prefix string) {
 	mux.HandleFunc("GET "+prefix+"/api/timeline/traces/{name}/lod", h.serveLOD)
 	mux.HandleFunc("GET "+prefix+"/api/timeline/traces/{name}/objects", h.serveObjects)
 	mux.HandleFunc("GET "+prefix+"/api/timeline/kernels/{id}/scopes", h.serveScopes)
+	// A live trace no kernel writes (a watched service, a probe): the
+	// same routes, Options.Source resolving the id.
+	mux.HandleFunc("GET "+prefix+"/api/timeline/sources/{id}/stream", h.serveStream)
+	mux.HandleFunc("GET "+prefix+"/api/timeline/sources/{id}/lod", h.serveLOD)
+	mux.HandleFunc("GET "+prefix+"/api/timeline/sources/{id}/objects", h.serveObjects)
+	mux.HandleFunc("GET "+prefix+"/api/timeline/sources/{id}/scopes", h.serveScopes)
 	mux.HandleFunc("GET "+prefix+"/api/timeline/traces/{name}/scopes", h.serveScopes)
 }
 

@@ -1,7 +1,9 @@
 // Entry of the timeline: fills every [data-testid="timeline"] container.
 //
 // A saved trace's page gives the routes' prefix in data-trace-url
-// ({base}api/timeline/traces/{name}). The notebook page's dock gives
+// ({base}api/timeline/traces/{name}); a live source's (a watched service,
+// a probe) in data-live-url ({base}api/timeline/sources/{id}), followed
+// over its stream as a kernel's is. The notebook page's dock gives
 // data-notebook-path and learns its kernel from the notebook's
 // linger:kernel event (or data-kernel-id): the stream and routes are then
 // {base}api/timeline/kernels/{id}/…. See docs/timeline.md.
@@ -20,8 +22,11 @@ const base = document.body.dataset.base || "/";
 
 function kernelSource(id) {
   const prefix = `${base}api/timeline/kernels/${encodeURIComponent(id)}`;
-  const ws = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}${prefix}/stream`;
-  return new KernelSource(prefix, ws, `${base}api/kernels/${encodeURIComponent(id)}/lingering`);
+  return new KernelSource(prefix, streamURL(prefix), `${base}api/kernels/${encodeURIComponent(id)}/lingering`);
+}
+
+function streamURL(prefix) {
+  return `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}${prefix}/stream`;
 }
 
 const views = new Map(); // container → view
@@ -145,6 +150,9 @@ function seeded(source) {
 function mount(root) {
   if (root.dataset.traceUrl) {
     views.set(root, new TimelineView(root, seeded(new TraceSource(root.dataset.traceUrl))));
+  } else if (root.dataset.liveUrl) {
+    const prefix = root.dataset.liveUrl;
+    views.set(root, new TimelineView(root, new KernelSource(prefix, streamURL(prefix), `${prefix}/lingering`)));
   } else if (root.dataset.kernelId) {
     const view = new TimelineView(root, kernelSource(root.dataset.kernelId));
     views.set(root, view);
@@ -162,7 +170,7 @@ for (const root of document.querySelectorAll('[data-testid="timeline"]')) mount(
 document.addEventListener("linger:kernel", (ev) => {
   const { kernelId: id, restarted, trace } = ev.detail || {};
   for (const root of document.querySelectorAll('[data-testid="timeline"]')) {
-    if (root.dataset.traceUrl) continue;
+    if (root.dataset.traceUrl || root.dataset.liveUrl) continue;
     if (root.dataset.mountedKernel === id && (!restarted || (trace && trace === root.dataset.trace))) continue;
     remount(root, id);
   }
