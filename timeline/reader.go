@@ -104,6 +104,8 @@ type Reader struct {
 	closer io.Closer
 
 	dict Dict
+	// frames keeps one copy of each frame the sites share.
+	frames event.FrameTable
 	// badHolders counts the holders frames that did not decode (skipped).
 	badHolders int
 
@@ -395,7 +397,7 @@ func (r *Reader) apply(typ byte, p []byte) error {
 		}
 	case frameSites:
 		for len(p) > 0 {
-			id, s, n, err := event.DecodeSiteDef(p)
+			id, s, n, err := r.frames.DecodeSiteDef(p)
 			if err != nil {
 				return err
 			}
@@ -404,7 +406,7 @@ func (r *Reader) apply(typ byte, p []byte) error {
 		}
 	case frameStacks:
 		for len(p) > 0 {
-			id, st, n, err := event.DecodeStackDef(p)
+			id, st, n, err := r.frames.DecodeStackDef(p)
 			if err != nil {
 				return err
 			}

@@ -414,6 +414,34 @@ const minFrameEncoding = 3
 // DecodeSiteDef decodes a site definition from the start of src and returns
 // it with the number of bytes read. The site's strings are copies.
 func DecodeSiteDef(src []byte) (id SiteID, s Site, n int, err error) {
+	return (*FrameTable)(nil).DecodeSiteDef(src)
+}
+
+// DecodeStackDef decodes what AppendStackDef wrote from the start of src
+// and returns it with the number of bytes read.
+func DecodeStackDef(src []byte) (id SiteID, stack []Frame, n int, err error) {
+	return (*FrameTable)(nil).DecodeStackDef(src)
+}
+
+// DecodeFrames decodes what AppendFrames wrote from the start of src and
+// returns it (nil for none) with the number of bytes read. The strings
+// are copies.
+func DecodeFrames(src []byte) ([]Frame, int, error) {
+	return (*FrameTable)(nil).DecodeFrames(src)
+}
+
+// A FrameTable decodes site and stack definitions keeping one copy of
+// each distinct frame, which the sites it decodes share: a trace's sites
+// share most of their frames (an imported PyTorch snapshot's 86,000
+// tracebacks of 40 frames share a few thousand), so each frame's strings
+// are allocated once, not once per site. The zero value is ready; nil
+// copies every frame. It is not safe for concurrent use.
+type FrameTable struct {
+	frames map[string]Frame // by the frame's encoding
+}
+
+// DecodeSiteDef is the package's DecodeSiteDef, its frames from t.
+func (t *FrameTable) DecodeSiteDef(src []byte) (id SiteID, s Site, n int, err error) {
 	v, i := binary.Uvarint(src)
 	if i <= 0 || v > math.MaxUint32 {
 		return 0, Site{}, 0, fmt.Errorf("site definition: %w: bad id", ErrMalformed)
@@ -430,30 +458,28 @@ func DecodeSiteDef(src []byte) (id SiteID, s Site, n int, err error) {
 	}
 	i += m
 	s = Site{Cell: cell, Line: int(line)}
-	if s.Frames, m, err = DecodeFrames(src[i:]); err != nil {
+	if s.Frames, m, err = t.DecodeFrames(src[i:]); err != nil {
 		return 0, Site{}, 0, fmt.Errorf("site definition %d: %w", id, err)
 	}
 	return id, s, i + m, nil
 }
 
-// DecodeStackDef decodes what AppendStackDef wrote from the start of src
-// and returns it with the number of bytes read.
-func DecodeStackDef(src []byte) (id SiteID, stack []Frame, n int, err error) {
+// DecodeStackDef is the package's DecodeStackDef, its frames from t.
+func (t *FrameTable) DecodeStackDef(src []byte) (id SiteID, stack []Frame, n int, err error) {
 	v, i := binary.Uvarint(src)
 	if i <= 0 || v > math.MaxUint32 {
 		return 0, nil, 0, fmt.Errorf("stack definition: %w: bad id", ErrMalformed)
 	}
-	stack, m, err := DecodeFrames(src[i:])
+	stack, m, err := t.DecodeFrames(src[i:])
 	if err != nil {
 		return 0, nil, 0, fmt.Errorf("stack definition %d: %w", v, err)
 	}
 	return SiteID(v), stack, i + m, nil
 }
 
-// DecodeFrames decodes what AppendFrames wrote from the start of src and
-// returns it (nil for none) with the number of bytes read. The strings
-// are copies.
-func DecodeFrames(src []byte) ([]Frame, int, error) {
+// DecodeFrames is the package's DecodeFrames, its frames from t: the
+// slice is new, its strings shared.
+func (t *FrameTable) DecodeFrames(src []byte) ([]Frame, int, error) {
 	nf, i := binary.Uvarint(src)
 	if i <= 0 || nf > uint64(len(src)-i)/minFrameEncoding {
 		return nil, 0, fmt.Errorf("%w: bad frame count", ErrMalformed)
@@ -463,13 +489,53 @@ func DecodeFrames(src []byte) ([]Frame, int, error) {
 		frames = make([]Frame, nf)
 	}
 	for k := range frames {
-		m, err := decodeFrame(src[i:], &frames[k])
+		m, err := t.decodeFrame(src[i:], &frames[k])
 		if err != nil {
 			return nil, 0, fmt.Errorf("frame %d: %w", k, err)
 		}
 		i += m
 	}
 	return frames, i, nil
+}
+
+func (t *FrameTable) decodeFrame(src []byte, f *Frame) (int, error) {
+	if t == nil {
+		return decodeFrame(src, f)
+	}
+	n, err := frameLen(src)
+	if err != nil {
+		return 0, err
+	}
+	if g, ok := t.frames[string(src[:n])]; ok { // no copy: a lookup
+		*f = g
+		return n, nil
+	}
+	if _, err := decodeFrame(src, f); err != nil {
+		return 0, err
+	}
+	if t.frames == nil {
+		t.frames = make(map[string]Frame)
+	}
+	t.frames[string(src[:n])] = *f
+	return n, nil
+}
+
+// frameLen is the length of the frame encoded at the start of src, as
+// decodeFrame reads it, or decodeFrame's error.
+func frameLen(src []byte) (int, error) {
+	i := 0
+	for range 2 { // func, file
+		l, n := binary.Uvarint(src[i:])
+		if n <= 0 || l > uint64(len(src)-i-n) {
+			return 0, fmt.Errorf("%w: bad string length", ErrMalformed)
+		}
+		i += n + int(l)
+	}
+	line, m := binary.Varint(src[i:])
+	if m <= 0 || line != int64(int(line)) {
+		return 0, fmt.Errorf("%w: bad frame line", ErrMalformed)
+	}
+	return i + m, nil
 }
 
 func decodeFrame(src []byte, f *Frame) (int, error) {

@@ -2,10 +2,12 @@ package event
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"unsafe"
 )
 
 // randomEvents returns n events with consecutive seqs from first whose
@@ -264,6 +266,26 @@ func TestDefRoundTrip(t *testing.T) {
 			t.Errorf("stack key %d decodes to %+v, want %+v", i, got, st)
 		}
 	}
+	// Sites decoded through one FrameTable share their frames' strings.
+	var tab FrameTable
+	shared := []Frame{{Func: "forward", File: "/home/u/model.py", Line: 40}, {Func: "main", File: "/home/u/run.py", Line: 7}}
+	var got [2]Site
+	for i := range got {
+		buf := AppendSiteDef(nil, SiteID(i+1), Site{Frames: append([]Frame{{Func: fmt.Sprint("own", i), File: "x.py", Line: i}}, shared...)})
+		var err error
+		if _, got[i], _, err = tab.DecodeSiteDef(buf); err != nil {
+			t.Fatal(err)
+		}
+		if want := append([]Frame{{Func: fmt.Sprint("own", i), File: "x.py", Line: i}}, shared...); !reflect.DeepEqual(got[i].Frames, want) {
+			t.Errorf("site %d through a FrameTable: %+v, want %+v", i, got[i].Frames, want)
+		}
+	}
+	if unsafe.StringData(got[0].Frames[1].File) != unsafe.StringData(got[1].Frames[1].File) {
+		t.Errorf("two sites through one FrameTable do not share a frame's strings")
+	}
+	if got[0].Frames[0] == got[1].Frames[0] || &got[0].Frames[1] == &got[1].Frames[1] {
+		t.Errorf("two sites through one FrameTable share their own frames or their slices")
+	}
 	// A frame count larger than the input could hold is refused before
 	// anything is allocated for it.
 	huge := []byte{1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}
@@ -350,7 +372,22 @@ func FuzzDefs(f *testing.F) {
 			}
 			return enc, err
 		})
+		// A FrameTable decodes what the package's decoder does, the
+		// second time from what it kept the first.
+		var tab FrameTable
+		for range 2 {
+			tid, tsite, tn, terr := tab.DecodeSiteDef(in)
+			if tid != sid || !reflect.DeepEqual(tsite, site) || tn != n || fmt.Sprint(terr) != fmt.Sprint(err) {
+				t.Fatalf("site through a FrameTable: %d %+v %d %v, want %d %+v %d %v", tid, tsite, tn, terr, sid, site, n, err)
+			}
+		}
 		sid, stack, n, err := DecodeStackDef(in)
+		for range 2 {
+			tid, tstack, tn, terr := tab.DecodeStackDef(in)
+			if tid != sid || !reflect.DeepEqual(tstack, stack) || tn != n || fmt.Sprint(terr) != fmt.Sprint(err) {
+				t.Fatalf("stack through a FrameTable: %d %+v %d %v, want %d %+v %d %v", tid, tstack, tn, terr, sid, stack, n, err)
+			}
+		}
 		check("stack", n, err, func() ([]byte, error) {
 			enc := AppendStackDef(nil, sid, stack)
 			sid2, stack2, _, err := DecodeStackDef(enc)
