@@ -153,7 +153,7 @@ func (s *Server) handleSourceLingering(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, notFound("no source %q", r.PathValue("id")))
 		return
 	}
-	rep := s.traces.Current(r.Context(), src).Report()
+	rep := s.traces.Current(r.Context(), src).Findings() // its holders, without naming every site
 	out := lingeringHolders{Holders: []kernels.Holder{}, Groups: []kernels.HolderGroup{}}
 	if hs := kernels.RecordedHolders(rep); hs != nil {
 		out.Holders = hs

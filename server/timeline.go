@@ -152,8 +152,25 @@ func (s *Server) traceFile(r *http.Request) (*timeline.File, error) {
 // handleTimelineReport answers the analysis of a trace (package analyze's
 // Report as JSON): lingering objects, growth, duplicates, peak, tracks. A
 // live kernel's comes from the analyzer that follows it, a saved trace's
-// from the pass that indexed it; neither reads the file again.
+// from the pass that indexed it; neither reads the file again. With
+// ?sites=0 it is the findings alone (traces.Trace.Findings), without the
+// per-site totals and their sites: what the page shows, a few kilobytes
+// where the whole report of an imported PyTorch snapshot names each of
+// its tens of thousands of tracebacks.
 func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
+	var findings bool
+	switch v := r.URL.Query().Get("sites"); v {
+	case "", "1":
+	case "0":
+		findings = true
+	default:
+		s.writeError(w, r, badRequest("sites=%q: want 0 (the findings alone) or 1 (every site's totals)", v))
+		return
+	}
+	report := (*traces.Trace).Report
+	if findings {
+		report = (*traces.Trace).Findings
+	}
 	if id := r.PathValue("id"); id != "" {
 		src, err := s.liveSource(id)
 		if err != nil {
@@ -163,7 +180,7 @@ func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
 		// The analysis answers for the events it has had (last_seq), which
 		// may be fewer than the trace has (trace_last_seq): the page says
 		// so rather than give a verdict on part of the trace.
-		writeJSON(w, http.StatusOK, s.traces.Current(r.Context(), src).Report())
+		writeJSON(w, http.StatusOK, report(s.traces.Current(r.Context(), src)))
 		return
 	}
 	path, err := s.tracePath(r.PathValue("name"))
@@ -171,11 +188,12 @@ func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	rep, err := s.savedReport(r.Context(), path)
+	t, err := s.traces.Saved(r.Context(), path)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, live.Classify(err))
 		return
 	}
+	rep := report(t)
 	// Every leak's holder is the lingering route's to answer: the page
 	// asks for the report again and again, and need not carry them.
 	rep.Lingering.Held, rep.Lingering.HeldOmitted = nil, 0
@@ -321,11 +339,12 @@ func (s *Server) handleTraceLingering(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	rep, err := s.savedReport(r.Context(), path)
+	t, err := s.traces.Saved(r.Context(), path)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, live.Classify(err))
 		return
 	}
+	rep := t.Findings() // its holders, without naming every site
 	out := lingeringHolders{Holders: []kernels.Holder{}, Groups: []kernels.HolderGroup{}}
 	if hs := kernels.RecordedHolders(rep); hs != nil {
 		out.Holders = hs

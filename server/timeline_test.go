@@ -551,6 +551,75 @@ func TestSavedTraceReportEnded(t *testing.T) {
 	}
 }
 
+// TestTimelineReportFindings: the page asks for a trace's findings alone
+// (?sites=0): the whole report less its per-site totals and the sites
+// only they name, which an imported snapshot has tens of thousands of.
+func TestTimelineReportFindings(t *testing.T) {
+	ts, _ := newRecServer(t)
+	w, err := timeline.Create(filepath.Join(ts.s.opts.TraceDir, "sites.ltrace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.DefineSite(1, event.Site{Cell: "c1", Line: 2, Frames: []event.Frame{{Func: "f", File: "a.go", Line: 3}}})
+	w.DefineSite(2, event.Site{Cell: "c1", Line: 3})
+	c := &cellEvents{sink: w}
+	c.begin(1)
+	c.emit(event.Event{Kind: event.KindAlloc, Addr: 2, Size: 512, Category: event.CategoryActivation, Expect: event.ScopeCell, Scope: 1, Site: 2})
+	c.emit(event.Event{Kind: event.KindFree, Addr: 2, Size: 512, Category: event.CategoryActivation})
+	c.emit(event.Event{Kind: event.KindAlloc, Addr: 1, Size: 4096, Category: event.CategoryKVCache, Expect: event.ScopeCell, Scope: 1, Site: 1}) // the peak, and it lingers
+	c.end(1)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	type report struct {
+		Lingering struct {
+			Count   int `json:"count"`
+			Objects []struct {
+				SiteID int `json:"site_id"`
+			} `json:"objects"`
+		} `json:"lingering"`
+		Sites []struct {
+			SiteID int `json:"site_id"`
+		} `json:"sites"`
+		SiteTable []struct {
+			ID int `json:"id"`
+		} `json:"site_table"`
+	}
+	get := func(query string) (rep report, raw map[string]json.RawMessage) {
+		t.Helper()
+		code, body := ts.do(t, "GET", "/api/timeline/traces/sites.ltrace/report"+query, "")
+		if code != 200 || json.Unmarshal(body, &rep) != nil || json.Unmarshal(body, &raw) != nil {
+			t.Fatalf("report%s: %d %.300s", query, code, body)
+		}
+		return rep, raw
+	}
+	whole, wholeRaw := get("")
+	findings, findingsRaw := get("?sites=0")
+	if len(whole.Sites) != 2 || len(whole.SiteTable) != 2 {
+		t.Errorf("whole report: %d per-site totals, %d sites in its table; want 2 and 2", len(whole.Sites), len(whole.SiteTable))
+	}
+	if findings.Lingering.Count != 1 || len(findings.Lingering.Objects) != 1 || findings.Lingering.Objects[0].SiteID != 1 ||
+		len(findings.Sites) != 0 || len(findings.SiteTable) != 1 || findings.SiteTable[0].ID != 1 {
+		t.Errorf("findings: %+v; want the lingering block of site 1, no per-site totals, site 1 alone in the table", findings)
+	}
+	for k, v := range wholeRaw {
+		if k != "sites" && k != "site_table" && string(findingsRaw[k]) != string(v) {
+			t.Errorf("findings' %s = %s, want the whole report's %s", k, findingsRaw[k], v)
+		}
+	}
+	if whole, _ := get("?sites=1"); len(whole.Sites) != 2 {
+		t.Errorf("sites=1: %d per-site totals, want 2", len(whole.Sites))
+	}
+	for _, path := range []string{"traces/sites.ltrace", "kernels/k1"} {
+		if code, body := ts.do(t, "GET", "/api/timeline/"+path+"/report?sites=all", ""); code != 400 || !strings.Contains(string(body), "sites=") {
+			t.Errorf("%s: sites=all: %d %.200s, want 400", path, code, body)
+		}
+	}
+	if code, body := ts.do(t, "GET", "/api/timeline/kernels/k1/report?sites=0", ""); code != 200 || !strings.Contains(string(body), `"sites":[]`) {
+		t.Errorf("a kernel's findings: %d %.200s", code, body)
+	}
+}
+
 // TestTimelineSegments: the allocator at an instant of a live kernel's
 // trace, by sequence number and by time, with its segment cut into the
 // blocks alive and the free space between; bad instants are 400.

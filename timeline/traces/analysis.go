@@ -13,20 +13,28 @@ import (
 // analysis is the analysis of a trace (package analyze), fed batch by
 // batch just before its level-of-detail index, on the same goroutine. Its
 // lock is held for one batch or one report at a time, never for a whole
-// trace. Once the trace has ended, its report and lingering objects are
-// made once and the analyzer is let go.
+// trace. Once the trace has ended, its findings (analyze.Analyzer's
+// Findings: what a page shows) and lingering objects are made once; its
+// whole report, which names every site, is made on first use, and then
+// the analyzer is let go.
 type analysis struct {
 	mu   sync.Mutex
-	a    *analyze.Analyzer // nil once ended
+	a    *analyze.Analyzer // nil once the whole final report is made
 	dict timeline.Dict
 	ling map[uint64]bool // alloc seqs of the objects that became lingering
 	late map[uint64]bool // alloc seqs of those freed late (the others are leaks)
 
-	final     *analyze.Report // once ended
-	finalLing []uint64        // once ended, ascending
-	finalLate []uint64        // once ended, ascending
+	// Set by end.
+	ended     bool
+	stop      error                       // why the trace stopped early, if it did
+	heldBy    func(uint64) (string, bool) // the holders recorded, if any
+	findings  *analyze.Report
+	finalLing []uint64        // ascending
+	finalLate []uint64        // ascending
+	final     *analyze.Report // the whole report, once made
 
-	last *analyze.Report // the report of the events followed so far, if made since the last batch
+	// The reports of the events followed so far, if made since the last batch.
+	last, lastFindings *analyze.Report
 }
 
 func newAnalysis() *analysis {
@@ -43,7 +51,7 @@ func (l *analysis) follow(b timeline.Batch) {
 	defer l.mu.Unlock()
 	b.Apply(analysisSink{l})
 	if len(b.Events) > 0 {
-		l.last = nil
+		l.last, l.lastFindings = nil, nil
 	}
 }
 
@@ -56,18 +64,26 @@ func (s analysisSink) DefineString(id event.StringID, v string) { s.l.dict.Defin
 func (s analysisSink) DefineSite(id event.SiteID, v event.Site) { s.l.dict.DefineSite(id, v) }
 func (s analysisSink) Emit(e event.Event)                       { s.l.a.Add(e) }
 
-// end makes the final report, its objects' holders named by heldBy (nil:
-// none recorded); a torn trace's says where it stopped.
+// end makes the final findings, their objects' holders named by heldBy
+// (nil: none recorded); a torn trace's say where it stopped.
 func (l *analysis) end(stop error, heldBy func(uint64) (string, bool)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.final = l.a.Report(heldNames{&l.dict, heldBy})
-	if stop != nil {
-		l.final.Truncated = stop.Error()
-	}
+	l.ended, l.stop, l.heldBy = true, stop, heldBy
+	l.findings = l.finished(l.a.Findings)
 	l.finalLing = slices.Sorted(maps.Keys(l.ling))
 	l.finalLate = slices.Sorted(maps.Keys(l.late))
-	l.a, l.ling, l.late, l.last = nil, nil, nil, nil
+	l.ling, l.late, l.last, l.lastFindings = nil, nil, nil, nil
+}
+
+// finished is the final report that report makes of the ended trace:
+// its objects' holders named, where it stopped said.
+func (l *analysis) finished(report func(analyze.Names) *analyze.Report) *analyze.Report {
+	rep := report(heldNames{&l.dict, l.heldBy})
+	if l.stop != nil {
+		rep.Truncated = l.stop.Error()
+	}
+	return rep
 }
 
 // lingering returns the allocation seqs of the objects that became
@@ -76,7 +92,7 @@ func (l *analysis) end(stop error, heldBy func(uint64) (string, bool)) {
 func (l *analysis) lingering() (ling, late []uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.a == nil {
+	if l.ended {
 		return l.finalLing, l.finalLate
 	}
 	return slices.Sorted(maps.Keys(l.ling)), slices.Sorted(maps.Keys(l.late))
@@ -85,12 +101,26 @@ func (l *analysis) lingering() (ling, late []uint64) {
 // report returns the analysis of the events followed so far, shared: the
 // caller copies it to change it. It is made again only once events have
 // come since, so a page that asks while its stream catches up costs one
-// report per batch at most, not one per question.
-func (l *analysis) report() *analyze.Report {
+// report per batch at most, not one per question. If findings, it is the
+// analyzer's Findings, without the per-site totals and so without naming
+// every site; else the whole Report.
+func (l *analysis) report(findings bool) *analyze.Report {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.a == nil {
+	switch {
+	case l.ended && findings:
+		return l.findings
+	case l.ended:
+		if l.final == nil {
+			l.final = l.finished(l.a.Report)
+			l.a = nil
+		}
 		return l.final
+	case findings:
+		if l.lastFindings == nil {
+			l.lastFindings = l.a.Findings(&l.dict)
+		}
+		return l.lastFindings
 	}
 	if l.last == nil {
 		l.last = l.a.Report(&l.dict)

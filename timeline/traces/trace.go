@@ -159,9 +159,17 @@ func (t *Trace) letGo() {
 // to change: its lingering objects name their holders as recorded so
 // far; a live trace's says how far the trace itself has gone
 // (TraceLastSeq, which the analysis may lag), an ended one's how it
-// ended (Ended).
-func (t *Trace) Report() *analyze.Report {
-	rep := *withHolders(t.an.report(), t.HeldBy)
+// ended (Ended). It names every site the trace allocated from, which an
+// ended trace's first Report does once; see Findings.
+func (t *Trace) Report() *analyze.Report { return t.report(false) }
+
+// Findings is Report without the per-site totals (analyze.Analyzer's
+// Findings): what a page shows, without naming every site of the trace
+// (an imported PyTorch snapshot's 86,000).
+func (t *Trace) Findings() *analyze.Report { return t.report(true) }
+
+func (t *Trace) report(findings bool) *analyze.Report {
+	rep := *withHolders(t.an.report(findings), t.HeldBy)
 	if src := t.source(); src != nil {
 		rep.TraceLastSeq = src.Head()
 	}

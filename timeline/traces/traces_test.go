@@ -3,6 +3,7 @@ package traces
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"sync"
@@ -89,7 +90,8 @@ func BenchmarkAnalysisFollow(b *testing.B) {
 
 // A live trace's report answers for the events its analysis has had
 // (issue 21): last_seq and events say how far it has come, and the same
-// report serves every question until more events come.
+// report serves every question until more events come; its findings
+// alike. An ended trace's whole report is made once, on first use.
 func TestAnalysisReportReach(t *testing.T) {
 	var evs []event.Event
 	c := &cellEvents{sink: sinkFunc(func(e event.Event) { evs = append(evs, e) })}
@@ -100,30 +102,44 @@ func TestAnalysisReportReach(t *testing.T) {
 	c.cell(2, 0)
 	c.end(2)
 	half := len(evs) / 2
-	l := newAnalysis()
-	l.follow(timeline.Batch{Events: evs[:half]})
-	r1 := l.report()
-	if r1.Events != uint64(half) || r1.LastSeq != evs[half-1].Seq {
-		t.Errorf("after %d events: report of %d events up to seq %d, want %d up to %d", half, r1.Events, r1.LastSeq, half, evs[half-1].Seq)
-	}
-	if r := l.report(); r != r1 {
-		t.Error("asked again with no new event, the report was made again")
-	}
-	l.follow(timeline.Batch{})
-	if r := l.report(); r != r1 {
-		t.Error("a batch without events made the report again")
-	}
-	l.follow(timeline.Batch{Events: evs[half:]})
-	r2 := l.report()
-	if r2 == r1 || r2.Events != uint64(len(evs)) || r2.LastSeq != evs[len(evs)-1].Seq {
-		t.Errorf("after every event: report of %d events up to seq %d (new %v), want %d up to %d", r2.Events, r2.LastSeq, r2 != r1, len(evs), evs[len(evs)-1].Seq)
-	}
-	if r1.Events != uint64(half) {
-		t.Errorf("the earlier report changed: %d events", r1.Events)
-	}
-	l.end(nil, nil)
-	if r := l.report(); r.Events != uint64(len(evs)) {
-		t.Errorf("final report: %d events, want %d", r.Events, len(evs))
+	for _, findings := range []bool{false, true} {
+		t.Run(fmt.Sprint("findings=", findings), func(t *testing.T) {
+			l := newAnalysis()
+			l.follow(timeline.Batch{Events: evs[:half]})
+			r1 := l.report(findings)
+			if r1.Events != uint64(half) || r1.LastSeq != evs[half-1].Seq {
+				t.Errorf("after %d events: report of %d events up to seq %d, want %d up to %d", half, r1.Events, r1.LastSeq, half, evs[half-1].Seq)
+			}
+			if r := l.report(findings); r != r1 {
+				t.Error("asked again with no new event, the report was made again")
+			}
+			l.follow(timeline.Batch{})
+			if r := l.report(findings); r != r1 {
+				t.Error("a batch without events made the report again")
+			}
+			l.follow(timeline.Batch{Events: evs[half:]})
+			r2 := l.report(findings)
+			if r2 == r1 || r2.Events != uint64(len(evs)) || r2.LastSeq != evs[len(evs)-1].Seq {
+				t.Errorf("after every event: report of %d events up to seq %d (new %v), want %d up to %d", r2.Events, r2.LastSeq, r2 != r1, len(evs), evs[len(evs)-1].Seq)
+			}
+			if r1.Events != uint64(half) {
+				t.Errorf("the earlier report changed: %d events", r1.Events)
+			}
+			if got := len(r2.Sites) > 0; got == findings {
+				t.Errorf("findings=%v: %d per-site totals", findings, len(r2.Sites))
+			}
+			l.end(errors.New("torn"), nil)
+			r := l.report(findings)
+			if r.Events != uint64(len(evs)) || r.Truncated != "torn" || l.report(findings) != r {
+				t.Errorf("final report: %d events, truncated %q (made again: %v), want %d, torn, made once", r.Events, r.Truncated, l.report(findings) != r, len(evs))
+			}
+			if got := len(r.Sites) > 0; got == findings {
+				t.Errorf("final, findings=%v: %d per-site totals", findings, len(r.Sites))
+			}
+			if l.report(false); l.a != nil {
+				t.Error("the analyzer is kept after the whole final report was made")
+			}
+		})
 	}
 }
 

@@ -37,7 +37,8 @@ class Source {
   changed(what) { for (const fn of this.listeners) fn(what); }
   objects(t0, t1, n) { return getJSON(`${this.prefix}/objects?${q({ t0, t1: Math.max(t1, t0 + 1), n })}`); }
   scopes(t0, t1, n = 2000) { return getJSON(`${this.prefix}/scopes?${q({ t0, t1: Math.max(t1, t0 + 1), n })}`); }
-  report() { return getJSON(`${this.prefix}/report`); }
+  /** report is the findings alone (sites=0): not every site's totals, which the page does not show. */
+  report() { return getJSON(`${this.prefix}/report?sites=0`); }
   /** seen is the last sequence number of the trace this source knows of (0: none yet, or a saved trace, whose report is whole). */
   seen() { return 0; }
   exportURL(format) { return `${this.prefix}/export?format=${encodeURIComponent(format)}`; }
