@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"testing"
@@ -90,6 +91,39 @@ func FuzzReader(f *testing.F) {
 				break
 			}
 			evs = append(evs, e)
+		}
+
+		// A Reader that keeps its sites encoded reads the same events,
+		// stops the same way and answers the same sites.
+		lazy, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lazy.LazySites()
+		for i := 0; ; i++ {
+			e, err := lazy.ReadEvent()
+			if err != nil {
+				_, want := r.ReadEvent()
+				if fmt.Sprint(err) != fmt.Sprint(want) || i != len(evs) {
+					t.Fatalf("with its sites encoded: %v after %d events, want %v after %d", err, i, want, len(evs))
+				}
+				break
+			}
+			if i >= len(evs) || e != evs[i] {
+				t.Fatalf("with its sites encoded: event %d is %+v", i, e)
+			}
+		}
+		for id, s := range r.Dict().sites {
+			if got, ok := lazy.Site(id); !ok || !reflect.DeepEqual(got, s) {
+				t.Fatalf("with its sites encoded: site %d is %+v, %v, want %+v", id, got, ok, s)
+			}
+		}
+		for _, e := range evs {
+			if _, ok := r.Dict().sites[e.Site]; !ok {
+				if got, ok := lazy.Site(e.Site); ok {
+					t.Fatalf("with its sites encoded: site %d undefined reads as %+v", e.Site, got)
+				}
+			}
 		}
 
 		var buf bytes.Buffer

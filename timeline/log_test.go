@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"linger/timeline/event"
@@ -162,6 +163,79 @@ func TestStacksOlderReader(t *testing.T) {
 		if got, _ := r.Site(3); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: site %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestLazySites: a Reader that keeps its sites encoded (LazySites)
+// decodes a site only when asked for it, answers as one that decodes them
+// all (a stack given to its site, dropped for a site not defined, dropped
+// when its site is defined again), from any goroutine once read, and
+// stops at a definition that would not decode as the other does.
+func TestLazySites(t *testing.T) {
+	rec := record(5, 2, 64, 32, 4)
+	rec.DefineSite(3, stackSite)
+	data := writeTrace(t, rec, BatchEvents, "")
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.DefineSite(1, stackSite) // its stack, then a new definition without one
+	w.Emit(event.Event{Seq: 1, Kind: event.KindAlloc, Site: 1})
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	w.DefineSite(1, event.Site{Cell: "c", Line: 9})
+	w.DefineSite(2, stackSite)
+	w.Emit(event.Event{Seq: 2, Kind: event.KindAlloc, Site: 2})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"recorded": data, "redefined": buf.Bytes()} {
+		t.Run(name, func(t *testing.T) {
+			eager, evs, err := readAll(t, data)
+			if err != io.EOF {
+				t.Fatal(err)
+			}
+			r, err := NewReader(bytes.NewReader(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sites := r.LazySites()
+			for range evs {
+				if _, err := r.ReadEvent(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := r.ReadEvent(); err != io.EOF {
+				t.Fatal(err)
+			}
+			if len(sites.decoded) != 0 || len(sites.enc) != len(eager.Dict().sites) {
+				t.Fatalf("read: %d sites decoded, %d kept encoded; want none, %d", len(sites.decoded), len(sites.enc), len(eager.Dict().sites))
+			}
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					for id, want := range eager.Dict().sites {
+						if got, ok := r.Dict().Site(id); !ok || !reflect.DeepEqual(got, want) {
+							t.Errorf("site %d: %+v, %v; want %+v", id, got, ok, want)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if _, ok := sites.Site(1 << 30); ok {
+				t.Error("an undefined site is defined")
+			}
+		})
+	}
+	bad := []byte(Magic + "\x01")
+	bad = appendFrame(bad, frameSites, event.AppendSiteDef(nil, 1, stackSite)[:9])
+	_, _, want := readAll(t, bad)
+	r, err := NewReader(bytes.NewReader(bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.LazySites()
+	if _, err := r.ReadEvent(); !errors.Is(err, ErrCorrupt) || err.Error() != want.Error() {
+		t.Errorf("a site definition cut short: %v, want %v", err, want)
 	}
 }
 

@@ -54,6 +54,7 @@ type Dict struct {
 	strings map[event.StringID]string
 	sites   map[event.SiteID]event.Site
 	held    map[uint64]string // holder paths by allocation seq (Holders)
+	encoded *Sites            // the sites not in sites, if any (UseSites)
 }
 
 // String returns the string with the given id, or "" if it is undefined.
@@ -62,8 +63,15 @@ func (d *Dict) String(id event.StringID) string { return d.strings[id] }
 // Site returns the site with the given id and whether it is defined.
 func (d *Dict) Site(id event.SiteID) (event.Site, bool) {
 	s, ok := d.sites[id]
+	if !ok && d.encoded != nil {
+		return d.encoded.Site(id)
+	}
 	return s, ok
 }
+
+// UseSites makes d answer Site from s for the sites it does not define
+// itself: the sites a Reader kept encoded (Reader.LazySites).
+func (d *Dict) UseSites(s *Sites) { d.encoded = s }
 
 // DefineString records s under id, replacing any earlier definition.
 func (d *Dict) DefineString(id event.StringID, s string) {
@@ -106,6 +114,8 @@ type Reader struct {
 	dict Dict
 	// frames keeps one copy of each frame the sites share.
 	frames event.FrameTable
+	// lazy keeps the sites encoded, once LazySites was called.
+	lazy *Sites
 	// badHolders counts the holders frames that did not decode (skipped).
 	badHolders int
 
@@ -300,6 +310,20 @@ func (r *Reader) String(id event.StringID) string { return r.dict.String(id) }
 // Site returns the site with the given id and whether it is defined.
 func (r *Reader) Site(id event.SiteID) (event.Site, bool) { return r.dict.Site(id) }
 
+// LazySites makes r keep the site definitions (and stacks) it reads from
+// then on encoded, in the Sites it returns, rather than decode each as it
+// comes: a site is decoded when first asked for, by Site, Dict or the
+// Sites itself (which outlives r, and is safe for concurrent use). A
+// definition that would not decode stops r as it would have. For a pass
+// that names few of a trace's sites; call it before the first ReadEvent.
+func (r *Reader) LazySites() *Sites {
+	if r.lazy == nil {
+		r.lazy = &Sites{}
+		r.dict.UseSites(r.lazy)
+	}
+	return r.lazy
+}
+
 func (r *Reader) stop(kind error, detail string) { r.stopAt(r.off, kind, detail) }
 
 func (r *Reader) stopAt(off int64, kind error, detail string) {
@@ -396,6 +420,13 @@ func (r *Reader) apply(typ byte, p []byte) error {
 			p = p[n:]
 		}
 	case frameSites:
+		for r.lazy != nil && len(p) > 0 {
+			n, err := r.lazy.defineSite(p)
+			if err != nil {
+				return err
+			}
+			p = p[n:]
+		}
 		for len(p) > 0 {
 			id, s, n, err := r.frames.DecodeSiteDef(p)
 			if err != nil {
@@ -405,6 +436,13 @@ func (r *Reader) apply(typ byte, p []byte) error {
 			p = p[n:]
 		}
 	case frameStacks:
+		for r.lazy != nil && len(p) > 0 {
+			n, err := r.lazy.defineStack(p)
+			if err != nil {
+				return err
+			}
+			p = p[n:]
+		}
 		for len(p) > 0 {
 			id, st, n, err := r.frames.DecodeStackDef(p)
 			if err != nil {

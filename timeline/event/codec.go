@@ -520,16 +520,72 @@ func (t *FrameTable) decodeFrame(src []byte, f *Frame) (int, error) {
 	return n, nil
 }
 
+// SiteDefLen returns the id and the length of the site definition at the
+// start of src, checked as DecodeSiteDef checks it (the same errors), but
+// not decoded: for a reader that keeps definitions encoded until a site
+// is asked for (timeline.Sites).
+func SiteDefLen(src []byte) (id SiteID, n int, err error) {
+	v, i := binary.Uvarint(src)
+	if i <= 0 || v > math.MaxUint32 {
+		return 0, 0, fmt.Errorf("site definition: %w: bad id", ErrMalformed)
+	}
+	id = SiteID(v)
+	m, err := stringLen(src[i:])
+	if err != nil {
+		return 0, 0, fmt.Errorf("site definition %d: cell: %w", id, err)
+	}
+	i += m
+	line, m := binary.Varint(src[i:])
+	if m <= 0 || line != int64(int(line)) {
+		return 0, 0, fmt.Errorf("site definition %d: %w: bad line", id, ErrMalformed)
+	}
+	i += m
+	if m, err = framesLen(src[i:]); err != nil {
+		return 0, 0, fmt.Errorf("site definition %d: %w", id, err)
+	}
+	return id, i + m, nil
+}
+
+// StackDefLen is SiteDefLen for a stack definition (DecodeStackDef).
+func StackDefLen(src []byte) (id SiteID, n int, err error) {
+	v, i := binary.Uvarint(src)
+	if i <= 0 || v > math.MaxUint32 {
+		return 0, 0, fmt.Errorf("stack definition: %w: bad id", ErrMalformed)
+	}
+	m, err := framesLen(src[i:])
+	if err != nil {
+		return 0, 0, fmt.Errorf("stack definition %d: %w", v, err)
+	}
+	return SiteID(v), i + m, nil
+}
+
+// framesLen is the length of the frames AppendFrames wrote at the start
+// of src, checked as DecodeFrames checks them.
+func framesLen(src []byte) (int, error) {
+	nf, i := binary.Uvarint(src)
+	if i <= 0 || nf > uint64(len(src)-i)/minFrameEncoding {
+		return 0, fmt.Errorf("%w: bad frame count", ErrMalformed)
+	}
+	for k := range nf {
+		m, err := frameLen(src[i:])
+		if err != nil {
+			return 0, fmt.Errorf("frame %d: %w", k, err)
+		}
+		i += m
+	}
+	return i, nil
+}
+
 // frameLen is the length of the frame encoded at the start of src, as
 // decodeFrame reads it, or decodeFrame's error.
 func frameLen(src []byte) (int, error) {
 	i := 0
 	for range 2 { // func, file
-		l, n := binary.Uvarint(src[i:])
-		if n <= 0 || l > uint64(len(src)-i-n) {
-			return 0, fmt.Errorf("%w: bad string length", ErrMalformed)
+		m, err := stringLen(src[i:])
+		if err != nil {
+			return 0, err
 		}
-		i += n + int(l)
+		i += m
 	}
 	line, m := binary.Varint(src[i:])
 	if m <= 0 || line != int64(int(line)) {
@@ -585,4 +641,14 @@ func decodeString(src []byte) (string, int, error) {
 		return "", 0, fmt.Errorf("%w: bad string length", ErrMalformed)
 	}
 	return string(src[n : n+int(l)]), n + int(l), nil
+}
+
+// stringLen is the length of the string encoded at the start of src, or
+// decodeString's error.
+func stringLen(src []byte) (int, error) {
+	l, n := binary.Uvarint(src)
+	if n <= 0 || l > uint64(len(src)-n) {
+		return 0, fmt.Errorf("%w: bad string length", ErrMalformed)
+	}
+	return n + int(l), nil
 }

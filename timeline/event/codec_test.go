@@ -381,7 +381,13 @@ func FuzzDefs(f *testing.F) {
 				t.Fatalf("site through a FrameTable: %d %+v %d %v, want %d %+v %d %v", tid, tsite, tn, terr, sid, site, n, err)
 			}
 		}
+		if lid, ln, lerr := SiteDefLen(in); lid != sid || ln != n || fmt.Sprint(lerr) != fmt.Sprint(err) {
+			t.Fatalf("SiteDefLen: %d %d %v, want %d %d %v", lid, ln, lerr, sid, n, err)
+		}
 		sid, stack, n, err := DecodeStackDef(in)
+		if lid, ln, lerr := StackDefLen(in); lid != sid || ln != n || fmt.Sprint(lerr) != fmt.Sprint(err) {
+			t.Fatalf("StackDefLen: %d %d %v, want %d %d %v", lid, ln, lerr, sid, n, err)
+		}
 		for range 2 {
 			tid, tstack, tn, terr := tab.DecodeStackDef(in)
 			if tid != sid || !reflect.DeepEqual(tstack, stack) || tn != n || fmt.Sprint(terr) != fmt.Sprint(err) {

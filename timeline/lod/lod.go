@@ -216,6 +216,15 @@ func (ix *Index) DefineSite(id event.SiteID, s event.Site) {
 	ix.mu.Unlock()
 }
 
+// UseSites makes the Index answer Site from s for the sites no batch
+// defined: a trace file's, kept encoded by its Reader (Reader.LazySites)
+// and decoded when an object's site is asked for.
+func (ix *Index) UseSites(s *timeline.Sites) {
+	ix.mu.Lock()
+	ix.dict.UseSites(s)
+	ix.mu.Unlock()
+}
+
 // Emit is Add; with DefineString and DefineSite it makes the Index an
 // event.Sink.
 func (ix *Index) Emit(e event.Event) { ix.Add(e) }

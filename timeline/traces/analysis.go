@@ -45,6 +45,14 @@ func newAnalysis() *analysis {
 	return l
 }
 
+// useSites makes the analysis name the sites no batch defines from s (a
+// file's, kept encoded: see Set.read).
+func (l *analysis) useSites(s *timeline.Sites) {
+	l.mu.Lock()
+	l.dict.UseSites(s)
+	l.mu.Unlock()
+}
+
 // follow adds a batch of the trace's events.
 func (l *analysis) follow(b timeline.Batch) {
 	l.mu.Lock()

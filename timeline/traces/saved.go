@@ -71,6 +71,13 @@ func (s *Set) read(t *Trace, path string) error {
 		return err
 	}
 	defer r.Close()
+	// The sites are decoded when asked for (a report row, an object's
+	// site), not as the pass meets them: a trace imported from a PyTorch
+	// snapshot has tens of thousands of 40 frames each, a third of its
+	// file, and its findings name a handful.
+	sites := r.LazySites()
+	t.an.useSites(sites)
+	t.ix.UseSites(sites)
 	var names defined
 	b := timeline.Batch{Events: make([]event.Event, 0, readBatch)}
 	for {
@@ -83,7 +90,7 @@ func (s *Set) read(t *Trace, path string) error {
 			}
 		}
 		t.add(b)
-		b = timeline.Batch{Events: b.Events[:0], Strings: b.Strings[:0], Sites: b.Sites[:0]}
+		b = timeline.Batch{Events: b.Events[:0], Strings: b.Strings[:0]}
 		if err == nil {
 			continue
 		}
@@ -104,22 +111,18 @@ func (s *Set) read(t *Trace, path string) error {
 	}
 }
 
-// defined tracks the strings and sites a pass has handed on: those its
-// events name, each in the batch of the first event naming it. (A trace
-// defines an id before it first names it and never redefines it, so this
-// is what a kernel's subscription hands on, less the unused.)
+// defined tracks the strings a pass has handed on: those its events
+// name, each in the batch of the first event naming it. (A trace defines
+// an id before it first names it and never redefines it, so this is what
+// a kernel's subscription hands on, less the unused.) Its sites are the
+// Reader's, kept encoded (Reader.LazySites).
 type defined struct {
-	strings, sites idSet
+	strings idSet
 }
 
 func (d *defined) define(b *timeline.Batch, r *timeline.Reader, e *event.Event) {
 	if d.strings.add(uint32(e.Label)) {
 		b.Strings = append(b.Strings, timeline.StringDef{ID: e.Label, Text: r.String(e.Label)})
-	}
-	if d.sites.add(uint32(e.Site)) {
-		if s, ok := r.Site(e.Site); ok {
-			b.Sites = append(b.Sites, timeline.SiteDef{ID: e.Site, Site: s})
-		}
 	}
 }
 

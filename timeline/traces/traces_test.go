@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"linger/timeline"
+	"linger/timeline/analyze"
 	"linger/timeline/event"
 )
 
@@ -337,5 +339,59 @@ func TestWaitFor(t *testing.T) {
 	cancel()
 	if err := tr.WaitFor(ctx, evs[len(evs)-1].Seq+1); !errors.Is(err, context.Canceled) {
 		t.Errorf("WaitFor with a cancelled context: %v", err)
+	}
+}
+
+// A saved trace's sites are decoded when asked for (timeline.Sites), not
+// in its pass: its index answers an object's site, its reports name their
+// sites, as a pass that decoded them all did.
+func TestSavedSites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sites.ltrace")
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites := map[event.SiteID]event.Site{
+		1: {Cell: "c1", Line: 2, Frames: []event.Frame{{Func: "f", File: "a/b.go", Line: 9}}},
+		2: {Frames: []event.Frame{{Func: "kernel", File: "??"}, {Func: "forward", File: "/home/u/model.py", Line: 40}},
+			Stack: []event.Frame{{Func: "forward", File: "/home/u/model.py", Line: 40}}}, // a program's, as a snapshot's
+	}
+	for id, s := range sites {
+		w.DefineSite(id, s)
+	}
+	w.Emit(event.Event{Seq: 1, Time: 1000, Kind: event.KindAlloc, Addr: 1, Size: 512, Category: event.CategoryKVCache, Site: 1})
+	w.Emit(event.Event{Seq: 2, Time: 2000, Kind: event.KindAlloc, Addr: 2, Size: 1024, Category: event.CategoryActivation, Site: 2})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	set := New(Options{})
+	defer set.Close()
+	tr, err := set.Saved(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range sites {
+		if got, ok := tr.Index().Site(id); !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("the index's site %d: %+v, %v; want %+v", id, got, ok, want)
+		}
+	}
+	for _, o := range tr.Objects(0, 0, 10) {
+		if _, ok := tr.Index().Site(o.Site); !ok {
+			t.Errorf("object %d: its site %d is unknown", o.Seq, o.Site)
+		}
+	}
+	rep := tr.Report()
+	if len(rep.SiteTable) != 2 || len(rep.Sites) != 2 {
+		t.Fatalf("report: %d sites in the table, %d per-site totals; want 2, 2", len(rep.SiteTable), len(rep.Sites))
+	}
+	for _, s := range rep.SiteTable {
+		if want := analyze.NewSite(s.ID, sites[s.ID]); !reflect.DeepEqual(s, want) {
+			t.Errorf("report's site %d: %+v, want %+v", s.ID, s, want)
+		}
+	}
+	for _, s := range rep.Sites {
+		if want := sites[s.SiteID].String(); s.Site != want {
+			t.Errorf("report's site %d reads %q, want %q", s.SiteID, s.Site, want)
+		}
 	}
 }
