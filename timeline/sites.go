@@ -17,9 +17,10 @@ type Sites struct {
 	enc     map[event.SiteID]encodedSite
 	decoded map[event.SiteID]event.Site
 	frames  event.FrameTable
-	// The encodings, back to back in blocks of sitesBlock bytes (one of
-	// its own for a larger one), so that the collector has few objects
-	// to see.
+	// The encodings, back to back in blocks (one of its own for a large
+	// one), so that the collector has few objects to see: each block
+	// twice the last, from 4 KiB (a trace of a few sites keeps a few
+	// KiB) to sitesBlock.
 	block []byte
 }
 
@@ -100,7 +101,7 @@ func (s *Sites) keep(b []byte) []byte {
 		return append([]byte(nil), b...)
 	}
 	if len(s.block)+len(b) > cap(s.block) {
-		s.block = make([]byte, 0, sitesBlock)
+		s.block = make([]byte, 0, min(max(2*cap(s.block), 4<<10, len(b)), sitesBlock))
 	}
 	s.block = append(s.block, b...)
 	return s.block[len(s.block)-len(b) : len(s.block) : len(s.block)]

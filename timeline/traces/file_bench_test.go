@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +24,9 @@ func BenchmarkSavedFile(b *testing.B) {
 	var t *Trace
 	b.Run("pass", func(b *testing.B) {
 		b.ReportAllocs()
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
 		var r0, r1 syscall.Rusage
 		syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
 		for b.Loop() {
@@ -36,6 +40,11 @@ func BenchmarkSavedFile(b *testing.B) {
 		syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
 		cpu := time.Duration(r1.Utime.Nano() + r1.Stime.Nano() - r0.Utime.Nano() - r0.Stime.Nano())
 		b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
+		// What a server keeps of the trace once read (before its whole
+		// report is asked for).
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/(1<<20), "kept-MiB")
 	})
 	for _, r := range []struct {
 		name   string
