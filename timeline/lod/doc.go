@@ -38,6 +38,10 @@ label, site) until the table holds MaxObjects; then the smaller half is
 dropped and allocations smaller than what remains are no longer kept. The
 largest objects of a long trace are therefore always known, and a window
 of small objects far into a long trace may show fewer than asked for.
+When most objects left are of the largest size (an imported snapshot's
+equal blocks), every other one of those is dropped instead, and from then
+on as many more of each new one: an even sample over time, never an empty
+table.
 Whether an object lingers is not known here (package analyze decides it):
 ObjectsOptions.Lingering lets a caller that knows flag them.
 

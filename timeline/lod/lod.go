@@ -162,6 +162,10 @@ type Index struct {
 	objs    []Object
 	live    map[uint64]int // addr → index in objs
 	minSize uint64         // allocations smaller are not kept
+	// When the objects left are all of one size (minSize), too many to
+	// keep: one of every tieStride allocations of that size is kept,
+	// tieSeen counting them, so the table stays an even sample over time.
+	tieStride, tieSeen uint64
 
 	scopes   []Scope               // in order of begin
 	open     map[event.ScopeID]int // open scope → index in scopes
@@ -396,7 +400,7 @@ func (ix *Index) count(f func(*bucket)) {
 // keep records an allocation as an Object, dropping the smaller half of
 // the table when it is full.
 func (ix *Index) keep(e *event.Event, t int64) {
-	if e.Size < ix.minSize {
+	if e.Size < ix.minSize || !ix.sampled(e.Size) {
 		return
 	}
 	if len(ix.objs) >= ix.opts.MaxObjects {
@@ -419,8 +423,21 @@ func (ix *Index) keep(e *event.Event, t int64) {
 	})
 }
 
+// sampled reports whether an allocation of size bytes is one of those the
+// tie sampling keeps (always, for another size than the ties').
+func (ix *Index) sampled(size uint64) bool {
+	if ix.tieStride <= 1 || size != ix.minSize {
+		return true
+	}
+	ix.tieSeen++
+	return ix.tieSeen%ix.tieStride == 0
+}
+
 // shrink keeps the larger half of the objects (in time order) and raises
-// the size below which allocations are not kept.
+// the size below which allocations are not kept. When most of them are
+// of the largest size, it keeps every other one of those instead, and
+// from then on one of every two allocations of that size more than
+// before: a sample spread evenly over the trace, never an empty table.
 func (ix *Index) shrink() {
 	sizes := make([]uint64, len(ix.objs))
 	for i := range ix.objs {
@@ -433,15 +450,31 @@ func (ix *Index) shrink() {
 		n++
 	}
 	threshold := median
+	thin := false
 	if n > ix.opts.MaxObjects*3/4 {
-		threshold = median + 1 // too many ties: keep only the larger
+		if sizes[len(sizes)-1] > median {
+			threshold = median + 1 // too many ties: keep only the larger
+		} else {
+			thin = true // all of the largest size: keep every other
+		}
 	}
-	ix.minSize = max(ix.minSize, threshold)
+	if threshold > ix.minSize {
+		ix.minSize, ix.tieStride, ix.tieSeen = threshold, 1, 0
+	}
+	if thin {
+		ix.tieStride = max(ix.tieStride, 1) * 2
+	}
 	kept := ix.objs[:0]
 	clear(ix.live)
+	ties := 0
 	for _, o := range ix.objs {
 		if o.Size < ix.minSize {
 			continue
+		}
+		if thin && o.Size == ix.minSize {
+			if ties++; ties%2 == 0 {
+				continue
+			}
 		}
 		if o.FreeTime < 0 {
 			ix.live[o.Addr] = len(kept)

@@ -388,3 +388,34 @@ func BenchmarkObjects(b *testing.B) {
 		ix.Objects(t0, t0+end/2, 200, ObjectsOptions{})
 	}
 }
+
+// A trace whose objects are nearly all of one size (an imported
+// snapshot's blocks, say) keeps an even sample of them once the table is
+// full, never none: the shrink used to raise the size kept above every
+// object's.
+func TestObjectsAllOneSize(t *testing.T) {
+	const n, max = 10000, 64
+	ix := New(Options{MaxObjects: max})
+	for i := range n {
+		ix.Add(event.Event{Seq: uint64(i + 1), Time: int64(i) * 1000, Kind: event.KindAlloc, Addr: uint64(i+1) << 12, Size: 512})
+	}
+	got := ix.Objects(0, 0, max, ObjectsOptions{})
+	if len(got) < max/4 || len(got) > max {
+		t.Fatalf("%d objects of %d of one size kept, want between %d and %d", len(got), n, max/4, max)
+	}
+	// Spread over the whole trace: some from each quarter.
+	var quarters [4]int
+	for _, o := range got {
+		quarters[min(int(o.AllocTime*4/(n*1000)), 3)]++
+	}
+	for q, c := range quarters {
+		if c == 0 {
+			t.Errorf("no object kept from quarter %d of the trace (%v)", q+1, quarters)
+		}
+	}
+	// A larger object after them still comes first.
+	ix.Add(event.Event{Seq: n + 1, Time: n * 1000, Kind: event.KindAlloc, Addr: 1 << 40, Size: 4096})
+	if got := ix.Objects(0, 0, 1, ObjectsOptions{}); len(got) != 1 || got[0].Size != 4096 {
+		t.Errorf("largest object %+v, want the one of 4096 B", got)
+	}
+}
