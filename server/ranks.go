@@ -84,7 +84,7 @@ func (s *Server) ranks(ctx context.Context, names []string) (*ranksAnswer, error
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			rep, err := s.savedReport(ctx, paths[i])
+			rep, err := s.savedFindings(ctx, paths[i])
 			if err != nil {
 				errs[i] = fmt.Errorf("analyze %s: %w", names[i], err)
 				return

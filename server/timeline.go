@@ -69,6 +69,17 @@ func (s *Server) savedReport(ctx context.Context, path string) (*analyze.Report,
 	return t.Report(), nil
 }
 
+// savedFindings is savedReport without the per-site totals (what the
+// ranks page reads: no row of it needs every site named, which for an
+// imported snapshot's trace costs seconds).
+func (s *Server) savedFindings(ctx context.Context, path string) (*analyze.Report, error) {
+	t, err := s.traces.Saved(ctx, path)
+	if err != nil {
+		return nil, live.Classify(err)
+	}
+	return t.Findings(), nil
+}
+
 // overviewWait bounds how long a saved trace's page waits for the trace's
 // index to inline its overview; a page past it is sent without, and the
 // script asks for the overview once the index is built.
