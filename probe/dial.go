@@ -274,11 +274,11 @@ func (t *sender) post(end bool) (more bool, err error) {
 		more = p.seq > p.acked
 		p.mu.Unlock()
 		return more && !last, nil
-	case code == http.StatusConflict:
+	case code == http.StatusConflict && ans.Next > 0:
 		// Not the seq the server wants, or an instance it does not know:
 		// resume from its Next, and with every definition if it asks.
 		p.mu.Lock()
-		if ans.Next == 0 || ans.Next-1 < p.acked || ans.Next-1 > p.seq {
+		if ans.Next-1 < p.acked || ans.Next-1 > p.seq {
 			// It wants what this Probe no longer has (or never had): a
 			// new instance, so that the server starts a new trace.
 			t.instance = newInstance()

@@ -2,18 +2,12 @@ package probe_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"linger/probe"
 	"linger/timeline"
@@ -318,40 +312,3 @@ func BenchmarkAllocFreeParallel(b *testing.B) {
 		}
 	})
 }
-
-// BenchmarkAllocFreeDialed is BenchmarkAllocFree on a dialed probe: the
-// events go to the ring, and a server that takes every batch acknowledges
-// them.
-func BenchmarkAllocFreeDialed(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var n counter
-		if err := event.DecodeBatch(body, &n); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		from, _ := strconv.ParseUint(r.URL.Query().Get("from"), 10, 64)
-		json.NewEncoder(w).Encode(probe.Answer{Next: from + uint64(n)})
-	}))
-	defer srv.Close()
-	p, _ := probe.New(probe.Options{Name: "bench", FlushInterval: time.Millisecond})
-	if err := p.Dial(srv.URL, "t"); err != nil {
-		b.Fatal(err)
-	}
-	req := p.Begin(event.ScopeRequest, "r")
-	b.ReportAllocs()
-	for b.Loop() {
-		req.Alloc(event.CategoryBatchScratch, "chunk buffer", 4096, event.ScopeRequest).Free()
-	}
-	b.StopTimer()
-	p.Close()
-	if st := p.Stats(); st.Dropped > 0 {
-		b.ReportMetric(float64(st.Dropped)/float64(st.Recorded+st.Dropped), "dropped/event")
-	}
-}
-
-type counter int
-
-func (c *counter) DefineString(event.StringID, string) {}
-func (c *counter) DefineSite(event.SiteID, event.Site) {}
-func (c *counter) Emit(event.Event)                    { *c++ }

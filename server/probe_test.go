@@ -67,15 +67,25 @@ func (g *gateway) chunk(ctx context.Context) {
 	buf.Free()
 }
 
-// drive sends n requests to the service at url.
+// drive sends n requests to the service at url, all at once.
 func drive(t *testing.T, url string, n int) {
 	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
 	for range n {
-		resp, err := http.Post(url, "text/plain", strings.NewReader("a long prompt"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		wg.Go(func() {
+			resp, err := http.Post(url, "text/plain", strings.NewReader("a long prompt"))
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp.Body.Close()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
 
@@ -330,6 +340,56 @@ func timelineEnd(t *testing.T, path string) (string, bool) {
 	return f.End()
 }
 
+// TestProbeLostAnswer: the server takes two batches but their answers
+// are lost on the way back (a connection cut): the probe posts them
+// again, the server answers with the seq it wants, and the trace has
+// every event once.
+func TestProbeLostAnswer(t *testing.T) {
+	dir := t.TempDir()
+	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
+	var mu sync.Mutex
+	lose := 2
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		drop := lose > 0 && r.URL.Query().Get("end") == ""
+		if drop {
+			lose--
+		}
+		mu.Unlock()
+		if !drop {
+			ts.s.Handler().ServeHTTP(w, r)
+			return
+		}
+		ts.s.Handler().ServeHTTP(httptest.NewRecorder(), r)
+		panic(http.ErrAbortHandler) // the answer never arrives
+	}))
+	defer cut.Close()
+	p := newProbe(t, probe.Options{Name: "gateway"})
+	if err := p.Dial(cut.URL, testToken); err != nil {
+		t.Fatal(err)
+	}
+	g := &gateway{p: p}
+	for i := range 20 {
+		g.chunk(probe.NewContext(context.Background(), p.Begin(event.ScopeRequest, "r")))
+		if i%5 == 0 {
+			time.Sleep(30 * time.Millisecond) // a batch goes
+		}
+	}
+	waitFor(t, "every event to be acknowledged", func() bool { st := p.Stats(); return st.Pending == 0 && st.Err == nil })
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if lose != 0 {
+		t.Fatalf("%d answers left to lose: the test lost none", lose)
+	}
+	st := p.Stats()
+	evs, _, _ := readTrace(t, filepath.Join(dir, st.Trace))
+	contiguous(t, evs)
+	if uint64(len(evs)) != st.Recorded {
+		t.Errorf("the trace has %d events, the probe recorded %d", len(evs), st.Recorded)
+	}
+}
+
 // TestProbeServerRestart: the server itself restarts (a new process on
 // the same address and trace directory, which knows nothing of the
 // probe): the probe's next batch is answered 409 asking for every
@@ -527,4 +587,35 @@ func TestProbeBadInput(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("trace directory holds %d files, want svc's trace alone (a refused first batch makes none)", len(entries))
 	}
+}
+
+// BenchmarkProbeIngest: what a server takes from one probe, end to end
+// (the probe's batches encoded, posted over loopback HTTP, checked and
+// written to the trace), in events a second.
+func BenchmarkProbeIngest(b *testing.B) {
+	ts := newTestServer(b, func(o *Options) { o.TraceDir = b.TempDir() })
+	const pairs = 1 << 15
+	p, err := probe.New(probe.Options{Name: "bench", RingEvents: 4 * pairs, FlushInterval: time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Dial(ts.URL, testToken); err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	req := p.Begin(event.ScopeRequest, "r")
+	start := time.Now()
+	for b.Loop() {
+		for range pairs {
+			req.Alloc(event.CategoryBatchScratch, "buf", 4096, event.ScopeRequest).Free()
+		}
+		for p.Stats().Pending > 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	st := p.Stats()
+	if st.Dropped > 0 {
+		b.Fatalf("%d events dropped", st.Dropped)
+	}
+	b.ReportMetric(float64(st.Sent)/time.Since(start).Seconds(), "events/s")
 }
