@@ -63,12 +63,16 @@ var policy = map[string][]string{
 	"timeline/traces":                 {"timeline", "timeline/event", "timeline/lod", "timeline/analyze"},
 	"timeline/pickle":                 {},                                                // Python pickles of plain data, read as a stream, never run
 	"timeline/torchsnap":              {"timeline", "timeline/event", "timeline/pickle"}, // PyTorch's memory snapshots, read as a stream
+	// A probe inside a Go service: the events, nothing else of Linger,
+	// not even the leaves (see sealed), and no module outside the
+	// standard library (stdlibOnly): a service links no more.
+	"probe": {"timeline/event"},
 	// The notebook formats and the notebook directory, no engine.
 	"notebooks":     {"notebooks/nbformat", "notebooks/msg"},
 	"notebooks/msg": {},
 	// The server process: the HTTP face over all of the above but the
 	// kernel process, and its rooms.
-	"server":             {"kernel/wire", "notebooks/...", "timeline/...", "web", "server/..."},
+	"server":             {"kernel/wire", "notebooks/...", "timeline/...", "web", "server/...", "probe"},
 	"server/kernels":     {"kernel/wire", "notebooks/msg", "timeline/..."}, // kernelspecs and the Manager of kernel processes
 	"server/live":        {"timeline", "timeline/event", "timeline/lod", "timeline/traces", "server/httperr"},
 	"server/httperr":     {}, // the one error vocabulary of the server's routes and live's
@@ -86,6 +90,11 @@ var policy = map[string][]string{
 // library (see stdlibOnly). internal/ holds them, and the helpers of
 // tests.
 var leaves = []string{"internal/units"}
+
+// sealed lists packages that other programs import, which may import
+// exactly their policy line, not the leaves: what a Go service links
+// when it imports the probe.
+var sealed = []string{"probe"}
 
 // engineSide lists the packages that may reach the engine or Starlark
 // (kernelOnly), directly or through any chain of project packages: the
@@ -110,7 +119,7 @@ var (
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, and internal/browsertest chromedp, but
 // nothing of Linger.)
-var stdlibOnly = []string{"timeline/event", "timeline/pickle", "internal/units", "internal/testbin", "server/httperr", "timeline/event/eventtest", "engine/device/devicetest"}
+var stdlibOnly = []string{"timeline/event", "probe", "timeline/pickle", "internal/units", "internal/testbin", "server/httperr", "timeline/event/eventtest", "engine/device/devicetest"}
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.
@@ -149,7 +158,11 @@ func allowed(pkg, dep string) bool {
 	if dep == pkg || strings.HasPrefix(dep, pkg+"/internal/") {
 		return true
 	}
-	for _, p := range slices.Concat(policy[r], leaves) {
+	extra := leaves
+	if slices.Contains(sealed, r) {
+		extra = nil
+	}
+	for _, p := range slices.Concat(policy[r], extra) {
 		if matches(p, dep) {
 			return true
 		}
@@ -211,6 +224,12 @@ func TestPolicyRejects(t *testing.T) {
 		{"notebooks/contents", "notebooks/nbformat", true},
 		{"timeline/memstate", "timeline", false},
 		{"timeline/lod", "timeline/memstate", true},
+		{"probe", "timeline/event", true},
+		{"probe", "timeline", false},
+		{"probe", "internal/units", false},
+		{"probe", "server", false},
+		{"server", "probe", true},
+		{"timeline", "probe", false},
 	} {
 		if got := allowed(c.pkg, c.dep); got != c.ok {
 			t.Errorf("allowed(%q, %q) = %v, want %v", c.pkg, c.dep, got, c.ok)

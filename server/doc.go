@@ -52,6 +52,7 @@
 //	POST   /api/snapshots/rules                    a rules file as the body (?name=F): read as an upload's rules would be → 200, or 400 naming the rule at fault
 //	GET    /api/imports                            the snapshot imports, newest first: uploaded and watched, with their progress
 //	GET    /api/imports/{id}                       one import
+//	POST   /api/probes/{name}/events               a probe's batch (?instance=I&from=SEQ[&defs=all][&end=1], an event.Batch body: package probe, docs/probe.md), appended to its instance's trace (in the trace directory, named after the probe and the time; a live source until the probe closes or idles) → 200 {next}; 409 {next} for a batch that does not start there, {next, defs} for an instance not known; 400, 413, 403 logged
 //	GET    /metrics                                Prometheus
 //	GET    /debug/pprof/..., /debug/fgprof         Go's profiles; fgprof's wall-clock profile
 //	POST   /debug/pprof/symbol                     pprof's symbol lookup, as go tool pprof posts it

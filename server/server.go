@@ -105,6 +105,13 @@ type Options struct {
 	// Hub, when not nil, makes the server a JupyterHub single-user server:
 	// users log in through the hub (see hubmode.go) and Token is not used.
 	Hub *hub.Auth
+	// ProbeIdle ends the trace of a probe that posted no batch for that
+	// long (a probe posts one at least every 30 s while it runs); 0
+	// means DefaultProbeIdle.
+	ProbeIdle time.Duration
+	// MaxProbeBatchBytes bounds the body of a probe's batch; 0 means
+	// DefaultMaxProbeBatchBytes.
+	MaxProbeBatchBytes int64
 	// DefaultURL is where the root page leads, relative to BaseURL (a
 	// JupyterHub's default_url, e.g. "/tree"); "" or "/" shows the tree.
 	DefaultURL string
@@ -127,6 +134,7 @@ type Server struct {
 	started  time.Time
 	imports  importer        // PyTorch snapshots uploaded or watched, imported as traces (imports.go)
 	sources  sourceSet       // live traces no kernel writes: watched services, probes (sources.go)
+	probes   probeSet        // the probes posting their events (probes.go)
 	ctx      context.Context // ends at Close: the imports under way stop
 	stop     context.CancelFunc
 
@@ -222,6 +230,7 @@ func newServer(opts Options, ks kernelManager, cs contentStore) (*Server, error)
 func (s *Server) Close() error {
 	s.stop()
 	s.imports.close()
+	s.closeProbes()
 	return errors.Join(s.live.Close(), s.traces.Close())
 }
 
@@ -233,7 +242,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // each is the route label of its metrics.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mount := func(pattern string, h http.HandlerFunc, auth bool) {
+	mount := func(pattern string, h http.HandlerFunc, auth bool, outer ...func(http.Handler) http.Handler) {
 		method, path, ok := strings.Cut(pattern, " ")
 		if !ok {
 			method, path = "", pattern
@@ -249,6 +258,9 @@ func (s *Server) routes() http.Handler {
 		}
 		if auth {
 			hh = s.authenticate(hh)
+		}
+		for _, o := range outer {
+			hh = o(hh)
 		}
 		mux.Handle(full, s.instrument(pattern, hh))
 		s.patterns = append(s.patterns, pattern)
@@ -328,6 +340,9 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/timeline/traces/{name}/file", s.handleTraceFile)
 	handle("GET /api/timeline/compare", s.handleCompare)
 	handle("GET /api/timeline/ranks", s.handleRanks)
+	// Probes post from other processes and machines: every refusal is
+	// logged, the token's too.
+	mount("POST /api/probes/{name}/events", s.handleProbeEvents, true, s.logRefusals)
 
 	handle("/api/{rest...}", s.handleAPINotFound)
 

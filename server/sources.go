@@ -69,11 +69,12 @@ var errSourceTaken = fmt.Errorf("a source of that id is there already")
 // RemoveSource stops serving the source id (its trace file stays, a saved
 // trace). Removing one that is not there does nothing.
 func (s *Server) RemoveSource(id string) {
+	src := s.sourceByID(id) // before it goes, to drop what was derived from it
 	ss := &s.sources
 	ss.mu.Lock()
 	ss.list = slices.DeleteFunc(ss.list, func(x LiveSource) bool { return x.ID == id })
 	ss.mu.Unlock()
-	s.traces.Drop(s.sourceByID(id))
+	s.traces.Drop(src)
 }
 
 // Sources lists the live sources, in the order added.
@@ -82,6 +83,17 @@ func (s *Server) Sources() []LiveSource {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	return slices.Clone(ss.list)
+}
+
+// source returns the live source id.
+func (s *Server) source(id string) (LiveSource, bool) {
+	ss := &s.sources
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if i := slices.IndexFunc(ss.list, func(x LiveSource) bool { return x.ID == id }); i >= 0 {
+		return ss.list[i], true
+	}
+	return LiveSource{}, false
 }
 
 // sourceByID is the source id's trace, nil if there is none.

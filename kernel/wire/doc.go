@@ -14,19 +14,13 @@
 // FrameMessage (both ways): the JSON of a msg.Message, buffers included.
 // FrameControl (both ways): JSON Control (interrupt, shutdown, lingering
 // query and answer).
-// FrameEvents (kernel → server): a sequence of records, each a tag byte
-// then its body:
-//
-//	tagString  event.AppendStringDef encoding
-//	tagSite    event.AppendSiteDef encoding
-//	tagSiteStack (4) a site with a notebook call stack: the tagSite
-//	           encoding, then its Stack as event.AppendFrames writes it
-//	tagEvents  uvarint first seq, uvarint count, uvarint n, then n bytes of
-//	           events encoded by a fresh event.Encoder
-//
-// A record defines every string and site before the first event using it,
-// as the kernel's Emitter made them; an EventBuffer builds such payloads
-// and DecodeEvents replays one into an event.Sink.
+// FrameEvents (kernel → server): an event.Batch payload, a sequence of
+// records (string and site definitions, runs of encoded events; see
+// event.Batch for their bytes), each definition before the first event
+// using it, as the kernel's Emitter made them. An EventBuffer (an
+// event.Batch) builds such payloads and DecodeEvents replays one into an
+// event.Sink. A probe inside a service posts the same payloads to the
+// server over HTTP (package probe).
 //
 // # Costs
 //
