@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"linger/timeline/traces"
 	"net"
 	"net/http"
 	"strconv"
@@ -23,7 +24,10 @@ type metrics struct {
 	traceReads  prometheus.Counter
 	kernelState *prometheus.Desc
 	kernelEvent *prometheus.Desc
-	s           *Server
+	// The tracks of every live trace (a kernel's, a watched service's,
+	// a probe's), labelled source (its id) and kind.
+	allocated, reserved, deviceUsed, goHeap *prometheus.Desc
+	s                                       *Server
 }
 
 // newMetrics registers the server's metrics with reg.
@@ -54,7 +58,11 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 		kernelState: prometheus.NewDesc("linger_kernels", "Kernels by execution state.", []string{"state"}, nil),
 		kernelEvent: prometheus.NewDesc("linger_kernel_events_received_total",
 			"Memory events received from a kernel's current process and recorded in its trace.", []string{"kernel"}, nil),
-		s: s,
+		allocated:  prometheus.NewDesc("linger_source_allocated_bytes", "Bytes of a live trace's objects alive now (the allocated track), by source: a kernel, a watched service, a probe.", []string{"source", "kind"}, nil),
+		reserved:   prometheus.NewDesc("linger_source_reserved_bytes", "Bytes a live trace's allocator holds from its device (the reserved track), by source.", []string{"source", "kind"}, nil),
+		deviceUsed: prometheus.NewDesc("linger_source_device_used_bytes", "Bytes of the device a live trace's source uses, its allocator's and outside it (the device-used track), by source.", []string{"source", "kind"}, nil),
+		goHeap:     prometheus.NewDesc("linger_source_go_heap_bytes", "The Go heap in use a live trace records (a kernel's, a watched service's), by source.", []string{"source", "kind"}, nil),
+		s:          s,
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.duration, m.wsOpen, m.wsTotal, m.relayed, m.wsRefused, m.traceReads, m} {
 		if err := reg.Register(c); err != nil {
@@ -68,6 +76,10 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.kernelState
 	ch <- m.kernelEvent
+	ch <- m.allocated
+	ch <- m.reserved
+	ch <- m.deviceUsed
+	ch <- m.goHeap
 }
 
 // Collect implements prometheus.Collector for the scrape-time metrics.
@@ -81,6 +93,25 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for st, n := range states {
 		ch <- prometheus.MustNewConstMetric(m.kernelState, prometheus.GaugeValue, float64(n), st)
+	}
+	tracks := func(id, kind string, src traces.Source) {
+		v := m.s.traces.Live(src).Index().Now()
+		for _, t := range []struct {
+			d *prometheus.Desc
+			v uint64
+		}{{m.allocated, v.Allocated}, {m.reserved, v.Reserved}, {m.deviceUsed, v.DeviceUsed}, {m.goHeap, v.GoHeap}} {
+			ch <- prometheus.MustNewConstMetric(t.d, prometheus.GaugeValue, float64(t.v), id, kind)
+		}
+	}
+	for _, k := range m.s.kernels.List() {
+		if rec := k.Recorder(); rec != nil && k.ExecutionState() != "dead" {
+			tracks(k.ID(), "kernel", traces.FromRecorder(rec))
+		}
+	}
+	for _, src := range m.s.sourceEntries() {
+		if src.Live {
+			tracks(src.ID, src.Kind, traces.FromRecorder(src.Recorder))
+		}
 	}
 }
 

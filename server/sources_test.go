@@ -79,6 +79,14 @@ func TestLiveSource(t *testing.T) {
 		t.Errorf("the root page does not list the live source:\n%.3000s", page)
 	}
 
+	// Its tracks on /metrics, as followed (the report above caught up).
+	_, b = ts.do(t, "GET", "/metrics", "")
+	for _, want := range []string{`linger_source_allocated_bytes{kind="watch",source="svc"} 4.194304e+06`, `linger_source_reserved_bytes{kind="watch",source="svc"} 0`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	// Ended: still listed, not live; its trace is a saved one.
 	rec.Close()
 	_, b = ts.do(t, "GET", "/api/timeline/sources", "")

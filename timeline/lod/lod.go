@@ -280,6 +280,13 @@ func (ix *Index) Last() (events, seq uint64, time int64) {
 	return ix.events, ix.lastSeq, ix.lastTime
 }
 
+// Now returns the values after the last event added.
+func (ix *Index) Now() Values {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return values(&ix.cur)
+}
+
 // Resolution returns the width of the finest buckets now kept, in
 // nanoseconds.
 func (ix *Index) Resolution() int64 {
