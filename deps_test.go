@@ -63,6 +63,7 @@ var policy = map[string][]string{
 	"timeline/traces":                 {"timeline", "timeline/event", "timeline/lod", "timeline/analyze"},
 	"timeline/pickle":                 {},                                                // Python pickles of plain data, read as a stream, never run
 	"timeline/torchsnap":              {"timeline", "timeline/event", "timeline/pickle"}, // PyTorch's memory snapshots, read as a stream
+	"timeline/goheap":                 {"timeline", "timeline/event"},                    // a Go service's heap profiles, goroutines and GC pauses over time (linger watch)
 	// The notebook formats and the notebook directory, no engine.
 	"notebooks":     {"notebooks/nbformat", "notebooks/msg"},
 	"notebooks/msg": {},
