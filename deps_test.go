@@ -64,6 +64,7 @@ var policy = map[string][]string{
 	"timeline/pickle":                 {},                                                // Python pickles of plain data, read as a stream, never run
 	"timeline/torchsnap":              {"timeline", "timeline/event", "timeline/pickle"}, // PyTorch's memory snapshots, read as a stream
 	"timeline/goheap":                 {"timeline", "timeline/event"},                    // a Go service's heap profiles, goroutines and GC pauses over time (linger watch)
+	"timeline/goheap/goheaptest":      {},                                                // a Go service to watch, for tests
 	// The notebook formats and the notebook directory, no engine.
 	"notebooks":     {"notebooks/nbformat", "notebooks/msg"},
 	"notebooks/msg": {},
@@ -115,7 +116,7 @@ var stdlibOnly = []string{"timeline/event", "timeline/pickle", "internal/units",
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.
-var testOnly = []string{"timeline/event/eventtest", "server/hub/hubtest", "notebooks/msg/msgtest", "internal/testbin", "internal/browsertest", "engine/device/devicetest"}
+var testOnly = []string{"timeline/event/eventtest", "timeline/goheap/goheaptest", "server/hub/hubtest", "notebooks/msg/msgtest", "internal/testbin", "internal/browsertest", "engine/device/devicetest"}
 
 func matches(pattern, pkg string) bool {
 	if pattern == "*" {
