@@ -20,6 +20,7 @@ import (
 
 	"linger/internal/units"
 	"linger/server"
+	"linger/timeline"
 	"linger/timeline/goheap"
 )
 
@@ -43,7 +44,10 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.dir, "dir", ".", "notebook root directory the server also serves (traces in DIR/.linger/traces unless --trace-dir)")
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:0", "listen address (port 0 picks a free port); loopback only")
 	targets := fs.String("targets", "", "also watch the URLs in `FILE`, one a line (# starts a comment)")
-	set := watchSettings{headers: http.Header{}}
+	// A sample is a few dozen events: a short tail in memory serves a
+	// live page (one further behind reads the file), so that many
+	// targets cost little each.
+	set := watchSettings{headers: http.Header{}, recorder: timeline.RecorderOptions{RingSize: 1024, TailSize: 4096}}
 	fs.DurationVar(&set.every, "every", 30*time.Second, "sample every `D`")
 	fs.DurationVar(&set.timeout, "timeout", 0, "give up a request after `D` (default: half of --every, at most 10s; less than --every)")
 	maxBody := uint64(64 << 20)

@@ -589,6 +589,16 @@ func TestWatch(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("traces %v, want one", files)
 	}
+	var text bytes.Buffer
+	if err := runTrace(context.Background(), []string{"analyze", files[0]}, &text, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"service " + base + ": ", "heap in use by site at sample 1", goheaptest.LeakFunc, "goroutines: ", "threshold go_heap_inuse over 20.0 MiB: BREACHED",
+		"threshold alloc_objects_per_second KeepChunk over 1/s: BREACHED", "/sample"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("linger trace analyze does not say %q:\n%s", want, text.String())
+		}
+	}
 	// The saved trace, up to the events the live report had analysed,
 	// says what it said.
 	f, err := timeline.OpenFile(files[0])

@@ -57,7 +57,11 @@ func (rep *Report) WriteText(w io.Writer) error {
 	writeGrowth(p, n, growth, unit)
 	writeDuplicates(p, n, rep.Duplicates, unit)
 	writePeak(p, n, &rep.Peak)
-	writeTracks(p, n, &rep.Tracks, unit)
+	if rep.Service != nil {
+		writeServiceTracks(p, &rep.Tracks)
+	} else {
+		writeTracks(p, n, &rep.Tracks, unit)
+	}
 	writeOutside(p, &rep.Outside)
 	if a := rep.Anomalies; a.UnknownFrees+a.DoubleAllocs+a.UnknownScopes+a.OutOfOrder+a.Gaps > 0 {
 		p("anomalies: %d unknown frees, %d double allocs, %d unknown scopes, %d out of order, %d gaps",
@@ -149,13 +153,19 @@ func writeService(p printer, n reportSites, s *Service) {
 	}
 	p("%s", line)
 	c := &s.Comparison
+	rows := c.Rows[:min(len(c.Rows), 2*textRows)]
+	where := make([]Site, len(rows))
+	for i, r := range rows {
+		where[i] = n.rep.Site(r.SiteID)
+	}
+	names := n.names.Distinct(where) // a service's sites often share their own innermost frame (a handler)
 	if len(c.Points) > 0 {
 		var at []string
 		for _, pt := range c.Points {
 			at = append(at, fmt.Sprintf("sample %d (%s)", pt.Sample, fmtClock(pt.TimeNS)))
 		}
 		p("  heap in use by site at %s:", strings.Join(at, ", "))
-		for _, r := range c.Rows[:min(len(c.Rows), 2*textRows)] {
+		for i, r := range rows {
 			var b []string
 			for _, v := range r.Bytes {
 				b = append(b, fmt.Sprintf("%10s", fmtBytes(v)))
@@ -164,7 +174,7 @@ func writeService(p printer, n reportSites, s *Service) {
 			if r.Grew {
 				grew = " grew"
 			}
-			p("    %s  %10s%-5s  %s", strings.Join(b, " "), fmtSigned(float64(r.Change)), grew, n.short(r.SiteID))
+			p("    %s  %10s%-5s  %s", strings.Join(b, " "), fmtSigned(float64(r.Change)), grew, names[i])
 		}
 		if more := len(c.Rows) - 2*textRows + c.Omitted; more > 0 {
 			p("    … and %d more sites", more)
@@ -323,6 +333,26 @@ func writeTracks(p printer, n reportSites, t *Tracks, unit string) {
 		p("  go heap %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.Last.GoHeap), state)
 	}
 	writePhases(p, n, t.Phases)
+}
+
+// writeServiceTracks writes a watched service's tracks: its heap in use
+// by site (the blocks: allocated) and the Go heap's own figure, first to
+// last sample; a service has no allocator's reserve and no device.
+func writeServiceTracks(p printer, t *Tracks) {
+	if t.Samples == 0 {
+		return
+	}
+	grows := func(per float64, growing bool) string {
+		if growing {
+			return "grows " + fmtSigned(per) + "/sample"
+		}
+		return "flat"
+	}
+	p("tracks: heap in use by site %s → %s over %d samples: %s", fmtBytes(t.Start.Allocated), fmtBytes(t.Last.Allocated), t.Samples,
+		grows(t.AllocatedPerStep, t.Verdict == VerdictAllocated))
+	if t.HasGoHeap {
+		p("  heap in use (the service's own figure) %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.Last.GoHeap), grows(t.GoHeapPerStep, t.GoHeapGrows))
+	}
 }
 
 // writePhases writes the cell runs whose tracks grow, each with the

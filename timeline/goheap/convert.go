@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -175,14 +176,13 @@ type Converter struct {
 	last int64
 
 	strs  map[string]event.StringID
-	sites map[string]event.SiteID
+	sites map[uint64]event.SiteID // by key
 	label map[event.SiteID]event.StringID
 	names map[event.SiteID]string // label's text
 	other event.SiteID
 	nsite event.SiteID // the last site defined
-	// kept are the sites kept apart at the last sample, by key, in the
-	// order of their ids.
-	kept     []string
+	// kept are the keys of the sites kept apart at the last sample.
+	kept     []uint64
 	blocks   map[event.SiteID]block
 	addr     uint64
 	scope    event.ScopeID
@@ -190,7 +190,7 @@ type Converter struct {
 	baseline int64
 	prev     *totals
 	patterns []string // the AllocRates' patterns, once each
-	kb       strings.Builder
+	seed     maphash.Seed
 	fbuf     []event.Frame
 }
 
@@ -198,7 +198,7 @@ type Converter struct {
 // and records the service and its limits there.
 func New(sink event.Sink, start time.Time, opts Options) *Converter {
 	opts.fill()
-	c := &Converter{sink: sink, opts: opts, t0: start, strs: map[string]event.StringID{}, sites: map[string]event.SiteID{},
+	c := &Converter{sink: sink, opts: opts, t0: start, strs: map[string]event.StringID{}, sites: map[uint64]event.SiteID{}, seed: maphash.MakeSeed(),
 		label: map[event.SiteID]event.StringID{}, names: map[event.SiteID]string{}, blocks: map[event.SiteID]block{}, baseline: -1}
 	for _, r := range opts.AllocRates {
 		if r.Pattern != "" && !slices.Contains(c.patterns, r.Pattern) {
@@ -430,14 +430,14 @@ func (c *Converter) restarted(cur *totals) string {
 // cumulative allocations.
 type heapSample struct {
 	inuse             uint64
-	bySite            map[string]*siteInuse
+	bySite            map[uint64]*siteInuse
 	allocBytes        int64
 	allocObjs         int64
 	patBytes, patObjs []int64
 }
 
 type siteInuse struct {
-	frames []event.Frame
+	sample *profile.Sample // the first with the stack: its frames, when the site is defined
 	bytes  uint64
 }
 
@@ -461,7 +461,7 @@ func (c *Converter) read(p *profile.Profile) (*heapSample, error) {
 		}
 		return nil, fmt.Errorf("%w: its values are %q, not inuse_space, alloc_space and alloc_objects", ErrNotHeap, types)
 	}
-	h := &heapSample{bySite: map[string]*siteInuse{}, patBytes: make([]int64, len(c.patterns)), patObjs: make([]int64, len(c.patterns))}
+	h := &heapSample{bySite: map[uint64]*siteInuse{}, patBytes: make([]int64, len(c.patterns)), patObjs: make([]int64, len(c.patterns))}
 	for _, s := range p.Sample {
 		if s == nil || len(s.Value) != len(p.SampleType) {
 			continue
@@ -482,10 +482,10 @@ func (c *Converter) read(p *profile.Profile) (*heapSample, error) {
 			continue
 		}
 		h.inuse += uint64(v)
-		k := key(fs, &c.kb)
+		k := key(fs, c.seed)
 		si := h.bySite[k]
 		if si == nil {
-			si = &siteInuse{frames: slices.Clone(fs)}
+			si = &siteInuse{sample: s}
 			h.bySite[k] = si
 		}
 		si.bytes += uint64(v)
@@ -498,16 +498,16 @@ func (c *Converter) read(p *profile.Profile) (*heapSample, error) {
 // largest.
 func (c *Converter) place(t time.Time, scope event.ScopeID, h *heapSample) []SiteBytes {
 	type cand struct {
-		key   string
+		key   uint64
 		bytes uint64
 	}
 	cands := make([]cand, 0, len(h.bySite))
 	for k, s := range h.bySite {
 		cands = append(cands, cand{k, s.bytes})
 	}
-	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(b.bytes, a.bytes), strings.Compare(a.key, b.key)) })
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(b.bytes, a.bytes), cmp.Compare(a.key, b.key)) })
 	n := c.opts.TopSites
-	keep := map[string]bool{}
+	keep := map[uint64]bool{}
 	for i, x := range cands {
 		if i < n || (i < 2*n && slices.Contains(c.kept, x.key)) {
 			keep[x.key] = true
@@ -523,7 +523,7 @@ func (c *Converter) place(t time.Time, scope event.ScopeID, h *heapSample) []Sit
 	for _, x := range cands {
 		id, ok := event.SiteID(0), false
 		if keep[x.key] {
-			id, ok = c.site(x.key, h.bySite[x.key].frames)
+			id, ok = c.site(x.key, h.bySite[x.key].sample)
 		}
 		if !ok {
 			other += x.bytes
@@ -571,16 +571,17 @@ func (c *Converter) place(t time.Time, scope event.ScopeID, h *heapSample) []Sit
 	return top
 }
 
-// site returns the site of the stack k, defining it the first time;
-// false past MaxSites.
-func (c *Converter) site(k string, fs []event.Frame) (event.SiteID, bool) {
+// site returns the site of the stack k (the profile sample ps's),
+// defining it the first time; false past MaxSites.
+func (c *Converter) site(k uint64, ps *profile.Sample) (event.SiteID, bool) {
 	if id, ok := c.sites[k]; ok {
 		return id, true
 	}
 	if len(c.sites) >= c.opts.MaxSites-1 { // one is "other sites"
 		return 0, false
 	}
-	s := newSite(fs)
+	c.fbuf = frames(ps, c.fbuf)
+	s := newSite(c.fbuf)
 	text := label(s)
 	lbl, ok := c.str(text)
 	if !ok {

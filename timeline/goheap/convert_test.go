@@ -394,3 +394,24 @@ func TestOwnFrames(t *testing.T) {
 		t.Errorf("label %q", got)
 	}
 }
+
+// BenchmarkAdd is a sample of a service whose heap profile has 2000
+// stacks of 24 frames: what a sample costs the watcher, the profile
+// parsed already.
+func BenchmarkAdd(b *testing.B) {
+	var ss []stack
+	for i := range 2000 {
+		var fs []fr
+		for j := range 20 {
+			fs = append(fs, fr{fmt.Sprintf("net/http.f%d", j), "/usr/local/go/src/net/http/server.go", int64(j)})
+		}
+		fs = append([]fr{{fmt.Sprintf("main.f%d", i%300), "/src/svc/main.go", int64(i)}, {"main.g", "/src/svc/g.go", 1}, {"main.h", "/src/svc/h.go", 2}, {"main.main", "/src/svc/main.go", 9}}, fs...)
+		ss = append(ss, stack{fs, int64(i+1) * 1000, int64(i+1) * 5000, 10})
+	}
+	p := heapProfile(b, ss...)
+	c := New(eventtest.Discard, t0, Options{Target: "svc"})
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		c.Add(Sample{Start: at(i), End: at(i), Heap: p, Goroutines: 100})
+	}
+}

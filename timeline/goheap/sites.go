@@ -1,9 +1,10 @@
 package goheap
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"path"
-	"strconv"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -107,18 +108,20 @@ func frames(s *profile.Sample, buf []event.Frame) []event.Frame {
 	return buf
 }
 
-// key is what tells two stacks apart: their frames.
-func key(fs []event.Frame, b *strings.Builder) string {
-	b.Reset()
+// key is what tells two stacks apart: a hash of their frames (64 bits:
+// a service has thousands of stacks, not billions).
+func key(fs []event.Frame, seed maphash.Seed) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	var n [8]byte
 	for _, f := range fs {
-		b.WriteString(f.Func)
-		b.WriteByte(0)
-		b.WriteString(f.File)
-		b.WriteByte(0)
-		b.WriteString(strconv.Itoa(f.Line))
-		b.WriteByte(0)
+		h.WriteString(f.Func)
+		h.WriteByte(0)
+		h.WriteString(f.File)
+		binary.LittleEndian.PutUint64(n[:], uint64(f.Line))
+		h.Write(n[:])
 	}
-	return b.String()
+	return h.Sum64()
 }
 
 // newSite is the site of a stack: all its frames, and its own code's
