@@ -599,6 +599,28 @@ func TestWatch(t *testing.T) {
 			t.Errorf("linger trace analyze does not say %q:\n%s", want, text.String())
 		}
 	}
+	// Its heap by site as pprof profiles at two instants, which go tool
+	// pprof -diff_base compares: the leak's site is there, grown.
+	var inuse [2]int64
+	for i, at := range []string{"20", "end"} {
+		out := filepath.Join(t.TempDir(), "heap.pb.gz")
+		if err := runTrace(context.Background(), []string{"export", "--format", "pprof", "--at", at, files[0], "-o", out}, io.Discard, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(out)
+		p, err := profile.ParseData(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, smp := range p.Sample {
+			if strings.Contains(smp.Location[0].Line[0].Function.Name, "KeepChunk") || strings.Contains(smp.Location[0].Line[len(smp.Location[0].Line)-1].Function.Name, "KeepChunk") {
+				inuse[i] += smp.Value[len(smp.Value)-1]
+			}
+		}
+	}
+	if inuse[1] <= inuse[0] {
+		t.Errorf("the pprof exports' bytes at KeepChunk: %d at seq 20, %d at the end; want grown", inuse[0], inuse[1])
+	}
 	// The saved trace, up to the events the live report had analysed,
 	// says what it said.
 	f, err := timeline.OpenFile(files[0])
