@@ -167,7 +167,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			wg.Wait()
 			var fin sync.WaitGroup
 			for _, t := range targetsRun {
-				fin.Go(func() { t.stop(set.timeout) })
+				fin.Go(func() { t.stop(3 * set.timeout) }) // the heap after a GC, then the rest
 			}
 			fin.Wait()
 		}, nil

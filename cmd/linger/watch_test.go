@@ -290,6 +290,11 @@ func (f *fakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "hang":
 		<-r.Context().Done()
 		return
+	case "no-gc":
+		if r.URL.Query().Get("gc") != "" {
+			http.Error(w, "no such parameter", http.StatusBadRequest)
+			return
+		}
 	case "slow-body":
 		w.Write([]byte("x"))
 		w.(http.Flusher).Flush()
@@ -365,7 +370,7 @@ func TestWatchBadInput(t *testing.T) {
 	for _, c := range []struct {
 		mode, say string
 	}{
-		{"", ""},
+		{"no-gc", ""}, // the baseline's ?gc=1 refused: asked again without it
 		{"404", "404 Not Found (404 page not found): the service has no /debug/pprof/heap (is net/http/pprof registered"},
 		{"", ""},
 		{"401", "401 Unauthorized (who are you): the service refused the watcher"},
@@ -393,7 +398,7 @@ func TestWatchBadInput(t *testing.T) {
 		if c.say != "" && !strings.Contains(said, c.say) {
 			t.Errorf("mode %q: the terminal says\n%s\nwant %q", c.mode, said, c.say)
 		}
-		if c.mode == "" && (strings.Contains(said, "failed") || !r.Stepped) {
+		if (c.mode == "" || c.mode == "no-gc") && (strings.Contains(said, "failed") || !r.Stepped) {
 			t.Errorf("a good sample after bad ones: %s", said)
 		}
 		if r.HasRates && (r.AllocBytesRate < 0 || r.AllocBytesRate > 1e12) {
@@ -402,7 +407,7 @@ func TestWatchBadInput(t *testing.T) {
 	}
 	rep := traceReport(t, tg)
 	s := rep.Service
-	if s.RestartCount != 1 || s.Samples != 5 || s.Failed != 15 {
+	if s.RestartCount != 1 || s.Samples != 5 || s.Failed != 15 || s.Goroutines == nil || s.Goroutines.Baseline != 7 {
 		t.Errorf("service: %d samples, %d failed, %d restarts; want 5 samples (a heap read), 15 failures, 1 restart", s.Samples, s.Failed, s.RestartCount)
 	}
 	var texts []string

@@ -34,6 +34,14 @@ const (
 // watch goes on without what it would have said.
 var errNoMetrics = errors.New("no /metrics")
 
+// statusError is an answer other than 200 OK.
+type statusError struct {
+	code int
+	msg  string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
 // fetcher gets a service's endpoints, each answer at most maxBody bytes
 // and within timeout.
 type fetcher struct {
@@ -95,7 +103,7 @@ func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string
 		if body != "" {
 			body = " (" + body + ")"
 		}
-		err := fmt.Errorf("GET %s: %s%s%s", shown, resp.Status, body, why)
+		var err error = &statusError{resp.StatusCode, fmt.Sprintf("GET %s: %s%s%s", shown, resp.Status, body, why)}
 		if resp.StatusCode == http.StatusNotFound && p == metricsPath {
 			err = fmt.Errorf("%w: %w", errNoMetrics, err)
 		}
@@ -115,14 +123,19 @@ func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string
 }
 
 // heap fetches and reads the heap profile, after a forced GC when gc is
-// set (the profile's in-use figures are then up to date, not those of
-// the last GC).
+// set and the service allows it (the profile's in-use figures are then
+// up to date, not those of the last GC): a service, or a proxy before
+// it, that refuses ?gc=1 with a 400 or 405 is asked again without it.
 func (f *fetcher) heap(ctx context.Context, gc bool) (*profile.Profile, error) {
 	q := url.Values{}
 	if gc {
 		q.Set("gc", "1")
 	}
 	b, err := f.get(ctx, heapPath, q, "")
+	var se *statusError
+	if gc && errors.As(err, &se) && (se.code == http.StatusBadRequest || se.code == http.StatusMethodNotAllowed) {
+		b, err = f.get(ctx, heapPath, nil, "")
+	}
 	if err != nil {
 		return nil, err
 	}

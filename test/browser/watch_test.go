@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"linger/internal/browsertest"
 	"linger/internal/testbin"
 	"linger/timeline/goheap/goheaptest"
 )
@@ -110,13 +111,14 @@ func TestWatchView(t *testing.T) {
 		screenshot(t, p.ctx, "watch-failed.png")
 		t.Fatalf("the live page's findings do not judge the leak: %v\n%s", err, p.text(t, `[data-testid=timeline-findings]`))
 	}
-	findings := p.text(t, `[data-testid=timeline-findings]`)
+	findings := eval[string](t, p, "the findings", `document.querySelector("[data-testid=timeline-findings]").textContent`)
 	for _, want := range []string{"service " + svc, "/sample", "goroutines: ", "baseline", "Heap in use by site"} {
 		if !strings.Contains(findings, want) {
 			t.Errorf("the findings do not say %q:\n%s", want, findings)
 		}
 	}
-	if grew := p.text(t, `[data-testid=service-comparison] [data-grew] td`); !strings.Contains(grew, "KeepChunk") {
+	// Read at once: the findings are rendered again as reports come.
+	if grew := eval[string](t, p, "the site that grew", `document.querySelector("[data-testid=service-comparison] [data-grew] td")?.textContent || ""`); !strings.Contains(grew, "KeepChunk") {
 		t.Errorf("the site that grew in the comparison is %q, want KeepChunk's", grew)
 	}
 	// The chart: the heap by site as objects, the service's lanes drawn.
@@ -129,4 +131,5 @@ func TestWatchView(t *testing.T) {
 		t.Errorf("the live timeline: %v; want painted, the service lanes, the leak's blocks among the objects, no idle breaks", drawn)
 	}
 	screenshot(t, p.ctx, "watch-live.png")
+	checkAxe(t, p, "a watched service's live page", browsertest.AxeSource(t))
 }
