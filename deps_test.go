@@ -63,6 +63,8 @@ var policy = map[string][]string{
 	"timeline/traces":                 {"timeline", "timeline/event", "timeline/lod", "timeline/analyze"},
 	"timeline/pickle":                 {},                                                // Python pickles of plain data, read as a stream, never run
 	"timeline/torchsnap":              {"timeline", "timeline/event", "timeline/pickle"}, // PyTorch's memory snapshots, read as a stream
+	"timeline/goheap":                 {"timeline", "timeline/event"},                    // a Go service's heap profiles, goroutines and GC pauses over time (linger watch)
+	"timeline/goheap/goheaptest":      {},                                                // a Go service to watch, for tests
 	// A probe inside a Go service: the events, nothing else of Linger,
 	// not even the leaves (see sealed), and no module outside the
 	// standard library (stdlibOnly): a service links no more.
@@ -123,7 +125,7 @@ var stdlibOnly = []string{"timeline/event", "probe", "timeline/pickle", "interna
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.
-var testOnly = []string{"timeline/event/eventtest", "server/hub/hubtest", "notebooks/msg/msgtest", "internal/testbin", "internal/browsertest", "engine/device/devicetest"}
+var testOnly = []string{"timeline/event/eventtest", "timeline/goheap/goheaptest", "server/hub/hubtest", "notebooks/msg/msgtest", "internal/testbin", "internal/browsertest", "engine/device/devicetest"}
 
 func matches(pattern, pkg string) bool {
 	if pattern == "*" {

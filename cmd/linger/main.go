@@ -6,6 +6,7 @@
 //	linger generate --model PRESET --device meta|cpu [--prompt-tokens N | --prompt TEXT] [flags]
 //	linger serve [--dir DIR] [--addr HOST:PORT] [--token T] [--trace-dir DIR] [--base-url /PREFIX/] [--allow-host NAME]... [--allow-remote] [--allow-short-token]
 //	linger run NOTEBOOK.ipynb [--out OUT.ipynb] [--trace OUT.ltrace] [--report OUT.json] [--max-lingering BYTES] [--max-duplicates BYTES] [--max-growth RATE] [--max-peak BYTES] [--max-outside BYTES] [--timeout D] [--kernel linger|linger-cuda] [--param NAME=VALUE]...
+//	linger watch URL... [--targets FILE] [--every D] [--max-heap SIZE] [--max-gc-pause D] [--max-alloc-rate [FUNC=]RATE]... [--goroutine-tolerance PCT] [--no-browser]
 //	linger trace analyze FILE [--json] [--max-objects N]
 //	linger trace export --format perfetto|memviz-json|memviz-pickle|pprof [--at peak|end|SEQ] FILE -o OUT
 //	linger trace diff A B [--json]
@@ -15,7 +16,8 @@
 //
 // generate runs one request through the engine and writes its trace; serve
 // is the notebook server (the Jupyter Server API, kernels, the pages and
-// their timelines); singleuser is the same server started by JupyterHub,
+// their timelines); watch samples Go services' net/http/pprof and
+// /metrics into live traces with verdicts; singleuser is the same server started by JupyterHub,
 // which it is when run with no command in a hub's environment; run executes a notebook headless in a fresh kernel and
 // fails on a cell error or on a gate: lingering memory, a duplicates
 // finding's saving, a growth finding's slope, the peak or the memory held
@@ -41,6 +43,7 @@ import (
 var commands = map[string]cli.Command{
 	"generate":   {Summary: "run one request through the engine and write its trace", Run: runGenerate},
 	"trace":      {Summary: "analyze, export or compare traces (linger trace help)", Run: runTrace},
+	"watch":      {Summary: "watch Go services with net/http/pprof (heap by site, goroutines, GC pauses) on a live timeline, with verdicts and thresholds", Run: runWatch},
 	"open":       {Summary: "open a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) on its timeline, in the browser; several ranks' side by side", Run: runOpen},
 	"serve":      {Summary: "the notebook server (Jupyter Server API, kernels, timelines)", Run: runServe},
 	"singleuser": {Summary: "the notebook server as a JupyterHub single-user server (configured by the hub's environment)", Run: runSingleuser},

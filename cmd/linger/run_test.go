@@ -15,11 +15,16 @@ import (
 	"linger/server/kernels"
 	"linger/timeline"
 	"linger/timeline/analyze"
+	"linger/timeline/goheap/goheaptest"
 )
 
 // TestMain lets the test binary stand in for linger as a kernel process:
-// linger run starts os.Executable() with "kernel".
+// linger run starts os.Executable() with "kernel"; and for a Go service
+// that linger watch watches.
 func TestMain(m *testing.M) {
+	if os.Getenv(goheaptest.Env) != "" {
+		goheaptest.Main() // a Go service to watch (watch_test.go)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "kernel" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}

@@ -58,6 +58,12 @@ type serveConfig struct {
 	// directory) before the built-in ones; nil for those alone.
 	rules     *torchsnap.RuleSet
 	rulesFile string
+	// start, if set, is called once the server is made, before it
+	// listens, with the registry of its /metrics and its trace
+	// directory (linger watch adds its live sources there); the stop it
+	// returns runs when the server has stopped serving, before it
+	// closes.
+	start func(srv *server.Server, reg prometheus.Registerer, traceDir string) (stop func(), err error)
 }
 
 // kernelFlags are the flags serve and singleuser share: the kernels'
@@ -239,6 +245,13 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer srv.Close()
+	if c.start != nil {
+		stop, err := c.start(srv, reg, c.traceDir)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

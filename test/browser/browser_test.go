@@ -23,11 +23,15 @@ import (
 	"linger/notebooks/nbformat"
 	"linger/server"
 	"linger/server/kernels"
+	"linger/timeline/goheap/goheaptest"
 )
 
 const token = "browser-test-token"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(goheaptest.Env) != "" {
+		goheaptest.Main() // a Go service to watch (watch_test.go)
+	}
 	code := m.Run()
 	chrome.Close()
 	testbin.Remove()

@@ -284,6 +284,8 @@ type Analyzer struct {
 	outside    outsideTrack
 
 	ooms []oomRec // the first maxOOMs oom events (oom.go)
+
+	svc service // a watched service's counters and marks (service.go)
 }
 
 // leak is a leaked object the teardown freed, as Lingering.Held lists it.
@@ -375,6 +377,8 @@ func (a *Analyzer) Add(e event.Event) {
 	case event.KindOOM:
 		a.anom.OOMs++
 		a.noteOOM(&e)
+	case event.KindMark:
+		a.mark(&e)
 	}
 	a.series.add(e.Seq, e.Time, &a.mem.Tracks)
 	a.outside.note(&a.mem, &e, a.teardown > 0)
@@ -827,6 +831,9 @@ func (a *Analyzer) end(e *event.Event) {
 		a.lingerOwned(s, e)
 	}
 	a.sample(s.kind, e.Time)
+	if s.kind == event.ScopeStep && a.svc.on {
+		a.serviceSample(e.Time)
+	}
 }
 
 // lingerOwned marks everything s owns lingering, at event e.
@@ -907,6 +914,9 @@ func (a *Analyzer) counter(e *event.Event) {
 		a.budget = e.Size
 	}
 	a.mem.Apply(e)
+	if a.svc.on {
+		a.svc.counter(e, a.opts.Names)
+	}
 }
 
 // learnBudget notes id when it names the memory_budget counter.
@@ -923,6 +933,7 @@ func (a *Analyzer) learnBudget(id event.StringID, name string) {
 func (a *Analyzer) DefineString(id event.StringID, s string) {
 	a.mem.Define(id, s)
 	a.learnBudget(id, s)
+	a.svc.define(id, s)
 }
 
 // DefineSite does nothing: sites are resolved by Report.

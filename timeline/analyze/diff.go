@@ -185,7 +185,7 @@ func siteKey(site Site, s string, keys map[string]string) string {
 		if b.Len() > 0 {
 			b.WriteString(" ← ")
 		}
-		fmt.Fprintf(&b, "%s %s:%d", f.Func, event.ShortFile(f.File), f.Line)
+		b.WriteString(event.Frame(f).Where())
 	}
 	return b.String()
 }

@@ -191,6 +191,22 @@
 // the session's teardown began (or at the last event, in a trace without
 // one), two figures a CI gate can read without the series.
 //
+// # Services
+//
+// A trace whose first mark is event.MarkService is a watched service's
+// (linger watch; package timeline/goheap writes it): its steps are
+// samples, its blocks the heap in use by site, and Report.Service says
+// what its counters and marks carry: the heap by site at the first
+// sample, the one nearest a third of the way and the last, side by side
+// (the sites kept every so many samples, at most 32 samples, so the
+// middle one is the nearest kept); the goroutines at the last sample
+// against the baseline the trace recorded, within its tolerance (at
+// least one goroutine either way); each limit the trace recorded
+// (a counter event.CounterThresholdPrefix + NAME) against the samples of
+// counter NAME that followed it; the failures and restarts marked; and
+// the figures sample by sample, bounded as StepSeries is. Nothing of it
+// needs more than the trace: a saved trace's Service is the live one's.
+//
 // # Concurrency
 //
 // An Analyzer is not safe for concurrent use: a live stream's owner

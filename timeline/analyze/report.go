@@ -72,6 +72,9 @@ type Report struct {
 	// host-memory segments together (the "memory_budget" counter); 0 for
 	// a trace without one.
 	MemoryBudget uint64 `json:"memory_budget,omitempty"`
+	// Service is what a watched service's trace says of the service
+	// (linger watch): nil for any other trace.
+	Service *Service `json:"service,omitempty"`
 }
 
 // Lingering summarizes the objects that outlived their expected scope.
@@ -520,6 +523,7 @@ func (a *Analyzer) report(names Names, sites bool) *Report {
 	}
 	a.reportLingering(rep, r)
 	a.reportStats(rep, r, sites)
+	a.reportService(rep, r)
 	a.reportPeak(rep, r)
 	a.reportTracks(rep)
 	rep.Outside = a.outside.report(&a.mem)

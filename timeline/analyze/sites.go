@@ -160,7 +160,7 @@ func (n *CellNames) Places(s Site) []string {
 			out = append(out, n.Frame(s.Stack[i]))
 		}
 		for _, f := range s.Frames {
-			out = append(out, fmt.Sprintf("%s %s:%d", f.Func, event.ShortFile(f.File), f.Line))
+			out = append(out, event.Frame(f).Where())
 		}
 		return out
 	}
@@ -168,7 +168,7 @@ func (n *CellNames) Places(s Site) []string {
 		out = append(out, n.Stack(s.Stack))
 	}
 	for _, f := range s.Frames {
-		out = append(out, fmt.Sprintf("%s %s:%d", f.Func, event.ShortFile(f.File), f.Line))
+		out = append(out, event.Frame(f).Where())
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"linger/internal/units"
@@ -38,15 +39,29 @@ func (rep *Report) WriteText(w io.Writer) error {
 		unit = "step"
 	}
 	n := sitesOf(rep)
+	growth := rep.Growth
+	if rep.Service != nil {
+		// A watched service's steps are its samples.
+		unit = "sample"
+		growth = slices.Clone(growth)
+		for i := range growth {
+			growth[i].Unit = unit
+		}
+		writeService(p, n, rep.Service)
+	}
 	writeOOMs(p, n, rep.OOMs, rep.Anomalies.OOMs)
 	writeLingering(p, n, &rep.Lingering)
 	if rep.Needs != "" {
 		p("verdicts by scope: %s", rep.Needs)
 	}
-	writeGrowth(p, n, rep.Growth, unit)
+	writeGrowth(p, n, growth, unit)
 	writeDuplicates(p, n, rep.Duplicates, unit)
 	writePeak(p, n, &rep.Peak)
-	writeTracks(p, n, &rep.Tracks, unit)
+	if rep.Service != nil {
+		writeServiceTracks(p, &rep.Tracks)
+	} else {
+		writeTracks(p, n, &rep.Tracks, unit)
+	}
 	writeOutside(p, &rep.Outside)
 	if a := rep.Anomalies; a.UnknownFrees+a.DoubleAllocs+a.UnknownScopes+a.OutOfOrder+a.Gaps > 0 {
 		p("anomalies: %d unknown frees, %d double allocs, %d unknown scopes, %d out of order, %d gaps",
@@ -119,6 +134,103 @@ func writeLingering(p printer, n reportSites, l *Lingering) {
 		p("  - %s %q %s, expected to die with %s %q (ended seq %d); %s; at %s",
 			o.Category, o.Label, fmtBlocks(o.Requested, o.Size), o.ScopeKind, o.ScopeLabel, o.LingerSeq, state, n.short(o.SiteID))
 	}
+}
+
+// writeService writes what a watched service's trace says of it: its
+// samples, failures and restarts, the heap by site at the compared
+// samples, the goroutines against their baseline, and each threshold.
+func writeService(p printer, n reportSites, s *Service) {
+	line := fmt.Sprintf("service %s: %d samples", s.Target, s.Samples)
+	if s.Failed > 0 {
+		line += fmt.Sprintf("; %d failed", s.Failed)
+		if len(s.Failures) > 0 {
+			f := s.Failures[len(s.Failures)-1]
+			line += fmt.Sprintf(" (the last at %s: %s)", fmtClock(f.TimeNS), f.Text)
+		}
+	}
+	if s.RestartCount > 0 {
+		line += fmt.Sprintf("; restarted %d times (the first at %s: %s)", s.RestartCount, fmtClock(s.Restarts[0].TimeNS), s.Restarts[0].Text)
+	}
+	p("%s", line)
+	c := &s.Comparison
+	rows := c.Rows[:min(len(c.Rows), 2*textRows)]
+	where := make([]Site, len(rows))
+	for i, r := range rows {
+		where[i] = n.rep.Site(r.SiteID)
+	}
+	names := n.names.Distinct(where) // a service's sites often share their own innermost frame (a handler)
+	if len(c.Points) > 0 {
+		var at []string
+		for _, pt := range c.Points {
+			at = append(at, fmt.Sprintf("sample %d (%s)", pt.Sample, fmtClock(pt.TimeNS)))
+		}
+		p("  heap in use by site at %s:", strings.Join(at, ", "))
+		for i, r := range rows {
+			var b []string
+			for _, v := range r.Bytes {
+				b = append(b, fmt.Sprintf("%10s", fmtBytes(v)))
+			}
+			grew := ""
+			if r.Grew {
+				grew = " grew"
+			}
+			p("    %s  %10s%-5s  %s", strings.Join(b, " "), fmtSigned(float64(r.Change)), grew, names[i])
+		}
+		if more := len(c.Rows) - 2*textRows + c.Omitted; more > 0 {
+			p("    … and %d more sites", more)
+		}
+	}
+	if g := s.Goroutines; g != nil {
+		verdict := "within"
+		if !g.Within {
+			verdict = "NOT within"
+		}
+		p("  goroutines: %d at the last sample (%s), baseline %d (%+.1f %%): %s ±%d (%.1f %%)", g.Last, fmtClock(g.LastTimeNS), g.Baseline, 100*g.Change,
+			verdict, g.Allowed, float64(g.TolerancePPM)/1e4)
+	}
+	for _, t := range s.Thresholds {
+		state := "never over"
+		if t.Breached {
+			state = fmt.Sprintf("BREACHED at %d of %d samples, first at %s", t.Over, t.Samples, fmtClock(t.FirstOverNS))
+		}
+		now := ""
+		if t.OverNow {
+			now = " (over now)"
+		}
+		if t.Samples == 0 {
+			p("  threshold %s over %s: no sample", t.Counter, fmtCounter(t.Counter, t.Limit))
+			continue
+		}
+		p("  threshold %s over %s: %s; max %s at %s, last %s%s", t.Counter, fmtCounter(t.Counter, t.Limit), state,
+			fmtCounter(t.Counter, t.Max), fmtClock(t.MaxTimeNS), fmtCounter(t.Counter, t.Last), now)
+	}
+}
+
+// fmtCounter prints a service counter's value in its unit.
+func fmtCounter(name string, v uint64) string {
+	switch {
+	case name == event.CounterGoHeap:
+		return fmtBytes(v)
+	case name == event.CounterGCPauseP99:
+		return fmtDuration(int64(v))
+	case strings.HasPrefix(name, event.CounterAllocBytesRate):
+		return fmtBytes(v) + "/s"
+	case strings.HasPrefix(name, event.CounterAllocObjectsRate):
+		return fmt.Sprintf("%d/s", v)
+	}
+	return fmt.Sprint(v)
+}
+
+// fmtClock is a time in a watch: "12.3 s", "10 min 2 s".
+func fmtClock(ns int64) string {
+	if ns < 60e9 {
+		return fmt.Sprintf("%.1f s", float64(ns)/1e9)
+	}
+	s := ns / 1e9
+	if s < 3600 {
+		return fmt.Sprintf("%d min %d s", s/60, s%60)
+	}
+	return fmt.Sprintf("%d h %d min", s/3600, s%3600/60)
 }
 
 // writeGrowth writes the growing totals; unit is the scope kind they were
@@ -221,6 +333,26 @@ func writeTracks(p printer, n reportSites, t *Tracks, unit string) {
 		p("  go heap %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.Last.GoHeap), state)
 	}
 	writePhases(p, n, t.Phases)
+}
+
+// writeServiceTracks writes a watched service's tracks: its heap in use
+// by site (the blocks: allocated) and the Go heap's own figure, first to
+// last sample; a service has no allocator's reserve and no device.
+func writeServiceTracks(p printer, t *Tracks) {
+	if t.Samples == 0 {
+		return
+	}
+	grows := func(per float64, growing bool) string {
+		if growing {
+			return "grows " + fmtSigned(per) + "/sample"
+		}
+		return "flat"
+	}
+	p("tracks: heap in use by site %s → %s over %d samples: %s", fmtBytes(t.Start.Allocated), fmtBytes(t.Last.Allocated), t.Samples,
+		grows(t.AllocatedPerStep, t.Verdict == VerdictAllocated))
+	if t.HasGoHeap {
+		p("  heap in use (the service's own figure) %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.Last.GoHeap), grows(t.GoHeapPerStep, t.GoHeapGrows))
+	}
 }
 
 // writePhases writes the cell runs whose tracks grow, each with the

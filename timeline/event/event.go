@@ -170,7 +170,9 @@ type ScopeID uint64
 //
 // (1) A cell's scope_begin has the execution count of the request that ran
 // it in Requested (Emitter.BeginCell; 0: unknown, or a silent run), and
-// its place and source's hash in Size beside the flags (CellRun).
+// its place and source's hash in Size beside the flags (CellRun). A
+// watched service's step has its sample's number there ("sample 12";
+// package timeline/goheap): a scope's count, 0 for none.
 //
 // (2) The device's free bytes, or fewer when the allocator's limit (a
 // simulated card smaller than the device) leaves less of it.
@@ -329,6 +331,17 @@ type Frame struct {
 	Line int
 }
 
+// Where names a Go frame as a site's string does: "engine.(*KVCache).grow
+// engine/kv.go:88"; a frame with neither file nor line (a name that
+// stands for several places, as a watched service's "other sites") by
+// its function alone.
+func (f Frame) Where() string {
+	if f.File == "" && f.Line == 0 {
+		return f.Func
+	}
+	return f.Func + " " + ShortFile(f.File) + ":" + strconv.Itoa(f.Line)
+}
+
 // Site is where an event was caused: the notebook cell and line if the
 // event happened while a cell ran, then Go frames, innermost first.
 type Site struct {
@@ -404,7 +417,7 @@ func (s Site) String() string {
 	}
 	for _, f := range s.Frames {
 		sep(" ← ")
-		out.WriteString(f.Func + " " + ShortFile(f.File) + ":" + strconv.Itoa(f.Line))
+		out.WriteString(f.Where())
 	}
 	if out.Len() == 0 {
 		return "unknown"

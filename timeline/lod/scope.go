@@ -14,9 +14,10 @@ type Scope struct {
 	Parent event.ScopeID   `json:"parent"`
 	Kind   event.ScopeKind `json:"kind"`
 	Label  event.StringID  `json:"label"`
-	// Count is a cell's execution count ("In [3]"), from its
-	// scope_begin's Requested; 0 for other scopes, a silent run, or a
-	// trace written before cells carried it.
+	// Count is the scope's number, from its scope_begin's Requested: a
+	// cell's execution count ("In [3]"), a watched service's sample's
+	// ("sample 12"); 0 for other scopes, a silent run, or a trace written
+	// before cells carried it.
 	Count uint64 `json:"count,omitempty"`
 	Begin int64  `json:"begin"`
 	// End is -1 while the scope is open.
@@ -54,10 +55,7 @@ func (ix *Index) beginScope(e *event.Event, t int64) {
 		}
 	}
 	ix.open[event.ScopeID(e.Addr)] = len(ix.scopes)
-	ix.scopes = append(ix.scopes, Scope{ID: event.ScopeID(e.Addr), Parent: e.ScopeView().Parent(), Kind: k, Label: e.Label, Begin: t, End: -1})
-	if k == event.ScopeCell {
-		ix.scopes[len(ix.scopes)-1].Count = e.Requested
-	}
+	ix.scopes = append(ix.scopes, Scope{ID: event.ScopeID(e.Addr), Parent: e.ScopeView().Parent(), Kind: k, Label: e.Label, Count: e.Requested, Begin: t, End: -1})
 }
 
 func (ix *Index) endScope(e *event.Event, t int64) {

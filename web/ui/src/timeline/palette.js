@@ -25,6 +25,13 @@ const COLOUR = {
 /** CATEGORY_COLOURS[c] is the colour of category c. */
 export const CATEGORY_COLOURS = CATEGORIES.map((c) => COLOUR[c]);
 
+/**
+ * SITE_COLOURS colour a watched service's blocks by site (its heap by
+ * site: one category, many sites), by site id: the same "muted" scheme,
+ * then its pale grey for the id that wraps round.
+ */
+export const SITE_COLOURS = ["#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255", "#AA4499", "#DDDDDD"];
+
 export const TRACKS = [
   { key: "allocated", label: "allocated", colour: "#000000", dash: [] },
   { key: "reserved", label: "reserved", colour: "#0077BB", dash: [6, 3] },

@@ -4,9 +4,11 @@
 // tooltip, a detail panel and a findings panel. Large data never becomes
 // DOM nodes: everything per event or per bucket is drawn on the canvas.
 
-import { CATEGORIES, CATEGORY_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, sizes, sizeRange, rate, duration } from "./palette.js";
+import { CATEGORIES, CATEGORY_COLOURS, SITE_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, sizes, sizeRange, rate, duration } from "./palette.js";
 import { stack } from "./layout.js";
 import { HOST_H as HOST_LANE_H, drawHostLane, hostTooltip } from "./hostlane.js";
+import { SERVICE_H, drawServiceLanes, serviceTooltip } from "./servicelane.js";
+import { renderService } from "./service.js";
 import { Axis, EventAxis, findIdle, idleLabel } from "./axis.js";
 import { yOf, yTicks } from "./yscale.js";
 import { applyPrefs, buildLegend, displayControls, showBaseline, baselineAt } from "./legend.js";
@@ -110,7 +112,9 @@ export class TimelineView {
   resize() {
     const w = Math.max(200, this.body.clientWidth);
     const HOST_H = this.hostH = this.hostCollapsed ? HOST_COLLAPSED_H : HOST_LANE_H;
-    const h = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + HOST_H + GAP + Math.max(MIN_OBJ_H, this.body.clientHeight - (AXIS + SCOPE_KINDS.length * SCOPE_ROW + MEM_H + HOST_H + 3 * GAP));
+    // A watched service's goroutines and GC pauses have lanes of their own.
+    const SVC_H = this.report?.service ? SERVICE_H + GAP : 0;
+    const h = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + HOST_H + GAP + SVC_H + Math.max(MIN_OBJ_H, this.body.clientHeight - (AXIS + SCOPE_KINDS.length * SCOPE_ROW + MEM_H + HOST_H + SVC_H + 3 * GAP));
     const dpr = window.devicePixelRatio || 1;
     this.W = w; this.H = h;
     this.canvas.width = Math.round(w * dpr); this.canvas.height = Math.round(h * dpr);
@@ -121,7 +125,8 @@ export class TimelineView {
       scopes: AXIS,
       mem: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP,
       host: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP, // the Go heap's own lane (hostlane.js)
-      obj: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + HOST_H + GAP,
+      service: SVC_H ? AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + HOST_H + GAP : undefined, // servicelane.js
+      obj: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + HOST_H + GAP + SVC_H,
     };
     this.tracks.objH = h - this.tracks.obj - 4;
     this.have = null;
@@ -134,8 +139,12 @@ export class TimelineView {
   x(t) { return this.axis.x(t); }
   t(x) { return this.axis.t(x); }
 
-  /** collapsesIdle: whether idle stretches become breaks (the compare view's linked axes do not). */
-  get collapsesIdle() { return true; }
+  /**
+   * collapsesIdle: whether idle stretches become breaks (the compare
+   * view's linked axes do not, nor a watched service's timeline, whose
+   * samples are apart by design).
+   */
+  get collapsesIdle() { return !this.report?.service; }
 
   setAxis() {
     // memory_viz's event-indexed axis once the overview is there (legend.js's toggle).
@@ -353,6 +362,7 @@ export class TimelineView {
     this.drawScopes();
     this.drawMemory();
     drawHostLane(this);
+    drawServiceLanes(this);
     this.drawObjects();
     this.drawBreaks();
     if (this.box) {
@@ -428,7 +438,10 @@ export class TimelineView {
   }
 
   /** scopeText is a scope's name: a cell as the user sees it ("In [3], cell 4"), others by their label. */
-  scopeText(s) { return s.kind === "cell" ? this.names.cell(s.label, s.count) : s.label || s.kind; }
+  scopeText(s) {
+    if (s.kind === "cell") return this.names.cell(s.label, s.count);
+    return s.count ? `${s.label || s.kind} ${s.count}` : s.label || s.kind; // a service's "sample 12"
+  }
 
   /** memScale is the top of the memory track's scale: the largest value in the buckets. (The compare view shares one scale between two views.) */
   memScale() {
@@ -547,7 +560,8 @@ export class TimelineView {
       this.hits.push(r);
       if (o.lingering) { lingering.push(r); continue; }
       ctx.globalAlpha = 0.75;
-      ctx.fillStyle = CATEGORY_COLOURS[CATEGORIES.indexOf(o.category)] || "#999";
+      // A watched service's blocks are its sites: one colour each.
+      ctx.fillStyle = this.report?.service ? SITE_COLOURS[(o.site_id || 0) % SITE_COLOURS.length] : CATEGORY_COLOURS[CATEGORIES.indexOf(o.category)] || "#999";
       ctx.fillRect(r.x0, y0, r.x1 - r.x0, y1 - y0);
       ctx.globalAlpha = 1;
     }
@@ -723,7 +737,7 @@ export class TimelineView {
       const s = this.scopes.find((s) => s.kind === row && s.begin <= t && (s.end < 0 || t <= s.end));
       if (s) html = `${esc(s.kind === "cell" ? this.scopeText(s) : `${s.kind} ${s.label}`)}<br>${duration(s.begin)} – ${s.end >= 0 ? duration(s.end) : "open"}${s.kind === "cell" ? `<br><small>${esc(this.names.title(s.label))}</small>` : ""}`;
     }
-    html ??= hostTooltip(this, p);
+    html ??= hostTooltip(this, p) ?? serviceTooltip(this, p);
     if (!html) { this.tooltip.hidden = true; return; }
     this.tooltip.innerHTML = html;
     this.tooltip.hidden = false;
@@ -850,7 +864,14 @@ export class TimelineView {
     }
     if (gen !== this.findingsGen) return;
     this.staleReports = this.report && r.last_seq === this.report.last_seq ? (this.staleReports || 0) + 1 : 0;
+    const newService = !!r.service && !this.report?.service;
     this.report = r;
+    if (newService) {
+      // A watched service: its lanes, and its samples' time as it is.
+      this.idle = null; this.overview = null;
+      this.resize();
+      this.fit();
+    } else if (r.service) this.schedule();
     this.holders = holders;
     this.shownLag = this.findingsLag();
     this.renderFindings();
@@ -874,6 +895,7 @@ export class TimelineView {
       if (s?.stack?.length && !s.stack[0].cell && s.stack[0].file) return this.names.frame(s.stack[s.stack.length - 1]);
       if (s?.stack?.length) return this.names.stack(s.stack);
       const f = s?.frames?.[0];
+      if (f && !f.file && !f.line) return f.func; // a name for several places (a service's "other sites")
       return f ? `${f.func} ${f.file.split("/").slice(-2).join("/")}:${f.line}` : row?.site || "";
     };
     const item = (text, fn, title) => {
@@ -882,6 +904,9 @@ export class TimelineView {
       list.append(li);
     };
     const end = r.duration_ns || this.source.end();
+    // A watched service: its samples, limits, goroutines and failures
+    // first, and its heap by site compared over the watch (service.js).
+    const sites = r.service ? renderService(this, r, short, item) : null;
     // A trace without scopes (a PyTorch snapshot without steps) says
     // what the verdicts by step would need.
     if (r.needs) item(r.needs);
@@ -949,7 +974,7 @@ export class TimelineView {
     // counts, where it grows at their ends too.
     for (const g of r.growth || []) {
       const per = (g.per || []).map((p) => `, ${rate(p.requested_per, p.bytes_per, p.unit)} over ${p.samples} ${p.unit}s`).join("");
-      const unit = g.unit || r.growth_unit || "step";
+      const unit = r.service ? "sample" : g.unit || r.growth_unit || "step"; // a service's steps are its samples
       item(`growth: ${g.category}${g.site ? ` at ${short(g)}` : ""} ${rate(g.requested_per_step, g.bytes_per_step, unit)} over ${g.samples} ${unit}s${per}`, () => this.fit(), g.site);
     }
     // Which track grows tells which kind of growth it is (two-track
@@ -991,7 +1016,7 @@ export class TimelineView {
     // The kernel's memory budget (linger serve --kernel-memory): a cell
     // over it stops with MemoryError, marked on the timeline.
     if (r.memory_budget) item(`memory budget: ${bytes(r.memory_budget)} for the kernel's Go heap and cpu tensors together`);
-    this.findingsBody.replaceChildren(list);
+    this.findingsBody.replaceChildren(list, ...(sites ? [sites] : []));
   }
 
   destroy() { clearTimeout(this.findingsTimer); this.unsub(); this.source.close(); this.root.replaceChildren(); }
@@ -1043,5 +1068,9 @@ button.lt-key[aria-pressed=false] i{opacity:.25;outline:1px solid #555}
 .lt-btn[aria-expanded=true]::before{content:"▾ "}
 .lt-btn[aria-expanded=false]::before{content:"▸ "}
 .lt-h{font-size:15px;margin:.8em 0 .4em}
+.lt-sites{border-collapse:collapse;margin-top:.6em;font:12px system-ui,sans-serif;width:100%}
+.lt-sites caption{text-align:left;font-weight:600;padding:.2em 0}
+.lt-sites th,.lt-sites td{padding:.15em .4em;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}
+.lt-sites th:first-child,.lt-sites td:first-child{text-align:left;white-space:normal;overflow-wrap:anywhere}
 `));
 }

@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/pprof/profile"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"linger/internal/units"
+	"linger/timeline/goheap"
+)
+
+// A watched service's endpoints (net/http/pprof's and the Prometheus
+// client's), below its URL's path.
+const (
+	heapPath      = "debug/pprof/heap"
+	goroutinePath = "debug/pprof/goroutine"
+	metricsPath   = "metrics"
+)
+
+// errNoMetrics is a service without /metrics (404): no failure, the
+// watch goes on without what it would have said.
+var errNoMetrics = errors.New("no /metrics")
+
+// statusError is an answer other than 200 OK.
+type statusError struct {
+	code int
+	msg  string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// fetcher gets a service's endpoints, each answer at most maxBody bytes
+// and within timeout.
+type fetcher struct {
+	base    *url.URL // the service's URL, its credentials and query kept
+	client  *http.Client
+	headers http.Header
+	timeout time.Duration
+	maxBody int64
+}
+
+// get fetches the endpoint p of the service with the query q added to
+// the URL's own. Its errors say the same for the same trouble (no size
+// or time that differs from one sample to the next): each is a mark's
+// text, which a trace keeps once.
+func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	u := *f.base
+	u.Path = path.Join("/", u.Path, p)
+	u.RawPath = ""
+	query := u.Query()
+	for k, vs := range q {
+		query[k] = vs
+	}
+	u.RawQuery = query.Encode()
+	shown := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", shown, err)
+	}
+	for k, vs := range f.headers {
+		req.Header[k] = vs
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("GET %s: no answer within %v (--timeout)", shown, f.timeout)
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL again, with its credentials, says nothing more
+		}
+		return nil, fmt.Errorf("GET %s: %w", shown, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		why := ""
+		switch resp.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			why = ": the service refused the watcher (give its token with --header 'Authorization: Bearer …', or credentials or a token in the URL)"
+		case http.StatusNotFound:
+			why = fmt.Sprintf(": the service has no /%s (is net/http/pprof registered on this address and path?)", p)
+		}
+		body := strings.Join(strings.Fields(string(snippet)), " ")
+		if body != "" {
+			body = " (" + body + ")"
+		}
+		var err error = &statusError{resp.StatusCode, fmt.Sprintf("GET %s: %s%s%s", shown, resp.Status, body, why)}
+		if resp.StatusCode == http.StatusNotFound && p == metricsPath {
+			err = fmt.Errorf("%w: %w", errNoMetrics, err)
+		}
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBody+1))
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("GET %s: the answer did not end within %v (--timeout)", shown, f.timeout)
+		}
+		return nil, fmt.Errorf("GET %s: reading the answer: %w", shown, err)
+	}
+	if int64(len(b)) > f.maxBody {
+		return nil, fmt.Errorf("GET %s: the answer is over %s (--max-body)", shown, units.Format(uint64(f.maxBody)))
+	}
+	return b, nil
+}
+
+// heap fetches and reads the heap profile, after a forced GC when gc is
+// set and the service allows it (the profile's in-use figures are then
+// up to date, not those of the last GC): a service, or a proxy before
+// it, that refuses ?gc=1 with a 400 or 405 is asked again without it.
+func (f *fetcher) heap(ctx context.Context, gc bool) (*profile.Profile, error) {
+	q := url.Values{}
+	if gc {
+		q.Set("gc", "1")
+	}
+	b, err := f.get(ctx, heapPath, q, "")
+	var se *statusError
+	if gc && errors.As(err, &se) && (se.code == http.StatusBadRequest || se.code == http.StatusMethodNotAllowed) {
+		b, err = f.get(ctx, heapPath, nil, "")
+	}
+	if err != nil {
+		return nil, err
+	}
+	p, err := profile.ParseData(b)
+	if err != nil {
+		return nil, fmt.Errorf("a malformed heap profile: %w", err)
+	}
+	return p, nil
+}
+
+// goroutines fetches the goroutine profile and counts its goroutines.
+func (f *fetcher) goroutines(ctx context.Context) (int64, error) {
+	b, err := f.get(ctx, goroutinePath, url.Values{"debug": {"0"}}, "")
+	if err != nil {
+		return -1, err
+	}
+	p, err := profile.ParseData(b)
+	if err != nil {
+		return -1, fmt.Errorf("a malformed goroutine profile: %w", err)
+	}
+	i := slices.IndexFunc(p.SampleType, func(t *profile.ValueType) bool { return t != nil && t.Type == "goroutine" })
+	if i < 0 {
+		return -1, errors.New("the goroutine profile counts no goroutines (no goroutine sample type)")
+	}
+	var n int64
+	for _, s := range p.Sample {
+		if s != nil && i < len(s.Value) {
+			n += s.Value[i]
+		}
+	}
+	return n, nil
+}
+
+// metrics fetches /metrics in Prometheus's text format.
+func (f *fetcher) metrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	b, err := f.get(ctx, metricsPath, nil, "text/plain;version=0.0.4")
+	if err != nil {
+		return nil, err
+	}
+	fams, err := parseMetricsText(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("malformed /metrics: %w", err)
+	}
+	return fams, nil
+}
+
+// parseMetricsText reads Prometheus's text exposition format.
+func parseMetricsText(s string) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(strings.NewReader(s))
+}
+
+// The Go collector's GC pause distributions: a histogram (the runtime's
+// /sched/pauses/total/gc:seconds or, before Go 1.22, /gc/pauses:seconds,
+// which client_golang exposes when asked for runtime metrics), else the
+// summary every Go collector has.
+var gcHistograms = []string{"go_sched_pauses_total_gc_seconds", "go_gc_pauses_seconds"}
+
+const gcSummary = "go_gc_duration_seconds"
+
+// gcPauses turns a service's /metrics, one sample after another, into
+// goheap.Metrics: the GC pauses' p99 over the interval since the last
+// sample, from the histogram's buckets' increase (the p99 since the
+// start when no pause happened in between), else the summary's highest
+// quantile, its largest recent pause: an upper bound of the p99.
+type gcPauses struct {
+	prev []bucket // the histogram at the previous sample
+}
+
+// bucket is a histogram's cumulative count up to an upper bound.
+type bucket struct {
+	upper float64
+	count uint64
+}
+
+// read returns what the families say, nil when none is the Go
+// collector's.
+func (g *gcPauses) read(fams map[string]*dto.MetricFamily) *goheap.Metrics {
+	m := &goheap.Metrics{}
+	any := false
+	if v, ok := gauge(fams["go_memstats_heap_inuse_bytes"]); ok {
+		m.HeapInuse, m.HasHeapInuse, any = uint64(max(v, 0)), true, true
+	}
+	if v, ok := gauge(fams["process_start_time_seconds"]); ok {
+		m.StartTime = v
+	}
+	for _, name := range gcHistograms {
+		if bs := histogram(fams[name]); bs != nil {
+			now := bs
+			if g.prev != nil && len(g.prev) == len(bs) && bs[len(bs)-1].count > g.prev[len(bs)-1].count {
+				now = make([]bucket, len(bs))
+				for i := range bs {
+					now[i] = bucket{bs[i].upper, bs[i].count - min(g.prev[i].count, bs[i].count)}
+				}
+			}
+			g.prev = bs
+			if p, ok := quantile(0.99, now); ok {
+				m.GCPauseP99, m.HasGCPause, any = seconds(p), true, true
+			}
+			return m
+		}
+	}
+	if f := fams[gcSummary]; f != nil && len(f.GetMetric()) > 0 {
+		if s := f.GetMetric()[0].GetSummary(); s != nil {
+			best := -1.0
+			for _, q := range s.GetQuantile() {
+				if q.GetQuantile() >= 0.99 && (best < 0 || q.GetQuantile() < best) && !math.IsNaN(q.GetValue()) {
+					best, m.GCPauseP99, m.HasGCPause, any = q.GetQuantile(), seconds(q.GetValue()), true, true
+				}
+			}
+		}
+	}
+	if !any {
+		return nil
+	}
+	return m
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// gauge is a family's first value (a gauge's, a counter's or an
+// untyped one's).
+func gauge(f *dto.MetricFamily) (float64, bool) {
+	if f == nil || len(f.GetMetric()) == 0 {
+		return 0, false
+	}
+	m := f.GetMetric()[0]
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue(), true
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue(), true
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue(), true
+	}
+	return 0, false
+}
+
+// histogram is a family's first histogram's cumulative buckets, +Inf
+// last; nil if it has none.
+func histogram(f *dto.MetricFamily) []bucket {
+	if f == nil || len(f.GetMetric()) == 0 || f.GetMetric()[0].GetHistogram() == nil {
+		return nil
+	}
+	h := f.GetMetric()[0].GetHistogram()
+	var bs []bucket
+	for _, b := range h.GetBucket() {
+		bs = append(bs, bucket{b.GetUpperBound(), b.GetCumulativeCount()})
+	}
+	if len(bs) == 0 || !math.IsInf(bs[len(bs)-1].upper, 1) {
+		bs = append(bs, bucket{math.Inf(1), h.GetSampleCount()})
+	}
+	slices.SortFunc(bs, func(a, b bucket) int { return cmpFloat(a.upper, b.upper) })
+	return bs
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// quantile is the q-quantile of cumulative buckets, interpolated
+// linearly inside its bucket as Prometheus's histogram_quantile does (the
+// highest finite bound when it falls in the +Inf bucket); false without
+// observations.
+func quantile(q float64, bs []bucket) (float64, bool) {
+	if len(bs) == 0 || bs[len(bs)-1].count == 0 {
+		return 0, false
+	}
+	rank := q * float64(bs[len(bs)-1].count)
+	lower, below := 0.0, uint64(0)
+	for i, b := range bs {
+		if float64(b.count) >= rank {
+			if math.IsInf(b.upper, 1) {
+				if i > 0 {
+					return bs[i-1].upper, true
+				}
+				return 0, true
+			}
+			if b.count == below {
+				return b.upper, true
+			}
+			return lower + (b.upper-lower)*(rank-float64(below))/float64(b.count-below), true
+		}
+		lower, below = b.upper, b.count
+	}
+	return lower, true
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"linger/internal/units"
+	"linger/timeline"
+	"linger/timeline/goheap"
+)
+
+// watchSettings are what every target of a watch shares.
+type watchSettings struct {
+	every, timeout time.Duration
+	maxBody        int64
+	headers        http.Header
+	// gcEvery forces a GC before every heap profile, not only the
+	// baseline's and the final one's.
+	gcEvery  bool
+	limits   goheap.Options // the thresholds, tolerance and sites kept (Target set per target)
+	recorder timeline.RecorderOptions
+}
+
+// target is one watched service: its fetcher, its trace and what its
+// samples need from the one before (the GC histogram).
+type target struct {
+	id, name string // the source's id; the URL as shown (no credentials or query)
+	fetch    *fetcher
+	every    time.Duration
+	rec      *timeline.Recorder
+	trace    string // the trace's file name
+	conv     *goheap.Converter
+	gc       gcPauses
+	metrics  *watchMetrics // nil: none
+	log      io.Writer
+	gcEvery  bool
+	// noMetrics is set once the service said it has no /metrics (404),
+	// said once on the terminal.
+	noMetrics bool
+	// final is set once the final sample is taken.
+	final bool
+}
+
+// parseTarget reads a target's URL: http or https (a bare host:port is
+// http), with a host.
+func parseTarget(s string) (*url.URL, error) {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: target %q: %v", errUsage, s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("%w: target %q: want an http or https URL with a host, as http://127.0.0.1:6060", errUsage, s)
+	}
+	u.Fragment = ""
+	return u, nil
+}
+
+// shown is a target's URL as a person reads it, and as the trace and the
+// metrics name it: without credentials or query (a token).
+func shown(u *url.URL) string {
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: strings.TrimSuffix(u.Path, "/")}).String()
+}
+
+// sourceIDOf is the live source's id of a target: its host and port,
+// in the characters a source id may have.
+func sourceIDOf(u *url.URL) string {
+	id := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '-':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return '-'
+	}, u.Host+strings.TrimSuffix(u.Path, "/"))
+	id = strings.Trim(id, "-.")
+	if len(id) > 48 {
+		id = id[:48]
+	}
+	if id == "" {
+		id = "service"
+	}
+	return id
+}
+
+// newTarget makes target u's trace (a new file in dir, named after it and
+// the time) and its converter.
+func newTarget(u *url.URL, id, dir string, set watchSettings, m *watchMetrics, log io.Writer, now time.Time) (*target, error) {
+	name := fmt.Sprintf("watch-%s-%s", id, now.Format("2006-01-02T15-04-05"))
+	file := name + ".ltrace"
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(filepath.Join(dir, file)); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		file = fmt.Sprintf("%s-%d.ltrace", name, i)
+	}
+	rec, err := timeline.NewRecorder(filepath.Join(dir, file), set.recorder)
+	if err != nil {
+		return nil, err
+	}
+	// One connection to the service, kept between samples: what the
+	// watcher adds to the service's goroutines (its connection's) is
+	// then the same at every sample, the baseline's and the last's.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = 1, 1
+	t := &target{id: id, name: shown(u), every: set.every, rec: rec, trace: file, metrics: m, log: log, gcEvery: set.gcEvery,
+		fetch: &fetcher{base: u, client: &http.Client{Transport: tr}, headers: set.headers, timeout: set.timeout, maxBody: set.maxBody}}
+	opts := set.limits
+	opts.Target = t.name
+	t.conv = goheap.New(rec, now, opts)
+	return t, nil
+}
+
+// run samples the target every interval until ctx is done: the first at
+// once.
+func (t *target) run(ctx context.Context) {
+	tick := time.NewTicker(t.every)
+	defer tick.Stop()
+	for {
+		t.sample(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// sample takes one sample and records it. Until the goroutine baseline is
+// taken, for the final sample, and for every sample with --gc, the heap
+// profile is asked for after a forced GC (?gc=1), and the goroutines
+// after it: what remains then is what the service holds (without it a
+// heap profile's in-use figures are those of the last GC the service
+// made).
+func (t *target) sample(ctx context.Context) goheap.Result {
+	s := goheap.Sample{Start: time.Now(), Goroutines: -1}
+	gc := t.conv.Baseline() < 0 || t.final || t.gcEvery
+	var (
+		wg                    sync.WaitGroup
+		heapErr, gorErr, mErr error
+	)
+	fetchHeap := func() {
+		s.Heap, heapErr = t.fetch.heap(ctx, gc)
+	}
+	if gc {
+		fetchHeap()
+	} else {
+		wg.Go(fetchHeap)
+	}
+	wg.Go(func() { s.Goroutines, gorErr = t.fetch.goroutines(ctx) })
+	wg.Go(func() {
+		f, err := t.fetch.metrics(ctx)
+		if err == nil {
+			s.Metrics = t.gc.read(f)
+		}
+		mErr = err
+	})
+	wg.Wait()
+	s.End = time.Now()
+	if ctx.Err() != nil && !t.final {
+		return goheap.Result{} // stopped mid-sample: the final sample follows
+	}
+	for _, e := range []struct {
+		what string
+		err  error
+	}{{"heap", heapErr}, {"goroutines", gorErr}, {"metrics", mErr}} {
+		if e.err == nil {
+			continue
+		}
+		if errors.Is(e.err, errNoMetrics) {
+			if !t.noMetrics {
+				t.noMetrics = true
+				fmt.Fprintf(t.log, "%s: no /metrics (404): no GC pauses, and heap in use from the heap profile alone\n", t.name)
+			}
+			continue
+		}
+		s.Errors = append(s.Errors, e.what+": "+e.err.Error())
+	}
+	if s.Metrics == nil && mErr == nil && !t.noMetrics {
+		t.noMetrics = true
+		fmt.Fprintf(t.log, "%s: /metrics has no Go collector (go_memstats_heap_inuse_bytes, go_gc_duration_seconds): no GC pauses\n", t.name)
+	}
+	res, _ := t.conv.Add(s)
+	if t.metrics != nil {
+		t.metrics.observe(t.name, res, len(s.Errors) > 0)
+	}
+	t.say(res, s.Errors)
+	return res
+}
+
+// say writes the sample on the terminal: one line of figures, then what
+// failed and what is over its limit.
+func (t *target) say(r goheap.Result, errs []string) {
+	var parts []string
+	if r.HasHeapInuse {
+		parts = append(parts, "heap in use "+units.Format(r.HeapInuse))
+	}
+	if len(r.Top) > 0 {
+		parts = append(parts, fmt.Sprintf("largest %s %s", r.Top[0].Label, units.Format(r.Top[0].Bytes)))
+	}
+	if r.Goroutines >= 0 {
+		parts = append(parts, fmt.Sprintf("goroutines %d (baseline %d)", r.Goroutines, r.Baseline))
+	}
+	if r.HasGCPause {
+		parts = append(parts, fmt.Sprintf("GC pause p99 %v", r.GCPauseP99))
+	}
+	if r.HasRates {
+		parts = append(parts, fmt.Sprintf("allocating %s/s", units.Format(uint64(r.AllocBytesRate))))
+	}
+	what := "sample"
+	if t.final {
+		what = "final sample (after a forced GC)"
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "nothing read")
+	}
+	fmt.Fprintf(t.log, "%s %s %d: %s\n", t.name, what, r.N, strings.Join(parts, ", "))
+	for _, e := range errs {
+		fmt.Fprintf(t.log, "%s sample %d failed: %s; the watch goes on\n", t.name, r.N, e)
+	}
+	if r.Restarted != "" {
+		fmt.Fprintf(t.log, "%s restarted: %s\n", t.name, r.Restarted)
+	}
+	for _, b := range r.Breaches {
+		fmt.Fprintf(t.log, "%s OVER A LIMIT: %s\n", t.name, b)
+	}
+}
+
+// stop takes the final sample (after a forced GC, within timeout) and
+// ends the trace.
+func (t *target) stop(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	t.final = true
+	t.sample(ctx)
+	if err := t.rec.Close(); err != nil {
+		fmt.Fprintf(t.log, "%s: closing its trace: %v\n", t.name, err)
+	}
+	t.fetch.client.CloseIdleConnections()
+}
