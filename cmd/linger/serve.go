@@ -79,6 +79,9 @@ type kernelFlags struct {
 	// The PyTorch snapshots the server imports (server/imports.go).
 	watchSnapshots time.Duration
 	maxSnapshot    uint64
+	// The probes inside services that stream to the server (server/probes.go).
+	probeIdle     time.Duration
+	maxProbeBatch uint64
 }
 
 func (k *kernelFlags) register(fs *flag.FlagSet) {
@@ -100,6 +103,16 @@ func (k *kernelFlags) register(fs *flag.FlagSet) {
 	fs.Func("max-snapshot-size", "the largest PyTorch snapshot the root page may upload (`SIZE`, default 64GiB)", func(s string) error {
 		n, err := units.Parse(s)
 		k.maxSnapshot = n
+		return err
+	})
+	fs.DurationVar(&k.probeIdle, "probe-idle", server.DefaultProbeIdle, "end the trace of a probe that sent nothing for this long (it begins a new one when it comes back)")
+	k.maxProbeBatch = server.DefaultMaxProbeBatchBytes
+	fs.Func("max-probe-batch", "the largest batch of events a probe may send at once (`SIZE`, default 8MiB)", func(s string) error {
+		n, err := units.Parse(s)
+		if err == nil && n == 0 {
+			err = errors.New("a batch bound of 0 refuses every probe")
+		}
+		k.maxProbeBatch = n
 		return err
 	})
 	fs.StringVar(&k.metricsAddr, "metrics-addr", "", "also serve GET /metrics, and nothing else, without a token on `HOST:PORT` (for a cluster's Prometheus; the main address's /metrics needs the login)")
@@ -231,6 +244,7 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		IOPubMsgRateLimit: noLimit(c.msgRate), IOPubDataRateLimit: noLimit(c.dataRate), RateLimitWindow: c.rateWindow,
 		AllowRemote: c.allowRemote, AllowHosts: c.allowHosts,
 		WatchSnapshots: c.watchSnapshots, MaxSnapshotBytes: int64(min(c.maxSnapshot, math.MaxInt64)),
+		ProbeIdle: c.probeIdle, MaxProbeBatchBytes: int64(min(c.maxProbeBatch, math.MaxInt64)),
 	}
 	if c.rules != nil {
 		opts.SnapshotRules, opts.SnapshotRulesName = c.rules, filepath.Base(c.rulesFile)
