@@ -58,7 +58,7 @@ func runTraceImport(_ context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	s := res.Snapshot
-	fmt.Fprintf(stdout, "wrote %s: device %d, %d events from %s (%s) in %s\n", *out, res.Device, res.Events, pos[0], s.Format, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "wrote %s: %s, %d events from %s (%s) in %s\n", *out, deviceName(res), res.Events, pos[0], s.Format, time.Since(start).Round(time.Millisecond))
 	if res.PreHistory > 0 {
 		fmt.Fprintf(stdout, "history starts late: the snapshot's trace had dropped its oldest entries (max_entries); %d blocks and segments alive before its first entry are allocated at its start\n", res.PreHistory)
 	}
@@ -75,6 +75,16 @@ func runTraceImport(_ context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "warning: %s\n", res.Truncated)
 	}
 	return nil
+}
+
+// deviceName says which device an import read: "device 0", or, for a
+// snapshot cut short before the end of its device_traces (which says
+// whose each trace is), that it cannot tell.
+func deviceName(res *torchsnap.Imported) string {
+	if res.Device < 0 {
+		return "device unknown (the snapshot was cut short before it says whose trace this is)"
+	}
+	return fmt.Sprintf("device %d", res.Device)
 }
 
 // deviceMemoryFlag registers --device-memory on fs.

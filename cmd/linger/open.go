@@ -242,7 +242,7 @@ func importOnce(snap, out string, set importSettings, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "imported %s: device %d, %d events (%s) in %s\n", snap, res.Device, res.Events, res.Snapshot.Format, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stderr, "imported %s: %s, %d events (%s) in %s\n", snap, deviceName(res), res.Events, res.Snapshot.Format, time.Since(start).Round(time.Millisecond))
 	if err := os.WriteFile(keyFile, []byte(set.key()), 0o644); err != nil {
 		fmt.Fprintf(stderr, "warning: %v: the next open imports %s again\n", err, snap)
 	}
