@@ -14,16 +14,16 @@ build:
 	$(GO) build -o $(BIN) ./cmd/linger
 
 # The main job: the notebook server on a copy of the repository's scenario
-# notebooks (examples/ copied once into out/notebooks, so that running and
-# saving them leaves the repository's files alone; remove out/notebooks for
-# a fresh copy), with the kernels' traces in out/traces. It prints its URL
+# notebooks (examples/*.ipynb, not the example gateway beside them, copied
+# once into out/notebooks, so that running and saving them leaves the
+# repository's files alone; remove out/notebooks for a fresh copy), with the kernels' traces in out/traces. It prints its URL
 # with the token (open it, or point a Jupyter client at it); Ctrl-C stops
 # it and its kernels. ADDR=127.0.0.1:0 picks a free port.
 ADDR    ?= 127.0.0.1:8888
 NOTEBOOKS := $(OUT)/notebooks
 run: build
 	@mkdir -p $(OUT)/traces
-	@[ -d $(NOTEBOOKS) ] || { mkdir -p $(OUT) && cp -R examples $(NOTEBOOKS) && echo "copied examples/ into $(NOTEBOOKS)"; }
+	@[ -d $(NOTEBOOKS) ] || { mkdir -p $(NOTEBOOKS) && cp examples/*.ipynb $(NOTEBOOKS)/ && echo "copied examples/*.ipynb into $(NOTEBOOKS)"; }
 	$(BIN) serve --dir $(NOTEBOOKS) --addr $(ADDR) --trace-dir $(OUT)/traces
 
 # The engine on its own: a 128K-token request on a qwen2-1.5b-shaped model on
