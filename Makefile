@@ -34,6 +34,19 @@ demo: build
 	$(BIN) generate --model qwen2-1.5b --device meta --prompt-tokens 131072 --chunk-size 2048 --max-new-tokens 16 --trace $(OUT)/qwen2-1.5b-128k.ltrace
 	$(BIN) generate --model small --device cpu --prompt "Memory that outlives its scope is memory that lingers." --max-new-tokens 24 --trace $(OUT)/small-cpu.ltrace
 
+# The example gateway (docs/gateway.md) for a person to try: bin/gateway
+# with a redis-server beside it (127.0.0.1:$(REDIS_PORT), nothing kept on
+# disk) and a Linger server receiving its probe, all on 127.0.0.1; it
+# prints the URLs and a linger load command. GATEWAY_FLAGS="" runs the
+# fixed gateway (default: --leaky, every leak on). Ctrl-C stops all three.
+GATEWAY_FLAGS ?= --leaky
+REDIS_PORT    ?= 6380
+.PHONY: gateway
+gateway: build
+	$(GO) build -o bin/gateway ./examples/gateway/cmd/gateway
+	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server; }
+	GATEWAY_FLAGS="$(GATEWAY_FLAGS)" REDIS_PORT=$(REDIS_PORT) bash scripts/gateway.sh
+
 test: check-fmt check-generated check-ui $(JS_DEPS) browser cuda-check
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 $(PKGS)

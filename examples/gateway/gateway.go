@@ -318,16 +318,15 @@ func (g *Gateway) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	b := newBody(data, req.Alloc(event.CategoryOther, "request body", uint64(len(data)), event.ScopeRequest))
 	defer b.release()
-	sum := sha256.Sum256(data)
-	hash := hex.EncodeToString(sum[:16])
-	kept, release := preview(b, g.opts.Leaks.Substring)
-	g.docs.add(hash, kept, release)
-
 	prompt, nchunks := g.tokenize(req, data)
 	if len(prompt) > g.cfg.MaxContext {
 		fail(http.StatusBadRequest, "prompt of %d tokens is longer than the model's context of %d", len(prompt), g.cfg.MaxContext)
 		return
 	}
+	sum := sha256.Sum256(data)
+	hash := hex.EncodeToString(sum[:16])
+	kept, release := preview(b, g.opts.Leaks.Substring)
+	g.docs.add(hash, kept, release)
 	_, result := g.embedding(r.Context(), tenant, hash, prompt)
 	g.m.cache.WithLabelValues(result).Inc()
 
