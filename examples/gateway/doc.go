@@ -21,6 +21,9 @@
 //   - Tokenizer: the tokenizer's encode cache unbounded and keyed by a
 //     fresh key per call; the fixed one is a bounded LRU keyed by the
 //     chunk's content.
+//   - Chunks: each prompt chunk copied into a buffer of its own, the
+//     chunk allocation rate the report alerts on; the fixed chunker takes
+//     each chunk as a substring of the prompt's text.
 //
 // docs/gateway.md says how each is recorded and what Linger shows of it;
 // the main package is examples/gateway/cmd/gateway.

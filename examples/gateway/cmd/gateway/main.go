@@ -2,7 +2,7 @@
 // for Linger to watch (package linger/examples/gateway, docs/gateway.md):
 //
 //	gateway [--addr 127.0.0.1:8080] [--model qwen2-1.5b] [--device meta|cpu] [--redis 127.0.0.1:6379]
-//	        [--linger URL --linger-token T | --trace FILE] [--leak-substring] [--leak-cache] [--leak-tokenizer] [flags]
+//	        [--linger URL --linger-token T | --trace FILE] [--leak-substring] [--leak-cache] [--leak-tokenizer] [--leak-chunks] [flags]
 //
 // It prints the URL it serves at, and serves until SIGINT or SIGTERM:
 // POST /v1/generate?tenant=T&max_new_tokens=M with the prompt's text as
@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -49,6 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		addr, maxBody, lingerURL, token string
 		probeName, trace                string
 		leaky, allowRemote              bool
+		memProfileRate                  int
 		ttl, window, sweep              time.Duration
 	)
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
@@ -72,7 +74,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.Leaks.Substring, "leak-substring", false, "leak: the document index keeps a slice of each body, and so the whole body (field report §5)")
 	fs.BoolVar(&o.Leaks.Cache, "leak-cache", false, "leak: embedding cache entries without a TTL, never evicted (field report §4.1)")
 	fs.BoolVar(&o.Leaks.Tokenizer, "leak-tokenizer", false, "leak: the tokenizer's encode cache unbounded, a fresh key per call")
+	fs.BoolVar(&o.Leaks.Chunks, "leak-chunks", false, "each prompt chunk copied into a buffer of its own: the chunk allocation rate the field report alerts on")
 	fs.BoolVar(&leaky, "leaky", false, "every leak above")
+	fs.IntVar(&memProfileRate, "mem-profile-rate", 0, "runtime.MemProfileRate: sample an allocation every `BYTES` on average (0: Go's 512 KiB; 1: every one, exact heap profiles for linger watch at a cost)")
 	fs.StringVar(&lingerURL, "linger", "", "post the probe's events to the Linger server at `URL`")
 	fs.StringVar(&token, "linger-token", "", "the Linger server's token (default $LINGER_TOKEN)")
 	fs.StringVar(&probeName, "probe-name", "gateway", "the probe's name: the server's live source and trace are named after it")
@@ -84,7 +88,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	if leaky {
-		o.Leaks = gateway.Leaks{Substring: true, Cache: true, Tokenizer: true}
+		o.Leaks = gateway.Leaks{Substring: true, Cache: true, Tokenizer: true, Chunks: true}
+	}
+	if memProfileRate < 0 {
+		return fmt.Errorf("%w: --mem-profile-rate %d: want 0 or more", errUsage, memProfileRate)
+	}
+	if memProfileRate > 0 {
+		runtime.MemProfileRate = memProfileRate
 	}
 	n, err := units.Parse(maxBody)
 	if err != nil {
