@@ -14,16 +14,16 @@ build:
 	$(GO) build -o $(BIN) ./cmd/linger
 
 # The main job: the notebook server on a copy of the repository's scenario
-# notebooks (examples/ copied once into out/notebooks, so that running and
-# saving them leaves the repository's files alone; remove out/notebooks for
-# a fresh copy), with the kernels' traces in out/traces. It prints its URL
+# notebooks (examples/*.ipynb, not the example gateway beside them, copied
+# once into out/notebooks, so that running and saving them leaves the
+# repository's files alone; remove out/notebooks for a fresh copy), with the kernels' traces in out/traces. It prints its URL
 # with the token (open it, or point a Jupyter client at it); Ctrl-C stops
 # it and its kernels. ADDR=127.0.0.1:0 picks a free port.
 ADDR    ?= 127.0.0.1:8888
 NOTEBOOKS := $(OUT)/notebooks
 run: build
 	@mkdir -p $(OUT)/traces
-	@[ -d $(NOTEBOOKS) ] || { mkdir -p $(OUT) && cp -R examples $(NOTEBOOKS) && echo "copied examples/ into $(NOTEBOOKS)"; }
+	@[ -d $(NOTEBOOKS) ] || { mkdir -p $(NOTEBOOKS) && cp examples/*.ipynb $(NOTEBOOKS)/ && echo "copied examples/*.ipynb into $(NOTEBOOKS)"; }
 	$(BIN) serve --dir $(NOTEBOOKS) --addr $(ADDR) --trace-dir $(OUT)/traces
 
 # The engine on its own: a 128K-token request on a qwen2-1.5b-shaped model on
@@ -33,6 +33,19 @@ demo: build
 	@mkdir -p $(OUT)
 	$(BIN) generate --model qwen2-1.5b --device meta --prompt-tokens 131072 --chunk-size 2048 --max-new-tokens 16 --trace $(OUT)/qwen2-1.5b-128k.ltrace
 	$(BIN) generate --model small --device cpu --prompt "Memory that outlives its scope is memory that lingers." --max-new-tokens 24 --trace $(OUT)/small-cpu.ltrace
+
+# The example gateway (docs/gateway.md) for a person to try: bin/gateway
+# with a redis-server beside it (127.0.0.1:$(REDIS_PORT), nothing kept on
+# disk) and a Linger server receiving its probe, all on 127.0.0.1; it
+# prints the URLs and a linger load command. GATEWAY_FLAGS="" runs the
+# fixed gateway (default: --leaky, every leak on). Ctrl-C stops all three.
+GATEWAY_FLAGS ?= --leaky
+REDIS_PORT    ?= 6380
+.PHONY: gateway
+gateway: build
+	$(GO) build -o bin/gateway ./examples/gateway/cmd/gateway
+	@command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server; }
+	GATEWAY_FLAGS="$(GATEWAY_FLAGS)" REDIS_PORT=$(REDIS_PORT) bash scripts/gateway.sh
 
 test: check-fmt check-generated check-ui $(JS_DEPS) browser cuda-check
 	$(GO) vet $(PKGS)

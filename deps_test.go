@@ -69,6 +69,10 @@ var policy = map[string][]string{
 	// not even the leaves (see sealed), and no module outside the
 	// standard library (stdlibOnly): a service links no more.
 	"probe": {"timeline/event"},
+	// The example services (examples/gateway): a Go service as a user
+	// writes one, on the engine, instrumented with the probe, writing a
+	// trace file through the timeline's writer; never the server.
+	"examples": {"examples/...", "engine/...", "probe", "timeline", "timeline/event"},
 	// The notebook formats and the notebook directory, no engine.
 	"notebooks":     {"notebooks/nbformat", "notebooks/msg"},
 	"notebooks/msg": {},
@@ -103,7 +107,7 @@ var sealed = []string{"probe"}
 // kernel process, the engine itself, and the binaries and tests that
 // link them. Every other package runs in the server or below it.
 var (
-	engineSide = []string{"kernel", "engine/...", "cmd/...", "test/...", "deploy"}
+	engineSide = []string{"kernel", "engine/...", "cmd/...", "test/...", "deploy", "examples/..."}
 	kernelOnly = []string{module + "/engine/...", module + "/kernel", "go.starlark.net/..."}
 )
 
@@ -121,11 +125,11 @@ var (
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, and internal/browsertest chromedp, but
 // nothing of Linger.)
-var stdlibOnly = []string{"timeline/event", "probe", "timeline/pickle", "internal/units", "internal/testbin", "server/httperr", "timeline/event/eventtest", "engine/device/devicetest"}
+var stdlibOnly = []string{"timeline/event", "probe", "timeline/pickle", "internal/units", "internal/testbin", "internal/redistest", "server/httperr", "timeline/event/eventtest", "engine/device/devicetest"}
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.
-var testOnly = []string{"timeline/event/eventtest", "timeline/goheap/goheaptest", "server/hub/hubtest", "notebooks/msg/msgtest", "internal/testbin", "internal/browsertest", "engine/device/devicetest"}
+var testOnly = []string{"timeline/event/eventtest", "timeline/goheap/goheaptest", "server/hub/hubtest", "notebooks/msg/msgtest", "internal/testbin", "internal/redistest", "internal/browsertest", "engine/device/devicetest"}
 
 func matches(pattern, pkg string) bool {
 	if pattern == "*" {
@@ -232,6 +236,13 @@ func TestPolicyRejects(t *testing.T) {
 		{"probe", "server", false},
 		{"server", "probe", true},
 		{"timeline", "probe", false},
+		{"examples/gateway", "probe", true},
+		{"examples/gateway", "engine", true},
+		{"examples/gateway/cmd/gateway", "examples/gateway", true},
+		{"examples/gateway", "server", false},
+		{"examples/gateway", "kernel", false},
+		{"examples/gateway", "timeline/analyze", false},
+		{"probe", "examples/gateway", false},
 	} {
 		if got := allowed(c.pkg, c.dep); got != c.ok {
 			t.Errorf("allowed(%q, %q) = %v, want %v", c.pkg, c.dep, got, c.ok)

@@ -11,6 +11,7 @@
 //	linger trace export --format perfetto|memviz-json|memviz-pickle|pprof [--at peak|end|SEQ] FILE -o OUT
 //	linger trace diff A B [--json]
 //	linger singleuser [--kernel-memory SIZE] [--trace-dir DIR] [--metrics-addr HOST:PORT]
+//	linger load URL [--concurrency N] [--duration D] [--requests N] [--prompt-tokens T] [--distinct K] [--tenants K] [--json] [--allow-remote]
 //	linger kernel
 //	linger help [COMMAND]
 //
@@ -49,6 +50,7 @@ var commands = map[string]cli.Command{
 	"singleuser": {Summary: "the notebook server as a JupyterHub single-user server (configured by the hub's environment)", Run: runSingleuser},
 	"run":        {Summary: "execute a notebook headless in a fresh kernel; fail on errors or a gate (lingering, duplicates, growth, peak, outside memory)", Run: runNotebook},
 	"kernel":     {Summary: "a kernel process (started by the server)", Run: runKernel},
+	"load":       {Summary: "concurrent long prompts at a service on this machine, for a bounded time: progress, then requests, errors and latency percentiles", Run: runLoad},
 }
 
 // errUsage marks an error caused by the command line; main exits 2 for it.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"linger/internal/testbin"
 	"linger/internal/units"
 	"linger/notebooks/nbformat"
 	"linger/server/kernels"
@@ -28,7 +29,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "kernel" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testbin.Remove() // the binaries serve_test and gateway_test built
+	os.Exit(code)
 }
 
 func writeNotebook(t *testing.T, dir, name string, sources ...string) string {

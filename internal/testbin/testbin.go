@@ -1,5 +1,6 @@
-// Package testbin builds the linger command (and linger-cuda) for tests
-// that run it as a user would: kernel processes, linger run, linger serve.
+// Package testbin builds the linger command (and linger-cuda, and the
+// example gateway) for tests that run it as a user would: kernel
+// processes, linger run, linger serve, a service to watch.
 //
 // Each binary is built once per test binary, on the first call to Linger
 // (LingerCUDA), and shared by every test after it. A package that uses it
@@ -34,6 +35,7 @@ type binary struct {
 var (
 	linger     = binary{pkg: "linger/cmd/linger", name: "linger"}
 	lingerCUDA = binary{pkg: "linger/cmd/linger-cuda", name: "linger-cuda", tags: []string{"cuda"}}
+	gateway    = binary{pkg: "linger/examples/gateway/cmd/gateway", name: "gateway"}
 )
 
 var (
@@ -58,6 +60,13 @@ func Linger(t testing.TB) string {
 func LingerCUDA(t testing.TB) string {
 	t.Helper()
 	return get(t, lingerCUDA)
+}
+
+// Gateway is Linger for the example gateway
+// (examples/gateway/cmd/gateway, docs/gateway.md).
+func Gateway(t testing.TB) string {
+	t.Helper()
+	return get(t, gateway)
 }
 
 func get(t testing.TB, b binary) string {
