@@ -46,7 +46,7 @@ func TestPrometheusRules(t *testing.T) {
 // goCollector are the series of client_golang's Go collector the rules
 // and the dashboard read (its names, from its collector's source:
 // go_collector.go and the runtime/metrics mapping).
-var goCollector = []string{"go_memstats_heap_inuse_bytes", "go_gc_duration_seconds", "go_gc_pauses_seconds_bucket", "go_goroutines"}
+var goCollector = []string{"go_memstats_heap_inuse_bytes", "go_gc_duration_seconds", "go_gc_pauses_seconds_bucket", "go_sched_pauses_total_gc_seconds_bucket", "go_goroutines"}
 
 // lingerMetrics are the metric names Linger's code exports: every
 // "linger_…" string of its non-test Go source (the server's, the

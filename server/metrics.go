@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"linger/timeline/traces"
 	"net"
 	"net/http"
@@ -94,8 +95,20 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for st, n := range states {
 		ch <- prometheus.MustNewConstMetric(m.kernelState, prometheus.GaugeValue, float64(n), st)
 	}
+	// The tracks as of each trace's head when the scrape began: a trace
+	// the server has not followed yet is caught up first, for at most a
+	// second in all; one still behind then gives no sample this scrape,
+	// never a stale one (a first 0, then the real figure, would look like
+	// growth to an alert).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
 	tracks := func(id, kind string, src traces.Source) {
-		v := m.s.traces.Live(src).Index().Now()
+		head := src.Head()
+		t := m.s.traces.Current(ctx, src)
+		if _, seq, _ := t.Index().Last(); seq < head {
+			return
+		}
+		v := t.Index().Now()
 		for _, t := range []struct {
 			d *prometheus.Desc
 			v uint64

@@ -107,14 +107,18 @@ func (s *Server) sourceByID(id string) traces.Source {
 	return nil
 }
 
-// liveSource returns the live trace of the kernel id, or of the source
-// id (kernel ids are UUIDs, which no source id can be mistaken for), or a
-// 404.
+// liveSource returns the live trace of the kernel id, or else of the
+// source id, or a 404. Kernels first: a source (a probe names its own)
+// named as a kernel's id never answers for the kernel.
 func (s *Server) liveSource(id string) (traces.Source, error) {
+	src, err := s.kernelSource(id)
+	if err == nil {
+		return src, nil
+	}
 	if src := s.sourceByID(id); src != nil {
 		return src, nil
 	}
-	return s.kernelSource(id)
+	return nil, err
 }
 
 // liveRecorder is the Recorder of liveSource(id).

@@ -43,6 +43,12 @@ func TestLiveSource(t *testing.T) {
 	if err := ts.s.AddSource(LiveSource{ID: "svc", Recorder: rec}); err == nil {
 		t.Error("a second source of id svc was added")
 	}
+	// Scraped before anything followed it: its figures as they are, not
+	// a 0 that an alert would take for growth when the next scrape says 4 MiB.
+	_, b := ts.do(t, "GET", "/metrics", "")
+	if want := `linger_source_allocated_bytes{kind="watch",source="svc"} 4.194304e+06`; !strings.Contains(string(b), want) {
+		t.Errorf("the first scrape lacks %s", want)
+	}
 
 	code, b := ts.do(t, "GET", "/api/timeline/sources", "")
 	var list []sourceEntry

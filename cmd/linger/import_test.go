@@ -33,6 +33,11 @@ func TestTraceImport(t *testing.T) {
 			t.Errorf("import output lacks %q:\n%s", want, stdout)
 		}
 	}
+	if fi, err := os.Stat(out); err != nil {
+		t.Error(err)
+	} else if fi.Mode().Perm() != 0o644 {
+		t.Errorf("the trace's mode is %v; want 0644, readable by whoever shares the directory", fi.Mode())
+	}
 	code, stdout, stderr = runCLI(t, "trace", "analyze", out)
 	if code != 0 || !strings.Contains(stdout, "out of memory: 1 allocation(s) failed") || !strings.Contains(stdout, "3.0 MiB free") {
 		t.Errorf("analyze of the import: exit %d %s\n%s", code, stderr, stdout)

@@ -585,7 +585,14 @@ func (c *converter) write(out, tmp, truncated string, steps *stepper, res *Impor
 	if err != nil {
 		return 0, 0, fmt.Errorf("import: %w", err)
 	}
+	// A trace as os.Create would have made it, readable by the others
+	// sharing the directory (CreateTemp's is the owner's alone).
+	err = part.Chmod(0o644)
 	part.Close()
+	if err != nil {
+		os.Remove(part.Name())
+		return 0, 0, fmt.Errorf("import: %w", err)
+	}
 	w, err := timeline.Create(part.Name())
 	if err != nil {
 		os.Remove(part.Name())
