@@ -289,6 +289,20 @@ func (t *sender) post(end bool) (more bool, err error) {
 		}
 		p.mu.Unlock()
 		return true, nil
+	case (code == http.StatusBadRequest || code == http.StatusRequestEntityTooLarge) && from <= to:
+		// The server refuses these events and would refuse them again
+		// (a body it cannot take, over its bound): they are dropped and
+		// counted, as a full ring's are, so that the rest still goes.
+		t.full = true
+		p.mu.Lock()
+		if to <= p.seq && from == p.acked+1 {
+			n := to - p.acked
+			p.acked = to
+			p.dropped += n
+			p.lost += n
+		}
+		p.mu.Unlock()
+		return false, t.failed(fmt.Errorf("server refused events %d to %d, dropped (%d): %s", from, to, code, ans.Message))
 	default:
 		t.full = true
 		return false, t.failed(fmt.Errorf("server answered %d: %s", code, ans.Message))

@@ -14,6 +14,10 @@ import (
 	"linger/timeline/event"
 )
 
+// MaxIDs bounds the string and site ids a Linger server takes from one
+// probe (what it keeps of one): Options.MaxStrings is held under it.
+const MaxIDs = 1 << 16
+
 // Defaults of Options.
 const (
 	DefaultRingEvents    = 1 << 15
@@ -180,6 +184,8 @@ func New(opts Options) (*Probe, error) {
 	if opts.MaxStrings <= 0 {
 		opts.MaxStrings = DefaultMaxStrings
 	}
+	// Room for the overflow label, and under what a server takes.
+	opts.MaxStrings = min(opts.MaxStrings, MaxIDs-1)
 	if opts.CloseTimeout <= 0 {
 		opts.CloseTimeout = DefaultCloseTimeout
 	}
@@ -331,21 +337,33 @@ func (p *Probe) dropLocked() {
 	p.lost++
 }
 
+// DroppedMark and DroppedCounter are what a probe records once the server
+// takes its events again after its ring filled: a mark with this text,
+// and the counter of this name with the events dropped so far (one text
+// each, however many outages: the count is the counter's value, not a new
+// string each time).
+const (
+	DroppedMark    = "probe: events dropped while the server was away (the ring was full); the counter probe_events_dropped says how many so far"
+	DroppedCounter = "probe_events_dropped"
+)
+
 // repairLocked records, room allowing with reserve slots to spare, a mark
-// saying how many events were dropped, then the frees and scope ends
+// saying events were dropped and the counter of how many, then the frees and scope ends
 // whose events were dropped though their objects' and scopes' beginnings
 // were recorded, so that the trace does not take freed objects for
 // leaks. It reports whether all of it was recorded.
 func (p *Probe) repairLocked(now int64, reserve int) bool {
 	room := func() bool { return p.seq-p.acked+uint64(reserve) < uint64(len(p.ring)) }
 	if p.lost > 0 {
-		if !room() {
+		if p.seq-p.acked+uint64(reserve)+1 >= uint64(len(p.ring)) { // room for two
 			return false
 		}
-		l, _ := p.internLocked(fmt.Sprintf("probe: %d events dropped while the server was away (ring of %d events full)", p.lost, len(p.ring)))
-		ev := event.Event{Kind: event.KindMark, Label: l.id}
-		p.stampLocked(&ev, now)
-		p.ring[ev.Seq&p.mask] = ev
+		mark, _ := p.internLocked(DroppedMark)
+		counter, _ := p.internLocked(DroppedCounter)
+		for _, ev := range []event.Event{{Kind: event.KindMark, Label: mark.id}, {Kind: event.KindCounter, Label: counter.id, Size: p.dropped}} {
+			p.stampLocked(&ev, now)
+			p.ring[ev.Seq&p.mask] = ev
+		}
 		p.lost = 0
 	}
 	n := 0

@@ -266,7 +266,25 @@ func contiguous(t *testing.T, evs []event.Event) {
 	}
 }
 
-var droppedMark = regexp.MustCompile(`^probe: (\d+) events dropped while the server was away`)
+// counters are the last value of each counter of the trace at path, by
+// name.
+func counters(t *testing.T, path string) map[string]uint64 {
+	t.Helper()
+	f, err := timeline.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	if err := f.Replay(func(e event.Event) error {
+		if e.Kind == event.KindCounter {
+			out[f.String(e.Label)] = e.Size
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
 
 // TestProbeServerAway: the server's address goes away while a request is
 // open with its buffer alive; the probe keeps what fits in its ring and
@@ -317,8 +335,11 @@ func TestProbeServerAway(t *testing.T) {
 	if uint64(len(evs)) != st.Recorded || st.Sent != st.Recorded {
 		t.Errorf("the trace has %d events; the probe recorded %d and had %d acknowledged", len(evs), st.Recorded, st.Sent)
 	}
-	if len(marks) != 1 || droppedMark.FindStringSubmatch(marks[0]) == nil || droppedMark.FindStringSubmatch(marks[0])[1] != fmt.Sprint(st.Dropped) {
-		t.Errorf("marks %q, want one saying %d events were dropped", marks, st.Dropped)
+	if len(marks) != 1 || marks[0] != probe.DroppedMark {
+		t.Errorf("marks %q, want one saying events were dropped", marks)
+	}
+	if n := counters(t, filepath.Join(dir, st.Trace))[probe.DroppedCounter]; n != st.Dropped {
+		t.Errorf("counter %s is %d, want the %d events the probe dropped", probe.DroppedCounter, n, st.Dropped)
 	}
 	last := evs[len(evs)-2:]
 	if last[0].Kind != event.KindFree || last[0].Size != promptBytes || last[1].Kind != event.KindScopeEnd {
@@ -348,12 +369,15 @@ func TestProbeLostAnswer(t *testing.T) {
 	dir := t.TempDir()
 	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
 	var mu sync.Mutex
-	lose := 2
+	lose, loseEnd := 2, 1 // two answers on the way, and the last one
 	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		drop := lose > 0 && r.URL.Query().Get("end") == ""
 		if drop {
 			lose--
+		} else if r.URL.Query().Get("end") == "1" && loseEnd > 0 {
+			drop = true
+			loseEnd--
 		}
 		mu.Unlock()
 		if !drop {
@@ -379,14 +403,19 @@ func TestProbeLostAnswer(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if lose != 0 {
-		t.Fatalf("%d answers left to lose: the test lost none", lose)
+	if lose != 0 || loseEnd != 0 {
+		t.Fatalf("%d answers and %d last ones left to lose: the test lost none", lose, loseEnd)
 	}
 	st := p.Stats()
 	evs, _, _ := readTrace(t, filepath.Join(dir, st.Trace))
 	contiguous(t, evs)
 	if uint64(len(evs)) != st.Recorded {
 		t.Errorf("the trace has %d events, the probe recorded %d", len(evs), st.Recorded)
+	}
+	// The last batch, taken once: its lost answer given again, not a
+	// second trace of it.
+	if got := dirNames(t, dir); len(got) != 1 || got[0] != st.Trace {
+		t.Errorf("the trace directory holds %v; want the probe's one trace, %s", got, st.Trace)
 	}
 }
 
@@ -618,4 +647,85 @@ func BenchmarkProbeIngest(b *testing.B) {
 		b.Fatalf("%d events dropped", st.Dropped)
 	}
 	b.ReportMetric(float64(st.Sent)/time.Since(start).Seconds(), "events/s")
+}
+
+// A probe asked to intern more strings than a server takes of one is held
+// under the server's bound (probe.MaxIDs): its strings past it read as
+// the overflow label, and every event reaches the trace; it used to post
+// a string id the server refused, again and again, dropping all after.
+func TestProbeStringBound(t *testing.T) {
+	dir := t.TempDir()
+	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
+	p := newProbe(t, probe.Options{Name: "gateway", MaxStrings: probe.MaxIDs + 5000, RingEvents: 1 << 17})
+	if err := p.Dial(ts.URL, testToken); err != nil {
+		t.Fatal(err)
+	}
+	const n = probe.MaxIDs + 500
+	for i := range n {
+		p.Mark(fmt.Sprintf("mark %d", i))
+	}
+	waitFor(t, "every mark to be taken", func() bool { st := p.Stats(); return st.Pending == 0 && st.Err == nil })
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	if st.Dropped != 0 {
+		t.Errorf("%d events dropped, want none", st.Dropped)
+	}
+	_, marks, _ := readTrace(t, filepath.Join(dir, st.Trace))
+	overflow := 0
+	for _, m := range marks {
+		if m == probe.OverflowLabel {
+			overflow++
+		}
+	}
+	if len(marks) != n || overflow < 500 || marks[0] != "mark 0" {
+		t.Errorf("%d marks, %d of them the overflow label; want all %d, the last ones past the bound as the overflow label", len(marks), overflow, n)
+	}
+}
+
+// A batch the server refuses for good (400, 413: it would refuse it
+// again) is dropped and counted, as a full ring's events are, and the
+// probe goes on: it used to post the same batch forever, dropping all
+// that came after it.
+func TestProbeRefusedBatch(t *testing.T) {
+	dir := t.TempDir()
+	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
+	var mu sync.Mutex
+	posts := 0
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts++
+		refuse := posts == 2
+		mu.Unlock()
+		if refuse {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			fmt.Fprint(w, `{"message": "batch over this server's bound"}`)
+			return
+		}
+		ts.s.Handler().ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	p := newProbe(t, probe.Options{Name: "gateway"})
+	if err := p.Dial(front.URL, testToken); err != nil {
+		t.Fatal(err)
+	}
+	p.Mark("first")
+	waitFor(t, "the first batch", func() bool { return p.Stats().Sent > 0 })
+	p.Mark("refused")
+	waitFor(t, "the refused batch to be dropped", func() bool { return p.Stats().Dropped > 0 })
+	p.Mark("after")
+	waitFor(t, "the probe to go on", func() bool { st := p.Stats(); return st.Pending == 0 && st.Err == nil })
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, name := range dirNames(t, dir) {
+		_, marks, _ := readTrace(t, filepath.Join(dir, name))
+		all = append(all, marks...)
+	}
+	if !slices.Contains(all, "first") || !slices.Contains(all, "after") || slices.Contains(all, "refused") || !slices.Contains(all, probe.DroppedMark) {
+		t.Errorf("the traces' marks %q: want first, after and the dropped mark, not the refused one", all)
+	}
 }

@@ -29,14 +29,18 @@ const (
 	// maxProbeStrings and maxProbeSites bound the ids a probe may define,
 	// and so what the server keeps of one: a probe interns at most
 	// probe.DefaultMaxStrings strings unless told otherwise.
-	maxProbeStrings = 1 << 16
-	maxProbeSites   = 1 << 16
+	maxProbeStrings = probe.MaxIDs
+	maxProbeSites   = probe.MaxIDs
 	// markString is the id of the server's own mark in a probe's trace,
 	// outside the probe's ids.
 	markString = maxProbeStrings + 1
 	// keepEndedProbes is how many ended probes stay listed among the live
 	// sources (not live), the newest; their traces stay saved.
 	keepEndedProbes = 16
+	// keepEndedInstances is how many ended probe instances the server
+	// remembers the end of, so that a batch it took whose answer was lost
+	// is answered again rather than taken twice.
+	keepEndedInstances = 1024
 )
 
 // probeRecorder keeps a probe's trace small in memory, for the hundred
@@ -54,7 +58,11 @@ type probeSet struct {
 	sessions map[probeKey]*probeSession
 	names    map[string]bool // trace file names given
 	ended    []string        // source ids of ended probes, oldest first
-	closed   bool
+	// done is where each ended instance's trace stopped, the oldest
+	// forgotten first (doneOrder) past keepEndedInstances.
+	done      map[probeKey]probe.Answer
+	doneOrder []probeKey
+	closed    bool
 }
 
 type probeKey struct{ name, instance string }
@@ -72,6 +80,9 @@ type probeSession struct {
 	offset  uint64 // a trace seq is the probe's minus offset
 	started bool   // a batch went in
 	last    int64  // the time of the last event
+	// batchAt is when the last batch was applied: an idle timer that
+	// fired meanwhile ends nothing.
+	batchAt time.Time
 	strs    idSet
 	sites   idSet
 	ended   bool
@@ -138,6 +149,19 @@ func (s *Server) handleProbeEvents(w http.ResponseWriter, r *http.Request) {
 	key := probeKey{name, inst}
 	ps := s.probes.get(key)
 	if ps == nil {
+		// An ending batch with no event, at where the trace stopped:
+		// nothing left to take (one with events starts a new trace).
+		end := false
+		if q.Get("end") == "1" {
+			chk, err := checkBatch(body, from, &probeSession{})
+			end = err == nil && chk.next == from
+		}
+		if a, ok := s.probes.doneWith(key, from, end); ok {
+			// The batch is in the trace that ended with it (its answer
+			// was lost on the way): answered again, not taken twice.
+			writeJSON(w, http.StatusOK, a)
+			return
+		}
 		if q.Get("defs") != "all" {
 			s.probeConflict(w, r, probe.Answer{Next: from, Defs: true, Message: "no trace of this probe instance here (new, ended idle, or the server restarted): send every definition (defs=all)"})
 			return
@@ -180,6 +204,7 @@ func (s *Server) handleProbeEvents(w http.ResponseWriter, r *http.Request) {
 	_ = event.DecodeBatch(body, applyBatch{ps})
 	ps.next = chk.next
 	ps.last = max(ps.last, chk.last)
+	ps.batchAt = time.Now()
 	ps.idle.Reset(s.probeIdle())
 	if q.Get("end") == "1" {
 		s.endProbe(ps, "")
@@ -337,6 +362,16 @@ func (a applyBatch) Emit(e event.Event) {
 	a.ps.rec.Emit(e)
 }
 
+// doneWith returns the answer that ended instance key's trace, if the
+// batch from seq from was in it, or, for an empty batch that ends the
+// probe (end), starts where it stopped: nothing is left to take.
+func (p *probeSet) doneWith(key probeKey, from uint64, end bool) (probe.Answer, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, ok := p.done[key]
+	return a, ok && (from < a.Next || end && from == a.Next)
+}
+
 // get returns the open session of key, or nil.
 func (p *probeSet) get(key probeKey) *probeSession {
 	p.mu.Lock()
@@ -416,6 +451,9 @@ func (s *Server) startProbe(key probeKey, from uint64) (*probeSession, error) {
 	ps.idle = time.AfterFunc(s.probeIdle(), func() {
 		ps.mu.Lock()
 		defer ps.mu.Unlock()
+		if !ps.batchAt.IsZero() && time.Since(ps.batchAt) < s.probeIdle() {
+			return // a batch came while this waited for the lock; its Reset stands
+		}
 		s.endProbe(ps, fmt.Sprintf("probe idle: no batch for %v", s.probeIdle()))
 	})
 	s.log.Info("probe started", "probe", key.name, "instance", key.instance, "source", ps.id, "trace", trace)
@@ -438,6 +476,19 @@ func (s *Server) endProbe(ps *probeSession, reason string) {
 	p.mu.Lock()
 	delete(p.sessions, ps.key)
 	delete(p.names, ps.trace)
+	if p.done == nil {
+		p.done = map[probeKey]probe.Answer{}
+	}
+	if _, ok := p.done[ps.key]; !ok {
+		p.doneOrder = append(p.doneOrder, ps.key)
+	}
+	p.done[ps.key] = probe.Answer{Next: ps.next, Source: ps.id, Trace: ps.trace}
+	if n := len(p.doneOrder) - keepEndedInstances; n > 0 {
+		for _, k := range p.doneOrder[:n] {
+			delete(p.done, k)
+		}
+		p.doneOrder = append(p.doneOrder[:0], p.doneOrder[n:]...)
+	}
 	p.ended = append(p.ended, ps.id)
 	var drop []string
 	if n := len(p.ended) - keepEndedProbes; n > 0 {
