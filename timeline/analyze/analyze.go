@@ -730,7 +730,7 @@ func (a *Analyzer) begin(e *event.Event) {
 	s := &scope{id: id, kind: sc.Kind(), label: sc.Label(), parent: parent, teardown: sc.Teardown(), handoff: sc.Handoff()}
 	a.scopes[id] = s
 	a.scopesBegun++
-	a.steps.began(s.kind, a.allocated())
+	a.steps.began(s.kind, a.allocated(), s.label)
 	if len(a.handed) > 0 {
 		// What an ended scope handed on and the next scope of its kind
 		// did not free, by the time the one after begins, lingers.

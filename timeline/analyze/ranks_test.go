@@ -104,7 +104,7 @@ func TestOddRankLeak(t *testing.T) {
 		}
 		// Step by step: the weights when the first step began, then the
 		// weights and what was kept so far at each step's end.
-		want := StepSeries{Unit: "step", Samples: rankSteps, Before: rankWeights, Stride: 1}
+		want := StepSeries{Unit: "step", Samples: rankSteps, Before: rankWeights, Stride: 1, First: -1} // its steps are labelled "step", no number
 		for s := range rankSteps {
 			kept := uint64(0)
 			if i == 2 && s >= leakFrom {
@@ -212,6 +212,14 @@ func TestOddRankSteps(t *testing.T) {
 		}
 		return s
 	}
+	// late is series(n, 1, f) of a rank whose history starts late: its
+	// first step is the job's step first (labelled so), f over the job's
+	// steps.
+	late := func(first, n int, f func(k int) int64) StepSeries {
+		s := series(n, 1, func(k int) int64 { return f(first + k) })
+		s.First = first
+		return s
+	}
 	flat := func(int) int64 { return 0 }
 	leakFrom := func(from int, per int64) func(int) int64 {
 		return func(k int) int64 { return max(0, int64(k-from+1)) * per }
@@ -250,6 +258,15 @@ func TestOddRankSteps(t *testing.T) {
 		// A rank with fewer steps: compared over the steps all have.
 		{"fewer steps", []StepSeries{series(12, 1, flat), series(6, 1, flat), series(12, 1, leakFrom(3, 4*mib)), series(12, 1, flat)},
 			map[int]string{2: "rank 2 departs from the others at step 3: +4.0 MiB a step over their median, 12.0 MiB over it by step 5"}},
+		// max_entries dropped rank 2's oldest entries: its first step is
+		// the job's step 4 (ProfilerStep#4). Lined up by the steps'
+		// numbers, and compared from the first step all have (4), it
+		// departs at the job's step 6, 4 MiB a step: 24 MiB more by 11.
+		{"history starts late", []StepSeries{series(12, 1, flat), series(12, 1, flat), late(4, 8, leakFrom(6, 4*mib)), series(12, 1, flat)},
+			map[int]string{2: "rank 2 departs from the others at step 6: +4.0 MiB a step over their median, 24.0 MiB over it by step 11"}},
+		// A clean rank whose history starts late points at nothing,
+		// though its step k is the others' step k+4.
+		{"late and clean", []StepSeries{series(12, 1, leakFrom(0, mib)), series(12, 1, leakFrom(0, mib)), late(4, 8, leakFrom(0, mib)), series(12, 1, leakFrom(0, mib))}, nil},
 		{"alike", []StepSeries{series(12, 1, flat), series(12, 1, flat), series(12, 1, flat), series(12, 1, flat)}, nil},
 		{"all leak alike", []StepSeries{series(12, 1, leakFrom(0, 4*mib)), series(12, 1, leakFrom(0, 4*mib)), series(12, 1, leakFrom(0, 4*mib)), series(12, 1, leakFrom(0, 4*mib))}, nil},
 		{"half leak", []StepSeries{series(12, 1, flat), series(12, 1, leakFrom(3, 4*mib)), series(12, 1, leakFrom(3, 4*mib)), series(12, 1, flat)}, nil},

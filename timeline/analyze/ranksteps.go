@@ -61,26 +61,57 @@ func departures(ranks []Rank) {
 	if len(idx) < 3 {
 		return
 	}
-	// The steps every rank compared has a point at: strides are powers
-	// of two, so the largest one's steps are every other rank's too.
-	var steps []int
-	for j := 0; ; j++ {
-		k := (j+1)*stride - 1
-		if slices.ContainsFunc(idx, func(i int) bool { _, ok := ranks[i].Steps.At(k); return !ok }) {
-			break
+	// Steps are lined up by the numbers their labels end with when every
+	// rank's do (ProfilerStep#37 with ProfilerStep#37: a rank whose oldest
+	// entries max_entries dropped begins at a later step), else by their
+	// order. off[r] is rank idx[r]'s first step on the common count, base
+	// the number that count starts at.
+	off := make([]int, len(idx))
+	base, shifted := 0, false
+	if !slices.ContainsFunc(idx, func(i int) bool { return ranks[i].Steps.First < 0 }) {
+		base = ranks[idx[0]].Steps.First
+		for _, i := range idx {
+			base = min(base, ranks[i].Steps.First)
 		}
-		steps = append(steps, k)
+		for r, i := range idx {
+			off[r] = ranks[i].Steps.First - base
+			shifted = shifted || off[r] != 0
+		}
 	}
-	if len(steps) == 0 {
+	// The steps every rank compared has a point at, on the common count:
+	// strides are powers of two, so with no shift the largest one's steps
+	// are every other rank's too.
+	var steps []int
+	end := 0
+	for r, i := range idx {
+		end = max(end, off[r]+ranks[i].Steps.Samples)
+	}
+	for g := range end {
+		if !slices.ContainsFunc(idx, func(i int) bool {
+			r := slices.Index(idx, i)
+			_, ok := ranks[i].Steps.At(g - off[r])
+			return !ok
+		}) {
+			steps = append(steps, g)
+		}
+	}
+	if len(steps) == 0 || (shifted && len(steps) < 2) {
 		return
 	}
-	// growth[r][j]: rank idx[r]'s growth at steps[j].
+	// growth[r][j]: rank idx[r]'s growth at steps[j]: since its first step
+	// began, or, when the ranks' steps are shifted, since the first step
+	// they all have (a rank whose history starts late has no point
+	// before it).
 	growth := make([][]int64, len(idx))
 	for r, i := range idx {
 		s := &ranks[i].Steps
-		for _, k := range steps {
-			v, _ := s.At(k)
-			growth[r] = append(growth[r], int64(v)-int64(s.Before))
+		from := s.Before
+		if shifted {
+			from, _ = s.At(steps[0] - off[r])
+		}
+		for _, g := range steps {
+			v, _ := s.At(g - off[r])
+			growth[r] = append(growth[r], int64(v)-int64(from))
 		}
 	}
 	// odd says whether rank r is odd at steps[j], on which side (+1 over,
@@ -134,15 +165,15 @@ func departures(ranks []Rank) {
 			_, m := odd(r, j)
 			xs, es = append(xs, float64(steps[j])), append(es, float64(growth[r][j]-m))
 		}
-		d := &Departure{Unit: "step", Step: steps[from], Last: steps[last], Excess: growth[r][last] - mLast, PerStep: slope(xs, es)}
+		d := &Departure{Unit: "step", Step: base + steps[from], Last: base + steps[last], Excess: growth[r][last] - mLast, PerStep: slope(xs, es)}
 		var at []uint64
 		for q, iq := range idx {
 			if q != r {
-				v, _ := ranks[iq].Steps.At(steps[last])
+				v, _ := ranks[iq].Steps.At(steps[last] - off[q])
 				at = append(at, v)
 			}
 		}
-		v, _ := ranks[i].Steps.At(steps[last])
+		v, _ := ranks[i].Steps.At(steps[last] - off[r])
 		departed = append(departed, found{i, Oddity{Figure: FigureSteps, Bytes: v, Median: median(at), Departure: d,
 			Reason: d.reason(ranks[i].Label, int64(es[0]))}})
 	}

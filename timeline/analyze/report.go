@@ -525,7 +525,7 @@ func (a *Analyzer) report(names Names, sites bool) *Report {
 	a.reportStats(rep, r, sites)
 	a.reportService(rep, r)
 	a.reportPeak(rep, r)
-	a.reportTracks(rep)
+	a.reportTracks(rep, r)
 	rep.Outside = a.outside.report(&a.mem)
 	a.reportPhases(rep, r)
 	a.reportCells(rep, r)
@@ -788,7 +788,7 @@ func values(v [numTracks]uint64) TrackValues {
 		CachedGap: int64(v[memstate.Reserved]) - int64(v[memstate.Allocated]), OutsideGap: int64(v[memstate.DeviceUsed]) - int64(v[memstate.Reserved])}
 }
 
-func (a *Analyzer) reportTracks(rep *Report) {
+func (a *Analyzer) reportTracks(rep *Report, r *resolver) {
 	t := &rep.Tracks
 	t.Points = make([]Point, len(a.series.pts))
 	for i, p := range a.series.pts {
@@ -804,7 +804,7 @@ func (a *Analyzer) reportTracks(rep *Report) {
 		last[i] = uint64(a.trackFit[i].last)
 	}
 	t.Last, t.Samples = values(last), int(a.trackFit[memstate.Allocated].n)
-	t.Steps = a.steps.series()
+	t.Steps = a.steps.series(r.str)
 	t.AllocatedPerStep, _, _ = a.trackFit[memstate.Allocated].slope()
 	t.ReservedPerStep, _, _ = a.trackFit[memstate.Reserved].slope()
 	t.DevicePerStep, _, _ = a.trackFit[memstate.DeviceUsed].slope()

@@ -30,6 +30,28 @@ type StepSeries struct {
 	Before    uint64   `json:"before"`
 	Stride    int      `json:"stride"`
 	Allocated []uint64 `json:"allocated"`
+	// First is the number the first step's label ends with
+	// ("ProfilerStep#37": 37), -1 when it ends with none: a snapshot whose
+	// oldest entries max_entries dropped begins at a later step than its
+	// job's other ranks, and its step k is their step k+First−theirs.
+	First int `json:"first"`
+}
+
+// labelNumber is the number a label ends with ("ProfilerStep#37": 37),
+// -1 for none.
+func labelNumber(s string) int {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	if i == len(s) || len(s)-i > 9 {
+		return -1
+	}
+	n := 0
+	for _, c := range s[i:] {
+		n = 10*n + int(c-'0')
+	}
+	return n
 }
 
 // Step returns the step whose end point i is: (i+1)×Stride−1.
@@ -53,8 +75,9 @@ type stepPoints struct {
 	// begun holds, for each scope kind, the allocated track when its
 	// first scope began (ok once one has).
 	begun [event.ScopeEngine + 1]struct {
-		at uint64
-		ok bool
+		at    uint64
+		label event.StringID
+		ok    bool
 	}
 	kind    event.ScopeKind
 	samples int
@@ -62,10 +85,11 @@ type stepPoints struct {
 	pts     []uint64
 }
 
-// began notes the allocated track v at the beginning of a scope of kind k.
-func (p *stepPoints) began(k event.ScopeKind, v uint64) {
+// began notes the allocated track v at the beginning of a scope of kind k
+// labelled label.
+func (p *stepPoints) began(k event.ScopeKind, v uint64, label event.StringID) {
 	if int(k) < len(p.begun) && !p.begun[k].ok {
-		p.begun[k].at, p.begun[k].ok = v, true
+		p.begun[k].at, p.begun[k].label, p.begun[k].ok = v, label, true
 	}
 }
 
@@ -94,12 +118,13 @@ func (p *stepPoints) add(k event.ScopeKind, v uint64) {
 	}
 }
 
-// series is the StepSeries so far.
-func (p *stepPoints) series() StepSeries {
+// series is the StepSeries so far, its first step's label read by str.
+func (p *stepPoints) series(str func(event.StringID) string) StepSeries {
 	if p.samples == 0 {
-		return StepSeries{Stride: 1, Allocated: []uint64{}}
+		return StepSeries{Stride: 1, Allocated: []uint64{}, First: -1}
 	}
-	return StepSeries{Unit: p.kind.String(), Samples: p.samples, Before: p.begun[p.kind].at, Stride: p.stride, Allocated: append([]uint64{}, p.pts...)}
+	return StepSeries{Unit: p.kind.String(), Samples: p.samples, Before: p.begun[p.kind].at, Stride: p.stride, Allocated: append([]uint64{}, p.pts...),
+		First: labelNumber(str(p.begun[p.kind].label))}
 }
 
 // allocated is the allocated track now.
