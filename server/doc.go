@@ -48,8 +48,8 @@
 //	GET    /api/timeline/traces/{name}/...         a saved trace: the same but the stream, and its file (docs/timeline.md)
 //	GET    /api/timeline/compare                   two saved traces' analyses diffed
 //	GET    /api/timeline/ranks                     several ranks' saved traces (?t=, 2 to MaxRanks): each one's figures and bytes at each step's end, the odd ranks pointed at, by their figures, the step they depart at, or their OOMs (analyze.OddRanks)
-//	POST   /api/snapshots                          a PyTorch memory snapshot as the body (?name=FILE, &step=, &device=, &device_memory=SIZE, &rules=JSON&rules_name=F), streamed to the trace directory and imported → 202, the job (imports.go)
-//	POST   /api/snapshots/rules                    a rules file as the body (?name=F): read as an upload's rules would be → 200, or 400 naming the rule at fault
+//	POST   /api/snapshots                          a PyTorch memory snapshot as the body (?name=FILE, &step=, &device=, &device_memory=SIZE, &rules_id=ID or &rules=JSON, &rules_name=F), streamed to the trace directory and imported → 202, the job (imports.go)
+//	POST   /api/snapshots/rules                    a rules file as the body (?name=F): read as an upload's rules would be, kept for uploads to name → 200 with its id, or 400 naming the rule at fault
 //	GET    /api/imports                            the snapshot imports, newest first: uploaded and watched, with their progress
 //	GET    /api/imports/{id}                       one import
 //	POST   /api/probes/{name}/events               a probe's batch (?instance=I&from=SEQ[&defs=all][&end=1], an event.Batch body: package probe, docs/probe.md), appended to its instance's trace (in the trace directory, named after the probe and the time; a live source until the probe closes or idles) → 200 {next}; 409 {next} for a batch that does not start there, {next, defs} for an instance not known; 400, 413, 403 logged

@@ -3,6 +3,8 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +33,44 @@ const maxImportJobs = 50
 // MaxUploadRules bounds the rules an upload gives in its query (a rules
 // file is a few hundred bytes; docs/pytorch.md).
 const MaxUploadRules = 64 << 10
+
+// keepRules is how many rules files read by POST /api/snapshots/rules
+// the server keeps for uploads to name (rules_id).
+const keepRules = 64
+
+// rulesKept are the rules files POST /api/snapshots/rules read, by id,
+// for uploads to name rather than carry in their URL (a proxy in front
+// may bound its length, and logs it): the newest keepRules.
+type rulesKept struct {
+	mu    sync.Mutex
+	byID  map[string]*torchsnap.RuleSet
+	order []string
+}
+
+func (k *rulesKept) put(id string, rs *torchsnap.RuleSet) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.byID == nil {
+		k.byID = map[string]*torchsnap.RuleSet{}
+	}
+	if _, ok := k.byID[id]; !ok {
+		k.order = append(k.order, id)
+	}
+	k.byID[id] = rs
+	if n := len(k.order) - keepRules; n > 0 {
+		for _, old := range k.order[:n] {
+			delete(k.byID, old)
+		}
+		k.order = append(k.order[:0], k.order[n:]...)
+	}
+}
+
+func (k *rulesKept) get(id string) (*torchsnap.RuleSet, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	rs, ok := k.byID[id]
+	return rs, ok
+}
 
 // ImportJob is one import of a PyTorch memory snapshot into a trace, as
 // GET /api/imports lists it: an upload (received, then imported) or a
@@ -222,12 +262,13 @@ func (s *Server) importSnapshot(j *ImportJob, src, dst string, opts torchsnap.Im
 }
 
 // handleSnapshotUpload is POST
-// /api/snapshots?name=FILE[&step=S][&device=N][&device_memory=SIZE][&rules=JSON[&rules_name=F]]:
+// /api/snapshots?name=FILE[&step=S][&device=N][&device_memory=SIZE][&rules_id=ID|&rules=JSON][&rules_name=F]:
 // the body is a PyTorch memory snapshot (a pickle of _dump_snapshot, or
 // its JSON, either gzipped), streamed to the trace directory and imported
 // as the trace of its name, its blocks categorized by the rules given
-// (a rules file's text, as trace import's --rules reads it; F its name,
-// for the list) or else the server's (Options.SnapshotRules). It answers
+// (ID: a rules file POST /api/snapshots/rules read and keeps; or the
+// file's text, as trace import's --rules reads it; F its name, for the
+// list) or else the server's (Options.SnapshotRules). It answers
 // 202 with the job once the body is in; GET /api/imports/{id} follows
 // the import. A body cut short, empty or over the bound, a name that is
 // not a snapshot's, rules that do not read, a trace of that name already
@@ -247,7 +288,15 @@ func (s *Server) handleSnapshotUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	opts := torchsnap.ImportOptions{Device: -1, Step: q.Get("step"), Rules: s.opts.SnapshotRules}
 	rulesName := s.opts.SnapshotRulesName
-	if q.Has("rules") {
+	switch {
+	case q.Has("rules_id"):
+		rs, ok := s.rules.get(q.Get("rules_id"))
+		if !ok {
+			s.writeError(w, r, badRequest("%s is no longer on the server (it restarted, or %d rules files were chosen since): choose it again", cmp.Or(q.Get("rules_name"), "the rules file"), keepRules))
+			return
+		}
+		opts.Rules, rulesName = rs, cmp.Or(q.Get("rules_name"), "the upload's rules")
+	case q.Has("rules"):
 		rs, err := uploadRules(q.Get("rules_name"), q.Get("rules"))
 		if err != nil {
 			s.writeError(w, r, err)
@@ -359,9 +408,9 @@ func uploadRules(name, text string) (*torchsnap.RuleSet, error) {
 // handleSnapshotRules is POST /api/snapshots/rules?name=F: the body, a
 // rules file, read as an upload's rules are (uploadRules), so that the
 // root page says what is wrong with one when it is chosen, before any
-// snapshot is sent. 200 with the count of the file's own rules and of
-// all the rules and library paths in force with them, or 400 naming the
-// rule.
+// snapshot is sent, and kept for uploads to name by its id (rules_id). 200
+// with the id, the count of the file's own rules and of all the rules and
+// library paths in force with them, or 400 naming the rule.
 func (s *Server) handleSnapshotRules(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("name")
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxUploadRules+1))
@@ -374,7 +423,15 @@ func (s *Server) handleSnapshotRules(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"own": rs.Own, "rules": len(rs.Rules), "library": len(rs.Library)})
+	sum := sha256.Sum256(b)
+	id := hex.EncodeToString(sum[:12])
+	s.rules.put(id, rs)
+	writeJSON(w, http.StatusOK, struct {
+		ID      string `json:"id"`
+		Own     int    `json:"own"`
+		Rules   int    `json:"rules"`
+		Library int    `json:"library"`
+	}{id, rs.Own, len(rs.Rules), len(rs.Library)})
 }
 
 // stopReader is a snapshot's file that stops being read once the server

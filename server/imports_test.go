@@ -447,8 +447,31 @@ func TestSnapshotUploadRules(t *testing.T) {
 	if after := dirNames(t, dir); !slices.Equal(before, after) {
 		t.Errorf("bad rules changed the trace directory: %v → %v", before, after)
 	}
-	if code, b := ts.do(t, "POST", "/api/snapshots/rules?name=ok.json", entryRulesJSON); code != 200 || !strings.Contains(string(b), `"own":3`) {
-		t.Errorf("check of good rules: %d %s; want 200, 3 rules of its own (the built-in ones after them)", code, b)
+	code, b := ts.do(t, "POST", "/api/snapshots/rules?name=ok.json", entryRulesJSON)
+	var kept struct {
+		ID  string `json:"id"`
+		Own int    `json:"own"`
+	}
+	if code != 200 || json.Unmarshal(b, &kept) != nil || kept.Own != 3 || kept.ID == "" {
+		t.Fatalf("check of good rules: %d %s; want 200, an id, 3 rules of its own (the built-in ones after them)", code, b)
+	}
+
+	// An upload naming the rules read by their id (what the root page
+	// sends: a rules file in the URL could pass a proxy's bound).
+	q = url.Values{"name": {"e.pickle"}, "rules_id": {kept.ID}, "rules_name": {"ok.json"}}
+	code, j, body = ts.upload(t, q.Encode(), bytes.NewReader(data))
+	if code != http.StatusAccepted {
+		t.Fatalf("upload naming its rules: %d %s", code, body)
+	}
+	if j = ts.waitImport(t, j.ID); j.State != "done" || j.Rules != "ok.json" {
+		t.Fatalf("import %+v; want done, by ok.json", j)
+	}
+	if got := ts.categoryBytes(t, "e.ltrace"); !maps.Equal(got, want.EntryRules) {
+		t.Errorf("e.ltrace by category %v, want its rules' %v", got, want.EntryRules)
+	}
+	q = url.Values{"name": {"f.pickle"}, "rules_id": {"0123456789abcdef01234567"}, "rules_name": {"gone.json"}}
+	if code, _, body := ts.upload(t, q.Encode(), bytes.NewReader(data)); code != http.StatusBadRequest || !strings.Contains(message(body), "gone.json is no longer on the server") {
+		t.Errorf("an upload naming rules the server does not have: %d %s; want 400 saying so", code, body)
 	}
 }
 

@@ -134,6 +134,7 @@ type Server struct {
 	started  time.Time
 	imports  importer        // PyTorch snapshots uploaded or watched, imported as traces (imports.go)
 	sources  sourceSet       // live traces no kernel writes: watched services, probes (sources.go)
+	rules    rulesKept       // rules files read for snapshot uploads to name (imports.go)
 	probes   probeSet        // the probes posting their events (probes.go)
 	ctx      context.Context // ends at Close: the imports under way stop
 	stop     context.CancelFunc

@@ -141,7 +141,7 @@ if (snapshots) {
   // with each upload (api/snapshots' rules).
   const rulesInput = snapshots.querySelector("[data-testid=snapshot-rules]");
   const rulesState = snapshots.querySelector("[data-testid=snapshot-rules-state]");
-  let rules = null; // {name, text}
+  let rules = null; // {name, id}: the server keeps the rules read, by id
   const maxRules = 64 << 10; // the server's MaxUploadRules
   const rulesSay = (msg, bad) => {
     rulesState.textContent = msg;
@@ -163,7 +163,7 @@ if (snapshots) {
     }
     try {
       const r = await api("POST", `api/snapshots/rules?${new URLSearchParams({ name: f.name })}`, parsed);
-      rules = { name: f.name, text };
+      rules = { name: f.name, id: r.id };
       rulesSay(`${f.name}: ${r.own} rules of yours, used for the snapshots you drop or choose next`, false);
     } catch (err) {
       rulesSay(err.message.replace(/^\S+ \S+: \d+ /, ""), true);
@@ -225,7 +225,7 @@ if (snapshots) {
       const q = new URLSearchParams({ name: file.name });
       const step = snapshots.querySelector("[data-testid=snapshot-step]").value.trim();
       if (step) q.set("step", step);
-      if (rules) { q.set("rules", rules.text); q.set("rules_name", rules.name); }
+      if (rules) { q.set("rules_id", rules.id); q.set("rules_name", rules.name); }
       const mem = snapshots.querySelector("[data-testid=snapshot-device-memory]").value.trim();
       if (mem) q.set("device_memory", mem);
       const xhr = new XMLHttpRequest();
