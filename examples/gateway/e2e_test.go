@@ -294,7 +294,6 @@ func backToBaseline(t *testing.T, gw string, base int) {
 	}
 }
 
-
 // lingerServer is a Linger server (linger serve) with its traces in a
 // temporary directory.
 func lingerServer(t *testing.T) *proc {
