@@ -154,8 +154,10 @@ func dashboardExprs(t *testing.T) []panelExpr {
 	var d struct {
 		UID, Title    string
 		SchemaVersion int
-		Templating    struct{ List []struct{ Name, Type, Query any } }
-		Panels        []struct {
+		Templating    struct {
+			List []struct{ Name, Type, Query any }
+		}
+		Panels []struct {
 			ID         int
 			Type       string
 			Title      string
