@@ -163,8 +163,10 @@ check-generated:
 	after=$$(git status --porcelain=v1 -uall | sort; git diff | sha256sum); \
 	if [ "$$before" != "$$after" ]; then git status --short; echo "generated files are stale: run 'go generate ./...' and commit the result"; exit 1; fi
 
+# BENCHFLAGS=-benchtime=1x runs each benchmark once (a check that they run).
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+	$(GO) test -run='^$$' -bench=. -benchmem $(BENCHFLAGS) $(PKGS)
+	node web/ui/bench/timeline.bench.mjs
 
 # Every fuzz target of the module, each for FUZZTIME. go test fuzzes one
 # target per run, so this runs them one package and target at a time; the

@@ -351,6 +351,25 @@ func BenchmarkAppendFrame(b *testing.B) {
 	b.ReportMetric(float64(len(p))/float64(len(evs)), "bytes/event")
 }
 
+// BenchmarkDecodeFrame decodes the frame of BenchmarkAppendFrame: the Go
+// reader of the stream (tests, tools), the browser's being
+// web/ui/src/timeline/streamcodec.js (web/ui/bench).
+func BenchmarkDecodeFrame(b *testing.B) {
+	evs := make([]event.Event, 4096)
+	for i := range evs {
+		evs[i] = event.Event{Seq: uint64(i + 1), Time: int64(i) * 700, Kind: event.KindAlloc, Addr: uint64(i) << 12, Size: 4096, Site: 1, Label: 2}
+	}
+	p := AppendFrame(nil, evs, false)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(p)))
+	for b.Loop() {
+		if _, _, err := DecodeFrame(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(evs)), "ns/event")
+}
+
 // TestInFlightTraceTime: a client that acknowledges and then stops is sent
 // no more than max_delay_ms of trace time past what it acknowledged (plus
 // the batch that crossed it), so that what waits in its pipeline is never

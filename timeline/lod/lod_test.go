@@ -389,6 +389,30 @@ func BenchmarkObjects(b *testing.B) {
 	}
 }
 
+// BenchmarkScopes answers a scopes query over half of a 1-million-event
+// trace with a step scope every 200 events (5000 of them), the view's
+// default n of 2000.
+func BenchmarkScopes(b *testing.B) {
+	d, evs := synth(1_000_000, 8)
+	ix := New(Options{})
+	ix.dict = d
+	for i, e := range evs {
+		if i%200 == 0 {
+			if i > 0 {
+				ix.Add(event.Event{Seq: e.Seq, Time: e.Time, Kind: event.KindScopeEnd, Addr: uint64(i / 200), Expect: event.ScopeStep, Label: 3})
+			}
+			ix.Add(event.Event{Seq: e.Seq, Time: e.Time, Kind: event.KindScopeBegin, Addr: uint64(i/200 + 1), Expect: event.ScopeStep, Label: 3})
+		}
+		ix.Add(e)
+	}
+	end := evs[len(evs)-1].Time
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		t0 := int64(i%100) * end / 200
+		ix.Scopes(t0, t0+end/2, 2000)
+	}
+}
+
 // A trace whose objects are nearly all of one size (an imported
 // snapshot's blocks, say) keeps an even sample of them once the table is
 // full, never none: the shrink used to raise the size kept above every
