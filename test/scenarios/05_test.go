@@ -100,6 +100,7 @@ func test05Workspace(t *testing.T, tg target) {
 	}
 	wl := r.window(t, cellStart("leaky-serve"), cellEnd("leaky-serve"))
 	wf := r.window(t, cellStart("fixed-serve"), cellEnd("fixed-serve"))
+	t.Logf("go heap: leaky %+.0f/step grows %v, fixed %+.0f/step grows %v, samples %d", wl.Tracks.GoHeapPerStep, wl.Tracks.GoHeapGrows, wf.Tracks.GoHeapPerStep, wf.Tracks.GoHeapGrows, wf.Tracks.Samples)
 	t.Logf("tracks verdict: leaky %s (allocated %+.0f, device %+.0f bytes/step), fixed %s (allocated %+.0f, device %+.0f bytes/step)",
 		wl.Tracks.Verdict, wl.Tracks.AllocatedPerStep, wl.Tracks.DevicePerStep, wf.Tracks.Verdict, wf.Tracks.AllocatedPerStep, wf.Tracks.DevicePerStep)
 	if wl.Tracks.Verdict != analyze.VerdictAllocated || wl.Tracks.DevicePerStep <= 0 {

@@ -168,7 +168,10 @@
 // allocated does not (the cache retains freed memory), device used while
 // reserved does not (memory taken outside the allocator), or, when all
 // three are flat, the Go heap (go_heap_grows: host memory, e.g. a
-// substring keeping its whole input buffer alive). The allocated track at
+// substring keeping its whole input buffer alive), whose fitted growth
+// must also reach a quarter of the heap it started from (GoHeapGCShare):
+// the heap in use counts garbage until the next collection, which moves
+// it that much with nothing kept. The allocated track at
 // every sample is kept too, bounded (Tracks.Steps, a StepSeries of at most
 // MaxStepPoints points, a point every Stride samples), with its value when
 // the first sampled scope began: what traces are compared by step by step.

@@ -7,6 +7,24 @@ package analyze
 // track shows.
 const VerdictGoHeap = "go_heap_grows"
 
+// GoHeapGCShare is how much of the Go heap it started from (1/GoHeapGCShare)
+// its fitted growth must reach, beside GrowthRule.MinBytes, for the Go
+// heap to grow: the heap in use counts garbage until the next collection,
+// which the GC lets run to twice what is live (GOGC=100), so a kernel's
+// own working set moves it by a megabyte or two from step to step with
+// nothing kept. A host leak worth the name (a document of 16 MiB kept per
+// step) is far past it.
+const GoHeapGCShare = 4
+
+// goHeapGrows is the Go heap's fit's growing, with the GC's floor.
+func goHeapGrows(f *fit, rule GrowthRule) bool {
+	if !f.growing(rule) {
+		return false
+	}
+	perStep, _, _ := f.slope()
+	return perStep*(f.x1-f.x0)*GoHeapGCShare >= f.first
+}
+
 // hostVerdict refines a flat device verdict when the Go heap grows. A
 // device track that grows keeps its verdict: the device leak is the one
 // that runs a card out of memory, and Tracks.GoHeapGrows still tells that

@@ -822,7 +822,7 @@ func (a *Analyzer) reportTracks(rep *Report, r *resolver) {
 	default:
 		t.Verdict = VerdictFlat
 	}
-	t.GoHeapGrows = t.HasGoHeap && a.trackFit[memstate.GoHeap].growing(rule)
+	t.GoHeapGrows = t.HasGoHeap && goHeapGrows(&a.trackFit[memstate.GoHeap], rule)
 	hostVerdict(t)
 }
 
