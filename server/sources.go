@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 
-	"linger/server/kernels"
 	"linger/timeline"
 	"linger/timeline/traces"
 )
@@ -169,13 +168,5 @@ func (s *Server) handleSourceLingering(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, notFound("no source %q", r.PathValue("id")))
 		return
 	}
-	rep := s.traces.Current(r.Context(), src).Findings() // its holders, without naming every site
-	out := lingeringHolders{Holders: []kernels.Holder{}, Groups: []kernels.HolderGroup{}}
-	if hs := kernels.RecordedHolders(rep); hs != nil {
-		out.Holders = hs
-	}
-	if g := kernels.GroupHolders(out.Holders); g != nil {
-		out.Groups = g
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeRecordedHolders(w, s.traces.Current(r.Context(), src).Findings()) // its holders, without naming every site
 }

@@ -355,7 +355,13 @@ func (s *Server) handleTraceLingering(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, live.Classify(err))
 		return
 	}
-	rep := t.Findings() // its holders, without naming every site
+	writeRecordedHolders(w, t.Findings()) // its holders, without naming every site
+}
+
+// writeRecordedHolders answers who held each lingering object of rep as
+// its trace recorded them (a saved trace's, a live source's): empty lists
+// when it recorded none.
+func writeRecordedHolders(w http.ResponseWriter, rep *analyze.Report) {
 	out := lingeringHolders{Holders: []kernels.Holder{}, Groups: []kernels.HolderGroup{}}
 	if hs := kernels.RecordedHolders(rep); hs != nil {
 		out.Holders = hs

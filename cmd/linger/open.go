@@ -99,14 +99,21 @@ func runOpen(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		c.page = "ranks?" + url.Values{"t": names}.Encode()
 	}
 	if !*noBrowser {
-		c.opened = func(url string) {
-			browser.Stdout, browser.Stderr = io.Discard, io.Discard
-			if err := browser.OpenURL(url); err != nil {
-				fmt.Fprintf(stderr, "no browser to open (%v): open the URL above\n", err)
-			}
-		}
+		c.opened = openBrowser(stderr)
 	}
 	return serve(ctx, c, stdout, stderr)
+}
+
+// openBrowser is serveConfig.opened for the commands that open their page
+// in the user's browser (open, watch): the platform's opener, or a line
+// saying to open the URL printed.
+func openBrowser(stderr io.Writer) func(url string) {
+	return func(url string) {
+		browser.Stdout, browser.Stderr = io.Discard, io.Discard
+		if err := browser.OpenURL(url); err != nil {
+			fmt.Fprintf(stderr, "no browser to open (%v): open the URL above\n", err)
+		}
+	}
 }
 
 // snapshotFiles is the snapshots open's arguments name, in the order

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cli/browser"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"linger/internal/units"
@@ -173,12 +172,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}, nil
 	}
 	if !*noBrowser {
-		c.opened = func(url string) {
-			browser.Stdout, browser.Stderr = io.Discard, io.Discard
-			if err := browser.OpenURL(url); err != nil {
-				fmt.Fprintf(stderr, "no browser to open (%v): open the URL above\n", err)
-			}
-		}
+		c.opened = openBrowser(stderr)
 	}
 	return serve(ctx, c, stdout, stderr)
 }

@@ -286,9 +286,9 @@ func material(d, mad, m uint64) bool {
 	return float64(d) > OddMADs*float64(mad) && float64(d) >= OddFraction*float64(m) && d >= OddMinBytes
 }
 
-// median is the median of xs (the mean of the two middle ones for an even
-// count), which it sorts.
-func median(xs []uint64) uint64 {
+// median is the median of xs (the mean of the two middle ones, rounded
+// down, for an even count), which it sorts.
+func median[T int64 | uint64](xs []T) T {
 	slices.Sort(xs)
 	n := len(xs)
 	if n%2 == 1 {

@@ -124,7 +124,7 @@ func departures(ranks []Rank) {
 				others = append(others, growth[q][j])
 			}
 		}
-		m := medianInt(others)
+		m := median(others)
 		dev := make([]uint64, len(others))
 		for q, y := range others {
 			dev[q] = absInt(y - m)
@@ -228,18 +228,6 @@ func slope(xs, ys []float64) float64 {
 		return 0
 	}
 	return sxy / sxx
-}
-
-// medianInt is the median of xs (the mean of the two middle ones, rounded
-// down, for an even count), which it sorts.
-func medianInt(xs []int64) int64 {
-	slices.Sort(xs)
-	n := len(xs)
-	if n%2 == 1 {
-		return xs[n/2]
-	}
-	a, b := xs[n/2-1], xs[n/2]
-	return a + (b-a)/2
 }
 
 func absInt(x int64) uint64 {
