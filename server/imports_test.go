@@ -391,31 +391,27 @@ func TestSnapshotUploadRules(t *testing.T) {
 		o.TraceDir, o.SnapshotRules, o.SnapshotRulesName = dir, serverRules, "team-rules.json"
 	})
 	data := snapshotFile(t, "steps.leak.p4.pickle")
+	// imported uploads data with query as trace, and checks its job names
+	// rules and its bytes by category are cats.
+	imported := func(query url.Values, trace, rules string, cats map[string]uint64) {
+		t.Helper()
+		code, j, body := ts.upload(t, query.Encode(), bytes.NewReader(data))
+		if code != http.StatusAccepted {
+			t.Fatalf("upload %s: %d %s", query.Get("name"), code, body)
+		}
+		if j = ts.waitImport(t, j.ID); j.State != "done" || j.Rules != rules {
+			t.Fatalf("import %+v; want done, by %q", j, rules)
+		}
+		if got := ts.categoryBytes(t, trace); !maps.Equal(got, cats) {
+			t.Errorf("%s by category %v, want %v", trace, got, cats)
+		}
+	}
 
 	// No rules of its own: the server's.
-	code, j, body := ts.upload(t, "name=a.pickle", bytes.NewReader(data))
-	if code != http.StatusAccepted {
-		t.Fatalf("upload: %d %s", code, body)
-	}
-	if j = ts.waitImport(t, j.ID); j.State != "done" || j.Rules != "team-rules.json" {
-		t.Fatalf("import %+v; want done, by team-rules.json", j)
-	}
-	if got := ts.categoryBytes(t, "a.ltrace"); !maps.Equal(got, want.EntryRules) {
-		t.Errorf("a.ltrace by category %v, want the server's rules' %v", got, want.EntryRules)
-	}
+	imported(url.Values{"name": {"a.pickle"}}, "a.ltrace", "team-rules.json", want.EntryRules)
 
 	// Its own: an empty rule set is the built-in rules alone.
-	q := url.Values{"name": {"b.pickle"}, "rules": {`{"rules": []}`}, "rules_name": {"mine.json"}}
-	code, j, body = ts.upload(t, q.Encode(), bytes.NewReader(data))
-	if code != http.StatusAccepted {
-		t.Fatalf("upload with rules: %d %s", code, body)
-	}
-	if j = ts.waitImport(t, j.ID); j.State != "done" || j.Rules != "mine.json" {
-		t.Fatalf("import %+v; want done, by mine.json", j)
-	}
-	if got := ts.categoryBytes(t, "b.ltrace"); !maps.Equal(got, want.Categories) {
-		t.Errorf("b.ltrace by category %v, want the built-in rules' %v", got, want.Categories)
-	}
+	imported(url.Values{"name": {"b.pickle"}, "rules": {`{"rules": []}`}, "rules_name": {"mine.json"}}, "b.ltrace", "mine.json", want.Categories)
 
 	// Watched: the server's.
 	os.WriteFile(filepath.Join(dir, "c.pickle"), data, 0o644)
@@ -458,18 +454,8 @@ func TestSnapshotUploadRules(t *testing.T) {
 
 	// An upload naming the rules read by their id (what the root page
 	// sends: a rules file in the URL could pass a proxy's bound).
-	q = url.Values{"name": {"e.pickle"}, "rules_id": {kept.ID}, "rules_name": {"ok.json"}}
-	code, j, body = ts.upload(t, q.Encode(), bytes.NewReader(data))
-	if code != http.StatusAccepted {
-		t.Fatalf("upload naming its rules: %d %s", code, body)
-	}
-	if j = ts.waitImport(t, j.ID); j.State != "done" || j.Rules != "ok.json" {
-		t.Fatalf("import %+v; want done, by ok.json", j)
-	}
-	if got := ts.categoryBytes(t, "e.ltrace"); !maps.Equal(got, want.EntryRules) {
-		t.Errorf("e.ltrace by category %v, want its rules' %v", got, want.EntryRules)
-	}
-	q = url.Values{"name": {"f.pickle"}, "rules_id": {"0123456789abcdef01234567"}, "rules_name": {"gone.json"}}
+	imported(url.Values{"name": {"e.pickle"}, "rules_id": {kept.ID}, "rules_name": {"ok.json"}}, "e.ltrace", "ok.json", want.EntryRules)
+	q := url.Values{"name": {"f.pickle"}, "rules_id": {"0123456789abcdef01234567"}, "rules_name": {"gone.json"}}
 	if code, _, body := ts.upload(t, q.Encode(), bytes.NewReader(data)); code != http.StatusBadRequest || !strings.Contains(message(body), "gone.json is no longer on the server") {
 		t.Errorf("an upload naming rules the server does not have: %d %s; want 400 saying so", code, body)
 	}
