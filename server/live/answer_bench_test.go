@@ -35,7 +35,7 @@ func BenchmarkAnswer(b *testing.B) {
 
 // BenchmarkAnswerJSON encodes the answers of BenchmarkAnswer, decoded
 // into the types the routes encode (re-encoded byte for byte as the
-// routes'), as the routes do (json.Marshal).
+// routes'), as the routes do (json.Marshal; lod-bin: AppendLOD).
 func BenchmarkAnswerJSON(b *testing.B) {
 	mux, end := answerServer(b)
 	for _, q := range answerQueries {
@@ -43,6 +43,21 @@ func BenchmarkAnswerJSON(b *testing.B) {
 			body := answer(b, mux, q, end, 0).Body.Bytes()
 			var v any
 			switch q.name {
+			case "lod-bin":
+				s, err := DecodeLOD(body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if p := AppendLOD(nil, s); !bytes.Equal(p, body) {
+					b.Fatalf("the answer re-encodes as %d bytes, not the route's %d", len(p), len(body))
+				}
+				var n int
+				b.ReportAllocs()
+				for b.Loop() {
+					n = len(AppendLOD(nil, s))
+				}
+				b.ReportMetric(float64(n), "B/answer")
+				return
 			case "lod":
 				var s lod.Summary
 				if err := json.Unmarshal(body, &s); err != nil {
@@ -86,9 +101,13 @@ func BenchmarkAnswerJSON(b *testing.B) {
 	}
 }
 
-type answerQuery struct{ name, arg string }
+// answerQuery is a route's query: its name in the benchmarks, the route
+// (the name when empty), its arguments beside the window.
+type answerQuery struct{ name, arg, route string }
 
-var answerQueries = []answerQuery{{"lod", "px=3900"}, {"objects", "n=400"}, {"scopes", "n=2000"}}
+// answerQueries are the view's: lod-bin is the lod answer the page asks
+// for (format=bin, lodbin.go), lod the JSON one other clients get.
+var answerQueries = []answerQuery{{"lod", "px=3900", ""}, {"lod-bin", "px=3900&format=bin", "lod"}, {"objects", "n=400", ""}, {"scopes", "n=2000", ""}}
 
 // answerServer serves a saved 1-million-event trace as big.ltrace, its
 // index built, and answers the trace's end time.
@@ -110,7 +129,7 @@ func answerServer(b *testing.B) (*http.ServeMux, int64) {
 	var s struct {
 		End int64 `json:"end"`
 	}
-	rec := answer(b, mux, answerQuery{"objects", "n=1"}, 0, 0)
+	rec := answer(b, mux, answerQuery{"objects", "n=1", ""}, 0, 0)
 	if err := json.Unmarshal(rec.Body.Bytes(), &s); err != nil || s.End <= 0 {
 		b.Fatalf("objects answer %q: end %d, %v", rec.Body.Bytes(), s.End, err)
 	}
@@ -124,7 +143,11 @@ func answer(b *testing.B, mux *http.ServeMux, q answerQuery, end int64, i int) *
 	if end > 0 {
 		t1 = t0 + end/2
 	}
-	r := httptest.NewRequest("GET", fmt.Sprintf("/api/timeline/traces/big.ltrace/%s?t0=%d&t1=%d&%s", q.name, t0, t1, q.arg), nil)
+	route := q.route
+	if route == "" {
+		route = q.name
+	}
+	r := httptest.NewRequest("GET", fmt.Sprintf("/api/timeline/traces/big.ltrace/%s?t0=%d&t1=%d&%s", route, t0, t1, q.arg), nil)
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, r)
 	if rec.Code != http.StatusOK {

@@ -219,7 +219,19 @@ func (h *Handler) serveLOD(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, t.Index().Summary(q.t0, q.t1, q.n))
+	format := r.URL.Query().Get("format")
+	if format != "" && format != "json" && format != "bin" {
+		h.writeError(w, r, httperr.New(httperr.BadRequest, "format=%q: json (the default) or bin", format))
+		return
+	}
+	sum := t.Index().Summary(q.t0, q.t1, q.n)
+	if format == "bin" {
+		// The page's answer (lodbin.go): no JSON to make or to parse.
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(AppendLOD(nil, sum))
+		return
+	}
+	writeJSON(w, sum)
 }
 
 // objectAnswer is one object of an objects query, its names resolved.

@@ -395,6 +395,7 @@ func TestErrors(t *testing.T) {
 		{"/api/timeline/traces/small.ltrace/lod?t0=x", 400},
 		{"/api/timeline/traces/small.ltrace/lod?t0=10&t1=5", 400},
 		{"/api/timeline/kernels/k1/stream?from=-1", 400},
+		{"/api/timeline/traces/small.ltrace/lod?format=xml", 400},
 	} {
 		t.Run(c.path, func(t *testing.T) {
 			var body struct{ Message string }

@@ -7,6 +7,7 @@
 // says so.
 
 import { TRACKS, bytes, duration } from "./palette.js";
+import { linePath } from "./columns.js";
 
 export const HOST_H = 56;
 // The lane's scale never goes below this, so that a small, steady heap's
@@ -15,31 +16,24 @@ export const HOST_H = 56;
 export const HOST_MIN_SCALE = 32 * 2 ** 20;
 const GO_HEAP = TRACKS.find((t) => t.key === "go_heap");
 
-/** hostScale is the lane's top: the largest Go heap in buckets (at least HOST_MIN_SCALE), or 0 when none was sampled. */
-export function hostScale(buckets) {
+/** hostScale is the lane's top: the largest Go heap in the columns' go_heap line (columns.js; at least HOST_MIN_SCALE), or 0 when none was sampled. */
+export function hostScale(heap) {
   let m = 0;
-  for (const b of buckets) m = Math.max(m, b.max.go_heap || 0);
+  for (const v of heap) if (v > m) m = v;
   return m && Math.max(m, HOST_MIN_SCALE);
 }
 
-/** hostPath returns the lane's outline as [x, y] points: a step line of each bucket's maximum, buckets without a sample skipped. */
-export function hostPath(buckets, x, top, h, ymax) {
-  const pts = [];
-  if (!ymax) return pts;
-  const y = (v) => top + h - (v / ymax) * (h - 14);
-  for (const b of buckets) {
-    const v = b.max.go_heap;
-    if (!v) continue;
-    const x0 = x(b.t0), x1 = Math.max(x(b.t1), x0 + 1);
-    pts.push([x0, y(v)], [x1, y(v)]);
-  }
-  return pts;
+/** hostPath returns the lane's outline as [x, y] points: a step line of each column's maximum (heap, the columns' go_heap line), columns without a sample skipped. */
+export function hostPath(heap, top, h, ymax) {
+  if (!ymax) return [];
+  return linePath(heap.length, (i) => (heap[i] > 0 ? heap[i] : NaN), (v) => top + h - (v / ymax) * (h - 14));
 }
 
 /** drawHostLane draws the lane of view (a TimelineView) at view.tracks.host, view.hostH high (its title alone when collapsed). */
 export function drawHostLane(view) {
-  const { ctx, W, buckets } = view, top = view.tracks.host, h = view.hostH ?? HOST_H;
-  const ymax = hostScale(buckets);
+  const { ctx, W } = view, top = view.tracks.host, h = view.hostH ?? HOST_H;
+  const heap = view.columns().lines.go_heap;
+  const ymax = hostScale(heap);
   view.hostMax = ymax;
   ctx.fillStyle = "#f6f6f6"; ctx.fillRect(0, top, W, h);
   if (view.hostCollapsed) {
@@ -47,7 +41,7 @@ export function drawHostLane(view) {
     ctx.fillText(`Go heap in use (host): lane collapsed${ymax ? `, up to ${bytes(ymax)} in view` : ""}`, 4, top + 2);
     return;
   }
-  const pts = hostPath(buckets, (t) => view.x(t), top, h, ymax);
+  const pts = hostPath(heap, top, h, ymax);
   if (pts.length) {
     ctx.beginPath();
     ctx.moveTo(pts[0][0], top + h);

@@ -10,16 +10,19 @@ import { KIND } from "./wire.gen.js";
 import { LineStats } from "./lines.js";
 import { StreamSocket } from "./stream.js";
 import { eventAt } from "./streamcodec.js";
+import { decodeLOD } from "./lodcodec.js";
 
-async function getJSON(url) {
-  const res = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+async function get(url, accept, init) {
+  const res = await fetch(url, { credentials: "same-origin", headers: { Accept: accept }, ...init });
   if (!res.ok) {
     let msg = res.statusText;
     try { msg = (await res.json()).message || msg; } catch { /* not JSON */ }
     throw new Error(`${res.status} ${msg}`);
   }
-  return res.json();
+  return res;
 }
+
+async function getJSON(url, init) { return (await get(url, "application/json", init)).json(); }
 
 // MAX_LINE_QUEUE bounds the live events kept for line statistics while
 // older ones are owed; past it they count out of order.
@@ -51,8 +54,10 @@ export class TraceSource extends Source {
     this.live = false;
     this.endTime = 0;
   }
-  async lod(t0, t1, px) {
-    const r = await getJSON(`${this.prefix}/lod?${q({ t0, t1: t1 > t0 ? t1 : 0, px })}`);
+  /** lod is the buckets of [t0, t1) at about px pixels: the binary answer (lodcodec.js), no JSON to parse. */
+  async lod(t0, t1, px, init) {
+    const res = await get(`${this.prefix}/lod?${q({ t0, t1: t1 > t0 ? t1 : 0, px })}&format=bin`, "application/octet-stream", init);
+    const r = decodeLOD(await res.arrayBuffer());
     this.endTime = r.end;
     return r.buckets;
   }

@@ -6,6 +6,7 @@
 
 import { CATEGORIES, CATEGORY_COLOURS, SITE_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, sizes, sizeRange, rate, duration } from "./palette.js";
 import { stack } from "./layout.js";
+import { columns, areaPath, linePath } from "./columns.js";
 import { HOST_H as HOST_LANE_H, drawHostLane, hostTooltip } from "./hostlane.js";
 import { SERVICE_H, drawServiceLanes, serviceTooltip } from "./servicelane.js";
 import { renderService } from "./service.js";
@@ -443,18 +444,27 @@ export class TimelineView {
     return s.count ? `${s.label || s.kind} ${s.count}` : s.label || s.kind; // a service's "sample 12"
   }
 
-  /** memScale is the top of the memory track's scale: the largest value in the buckets. (The compare view shares one scale between two views.) */
+  /** memScale is the top of the memory track's scale: the largest value in the view's columns. (The compare view shares one scale between two views.) */
   memScale() {
     let ymax = 1;
-    const base = this.baseline, hidden = this.hidden;
-    for (const b of this.buckets) {
+    const base = this.baseline, hidden = this.hidden, { n, nc, cat, lines } = this.columns();
+    for (let i = 0; i < n; i++) {
       let sum = 0;
-      for (let c = 1; c < b.max.category.length; c++) if (!hidden.has(c)) sum += this.memValue(b.max.category[c], base?.category[c]);
+      for (let c = 1; c < nc; c++) if (!hidden.has(c) && cat[i * nc + c]) sum += this.memValue(cat[i * nc + c], base?.category[c]);
       ymax = Math.max(ymax, sum); // the Go heap has its own lane
       // The tracks sum every category: with some hidden they are not drawn.
-      if (!hidden.size) for (const k of ["allocated", "reserved", "device_used"]) ymax = Math.max(ymax, this.memValue(b.max[k], base?.[k]));
+      if (!hidden.size) for (const k of ["allocated", "reserved", "device_used"]) if (lines[k][i] === lines[k][i]) ymax = Math.max(ymax, this.memValue(lines[k][i], base?.[k]));
     }
     return ymax;
+  }
+
+  /** columns are the buckets binned into the view's pixel columns (columns.js), made again when the buckets, the axis or the width change. */
+  columns() {
+    const c = this.cols;
+    if (c && c.buckets === this.buckets && c.axis === this.axis && c.W === this.W) return c.cols;
+    const cols = columns(this.buckets, (t) => this.x(t), this.W);
+    this.cols = { buckets: this.buckets, axis: this.axis, W: this.W, cols };
+    return cols;
   }
 
   /** memValue is v less the baseline's (not below 0) when a baseline is set. */
@@ -482,39 +492,31 @@ export class TimelineView {
   }
 
   drawMemory() {
-    const { ctx, buckets } = this, top = this.tracks.mem, h = MEM_H;
+    const { ctx } = this, top = this.tracks.mem, h = MEM_H;
     const ymax = this.memScale();
     this.memMax = ymax;
     const y = yOf(top, h, ymax, this.logScale), base = this.baseline, hidden = this.hidden;
     ctx.fillStyle = "#fafafa"; ctx.fillRect(0, top, this.W, h);
-    // Stacked areas of each category's maximum per bucket: one path per
-    // category, so at most ten fills however many buckets.
-    const under = new Float64Array(buckets.length);
+    // Stacked areas of each category's maximum per pixel column
+    // (columns.js): one outline per run of columns, so at most ten fills
+    // of simple outlines however many buckets.
+    const { n, nc, cat, lines } = this.columns();
+    const under = new Float64Array(n), v = new Float64Array(n);
     for (let c = 1; c < CATEGORIES.length; c++) {
       if (hidden.has(c)) continue;
+      for (let i = 0; i < n; i++) v[i] = cat[i * nc + c] ? this.memValue(cat[i * nc + c], base?.category[c]) : 0;
       ctx.beginPath();
-      let any = false;
-      buckets.forEach((b, i) => {
-        const v = this.memValue(b.max.category[c], base?.category[c]);
-        if (!v) return;
-        any = true;
-        const x0 = this.x(b.t0), x1 = Math.max(this.x(b.t1), x0 + 1);
-        ctx.rect(x0, y(under[i] + v), x1 - x0, y(under[i]) - y(under[i] + v));
-        under[i] += v;
-      });
-      if (any) { ctx.fillStyle = CATEGORY_COLOURS[c]; ctx.fill(); }
+      if (areaPath(ctx, n, (i) => (v[i] ? y(under[i] + v[i]) : Infinity), (i) => y(under[i]))) { ctx.fillStyle = CATEGORY_COLOURS[c]; ctx.fill(); }
+      for (let i = 0; i < n; i++) under[i] += v[i];
     }
     for (const tr of TRACKS) {
       if (hidden.size) break; // totals of every category: not drawn while some are hidden
+      if (tr.key === "go_heap") continue; // drawn in the host lane
+      const line = lines[tr.key];
+      const pts = linePath(n, (i) => (line[i] === line[i] ? this.memValue(line[i], base?.[tr.key]) : NaN), y);
+      if (!pts.length) continue;
       ctx.beginPath();
-      let started = false;
-      for (const b of buckets) {
-        const v = b.max[tr.key] === undefined ? undefined : this.memValue(b.max[tr.key], base?.[tr.key]);
-        if (v === undefined || tr.key === "go_heap") continue; // drawn in the host lane
-        const x0 = this.x(b.t0), x1 = this.x(b.t1);
-        if (!started) { ctx.moveTo(x0, y(v)); started = true; } else ctx.lineTo(x0, y(v));
-        ctx.lineTo(x1, y(v));
-      }
+      pts.forEach(([px, py], i) => (i ? ctx.lineTo(px, py) : ctx.moveTo(px, py)));
       ctx.setLineDash(tr.dash); ctx.strokeStyle = tr.colour; ctx.lineWidth = 1.5; ctx.stroke();
     }
     ctx.setLineDash([]); ctx.lineWidth = 1;

@@ -1,0 +1,31 @@
+// The binary lod answer (…/lod?format=bin; server/live/lodbin.go,
+// docs/timeline.md): a saved trace's view asks for one on every pan or zoom
+// it has no data for, and a 3900-bucket answer as JSON is 1.4 MB to parse
+// on the main thread. This one is a Float64Array over the body; the
+// buckets are objects over its slices, in the JSON answer's shape.
+
+import { CATEGORIES } from "./wire.gen.js";
+
+const HEADER = 16 + 4 * 8, VERSION = 1;
+const NC = CATEGORIES.length, FIELDS = 5 + 2 * (NC + 4);
+
+/** decodeLOD turns a binary answer (an ArrayBuffer) into {events, last_seq, end, resolution, categories, buckets}, as the JSON answer; throws on anything else. */
+export function decodeLOD(buf) {
+  const u8 = new Uint8Array(buf), dv = new DataView(buf);
+  if (buf.byteLength < HEADER || u8[0] !== 0x4c || u8[1] !== 0x44) throw new Error(`lod answer: not one (${buf.byteLength} bytes)`);
+  const fields = dv.getUint32(4, true), n = dv.getUint32(8, true);
+  if (u8[2] !== VERSION || u8[3] !== NC || fields !== FIELDS) throw new Error(`lod answer: version ${u8[2]} with ${u8[3]} categories and ${fields} values a bucket, want ${VERSION}, ${NC}, ${FIELDS}`);
+  if (buf.byteLength !== HEADER + n * FIELDS * 8) throw new Error(`lod answer: ${buf.byteLength} bytes for ${n} buckets`);
+  // Little-endian, as every browser's typed arrays are where Linger runs
+  // (x86, ARM); the header's float64s are read through the DataView.
+  const f = new Float64Array(buf, HEADER, n * FIELDS);
+  const values = (o) => ({ category: f.subarray(o, o + NC), allocated: f[o + NC], reserved: f[o + NC + 1], device_used: f[o + NC + 2], go_heap: f[o + NC + 3] });
+  const buckets = new Array(n);
+  for (let i = 0, o = 0; i < n; i++, o += FIELDS) {
+    buckets[i] = { t0: f[o], t1: f[o + 1], events: f[o + 2], allocs: f[o + 3], frees: f[o + 4], max: values(o + 5), last: values(o + 5 + NC + 4) };
+  }
+  return {
+    events: dv.getFloat64(16, true), last_seq: dv.getFloat64(24, true), end: dv.getFloat64(32, true), resolution: dv.getFloat64(40, true),
+    categories: CATEGORIES, buckets,
+  };
+}
