@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
+	"sync/atomic"
 
 	"linger/timeline"
 	"linger/timeline/event"
@@ -79,21 +81,28 @@ func (s *Set) read(t *Trace, path string) error {
 	t.an.useSites(sites)
 	t.ix.UseSites(sites)
 	var names defined
-	b := timeline.Batch{Events: make([]event.Event, 0, readBatch)}
+	// Three goroutines (issue 25): this one reads and decodes, one indexes,
+	// one analyses; each batch goes to both of the others, and its buffer
+	// is filled again once both are done with it. On a 1-million-event
+	// trace the pass takes the index's time, not the three's sum.
+	p := newPipeline(t)
+	defer p.close()
+	b := p.next()
 	for {
 		e, err := r.ReadEvent()
 		if err == nil {
-			names.define(&b, r, &e)
+			names.define(b, r, &e)
 			b.Events = append(b.Events, e)
 			if len(b.Events) < readBatch {
 				continue
 			}
 		}
-		t.add(b)
-		b = timeline.Batch{Events: b.Events[:0], Strings: b.Strings[:0]}
+		p.send()
+		b = p.next()
 		if err == nil {
 			continue
 		}
+		p.close()
 		var stop *timeline.StopError
 		switch {
 		case errors.Is(err, io.EOF):
@@ -109,6 +118,81 @@ func (s *Set) read(t *Trace, path string) error {
 		t.an.end(err, t.HeldBy)
 		return nil
 	}
+}
+
+// pipelineDepth is how many batches a pass has in flight: read, being
+// indexed or analysed, or waiting for either.
+const pipelineDepth = 4
+
+// pipeline hands a pass's batches to its index and its analysis, each in
+// a goroutine of its own: Trace.add's two halves, side by side.
+type pipeline struct {
+	t       *Trace
+	bufs    [pipelineDepth]timeline.Batch
+	busy    [pipelineDepth]sync.WaitGroup // each buffer's readers
+	left    [pipelineDepth]atomic.Int32   // the halves yet to finish each buffer
+	i       int                           // the buffer being filled
+	ix, an  chan int
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+func newPipeline(t *Trace) *pipeline {
+	p := &pipeline{t: t, ix: make(chan int, pipelineDepth), an: make(chan int, pipelineDepth)}
+	for i := range p.bufs {
+		p.bufs[i].Events = make([]event.Event, 0, readBatch)
+	}
+	p.wg.Go(func() {
+		for i := range p.ix {
+			t.ix.AddBatch(p.bufs[i])
+			p.done(i)
+		}
+	})
+	p.wg.Go(func() {
+		for i := range p.an {
+			t.an.follow(p.bufs[i])
+			p.done(i)
+		}
+	})
+	return p
+}
+
+// done: one half is done with buffer i. The second says the trace has
+// come so far (Trace.advanced: the index and the analysis both have it,
+// as Trace.add promises) and frees the buffer.
+func (p *pipeline) done(i int) {
+	if p.left[i].Add(-1) == 0 {
+		p.t.advanced(p.bufs[i])
+	}
+	p.busy[i].Done()
+}
+
+// next is the batch to fill, empty, once both halves are done with it.
+func (p *pipeline) next() *timeline.Batch {
+	p.busy[p.i].Wait()
+	b := &p.bufs[p.i]
+	b.Events, b.Strings, b.Sites = b.Events[:0], b.Strings[:0], b.Sites[:0]
+	return b
+}
+
+// send hands the batch filled to both halves and moves to the next buffer.
+func (p *pipeline) send() {
+	p.busy[p.i].Add(2)
+	p.left[p.i].Store(2)
+	p.ix <- p.i
+	p.an <- p.i
+	p.i = (p.i + 1) % pipelineDepth
+}
+
+// close waits until both halves have every batch sent.
+func (p *pipeline) close() {
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	close(p.ix)
+	close(p.an)
+	p.wg.Wait()
 }
 
 // defined tracks the strings a pass has handed on: those its events

@@ -61,11 +61,17 @@ func newTrace(opts lod.Options) *Trace {
 func (t *Trace) add(b timeline.Batch) {
 	t.an.follow(b)
 	t.ix.AddBatch(b)
+	t.advanced(b)
+}
+
+// advanced says that both the analysis and the index have b.
+func (t *Trace) advanced(b timeline.Batch) {
 	if len(b.Events) == 0 {
 		return
 	}
 	t.mu.Lock()
-	t.indexed = b.Events[len(b.Events)-1].Seq
+	// A pass's halves may say so out of order (pipeline): never back.
+	t.indexed = max(t.indexed, b.Events[len(b.Events)-1].Seq)
 	if t.moved != nil {
 		close(t.moved)
 		t.moved = nil

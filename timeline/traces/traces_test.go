@@ -1,7 +1,9 @@
 package traces
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -393,5 +395,77 @@ func TestSavedSites(t *testing.T) {
 		if want := sites[s.SiteID].String(); s.Site != want {
 			t.Errorf("report's site %d reads %q, want %q", s.SiteID, s.Site, want)
 		}
+	}
+}
+
+// TestSavedPipeline: a saved trace's pass, which reads, indexes and
+// analyses in three goroutines (pipeline), comes to what handing the same
+// batches to Trace.add one after another does: the same buckets, objects,
+// scopes and findings, on a trace of many more batches than the pipeline
+// holds (so that each buffer is filled again while others are in use).
+func TestSavedPipeline(t *testing.T) {
+	const cells = 6 * pipelineDepth * readBatch / 5 // five events a cell
+	evs, kept := leakyCells(cells, 4096)
+	path := filepath.Join(t.TempDir(), "cells.ltrace")
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		w.Emit(e)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	set := New(Options{})
+	defer set.Close()
+	saved, err := set.Saved(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-saved.Done()
+	one := newTrace(set.opts.Index)
+	for i := 0; i < len(evs); i += readBatch {
+		one.add(timeline.Batch{Events: evs[i:min(i+readBatch, len(evs))]})
+	}
+	one.an.end(nil, nil)
+
+	_, _, end := saved.Index().Last()
+	if n, seq, _ := saved.Index().Last(); n != uint64(len(evs)) || seq != uint64(len(evs)) {
+		t.Fatalf("the pass indexed %d events up to seq %d, want %d", n, seq, len(evs))
+	}
+	for _, px := range []int{1, 100, 5000} {
+		if a, b := saved.Index().Summary(0, end+1, px), one.Index().Summary(0, end+1, px); !reflect.DeepEqual(a, b) {
+			t.Errorf("px=%d: the pass's buckets differ from one add after another's", px)
+		}
+	}
+	if a, b := saved.Objects(0, end+1, 500), one.Objects(0, end+1, 500); !reflect.DeepEqual(a, b) {
+		t.Errorf("objects: %d from the pass, %d from one add after another", len(a), len(b))
+	}
+	// The findings, but for how the trace ended: a file's end frame,
+	// which batches handed on one after another have none of.
+	a, b := *saved.Findings(), *one.Findings()
+	a.Ended, b.Ended = nil, nil
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if len(ja) < 1000 || !bytes.Equal(ja, jb) {
+		var ma, mb map[string]json.RawMessage
+		json.Unmarshal(ja, &ma)
+		json.Unmarshal(jb, &mb)
+		for k := range ma {
+			if !bytes.Equal(ma[k], mb[k]) {
+				t.Errorf("findings' %s: %.200s from the pass, %.200s from one add after another", k, ma[k], mb[k])
+			}
+		}
+	}
+	// Each cell's kept block lingers: the findings count every one.
+	lingering := 0
+	for _, o := range saved.Objects(0, end+1, 2*cells) {
+		if o.Lingering {
+			lingering++
+		}
+	}
+	if len(kept) != cells || lingering == 0 {
+		t.Errorf("%d cells kept %d blocks; %d lingering objects in view", cells, len(kept), lingering)
 	}
 }

@@ -2,11 +2,16 @@
 // the timeline's live path, as Go's benchmarks measure the server's (issue
 // 25): a stream frame's decode (streamcodec.js, the Worker's work per
 // message) and the pyramid's building from events (pyramid.js: add, the
-// array form; addColumns, the stream's columns). Figures are reported, not
+// array form; addColumns, the stream's columns); and a saved trace's
+// view: the binary lod answer's decode and its binning into pixel columns.
+// Figures are reported, not
 // asserted, one line each in the form of `go test -bench`.
 import { decodeFrame, eventAt, FRAME_HEADER } from "../src/timeline/streamcodec.js";
 import { Pyramid } from "../src/timeline/pyramid.js";
 import { KIND } from "../src/timeline/wire.gen.js";
+import { decodeLOD } from "../src/timeline/lodcodec.js";
+import { columns } from "../src/timeline/columns.js";
+import { readFileSync } from "node:fs";
 
 const EVENTS = 1_000_000, FRAME = 4096; // BenchmarkAppendFrame's frame size
 
@@ -78,3 +83,23 @@ console.log(`node ${process.version}, ${EVENTS} events, frames of ${FRAME} (${fr
 bench("BenchmarkJSDecodeFrame", FRAME, (i) => decodeFrame(frames[i % frames.length]));
 bench("BenchmarkJSPyramidAdd", EVENTS, () => { const p = new Pyramid(); for (const e of evs) p.add(e); });
 bench("BenchmarkJSPyramidAddColumns", EVENTS, () => { const p = new Pyramid(); for (const c of cols) p.addColumns(c); });
+
+// A saved trace's view: the binary lod answer of 3900 buckets (a
+// 1300-pixel view and a view's width either side, as the page asks; read
+// from server/live/testdata/lod.golden's layout, its buckets repeated) into
+// bucket objects, and those buckets binned into the view's pixel columns
+// (columns.js), which the memory chart draws from.
+{
+  const golden = readFileSync(new URL("../../../server/live/testdata/lod.golden", import.meta.url));
+  const HEADER = 48, n = 3900, g = new Uint8Array(golden.buffer, golden.byteOffset, golden.byteLength);
+  const per = (g.byteLength - HEADER) / 2;
+  const buf = new ArrayBuffer(HEADER + n * per), u8 = new Uint8Array(buf);
+  u8.set(g.subarray(0, HEADER));
+  new DataView(buf).setUint32(8, n, true);
+  for (let i = 0; i < n; i++) u8.set(g.subarray(HEADER + (i % 2) * per, HEADER + (i % 2 + 1) * per), HEADER + i * per);
+  const f = new Float64Array(buf, HEADER);
+  for (let i = 0; i < n; i++) { f[i * (per / 8)] = i * 1000; f[i * (per / 8) + 1] = (i + 1) * 1000; } // contiguous, 1 µs each
+  const buckets = decodeLOD(buf).buckets;
+  bench("BenchmarkJSDecodeLOD", n, () => decodeLOD(buf));
+  bench("BenchmarkJSColumns", n, () => columns(buckets, (t) => (t / (n * 1000)) * 1300 * 3 - 1300, 1300));
+}

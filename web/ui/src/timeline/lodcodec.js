@@ -1,8 +1,8 @@
 // The binary lod answer (…/lod?format=bin; server/live/lodbin.go,
 // docs/timeline.md): a saved trace's view asks for one on every pan or zoom
 // it has no data for, and a 3900-bucket answer as JSON is 1.4 MB to parse
-// on the main thread. This one is a Float64Array over the body; the
-// buckets are objects over its slices, in the JSON answer's shape.
+// on the main thread. This one is a Float64Array over the body, the
+// buckets made from it in the JSON answer's shape.
 
 import { CATEGORIES } from "./wire.gen.js";
 
@@ -19,7 +19,12 @@ export function decodeLOD(buf) {
   // Little-endian, as every browser's typed arrays are where Linger runs
   // (x86, ARM); the header's float64s are read through the DataView.
   const f = new Float64Array(buf, HEADER, n * FIELDS);
-  const values = (o) => ({ category: f.subarray(o, o + NC), allocated: f[o + NC], reserved: f[o + NC + 1], device_used: f[o + NC + 2], go_heap: f[o + NC + 3] });
+  // Plain arrays: a typed-array view a bucket costs more to make than the copy.
+  const values = (o) => {
+    const category = new Array(NC);
+    for (let c = 0; c < NC; c++) category[c] = f[o + c];
+    return { category, allocated: f[o + NC], reserved: f[o + NC + 1], device_used: f[o + NC + 2], go_heap: f[o + NC + 3] };
+  };
   const buckets = new Array(n);
   for (let i = 0, o = 0; i < n; i++, o += FIELDS) {
     buckets[i] = { t0: f[o], t1: f[o + 1], events: f[o + 2], allocs: f[o + 3], frees: f[o + 4], max: values(o + 5), last: values(o + 5 + NC + 4) };
