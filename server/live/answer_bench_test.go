@@ -44,17 +44,17 @@ func BenchmarkAnswerJSON(b *testing.B) {
 			var v any
 			switch q.name {
 			case "lod-bin":
-				s, err := DecodeLOD(body)
+				s, rd, err := DecodeLOD(body)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if p := AppendLOD(nil, s); !bytes.Equal(p, body) {
+				if p := AppendLOD(nil, s, rd); !bytes.Equal(p, body) {
 					b.Fatalf("the answer re-encodes as %d bytes, not the route's %d", len(p), len(body))
 				}
 				var n int
 				b.ReportAllocs()
 				for b.Loop() {
-					n = len(AppendLOD(nil, s))
+					n = len(AppendLOD(nil, s, rd))
 				}
 				b.ReportMetric(float64(n), "B/answer")
 				return

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -29,19 +31,29 @@ import (
 //
 //	LINGER_BROWSER=1 go test ./server/live -run TestBrowserTimeline -v
 //
-// LINGER_BROWSER_EVENTS changes the trace size, CHROMIUM the browser.
+// LINGER_BROWSER_EVENTS changes the trace size, LINGER_BROWSER_TRACE opens
+// that trace file instead (linked, not copied), CHROMIUM the browser. It
+// also reports the server's memory once the page has its figures.
 func TestBrowserTimeline(t *testing.T) {
 	n, chromium := browsertest.Measure(t)
 	dir := t.TempDir()
 	browsertest.BundleUI(t, dir, false, "timeline.js")
-	w, err := timeline.Create(filepath.Join(dir, "big.ltrace"))
-	if err != nil {
-		t.Fatal(err)
+	if src := os.Getenv("LINGER_BROWSER_TRACE"); src != "" {
+		// A trace of the user's (a 100-million-event one, say) instead.
+		if err := os.Link(src, filepath.Join(dir, "big.ltrace")); err != nil {
+			t.Fatalf("LINGER_BROWSER_TRACE: %v", err)
+		}
+	} else {
+		w, err := timeline.Create(filepath.Join(dir, "big.ltrace"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		engineLike(w, n)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	engineLike(w, n)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	opened := time.Now()
 
 	h := New(Options{TracePath: func(name string) (string, error) { return filepath.Join(dir, filepath.Base(name)), nil }})
 	defer h.Close()
@@ -65,7 +77,7 @@ func TestBrowserTimeline(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, chromium, append(browsertest.Flags(filepath.Join(dir, "profile")), srv.URL+"/")...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
@@ -77,10 +89,22 @@ func TestBrowserTimeline(t *testing.T) {
 	case b := <-results:
 		var r map[string]any
 		json.Unmarshal(b, &r)
-		t.Logf("%d events: %s", n, b)
+		if src := os.Getenv("LINGER_BROWSER_TRACE"); src != "" {
+			t.Logf("%s, opened %.1f s ago: %s", src, time.Since(opened).Seconds(), b)
+		} else {
+			t.Logf("%d events: %s", n, b)
+		}
 		if e, ok := r["error"]; ok {
 			t.Fatalf("page: %v", e)
 		}
+		// What the server keeps of the trace (its index and findings; the
+		// test's own trace writing is garbage by now), and its peak.
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		status, _ := os.ReadFile("/proc/self/status")
+		peak := regexp.MustCompile(`VmHWM:\s*(\d+) kB`).FindSubmatch(status)
+		t.Logf("server: Go heap in use %d MiB after a GC; the test process's peak resident memory %s kB", ms.HeapInuse>>20, peak[min(len(peak)-1, 1)])
 	case <-ctx.Done():
 		t.Fatal("no results from the page")
 	}
@@ -167,8 +191,9 @@ if (!location.search.includes("shot")) try {
   const fetches = [], raf = [];
   for (let i = 0; i < 10; i++) { const s = performance.now(); await v.source.lod(v.view.t0, v.view.t1, 1300); fetches.push(performance.now() - s); }
   for (let i = 0; i < 10; i++) { const s = performance.now(); await frame(); raf.push(performance.now() - s); }
-  post({ lat: lat.map(Math.round), lod_fetch_ms_median: median(fetches), two_raf_ms_median: median(raf), first_paint_ms: firstPaint, draw_ms_median: median(v.frames), draw_ms_p95: p95(v.frames), draws: v.frames.length,
-    input_to_frame_ms_median: median(lat), input_to_frame_ms_p95: p95(lat), objects: v.objects.length, buckets: v.buckets.length, scopes: v.scopes.length });
+  post({ lat: lat.map(Math.round), lod_fetch_ms_median: median(fetches), two_raf_ms_median: median(raf), first_paint_ms: firstPaint, first_partial_paint_ms: v.firstPartialPaint, draw_ms_median: median(v.frames), draw_ms_p95: p95(v.frames), draws: v.frames.length,
+    input_to_frame_ms_median: median(lat), input_to_frame_ms_p95: p95(lat), objects: v.objects.length, buckets: v.buckets.length, scopes: v.scopes.length,
+    page_js_heap_mb: performance.memory ? Math.round(performance.memory.usedJSHeapSize / 2 ** 20) : -1 });
 } catch (e) { post({ error: String(e && e.stack || e) }); }
 </script></body></html>`
 

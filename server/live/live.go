@@ -208,8 +208,37 @@ func Classify(err error) error {
 	return err
 }
 
+// lodAnswer is the JSON lod answer: the index's summary and, for the part
+// of a saved trace read so far (?partial=1), how far its pass has come.
+type lodAnswer struct {
+	lod.Summary
+	Reading *Reading `json:"reading,omitempty"`
+}
+
 func (h *Handler) serveLOD(w http.ResponseWriter, r *http.Request) {
-	t, err := h.trace(r)
+	format := r.URL.Query().Get("format")
+	if format != "" && format != "json" && format != "bin" {
+		h.writeError(w, r, httperr.New(httperr.BadRequest, "format=%q: json (the default) or bin", format))
+		return
+	}
+	var t *traces.Trace
+	var err error
+	if r.URL.Query().Get("partial") == "1" && r.PathValue("id") == "" {
+		// A saved trace's part read so far, its pass not waited for: a
+		// large trace's view shows it fill in rather than nothing.
+		var path string
+		if path, err = h.tracePath(r); err == nil {
+			t, err = h.traces.Started(path)
+		}
+		if err == nil {
+			if _, _, done := t.Progress(); done {
+				err = t.Err()
+			}
+		}
+		err = Classify(err)
+	} else {
+		t, err = h.trace(r)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -219,19 +248,22 @@ func (h *Handler) serveLOD(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	format := r.URL.Query().Get("format")
-	if format != "" && format != "json" && format != "bin" {
-		h.writeError(w, r, httperr.New(httperr.BadRequest, "format=%q: json (the default) or bin", format))
-		return
+	var rd Reading
+	if read, size, done := t.Progress(); !done && size > 0 {
+		rd = Reading{Partial: true, Bytes: read, Of: size}
 	}
 	sum := t.Index().Summary(q.t0, q.t1, q.n)
 	if format == "bin" {
 		// The page's answer (lodbin.go): no JSON to make or to parse.
 		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Write(AppendLOD(nil, sum))
+		w.Write(AppendLOD(nil, sum, rd))
 		return
 	}
-	writeJSON(w, sum)
+	a := lodAnswer{Summary: sum}
+	if rd.Partial {
+		a.Reading = &rd
+	}
+	writeJSON(w, a)
 }
 
 // objectAnswer is one object of an objects query, its names resolved.

@@ -7,14 +7,22 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
+	"linger/internal/browsertest"
 	"linger/timeline/event"
 	"linger/timeline/lod"
+	"linger/timeline/traces"
 )
 
 var updateLOD = flag.Bool("update-lod", false, "rewrite testdata/lod.golden")
@@ -49,9 +57,12 @@ func TestLODBinary(t *testing.T) {
 			if res.StatusCode != 200 || res.Header.Get("Content-Type") != "application/octet-stream" {
 				t.Fatalf("%s: %d %s", q, res.StatusCode, res.Header.Get("Content-Type"))
 			}
-			bin, err := DecodeLOD(body)
+			bin, rd, err := DecodeLOD(body)
 			if err != nil {
 				t.Fatalf("%s: %v", q, err)
+			}
+			if rd != (Reading{}) {
+				t.Errorf("%s: a whole trace's answer says it is being read: %+v", q, rd)
 			}
 			if len(js.Buckets) == 0 || !reflect.DeepEqual(bin, js) {
 				t.Errorf("%s: the binary answer (%d buckets, %d events) differs from the JSON one (%d buckets, %d events)",
@@ -83,9 +94,10 @@ func lodGolden() lod.Summary {
 
 func TestLODGolden(t *testing.T) {
 	s := lodGolden()
-	p := AppendLOD([]byte("junk"), s)[4:]
-	if got, err := DecodeLOD(p); err != nil || !reflect.DeepEqual(got, s) {
-		t.Fatalf("round trip: %+v, %v", got, err)
+	rd := Reading{Partial: true, Bytes: 1 << 40, Of: 1<<40 + 12345}
+	p := AppendLOD([]byte("junk"), s, rd)[4:]
+	if got, gotRd, err := DecodeLOD(p); err != nil || !reflect.DeepEqual(got, s) || gotRd != rd {
+		t.Fatalf("round trip: %+v, %+v, %v", got, gotRd, err)
 	}
 	if *updateLOD {
 		if err := os.WriteFile("testdata/lod.golden", p, 0o644); err != nil {
@@ -96,15 +108,159 @@ func TestLODGolden(t *testing.T) {
 		t.Errorf("the answer differs from testdata/lod.golden (err %v): run go test -run TestLODGolden -update-lod, and check web/ui/src/timeline/lodcodec.test.mjs", err)
 	}
 	// The JSON of the same answer, for lodcodec.test.mjs to compare with.
-	js, _ := json.Marshal(s)
+	js, _ := json.Marshal(lodAnswer{Summary: s, Reading: &rd})
 	if want, err := os.ReadFile("testdata/lod.golden.json"); *updateLOD {
 		os.WriteFile("testdata/lod.golden.json", js, 0o644)
 	} else if err != nil || !bytes.Equal(bytes.TrimSpace(want), js) {
 		t.Errorf("testdata/lod.golden.json differs (err %v): run go test -run TestLODGolden -update-lod", err)
 	}
 	for _, bad := range [][]byte{nil, []byte("LD"), p[:len(p)-8], append([]byte("LT"), p[2:]...), append(append([]byte{}, p[:2]...), append([]byte{9}, p[3:]...)...)} {
-		if _, err := DecodeLOD(bad); err == nil {
+		if _, _, err := DecodeLOD(bad); err == nil {
 			t.Errorf("DecodeLOD(%d bytes %q…) accepted", len(bad), bad[:min(len(bad), 4)])
 		}
+	}
+}
+
+// TestLODPartial: ?partial=1 answers a saved trace's part read so far
+// while its pass goes on (here held before it reads a byte), saying how
+// far it has come, and the whole trace, as without it, once the pass is
+// over; the other routes wait for the pass as before.
+func TestLODPartial(t *testing.T) {
+	dir := t.TempDir()
+	const n = 5000
+	writeTrace(t, filepath.Join(dir, "small.ltrace"), n)
+	hold := make(chan struct{})
+	set := traces.New(traces.Options{OnRead: func(string) { <-hold }})
+	defer set.Close()
+	h := New(Options{Traces: set, TracePath: func(name string) (string, error) { return filepath.Join(dir, filepath.Base(name)), nil }})
+	defer h.Close()
+	mux := http.NewServeMux()
+	h.Register(mux, "")
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	fi, _ := os.Stat(filepath.Join(dir, "small.ltrace"))
+
+	var held lodAnswer
+	get(t, srv.URL+"/api/timeline/traces/small.ltrace/lod?px=10&partial=1", 200, &held)
+	if held.Reading == nil || held.Reading.Bytes != 0 || held.Reading.Of != fi.Size() || held.Events != 0 || held.Buckets == nil {
+		t.Errorf("before the pass reads: %d events (buckets %v), reading %+v; want 0 events, an empty list, 0 of %d bytes read", held.Events, held.Buckets, held.Reading, fi.Size())
+	}
+	res, err := http.Get(srv.URL + "/api/timeline/traces/small.ltrace/lod?px=10&partial=1&format=bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if _, rd, err := DecodeLOD(body); err != nil || !rd.Partial || rd.Of != fi.Size() {
+		t.Errorf("binary, before the pass reads: %+v, %v", rd, err)
+	}
+	// The objects wait for the pass: asked now, answered once it is over.
+	objects := make(chan int, 1)
+	go func() {
+		res, err := http.Get(srv.URL + "/api/timeline/traces/small.ltrace/objects?n=5")
+		if err != nil {
+			objects <- 0
+			return
+		}
+		res.Body.Close()
+		objects <- res.StatusCode
+	}()
+	select {
+	case code := <-objects:
+		t.Fatalf("objects answered %d before the pass", code)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(hold)
+	if code := <-objects; code != 200 {
+		t.Errorf("objects after the pass: %d", code)
+	}
+	var whole lodAnswer
+	get(t, srv.URL+"/api/timeline/traces/small.ltrace/lod?px=10&partial=1", 200, &whole)
+	if whole.Reading != nil || whole.Events != n {
+		t.Errorf("after the pass: %d events, reading %+v; want %d, none", whole.Events, whole.Reading, n)
+	}
+	// A trace that is not there is as without partial=1.
+	var e struct{ Message string }
+	get(t, srv.URL+"/api/timeline/traces/missing.ltrace/lod?partial=1", 404, &e)
+}
+
+// TestBrowserReading: a saved trace's view while the server reads it (the
+// pass held before its first byte, as a large trace's first seconds) says
+// how far the reading has come and asks again, then, the pass over, shows
+// the whole trace, fitted, with its objects, and says nothing more of
+// reading. The page is the timeline bundled from web/ui/src, in headless
+// Chromium.
+func TestBrowserReading(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a browser test")
+	}
+	dir := t.TempDir()
+	browsertest.BundleUI(t, dir, false, "timeline.js")
+	const n = 20000
+	writeTrace(t, filepath.Join(dir, "r.ltrace"), n)
+	hold := make(chan struct{})
+	set := traces.New(traces.Options{OnRead: func(string) { <-hold }})
+	defer set.Close()
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release() // before the Set closes, which waits for the pass
+	h := New(Options{Traces: set, TracePath: func(name string) (string, error) { return filepath.Join(dir, filepath.Base(name)), nil }})
+	defer h.Close()
+	mux := http.NewServeMux()
+	h.Register(mux, "")
+	var lods atomic.Int64
+	mux.HandleFunc("GET /timeline.js", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/javascript")
+		http.ServeFile(w, r, filepath.Join(dir, "timeline.js"))
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!DOCTYPE html><html><head><meta charset="utf-8"></head><body data-base="/">
+<main data-testid="timeline" data-trace-url="/api/timeline/traces/r.ltrace" style="width:1300px;height:700px"></main>
+<script type="module" src="/timeline.js"></script></body></html>`)
+	})
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/lod") {
+			lods.Add(1)
+		}
+		mux.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(counted)
+	defer srv.Close()
+
+	var b browsertest.Browser
+	defer b.Close()
+	ctx := b.Tab(t, 60*time.Second)
+	const view = `[...window.linger.timeline.views.values()][0]`
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	status, err := chromedp.Run(ctx, chromedp.Poll[string](
+		`(() => { const s = document.querySelector("[data-testid=timeline-status]")?.textContent || ""; return s.startsWith("Reading the trace") && s; })()`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil {
+		t.Fatalf("no word of the reading: %v", err)
+	}
+	if status != "Reading the trace: 0% (0 events so far)" {
+		t.Errorf("status %q while the pass has read nothing", status)
+	}
+	// It asks again while the trace is read (every READ_POLL_MS).
+	asked := lods.Load()
+	time.Sleep(700 * time.Millisecond)
+	if lods.Load() < asked+2 {
+		t.Errorf("%d lod requests in 700 ms of reading, want a poll every 250 ms", lods.Load()-asked)
+	}
+	release()
+	got, err := chromedp.Run(ctx, chromedp.Poll[map[string]any](`(() => { const v = `+view+`;
+		if (!v.firstPaint || !v.objects.length) return null;
+		return { status: v.status.textContent, reading: v.source.reading, buckets: v.buckets.length, end: v.source.end(), t1: v.view.t1, objects: v.objects.length,
+			partialFirst: v.firstPartialPaint <= v.firstPaint }; })()`, chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil {
+		t.Fatalf("the whole trace not shown: %v", err)
+	}
+	if got["status"] != "" || got["reading"] != false || got["buckets"].(float64) == 0 || got["objects"].(float64) == 0 || got["partialFirst"] != true {
+		t.Errorf("once read: %v", got)
+	}
+	// Fitted to the whole trace: its end in view.
+	if end, t1 := got["end"].(float64), got["t1"].(float64); t1 < end {
+		t.Errorf("view ends at %.0f ns, the trace at %.0f", t1, end)
 	}
 }

@@ -17,10 +17,14 @@ type Summary struct {
 // about px pixels (Query).
 func (ix *Index) Summary(t0, t1 int64, px int) Summary {
 	n, seq, end := ix.Last()
+	b := ix.Query(t0, t1, px)
+	if b == nil {
+		b = []Bucket{} // none yet: an empty list, not JSON's null
+	}
 	return Summary{
 		Events: n, LastSeq: seq, End: end, Resolution: ix.Resolution(),
 		Categories: CategoryNames(),
-		Buckets:    ix.Query(t0, t1, px),
+		Buckets:    b,
 	}
 }
 

@@ -32,6 +32,11 @@ func (s *Set) Saved(ctx context.Context, path string) (*Trace, error) {
 	}
 }
 
+// Started is Saved without the wait: the Trace of the file at path, its
+// pass started if need be and perhaps under way (Trace.Progress), so that
+// a view can show the part read so far.
+func (s *Set) Started(path string) (*Trace, error) { return s.entry(path) }
+
 // entry returns the Trace of the file at path, starting its pass in the
 // background if it is new or its file changed.
 func (s *Set) entry(path string) (*Trace, error) {
@@ -97,7 +102,7 @@ func (s *Set) read(t *Trace, path string) error {
 				continue
 			}
 		}
-		p.send()
+		p.send(r.Offset())
 		b = p.next()
 		if err == nil {
 			continue
@@ -131,6 +136,7 @@ type pipeline struct {
 	bufs    [pipelineDepth]timeline.Batch
 	busy    [pipelineDepth]sync.WaitGroup // each buffer's readers
 	left    [pipelineDepth]atomic.Int32   // the halves yet to finish each buffer
+	offset  [pipelineDepth]int64          // where in the file each buffer ends
 	i       int                           // the buffer being filled
 	ix, an  chan int
 	wg      sync.WaitGroup
@@ -163,6 +169,11 @@ func newPipeline(t *Trace) *pipeline {
 func (p *pipeline) done(i int) {
 	if p.left[i].Add(-1) == 0 {
 		p.t.advanced(p.bufs[i])
+		for off := p.offset[i]; ; { // as advanced: never back
+			if old := p.t.read.Load(); old >= off || p.t.read.CompareAndSwap(old, off) {
+				break
+			}
+		}
 	}
 	p.busy[i].Done()
 }
@@ -175,8 +186,10 @@ func (p *pipeline) next() *timeline.Batch {
 	return b
 }
 
-// send hands the batch filled to both halves and moves to the next buffer.
-func (p *pipeline) send() {
+// send hands the batch filled to both halves, which have the file up to
+// offset once they are done with it, and moves to the next buffer.
+func (p *pipeline) send(offset int64) {
+	p.offset[p.i] = offset
 	p.busy[p.i].Add(2)
 	p.left[p.i].Store(2)
 	p.ix <- p.i

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"linger/timeline"
@@ -42,6 +43,28 @@ type Trace struct {
 
 	overviewOnce sync.Once
 	overview     []byte
+
+	// read is how many bytes of the file a saved trace's pass has read
+	// (what its index and analysis have), for Progress.
+	read atomic.Int64
+}
+
+// Progress says how far a saved trace's pass has come: the bytes of its
+// file read (and indexed) and the file's size, and whether the pass is
+// over. A live trace's is (0, 0, whether it ended).
+func (t *Trace) Progress() (read, size int64, done bool) {
+	select {
+	case <-t.done:
+		done = true
+	default:
+	}
+	if !t.file {
+		return 0, 0, done
+	}
+	if done {
+		return t.size, t.size, true
+	}
+	return min(t.read.Load(), t.size), t.size, false
 }
 
 // Ending is how a trace ended, as its pass read it.

@@ -149,7 +149,7 @@ function seeded(source) {
 
 function mount(root) {
   if (root.dataset.traceUrl) {
-    views.set(root, new TimelineView(root, seeded(new TraceSource(root.dataset.traceUrl))));
+    views.set(root, new TimelineView(root, seeded(new TraceSource(root.dataset.traceUrl, { partial: true }))));
   } else if (root.dataset.liveUrl) {
     const prefix = root.dataset.liveUrl;
     views.set(root, new TimelineView(root, new KernelSource(prefix, streamURL(prefix), `${prefix}/lingering`)));

@@ -6,10 +6,15 @@
 
 import { CATEGORIES } from "./wire.gen.js";
 
-const HEADER = 16 + 4 * 8, VERSION = 1;
+const HEADER = 16 + 6 * 8, VERSION = 1, PARTIAL = 1;
 const NC = CATEGORIES.length, FIELDS = 5 + 2 * (NC + 4);
 
-/** decodeLOD turns a binary answer (an ArrayBuffer) into {events, last_seq, end, resolution, categories, buckets}, as the JSON answer; throws on anything else. */
+/**
+ * decodeLOD turns a binary answer (an ArrayBuffer) into {events, last_seq,
+ * end, resolution, categories, buckets}, as the JSON answer, with reading:
+ * {read_bytes, file_bytes} where the answer is of the part of a saved
+ * trace read so far (?partial=1; else none); throws on anything else.
+ */
 export function decodeLOD(buf) {
   const u8 = new Uint8Array(buf), dv = new DataView(buf);
   if (buf.byteLength < HEADER || u8[0] !== 0x4c || u8[1] !== 0x44) throw new Error(`lod answer: not one (${buf.byteLength} bytes)`);
@@ -29,8 +34,10 @@ export function decodeLOD(buf) {
   for (let i = 0, o = 0; i < n; i++, o += FIELDS) {
     buckets[i] = { t0: f[o], t1: f[o + 1], events: f[o + 2], allocs: f[o + 3], frees: f[o + 4], max: values(o + 5), last: values(o + 5 + NC + 4) };
   }
-  return {
+  const r = {
     events: dv.getFloat64(16, true), last_seq: dv.getFloat64(24, true), end: dv.getFloat64(32, true), resolution: dv.getFloat64(40, true),
     categories: CATEGORIES, buckets,
   };
+  if (dv.getUint32(12, true) & PARTIAL) r.reading = { read_bytes: dv.getFloat64(48, true), file_bytes: dv.getFloat64(56, true) };
+  return r;
 }

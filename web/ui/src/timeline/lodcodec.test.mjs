@@ -16,6 +16,8 @@ test("decodes server/live/testdata/lod.golden as its JSON reads", () => {
   assert.deepEqual(plain(got), want);
   assert.equal(got.buckets[1].max.device_used, 2 ** 53);
   assert.equal(got.buckets.length, 2);
+  // The golden answer is of a trace being read: 2^40 of 2^40 + 12345 bytes.
+  assert.deepEqual(got.reading, { read_bytes: 2 ** 40, file_bytes: 2 ** 40 + 12345 });
 });
 
 test("refuses what is not an answer, whole", () => {

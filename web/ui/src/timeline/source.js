@@ -49,16 +49,28 @@ class Source {
 }
 
 export class TraceSource extends Source {
-  constructor(prefix) {
+  /**
+   * partial: ask for the part of the trace the server has read so far
+   * while its pass goes on (…/lod?partial=1), so that a large trace's view
+   * fills in rather than stays empty; reading then says how far it has
+   * come ({read_bytes, file_bytes, events}), and is false once the trace
+   * is whole (null: not asked yet).
+   */
+  constructor(prefix, { partial = false } = {}) {
     super(prefix);
     this.live = false;
     this.endTime = 0;
+    this.partial = partial;
+    this.reading = null;
   }
   /** lod is the buckets of [t0, t1) at about px pixels: the binary answer (lodcodec.js), no JSON to parse. */
   async lod(t0, t1, px, init) {
-    const res = await get(`${this.prefix}/lod?${q({ t0, t1: t1 > t0 ? t1 : 0, px })}&format=bin`, "application/octet-stream", init);
+    const part = this.partial && this.reading !== false ? "&partial=1" : "";
+    const res = await get(`${this.prefix}/lod?${q({ t0, t1: t1 > t0 ? t1 : 0, px })}&format=bin${part}`, "application/octet-stream", init);
     const r = decodeLOD(await res.arrayBuffer());
     this.endTime = r.end;
+    // Once whole, always whole: no need to ask for a part again.
+    this.reading = r.reading ? { ...r.reading, events: r.events } : (this.partial ? false : null);
     return r.buckets;
   }
   end() { return this.endTime; }

@@ -21,6 +21,8 @@ import { el } from "./dom.js";
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
 const OBJECTS_N = 400, POLL_MS = 500;
+// How often a view asks again for a saved trace the server is reading.
+const READ_POLL_MS = 250;
 // The longest the findings wait for the events to pause before asking
 // for a newer report.
 const FINDINGS_MAX_MS = 2000;
@@ -158,6 +160,7 @@ export class TimelineView {
     const span = Math.max(t1 - t0, 1000);
     this.view = { t0: Math.max(0, t0), t1: Math.max(0, t0) + span };
     this.setAxis();
+    if (userAction) this.moved = true; // a saved trace being read no longer shows the whole of it (whileReading)
     if (userAction && this.follow && this.view.t1 < this.source.end()) this.setFollow(false, true); // looking back leaves follow mode
     this.refresh();
   }
@@ -312,9 +315,11 @@ export class TimelineView {
         return;
       }
       const have = this.have;
-      if (!this.source.live && have && have.t0 <= t0 && t1 <= have.t1 && (t1 - t0) * 3 >= (have.t1 - have.t0) * 0.8) return; // still sharp enough
+      if (!this.source.live && !this.source.reading && have && have.t0 <= t0 && t1 <= have.t1 && (t1 - t0) * 3 >= (have.t1 - have.t0) * 0.8) return; // still sharp enough
       this.buckets = await this.source.lod(t0 - m, t1 + m, Math.ceil(this.W) * (m ? 3 : 1));
       this.have = { t0: Math.max(0, t0 - m), t1: t1 + m };
+      if (this.source.reading) { this.whileReading(); return; }
+      if (this.wasReading) this.readDone();
       if (!this.fitted && this.source.end() > 0) { this.fitted = true; this.fit(); return; }
       this.schedule();
     } catch (e) { this.status.textContent = `Timeline unavailable: ${e.message}`; } finally {
@@ -323,7 +328,40 @@ export class TimelineView {
     }
   }
 
+  /**
+   * whileReading shows the part of a saved trace the server has read so
+   * far (TraceSource's partial answers), all of it unless the user moved
+   * the view, says how far the reading has come, and asks again shortly.
+   * Objects, scopes and findings come once the trace is whole.
+   */
+  whileReading() {
+    const r = this.source.reading, pct = r.file_bytes ? Math.floor((100 * r.read_bytes) / r.file_bytes) : 0;
+    this.wasReading = true;
+    this.status.textContent = this.status.title = `Reading the trace: ${pct}% (${r.events.toLocaleString()} events so far)`;
+    this.status.dataset.state = "reading";
+    if (!this.moved && this.source.end() > 0) {
+      // As fitNow, without asking again at once: the next poll does.
+      this.view = { t0: 0, t1: Math.max(this.source.end() * 1.02, 1e6) };
+      this.setAxis();
+    }
+    this.schedule();
+    clearTimeout(this.readTimer);
+    this.readTimer = setTimeout(() => { this.have = null; this.lodFetch(); }, READ_POLL_MS);
+  }
+
+  /** readDone: the trace is whole; fit it (idle stretches found now), and ask for its objects, scopes and findings. */
+  readDone() {
+    this.wasReading = false;
+    this.status.textContent = this.status.title = "";
+    delete this.status.dataset.state;
+    if (!this.moved) this.fitted = false; // lodFetch fits it
+    this.refresh();
+  }
+
   async slowFetch() {
+    // While a saved trace is read, its objects and scopes wait for the
+    // whole of it: ask once it is (readDone), not on every poll.
+    if (this.source.reading) return;
     this.lastSlow = performance.now();
     const { t0, t1 } = this.view, gen = ++this.gen;
     try {
@@ -372,7 +410,8 @@ export class TimelineView {
     }
     const done = performance.now();
     this.frames.push(done - start);
-    if (!this.firstPaint && this.fitted && this.buckets.length) this.firstPaint = done; // first meaningful paint
+    if (!this.firstPaint && this.fitted && this.buckets.length) this.firstPaint = done; // first meaningful paint, of the whole trace
+    if (!this.firstPartialPaint && this.buckets.length) this.firstPartialPaint = done; // of what was read of it, or the whole
     if (this.frames.length > 600) this.frames.splice(0, 300);
   }
 
@@ -1021,7 +1060,7 @@ export class TimelineView {
     this.findingsBody.replaceChildren(list, ...(sites ? [sites] : []));
   }
 
-  destroy() { clearTimeout(this.findingsTimer); this.unsub(); this.source.close(); this.root.replaceChildren(); }
+  destroy() { clearTimeout(this.findingsTimer); clearTimeout(this.readTimer); this.unsub(); this.source.close(); this.root.replaceChildren(); }
 }
 
 function esc(s) { return String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`); }
