@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,6 +271,16 @@ func TestBrowserLive(t *testing.T) {
 		fmt.Sscan(s, &perMs)
 		perMs /= 1000
 	}
+	var zmu sync.Mutex
+	var written []stamp
+	// When each live frame left the server (onLiveFrame).
+	frameWritten := func(seq uint64) {
+		zmu.Lock()
+		written = append(written, stamp{seq, float64(time.Now().UnixMicro()) / 1000})
+		zmu.Unlock()
+	}
+	onLiveFrame.Store(&frameWritten)
+	defer onLiveFrame.Store(nil)
 	start := time.Now()
 	// Trace time is wall time since the start, as a kernel's Emitter stamps it.
 	ts := &retime{sink: rec, start: start}
@@ -356,6 +367,14 @@ func TestBrowserLive(t *testing.T) {
 	if lat := latency(received, 0); len(lat) > 0 {
 		t.Logf("event to the page's main thread (live events): median %.0f ms, p99 %.0f ms", lat[len(lat)/2], lat[len(lat)*99/100])
 	}
+	zmu.Lock()
+	if lat := latency(written, 0); len(lat) > 0 {
+		t.Logf("event to written by the server: median %.0f ms, p99 %.0f ms", lat[len(lat)/2], lat[len(lat)*99/100])
+	}
+	if lat := latency(written, stamps[0].ms+1000); len(lat) > 0 {
+		t.Logf("event to written by the server, after 1 s: median %.0f ms, p99 %.0f ms", lat[len(lat)/2], lat[len(lat)*99/100])
+	}
+	zmu.Unlock()
 	if lat := latency(atWorker, 0); len(lat) > 0 {
 		t.Logf("event to the page's Worker (live events): median %.0f ms, p99 %.0f ms", lat[len(lat)/2], lat[len(lat)*99/100])
 	}

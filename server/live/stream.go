@@ -698,6 +698,9 @@ func (c *conn) writeEvents(evs []event.Event, backfill bool) error {
 		if err := c.write(websocket.BinaryMessage, c.buf); err != nil {
 			return err
 		}
+		if f := onLiveFrame.Load(); f != nil && !backfill {
+			(*f)(evs[n-1].Seq)
+		}
 		evs = evs[n:]
 	}
 	return nil
@@ -707,3 +710,9 @@ func appendString(p []byte, s string) []byte {
 	q, _ := json.Marshal(s)
 	return append(p, q...)
 }
+
+// onLiveFrame, when set (by TestBrowserLive, before any stream), is told
+// the last sequence number of each live events frame once written to the
+// socket: where a live event's way to the screen is spent, on the server
+// or in the page.
+var onLiveFrame atomic.Pointer[func(seq uint64)]

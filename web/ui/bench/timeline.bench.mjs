@@ -91,7 +91,7 @@ bench("BenchmarkJSPyramidAddColumns", EVENTS, () => { const p = new Pyramid(); f
 // (columns.js), which the memory chart draws from.
 {
   const golden = readFileSync(new URL("../../../server/live/testdata/lod.golden", import.meta.url));
-  const HEADER = 48, n = 3900, g = new Uint8Array(golden.buffer, golden.byteOffset, golden.byteLength);
+  const HEADER = 64, n = 3900, g = new Uint8Array(golden.buffer, golden.byteOffset, golden.byteLength);
   const per = (g.byteLength - HEADER) / 2;
   const buf = new ArrayBuffer(HEADER + n * per), u8 = new Uint8Array(buf);
   u8.set(g.subarray(0, HEADER));
