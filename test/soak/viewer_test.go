@@ -49,7 +49,8 @@ const (
 	// event live unless it falls MaxLag behind.
 	viewJSON viewMode = iota
 	// viewBrowser asks as the browser does (binary frames, backfill,
-	// max_delay_ms=50) and acknowledges each message.
+	// window) and acknowledges each message, with max_delay_ms=50, below
+	// the browser's 150, so that summaries and backfill come sooner.
 	viewBrowser
 	// viewSlow is viewBrowser that takes a millisecond over each frame,
 	// so it falls behind and is caught up with summaries and backfill.
