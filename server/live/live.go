@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"linger/server/httperr"
 	"linger/timeline"
@@ -208,6 +209,10 @@ func Classify(err error) error {
 	return err
 }
 
+// partialWait is how long a lod?partial=1 waits for a saved trace's pass
+// to end before it answers the part read so far.
+const partialWait = 100 * time.Millisecond
+
 // lodAnswer is the JSON lod answer: the index's summary and, for the part
 // of a saved trace read so far (?partial=1), how far its pass has come.
 type lodAnswer struct {
@@ -231,8 +236,13 @@ func (h *Handler) serveLOD(w http.ResponseWriter, r *http.Request) {
 			t, err = h.traces.Started(path)
 		}
 		if err == nil {
-			if _, _, done := t.Progress(); done {
+			// A moment for the pass to end, so that a small trace answers
+			// whole at once and a poll learns of the end as it comes.
+			select {
+			case <-t.Done():
 				err = t.Err()
+			case <-time.After(partialWait):
+			case <-r.Context().Done():
 			}
 		}
 		err = Classify(err)

@@ -246,7 +246,7 @@ func TestBrowserReading(t *testing.T) {
 	asked := lods.Load()
 	time.Sleep(700 * time.Millisecond)
 	if lods.Load() < asked+2 {
-		t.Errorf("%d lod requests in 700 ms of reading, want a poll every 250 ms", lods.Load()-asked)
+		t.Errorf("%d lod requests in 700 ms of reading, want a poll every 250 ms or so (100 held, 150 between)", lods.Load()-asked)
 	}
 	release()
 	got, err := chromedp.Run(ctx, chromedp.Poll[map[string]any](`(() => { const v = `+view+`;

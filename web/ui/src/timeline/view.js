@@ -21,8 +21,10 @@ import { el } from "./dom.js";
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
 const OBJECTS_N = 400, POLL_MS = 500;
-// How often a view asks again for a saved trace the server is reading.
-const READ_POLL_MS = 250;
+// How long a view waits, after a partial answer, to ask again for a
+// saved trace the server is reading (the server holds each ask up to
+// 100 ms for the pass to end: live.partialWait).
+const READ_POLL_MS = 150;
 // The longest the findings wait for the events to pause before asking
 // for a newer report.
 const FINDINGS_MAX_MS = 2000;
