@@ -175,7 +175,13 @@ func (h *Handler) tracePath(r *http.Request) (string, error) {
 
 // trace resolves a timeline route to its Trace: a live one's ({id}),
 // caught up, or a saved one's ({name}), read if need be.
-func (h *Handler) trace(r *http.Request) (*traces.Trace, error) {
+func (h *Handler) trace(r *http.Request) (*traces.Trace, error) { return h.resolve(r, false) }
+
+// resolve is trace; with partial, a saved trace's pass is waited for a
+// moment only (partialWait): a large trace's part read so far is answered
+// (Trace.Progress says how far), so that its view fills in rather than
+// stays empty, and a small one's whole, at once.
+func (h *Handler) resolve(r *http.Request, partial bool) (*traces.Trace, error) {
 	if r.PathValue("id") != "" {
 		return h.current(r)
 	}
@@ -183,7 +189,19 @@ func (h *Handler) trace(r *http.Request) (*traces.Trace, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := h.traces.Saved(r.Context(), path)
+	if !partial {
+		t, err := h.traces.Saved(r.Context(), path)
+		return t, Classify(err)
+	}
+	t, err := h.traces.Started(path)
+	if err == nil {
+		select {
+		case <-t.Done():
+			err = t.Err()
+		case <-time.After(partialWait):
+		case <-r.Context().Done():
+		}
+	}
 	return t, Classify(err)
 }
 
@@ -226,29 +244,7 @@ func (h *Handler) serveLOD(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, httperr.New(httperr.BadRequest, "format=%q: json (the default) or bin", format))
 		return
 	}
-	var t *traces.Trace
-	var err error
-	if r.URL.Query().Get("partial") == "1" && r.PathValue("id") == "" {
-		// A saved trace's part read so far, its pass not waited for: a
-		// large trace's view shows it fill in rather than nothing.
-		var path string
-		if path, err = h.tracePath(r); err == nil {
-			t, err = h.traces.Started(path)
-		}
-		if err == nil {
-			// A moment for the pass to end, so that a small trace answers
-			// whole at once and a poll learns of the end as it comes.
-			select {
-			case <-t.Done():
-				err = t.Err()
-			case <-time.After(partialWait):
-			case <-r.Context().Done():
-			}
-		}
-		err = Classify(err)
-	} else {
-		t, err = h.trace(r)
-	}
+	t, err := h.resolve(r, r.URL.Query().Get("partial") == "1")
 	if err != nil {
 		h.writeError(w, r, err)
 		return

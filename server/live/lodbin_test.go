@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,29 +122,74 @@ func TestLODGolden(t *testing.T) {
 	}
 }
 
-// TestLODPartial: ?partial=1 answers a saved trace's part read so far
-// while its pass goes on (here held before it reads a byte), saying how
-// far it has come, and the whole trace, as without it, once the pass is
-// over; the other routes wait for the pass as before.
-func TestLODPartial(t *testing.T) {
-	dir := t.TempDir()
-	const n = 5000
-	writeTrace(t, filepath.Join(dir, "small.ltrace"), n)
+// heldBatches is where heldServer holds a saved trace's pass: once it has
+// handed on two of its 4096-event batches.
+const heldBatches = 2
+
+// heldServer serves the saved traces of dir (and what page adds) with each
+// pass held part way, after heldBatches batches, until release; release
+// runs at the test's end too, before the Set closes (which waits for the
+// pass). lods counts the lod requests.
+func heldServer(t *testing.T, dir string, page func(*http.ServeMux)) (srv *httptest.Server, release func(), lods *atomic.Int64) {
+	t.Helper()
 	hold := make(chan struct{})
-	set := traces.New(traces.Options{OnRead: func(string) { <-hold }})
-	defer set.Close()
+	var mu sync.Mutex
+	batches := map[string]int{}
+	set := traces.New(traces.Options{OnProgress: func(path string, _ int64) {
+		mu.Lock()
+		batches[path]++
+		n := batches[path]
+		mu.Unlock()
+		if n == heldBatches {
+			<-hold
+		}
+	}})
+	release = sync.OnceFunc(func() { close(hold) })
 	h := New(Options{Traces: set, TracePath: func(name string) (string, error) { return filepath.Join(dir, filepath.Base(name)), nil }})
-	defer h.Close()
 	mux := http.NewServeMux()
 	h.Register(mux, "")
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	if page != nil {
+		page(mux)
+	}
+	lods = new(atomic.Int64)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/lod") {
+			lods.Add(1)
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.Close(); release(); h.Close(); set.Close() })
+	return srv, release, lods
+}
+
+// TestLODPartial: ?partial=1 answers a saved trace's part read so far
+// while its pass goes on (held part way), saying how far it has come, and
+// the whole trace, as without it, once the pass is over; the other routes
+// wait for the pass as before.
+func TestLODPartial(t *testing.T) {
+	dir := t.TempDir()
+	const n, held = 20000, heldBatches * 4096
+	writeTrace(t, filepath.Join(dir, "small.ltrace"), n)
+	srv, release, _ := heldServer(t, dir, nil)
 	fi, _ := os.Stat(filepath.Join(dir, "small.ltrace"))
 
-	var held lodAnswer
-	get(t, srv.URL+"/api/timeline/traces/small.ltrace/lod?px=10&partial=1", 200, &held)
-	if held.Reading == nil || held.Reading.Bytes != 0 || held.Reading.Of != fi.Size() || held.Events != 0 || held.Buckets == nil {
-		t.Errorf("before the pass reads: %d events (buckets %v), reading %+v; want 0 events, an empty list, 0 of %d bytes read", held.Events, held.Buckets, held.Reading, fi.Size())
+	// The part read: the batches handed on before the hold, once the
+	// index has them.
+	var part lodAnswer
+	for range 200 {
+		get(t, srv.URL+"/api/timeline/traces/small.ltrace/lod?px=10&partial=1", 200, &part)
+		if part.Events >= held {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if part.Reading == nil || part.Events != held || len(part.Buckets) == 0 ||
+		part.Reading.Bytes <= 0 || part.Reading.Bytes >= fi.Size() || part.Reading.Of != fi.Size() {
+		t.Fatalf("held part way: %d events in %d buckets, reading %+v; want %d events, some of %d bytes read", part.Events, len(part.Buckets), part.Reading, held, fi.Size())
+	}
+	// Proportions: the bytes read are about the events read's share.
+	if share := float64(part.Reading.Bytes) / float64(fi.Size()); share < 0.5*held/n || share > 2.0*held/n {
+		t.Errorf("%d of %d bytes read for %d of %d events", part.Reading.Bytes, fi.Size(), held, n)
 	}
 	res, err := http.Get(srv.URL + "/api/timeline/traces/small.ltrace/lod?px=10&partial=1&format=bin")
 	if err != nil {
@@ -151,28 +197,35 @@ func TestLODPartial(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if _, rd, err := DecodeLOD(body); err != nil || !rd.Partial || rd.Of != fi.Size() {
-		t.Errorf("binary, before the pass reads: %+v, %v", rd, err)
+	want := *part.Reading // the JSON's says partial by being there
+	want.Partial = true
+	if s, rd, err := DecodeLOD(body); err != nil || rd != want || s.Events != held {
+		t.Errorf("binary, held part way: %d events, %+v, %v; want %d, %+v", s.Events, rd, err, held, want)
 	}
-	// The objects wait for the pass: asked now, answered once it is over.
-	objects := make(chan int, 1)
-	go func() {
-		res, err := http.Get(srv.URL + "/api/timeline/traces/small.ltrace/objects?n=5")
-		if err != nil {
-			objects <- 0
-			return
-		}
-		res.Body.Close()
-		objects <- res.StatusCode
-	}()
+	// Without partial=1, and the objects, wait for the pass: asked now,
+	// answered once it is over.
+	waited := make(chan int, 2)
+	for _, route := range []string{"objects?n=5", "lod?px=10"} {
+		go func() {
+			res, err := http.Get(srv.URL + "/api/timeline/traces/small.ltrace/" + route)
+			if err != nil {
+				waited <- 0
+				return
+			}
+			res.Body.Close()
+			waited <- res.StatusCode
+		}()
+	}
 	select {
-	case code := <-objects:
-		t.Fatalf("objects answered %d before the pass", code)
-	case <-time.After(100 * time.Millisecond):
+	case code := <-waited:
+		t.Fatalf("answered %d before the pass", code)
+	case <-time.After(200 * time.Millisecond):
 	}
-	close(hold)
-	if code := <-objects; code != 200 {
-		t.Errorf("objects after the pass: %d", code)
+	release()
+	for range 2 {
+		if code := <-waited; code != 200 {
+			t.Errorf("after the pass: %d", code)
+		}
 	}
 	var whole lodAnswer
 	get(t, srv.URL+"/api/timeline/traces/small.ltrace/lod?px=10&partial=1", 200, &whole)
@@ -185,11 +238,11 @@ func TestLODPartial(t *testing.T) {
 }
 
 // TestBrowserReading: a saved trace's view while the server reads it (the
-// pass held before its first byte, as a large trace's first seconds) says
-// how far the reading has come and asks again, then, the pass over, shows
-// the whole trace, fitted, with its objects, and says nothing more of
-// reading. The page is the timeline bundled from web/ui/src, in headless
-// Chromium.
+// pass held part way, as a large trace's first seconds) draws what was
+// read, says how far the reading has come and asks again; a pan meanwhile
+// is the user's; the pass over, it shows the whole trace with its objects,
+// in the view the user chose, and says nothing more of reading. The page
+// is the timeline bundled from web/ui/src, in headless Chromium.
 func TestBrowserReading(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a browser test")
@@ -198,34 +251,17 @@ func TestBrowserReading(t *testing.T) {
 	browsertest.BundleUI(t, dir, false, "timeline.js")
 	const n = 20000
 	writeTrace(t, filepath.Join(dir, "r.ltrace"), n)
-	hold := make(chan struct{})
-	set := traces.New(traces.Options{OnRead: func(string) { <-hold }})
-	defer set.Close()
-	release := sync.OnceFunc(func() { close(hold) })
-	defer release() // before the Set closes, which waits for the pass
-	h := New(Options{Traces: set, TracePath: func(name string) (string, error) { return filepath.Join(dir, filepath.Base(name)), nil }})
-	defer h.Close()
-	mux := http.NewServeMux()
-	h.Register(mux, "")
-	var lods atomic.Int64
-	mux.HandleFunc("GET /timeline.js", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/javascript")
-		http.ServeFile(w, r, filepath.Join(dir, "timeline.js"))
-	})
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, `<!DOCTYPE html><html><head><meta charset="utf-8"></head><body data-base="/">
+	srv, release, lods := heldServer(t, dir, func(mux *http.ServeMux) {
+		mux.HandleFunc("GET /timeline.js", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/javascript")
+			http.ServeFile(w, r, filepath.Join(dir, "timeline.js"))
+		})
+		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, `<!DOCTYPE html><html><head><meta charset="utf-8"></head><body data-base="/">
 <main data-testid="timeline" data-trace-url="/api/timeline/traces/r.ltrace" style="width:1300px;height:700px"></main>
 <script type="module" src="/timeline.js"></script></body></html>`)
+		})
 	})
-	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/lod") {
-			lods.Add(1)
-		}
-		mux.ServeHTTP(w, r)
-	})
-	srv := httptest.NewServer(counted)
-	defer srv.Close()
-
 	var b browsertest.Browser
 	defer b.Close()
 	ctx := b.Tab(t, 60*time.Second)
@@ -234,33 +270,44 @@ func TestBrowserReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, err := chromedp.Run(ctx, chromedp.Poll[string](
-		`(() => { const s = document.querySelector("[data-testid=timeline-status]")?.textContent || ""; return s.startsWith("Reading the trace") && s; })()`,
+		`(() => { const s = document.querySelector("[data-testid=timeline-status]")?.textContent || ""; return s.includes("8,192 events") && s; })()`,
 		chromedp.WithPollingTimeout(20*time.Second)))
 	if err != nil {
 		t.Fatalf("no word of the reading: %v", err)
 	}
-	if status != "Reading the trace: 0% (0 events so far)" {
-		t.Errorf("status %q while the pass has read nothing", status)
+	if !regexp.MustCompile(`^Reading the trace: [1-9]\d?% \(8,192 events so far\)$`).MatchString(status) {
+		t.Errorf("status %q while the pass is held after 8192 events", status)
 	}
-	// It asks again while the trace is read (every READ_POLL_MS).
+	// What was read is drawn: a first frame with data, not yet the whole.
+	part, err := chromedp.Run(ctx, chromedp.Poll[map[string]any](`(() => { const v = `+view+`;
+		return v.firstPartialPaint && v.buckets.length && { whole: !!v.firstPaint, t1: v.view.t1, end: v.source.end() }; })()`, chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil || part["whole"] != false || part["t1"].(float64) < part["end"].(float64) {
+		t.Fatalf("the part read not drawn whole: %v, %v", part, err)
+	}
+	// It asks again while the trace is read.
 	asked := lods.Load()
 	time.Sleep(700 * time.Millisecond)
 	if lods.Load() < asked+2 {
 		t.Errorf("%d lod requests in 700 ms of reading, want a poll every 250 ms or so (100 held, 150 between)", lods.Load()-asked)
 	}
+	// A pan while it reads: the view is the user's from then on.
+	panned, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => { const v = `+view+`; v.pan(200); return [v.view.t0, v.view.t1]; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	release()
 	got, err := chromedp.Run(ctx, chromedp.Poll[map[string]any](`(() => { const v = `+view+`;
 		if (!v.firstPaint || !v.objects.length) return null;
-		return { status: v.status.textContent, reading: v.source.reading, buckets: v.buckets.length, end: v.source.end(), t1: v.view.t1, objects: v.objects.length,
-			partialFirst: v.firstPartialPaint <= v.firstPaint }; })()`, chromedp.WithPollingTimeout(20*time.Second)))
+		return { status: v.status.textContent, state: v.status.dataset.state ?? "", reading: v.source.reading, buckets: v.buckets.length, end: v.source.end(),
+			t0: v.view.t0, t1: v.view.t1, objects: v.objects.length }; })()`, chromedp.WithPollingTimeout(20*time.Second)))
 	if err != nil {
 		t.Fatalf("the whole trace not shown: %v", err)
 	}
-	if got["status"] != "" || got["reading"] != false || got["buckets"].(float64) == 0 || got["objects"].(float64) == 0 || got["partialFirst"] != true {
+	if got["status"] != "" || got["state"] != "" || got["reading"] != false || got["buckets"].(float64) == 0 || got["objects"].(float64) == 0 {
 		t.Errorf("once read: %v", got)
 	}
-	// Fitted to the whole trace: its end in view.
-	if end, t1 := got["end"].(float64), got["t1"].(float64); t1 < end {
-		t.Errorf("view ends at %.0f ns, the trace at %.0f", t1, end)
+	// The user's view, not fitted to the whole trace, which now ends later.
+	if got["t0"].(float64) != panned[0] || got["t1"].(float64) != panned[1] || got["end"].(float64) <= panned[1] {
+		t.Errorf("once read, the view is %.0f–%.0f ns (the trace ends at %.0f); the user panned to %.0f–%.0f", got["t0"], got["t1"], got["end"], panned[0], panned[1])
 	}
 }

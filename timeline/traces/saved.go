@@ -103,9 +103,18 @@ func (s *Set) read(t *Trace, path string) error {
 			}
 		}
 		p.send(r.Offset())
+		if s.opts.OnProgress != nil {
+			s.opts.OnProgress(path, r.Offset())
+		}
 		b = p.next()
 		if err == nil {
-			continue
+			if s.ctx.Err() != nil {
+				// The Set closes: the trace ends where it was, as a
+				// live one's does.
+				err = &timeline.StopError{Offset: r.Offset(), Events: r.Events(), Err: fmt.Errorf("read trace %q: %w", path, s.ctx.Err())}
+			} else {
+				continue
+			}
 		}
 		p.close()
 		var stop *timeline.StopError
@@ -168,12 +177,7 @@ func newPipeline(t *Trace) *pipeline {
 // as Trace.add promises) and frees the buffer.
 func (p *pipeline) done(i int) {
 	if p.left[i].Add(-1) == 0 {
-		p.t.advanced(p.bufs[i])
-		for off := p.offset[i]; ; { // as advanced: never back
-			if old := p.t.read.Load(); old >= off || p.t.read.CompareAndSwap(old, off) {
-				break
-			}
-		}
+		p.t.advanced(p.bufs[i], p.offset[i])
 	}
 	p.busy[i].Done()
 }

@@ -52,6 +52,10 @@ type Options struct {
 	// OnRead, if set, is called each time a saved trace's file is read:
 	// once per version of the file while the Set keeps it.
 	OnRead func(path string)
+	// OnProgress, if set, is called by a saved trace's pass each time it
+	// has handed a batch on to the index and the analysis, with the bytes
+	// of the file read so far (a test holds the pass part way with it).
+	OnProgress func(path string, read int64)
 }
 
 // A Set keeps traces: the live ones it follows, by Source, and the most

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"linger/timeline"
@@ -40,13 +39,10 @@ type Trace struct {
 	src     Source        // a live trace's while its pass goes on; then nil, as for a file's
 	moved   chan struct{} // closed when the index takes a batch; nil until a WaitFor asks
 	indexed uint64        // Seq of the last event indexed
+	read    int64         // the bytes of a saved trace's file its index and analysis have (Progress)
 
 	overviewOnce sync.Once
 	overview     []byte
-
-	// read is how many bytes of the file a saved trace's pass has read
-	// (what its index and analysis have), for Progress.
-	read atomic.Int64
 }
 
 // Progress says how far a saved trace's pass has come: the bytes of its
@@ -64,7 +60,9 @@ func (t *Trace) Progress() (read, size int64, done bool) {
 	if done {
 		return t.size, t.size, true
 	}
-	return min(t.read.Load(), t.size), t.size, false
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return min(t.read, t.size), t.size, false
 }
 
 // Ending is how a trace ended, as its pass read it.
@@ -84,17 +82,19 @@ func newTrace(opts lod.Options) *Trace {
 func (t *Trace) add(b timeline.Batch) {
 	t.an.follow(b)
 	t.ix.AddBatch(b)
-	t.advanced(b)
+	t.advanced(b, 0)
 }
 
-// advanced says that both the analysis and the index have b.
-func (t *Trace) advanced(b timeline.Batch) {
+// advanced says that both the analysis and the index have b, and with it
+// a saved trace's file up to offset.
+func (t *Trace) advanced(b timeline.Batch, offset int64) {
 	if len(b.Events) == 0 {
 		return
 	}
 	t.mu.Lock()
 	// A pass's halves may say so out of order (pipeline): never back.
 	t.indexed = max(t.indexed, b.Events[len(b.Events)-1].Seq)
+	t.read = max(t.read, offset)
 	if t.moved != nil {
 		close(t.moved)
 		t.moved = nil

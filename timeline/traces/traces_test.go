@@ -406,10 +406,21 @@ func TestSavedSites(t *testing.T) {
 func TestSavedPipeline(t *testing.T) {
 	const cells = 6 * pipelineDepth * readBatch / 5 // five events a cell
 	evs, kept := leakyCells(cells, 4096)
+	// Labels, each first named in another batch, so that the strings the
+	// pass hands on with a batch (and the buffer they reuse) count too.
+	labels := []string{"kv.a", "kv.b", "kv.c"}
+	for i := range evs {
+		if evs[i].Kind == event.KindAlloc && evs[i].Category == event.CategoryKVCache {
+			evs[i].Label = event.StringID(1 + (int(evs[i].Seq)/readBatch)%len(labels))
+		}
+	}
 	path := filepath.Join(t.TempDir(), "cells.ltrace")
 	w, err := timeline.Create(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i, l := range labels {
+		w.DefineString(event.StringID(i+1), l)
 	}
 	for _, e := range evs {
 		w.Emit(e)
@@ -425,8 +436,16 @@ func TestSavedPipeline(t *testing.T) {
 	}
 	<-saved.Done()
 	one := newTrace(set.opts.Index)
+	var defs []timeline.StringDef
+	for i, l := range labels {
+		defs = append(defs, timeline.StringDef{ID: event.StringID(i + 1), Text: l})
+	}
 	for i := 0; i < len(evs); i += readBatch {
-		one.add(timeline.Batch{Events: evs[i:min(i+readBatch, len(evs))]})
+		b := timeline.Batch{Events: evs[i:min(i+readBatch, len(evs))]}
+		if i == 0 {
+			b.Strings = defs
+		}
+		one.add(b)
 	}
 	one.an.end(nil, nil)
 
@@ -448,7 +467,10 @@ func TestSavedPipeline(t *testing.T) {
 	a.Ended, b.Ended = nil, nil
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
-	if len(ja) < 1000 || !bytes.Equal(ja, jb) {
+	if len(ja) < 1000 {
+		t.Errorf("the findings are %d bytes of JSON: too few to compare", len(ja))
+	}
+	if !bytes.Equal(ja, jb) {
 		var ma, mb map[string]json.RawMessage
 		json.Unmarshal(ja, &ma)
 		json.Unmarshal(jb, &mb)
@@ -467,5 +489,48 @@ func TestSavedPipeline(t *testing.T) {
 	}
 	if len(kept) != cells || lingering == 0 {
 		t.Errorf("%d cells kept %d blocks; %d lingering objects in view", cells, len(kept), lingering)
+	}
+}
+
+// TestSavedPassStopsOnClose: a Set that closes while a saved trace's pass
+// goes on stops it at the next batch, not at the end of the file (a
+// server shutting down while a 100-million-event trace is read).
+func TestSavedPassStopsOnClose(t *testing.T) {
+	const cells = 6 * readBatch / 5
+	evs, _ := leakyCells(cells, 4096)
+	path := filepath.Join(t.TempDir(), "cells.ltrace")
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		w.Emit(e)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The pass waits, after its first batch, for the Close to begin.
+	var set *Set
+	calls := 0
+	set = New(Options{OnProgress: func(string, int64) {
+		if calls++; calls == 1 {
+			<-set.ctx.Done()
+		}
+	}})
+	tr, err := set.Started(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Close()
+	select {
+	case <-tr.Done():
+	default:
+		t.Fatal("Close returned before the pass ended")
+	}
+	if n, _, _ := tr.Index().Last(); n != readBatch || calls != 1 {
+		t.Errorf("the pass indexed %d of %d events (%d batches) after a Close at its first batch, want it stopped there", n, len(evs), calls)
+	}
+	if stop := tr.Findings().Truncated; stop == "" {
+		t.Errorf("the findings of a pass stopped by Close do not say where it stopped")
 	}
 }

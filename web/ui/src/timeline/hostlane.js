@@ -62,7 +62,8 @@ export function drawHostLane(view) {
 export function hostTooltip(view, p) {
   const top = view.tracks.host;
   if (top === undefined || view.hostCollapsed || p.y < top || p.y >= top + (view.hostH ?? HOST_H)) return null;
-  const t = view.t(p.x), b = view.buckets.find((b) => b.t0 <= t && t < b.t1);
-  if (!b || !b.max.go_heap) return null;
-  return `${duration(b.t0)}<br>Go heap in use ${bytes(b.max.go_heap)}`;
+  // The column under the pointer, as the lane draws it (columns.js).
+  const heap = view.columns().lines.go_heap, i = Math.floor(p.x);
+  if (!(heap[i] > 0)) return null;
+  return `${duration(view.t(i))}<br>Go heap in use ${bytes(heap[i])}`;
 }

@@ -12,8 +12,8 @@ import { StreamSocket } from "./stream.js";
 import { eventAt } from "./streamcodec.js";
 import { decodeLOD } from "./lodcodec.js";
 
-async function get(url, accept, init) {
-  const res = await fetch(url, { credentials: "same-origin", headers: { Accept: accept }, ...init });
+async function get(url, accept) {
+  const res = await fetch(url, { credentials: "same-origin", headers: { Accept: accept } });
   if (!res.ok) {
     let msg = res.statusText;
     try { msg = (await res.json()).message || msg; } catch { /* not JSON */ }
@@ -22,7 +22,7 @@ async function get(url, accept, init) {
   return res;
 }
 
-async function getJSON(url, init) { return (await get(url, "application/json", init)).json(); }
+async function getJSON(url) { return (await get(url, "application/json")).json(); }
 
 // MAX_LINE_QUEUE bounds the live events kept for line statistics while
 // older ones are owed; past it they count out of order.
@@ -64,12 +64,14 @@ export class TraceSource extends Source {
     this.reading = null;
   }
   /** lod is the buckets of [t0, t1) at about px pixels: the binary answer (lodcodec.js), no JSON to parse. */
-  async lod(t0, t1, px, init) {
+  async lod(t0, t1, px) {
     const part = this.partial && this.reading !== false ? "&partial=1" : "";
-    const res = await get(`${this.prefix}/lod?${q({ t0, t1: t1 > t0 ? t1 : 0, px })}&format=bin${part}`, "application/octet-stream", init);
+    const res = await get(`${this.prefix}/lod?${q({ t0, t1: t1 > t0 ? t1 : 0, px })}&format=bin${part}`, "application/octet-stream");
     const r = decodeLOD(await res.arrayBuffer());
+    // Once whole, always whole: a partial answer that comes late (asked
+    // before the pass ended) is asked again, whole.
+    if (this.reading === false && r.reading) return this.lod(t0, t1, px);
     this.endTime = r.end;
-    // Once whole, always whole: no need to ask for a part again.
     this.reading = r.reading ? { ...r.reading, events: r.events } : (this.partial ? false : null);
     return r.buckets;
   }

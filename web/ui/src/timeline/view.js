@@ -313,6 +313,9 @@ export class TimelineView {
         const parts = await Promise.all(segs.map((s) => this.source.lod(s.t0, s.t1, Math.max(1, Math.ceil(s.x1 - s.x0)))));
         this.buckets = parts.flat();
         this.have = null;
+        this.readFailures = 0;
+        if (this.source.reading) { this.whileReading(); return; }
+        if (this.wasReading) this.readDone();
         this.schedule();
         return;
       }
@@ -320,11 +323,22 @@ export class TimelineView {
       if (!this.source.live && !this.source.reading && have && have.t0 <= t0 && t1 <= have.t1 && (t1 - t0) * 3 >= (have.t1 - have.t0) * 0.8) return; // still sharp enough
       this.buckets = await this.source.lod(t0 - m, t1 + m, Math.ceil(this.W) * (m ? 3 : 1));
       this.have = { t0: Math.max(0, t0 - m), t1: t1 + m };
+      this.readFailures = 0;
       if (this.source.reading) { this.whileReading(); return; }
       if (this.wasReading) this.readDone();
       if (!this.fitted && this.source.end() > 0) { this.fitted = true; this.fit(); return; }
       this.schedule();
-    } catch (e) { this.status.textContent = `Timeline unavailable: ${e.message}`; } finally {
+    } catch (e) {
+      this.status.textContent = `Timeline unavailable: ${e.message}`;
+      if (this.wasReading) {
+        // While the trace is read, ask again, less and less often: one
+        // failed ask must not leave the view half read for good.
+        this.status.textContent += "; trying again";
+        this.readFailures = (this.readFailures || 0) + 1;
+        clearTimeout(this.readTimer);
+        this.readTimer = setTimeout(() => { this.have = null; this.lodFetch(); }, Math.min(READ_POLL_MS * 2 ** this.readFailures, 5000));
+      }
+    } finally {
       this.lodBusy = false;
       if (this.lodAgain) { this.lodAgain = false; this.lodFetch(); }
     }
@@ -351,12 +365,16 @@ export class TimelineView {
     this.readTimer = setTimeout(() => { this.have = null; this.lodFetch(); }, READ_POLL_MS);
   }
 
-  /** readDone: the trace is whole; fit it (idle stretches found now), and ask for its objects, scopes and findings. */
+  /**
+   * readDone: the trace is whole; fit it (idle stretches found now), or,
+   * where the user moved the view meanwhile, keep their view and find the
+   * idle stretches alone; and ask for its objects, scopes and findings.
+   */
   readDone() {
     this.wasReading = false;
     this.status.textContent = this.status.title = "";
     delete this.status.dataset.state;
-    if (!this.moved) this.fitted = false; // lodFetch fits it
+    if (this.moved) { this.fitted = true; this.updateIdle(); } // else lodFetch fits it
     this.refresh();
   }
 
@@ -769,11 +787,16 @@ export class TimelineView {
           `${gos.slice(0, 3).map((f) => `<li class="lt-gof">${esc(f.func)}</li>`).join("")}${gos.length > 3 ? `<li class="lt-gof">… ${gos.length - 3} more</li>` : ""}</ol>`;
       }
     } else if (p.y >= this.tracks.mem && p.y < this.tracks.mem + MEM_H) {
-      const t = this.t(p.x), b = this.buckets.find((b) => b.t0 <= t && t < b.t1);
-      if (b) {
-        const cats = b.max.category.map((v, c) => [v, c]).filter(([v, c]) => v && c).sort((a, b) => b[0] - a[0]).slice(0, 4);
-        html = `${duration(b.t0)}<br>allocated ${bytes(b.max.allocated)} · reserved ${bytes(b.max.reserved)} · device ${bytes(b.max.device_used)}` +
-          cats.map(([v, c]) => `<br>${CATEGORIES[c]} ${bytes(v)}`).join("");
+      // The column under the pointer, as the chart draws it (columns.js):
+      // the largest values among the buckets that touch it.
+      const { n, nc, cat, lines, covered } = this.columns(), i = Math.floor(p.x);
+      if (i >= 0 && i < n && covered[i]) {
+        const cats = [];
+        for (let c = 1; c < nc; c++) if (cat[i * nc + c]) cats.push([cat[i * nc + c], c]);
+        cats.sort((a, b) => b[0] - a[0]);
+        const v = (k) => bytes(lines[k][i] === lines[k][i] ? lines[k][i] : 0);
+        html = `${duration(this.t(i))}<br>allocated ${v("allocated")} · reserved ${v("reserved")} · device ${v("device_used")}` +
+          cats.slice(0, 4).map(([v, c]) => `<br>${CATEGORIES[c]} ${bytes(v)}`).join("");
       }
     } else if (p.y >= this.tracks.scopes && p.y < this.tracks.mem) {
       const t = this.t(p.x), row = SCOPE_KINDS[Math.floor((p.y - this.tracks.scopes) / SCOPE_ROW)];
