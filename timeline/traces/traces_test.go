@@ -414,20 +414,7 @@ func TestSavedPipeline(t *testing.T) {
 			evs[i].Label = event.StringID(1 + (int(evs[i].Seq)/readBatch)%len(labels))
 		}
 	}
-	path := filepath.Join(t.TempDir(), "cells.ltrace")
-	w, err := timeline.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range labels {
-		w.DefineString(event.StringID(i+1), l)
-	}
-	for _, e := range evs {
-		w.Emit(e)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := saveEvents(t, labels, evs)
 	set := New(Options{})
 	defer set.Close()
 	saved, err := set.Saved(context.Background(), path)
@@ -498,17 +485,7 @@ func TestSavedPipeline(t *testing.T) {
 func TestSavedPassStopsOnClose(t *testing.T) {
 	const cells = 6 * readBatch / 5
 	evs, _ := leakyCells(cells, 4096)
-	path := filepath.Join(t.TempDir(), "cells.ltrace")
-	w, err := timeline.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range evs {
-		w.Emit(e)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := saveEvents(t, nil, evs)
 	// The pass waits, after its first batch, for the Close to begin.
 	var set *Set
 	calls := 0
@@ -533,4 +510,25 @@ func TestSavedPassStopsOnClose(t *testing.T) {
 	if stop := tr.Findings().Truncated; stop == "" {
 		t.Errorf("the findings of a pass stopped by Close do not say where it stopped")
 	}
+}
+
+// saveEvents writes a trace file of evs, strings 1, 2, … being labels,
+// and returns its path.
+func saveEvents(t *testing.T, labels []string, evs []event.Event) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "saved.ltrace")
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range labels {
+		w.DefineString(event.StringID(i+1), l)
+	}
+	for _, e := range evs {
+		w.Emit(e)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
