@@ -53,28 +53,28 @@ export function columns(buckets, x, W) {
 
 /**
  * areaPath adds to ctx's path the outline of a stacked band: over each run
- * of columns where top(i) < bottom(i) (y grows downwards), the step line of
- * top from left to right and back along bottom, a corner only where a
- * value changes. Returns whether anything was added.
+ * of columns where top[i] < bottom[i] (y grows downwards; arrays of n),
+ * the step line of top from left to right and back along bottom, a corner
+ * only where a value changes. Returns whether anything was added.
  */
 export function areaPath(ctx, n, top, bottom) {
   let any = false;
   for (let i = 0; i < n;) {
-    if (!(top(i) < bottom(i))) { i++; continue; }
+    if (!(top[i] < bottom[i])) { i++; continue; }
     let e = i + 1;
-    while (e < n && top(e) < bottom(e)) e++;
+    while (e < n && top[e] < bottom[e]) e++;
     any = true;
-    let prev = top(i);
+    let prev = top[i];
     ctx.moveTo(i, prev);
     for (let j = i + 1; j < e; j++) {
-      const v = top(j);
+      const v = top[j];
       if (v !== prev) { ctx.lineTo(j, prev); ctx.lineTo(j, v); prev = v; }
     }
     ctx.lineTo(e, prev);
-    prev = bottom(e - 1);
+    prev = bottom[e - 1];
     ctx.lineTo(e, prev);
     for (let j = e - 1; j > i; j--) {
-      const v = bottom(j - 1);
+      const v = bottom[j - 1];
       if (v !== prev) { ctx.lineTo(j, prev); ctx.lineTo(j, v); prev = v; }
     }
     ctx.lineTo(i, prev);

@@ -45,12 +45,12 @@ function recorder() {
 test("an area is one outline per run of columns, corners only where a value changes", () => {
   const top = [Infinity, 5, 5, 3, Infinity, 2, 2];
   const ctx = recorder();
-  assert.ok(areaPath(ctx, top.length, (i) => top[i], () => 10));
+  assert.ok(areaPath(ctx, top.length, top, top.map(() => 10)));
   assert.deepEqual(ctx.paths, [
     [[1, 5], [3, 5], [3, 3], [4, 3], [4, 10], [1, 10]],
     [[5, 2], [7, 2], [7, 10], [5, 10]],
   ]);
-  assert.equal(areaPath(recorder(), 3, () => Infinity, () => 10), false);
+  assert.equal(areaPath(recorder(), 3, [Infinity, Infinity, Infinity], [10, 10, 10]), false);
 });
 
 test("a line steps where its value changes and goes across columns without one", () => {

@@ -507,12 +507,19 @@ export class TimelineView {
   memScale() {
     let ymax = 1;
     const base = this.baseline, hidden = this.hidden, { n, nc, cat, lines } = this.columns();
+    const shown = [];
+    for (let c = 1; c < nc; c++) if (!hidden.has(c)) shown.push(c);
     for (let i = 0; i < n; i++) {
       let sum = 0;
-      for (let c = 1; c < nc; c++) if (!hidden.has(c) && cat[i * nc + c]) sum += this.memValue(cat[i * nc + c], base?.category[c]);
+      for (const c of shown) if (cat[i * nc + c]) sum += this.memValue(cat[i * nc + c], base?.category[c]);
       ymax = Math.max(ymax, sum); // the Go heap has its own lane
-      // The tracks sum every category: with some hidden they are not drawn.
-      if (!hidden.size) for (const k of ["allocated", "reserved", "device_used"]) if (lines[k][i] === lines[k][i]) ymax = Math.max(ymax, this.memValue(lines[k][i], base?.[k]));
+    }
+    // The tracks sum every category: with some hidden they are not drawn.
+    if (!hidden.size) {
+      for (const k of ["allocated", "reserved", "device_used"]) {
+        const line = lines[k], b = base?.[k];
+        for (let i = 0; i < n; i++) if (line[i] === line[i]) ymax = Math.max(ymax, this.memValue(line[i], b));
+      }
     }
     return ymax;
   }
@@ -560,13 +567,16 @@ export class TimelineView {
     // (columns.js): one outline per run of columns, so at most ten fills
     // of simple outlines however many buckets.
     const { n, nc, cat, lines } = this.columns();
-    const under = new Float64Array(n), v = new Float64Array(n);
+    const under = new Float64Array(n), upper = new Float64Array(n), lower = new Float64Array(n);
     for (let c = 1; c < CATEGORIES.length; c++) {
       if (hidden.has(c)) continue;
-      for (let i = 0; i < n; i++) v[i] = cat[i * nc + c] ? this.memValue(cat[i * nc + c], base?.category[c]) : 0;
+      const b = base?.category[c];
+      for (let i = 0; i < n; i++) {
+        const raw = cat[i * nc + c], v = !raw ? 0 : b === undefined ? raw : Math.max(0, raw - b); // memValue
+        if (v) { lower[i] = y(under[i]); upper[i] = y(under[i] + v); under[i] += v; } else { upper[i] = Infinity; lower[i] = 0; }
+      }
       ctx.beginPath();
-      if (areaPath(ctx, n, (i) => (v[i] ? y(under[i] + v[i]) : Infinity), (i) => y(under[i]))) { ctx.fillStyle = CATEGORY_COLOURS[c]; ctx.fill(); }
-      for (let i = 0; i < n; i++) under[i] += v[i];
+      if (areaPath(ctx, n, upper, lower)) { ctx.fillStyle = CATEGORY_COLOURS[c]; ctx.fill(); }
     }
     for (const tr of TRACKS) {
       if (hidden.size) break; // totals of every category: not drawn while some are hidden
