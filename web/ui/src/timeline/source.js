@@ -12,8 +12,8 @@ import { StreamSocket } from "./stream.js";
 import { eventAt } from "./streamcodec.js";
 import { decodeLOD } from "./lodcodec.js";
 
-async function get(url, accept) {
-  const res = await fetch(url, { credentials: "same-origin", headers: { Accept: accept } });
+async function get(url, accept, signal) {
+  const res = await fetch(url, { credentials: "same-origin", headers: { Accept: accept }, signal });
   if (!res.ok) {
     let msg = res.statusText;
     try { msg = (await res.json()).message || msg; } catch { /* not JSON */ }
@@ -22,7 +22,7 @@ async function get(url, accept) {
   return res;
 }
 
-async function getJSON(url) { return (await get(url, "application/json")).json(); }
+async function getJSON(url, signal) { return (await get(url, "application/json", signal)).json(); }
 
 // MAX_LINE_QUEUE bounds the live events kept for line statistics while
 // older ones are owed; past it they count out of order.
@@ -38,8 +38,9 @@ class Source {
   }
   onChange(fn) { this.listeners.add(fn); return () => this.listeners.delete(fn); }
   changed(what) { for (const fn of this.listeners) fn(what); }
-  objects(t0, t1, n) { return getJSON(`${this.prefix}/objects?${q({ t0, t1: Math.max(t1, t0 + 1), n })}`); }
-  scopes(t0, t1, n = 2000) { return getJSON(`${this.prefix}/scopes?${q({ t0, t1: Math.max(t1, t0 + 1), n })}`); }
+  /** objects and scopes of [t0, t1); signal (an AbortSignal) cancels the ask, as a view that moved on does. */
+  objects(t0, t1, n, signal) { return getJSON(`${this.prefix}/objects?${q({ t0, t1: Math.max(t1, t0 + 1), n })}`, signal); }
+  scopes(t0, t1, n = 2000, signal) { return getJSON(`${this.prefix}/scopes?${q({ t0, t1: Math.max(t1, t0 + 1), n })}`, signal); }
   /** report is the findings alone (sites=0): not every site's totals, which the page does not show. */
   report() { return getJSON(`${this.prefix}/report?sites=0`); }
   /** seen is the last sequence number of the trace this source knows of (0: none yet, or a saved trace, whose report is whole). */

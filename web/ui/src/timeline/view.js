@@ -384,8 +384,12 @@ export class TimelineView {
     if (this.source.reading) return;
     this.lastSlow = performance.now();
     const { t0, t1 } = this.view, gen = ++this.gen;
+    // The view moved on: the asks for the one before are cancelled, so
+    // that their answers take neither a connection nor a parse.
+    this.slowAbort?.abort();
+    const abort = this.slowAbort = new AbortController();
     try {
-      const [o, s] = await Promise.all([this.source.objects(t0, t1, OBJECTS_N), this.source.scopes(t0, t1)]);
+      const [o, s] = await Promise.all([this.source.objects(t0, t1, OBJECTS_N, abort.signal), this.source.scopes(t0, t1, undefined, abort.signal)]);
       if (gen !== this.gen) return; // a later view's answer is on its way: an earlier one must not land after it
       this.objects = o.objects;
       this.objEnd = o.end;
@@ -403,7 +407,10 @@ export class TimelineView {
         if (o) { this.pending = null; this.select(o); }
       }
       this.schedule();
-    } catch (e) { this.status.textContent = `Objects unavailable: ${e.message}`; }
+    } catch (e) {
+      if (e.name === "AbortError") return; // a later view's ask replaced this one
+      this.status.textContent = `Objects unavailable: ${e.message}`;
+    }
   }
 
   // --- drawing ------------------------------------------------------------
@@ -1095,7 +1102,7 @@ export class TimelineView {
     this.findingsBody.replaceChildren(list, ...(sites ? [sites] : []));
   }
 
-  destroy() { clearTimeout(this.findingsTimer); clearTimeout(this.readTimer); this.unsub(); this.source.close(); this.root.replaceChildren(); }
+  destroy() { clearTimeout(this.findingsTimer); clearTimeout(this.readTimer); this.slowAbort?.abort(); this.unsub(); this.source.close(); this.root.replaceChildren(); }
 }
 
 function esc(s) { return String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`); }
