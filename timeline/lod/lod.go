@@ -300,9 +300,7 @@ func (ix *Index) add(e *event.Event) {
 	ix.events++
 	ix.lastSeq, ix.lastTime = e.Seq, t
 	ix.extend(t)
-	for l := range ix.levels {
-		ix.levels[l][len(ix.levels[l])-1].events++
-	}
+	ix.levels[0][len(ix.levels[0])-1].events++
 	switch e.Kind {
 	case event.KindAlloc:
 		ix.count(func(b *bucket) { b.allocs++ })
@@ -351,12 +349,33 @@ func (ix *Index) setDevice() {
 // extend makes the bucket holding t the last of every level, coarsening
 // first if t is beyond MaxBuckets level-0 buckets. New buckets start from
 // the current values.
+//
+// An event changes the last bucket of level 0 only: the last bucket of a
+// coarser level holds what its children that have closed hold (and values
+// it had at some instant of its span, which its max may count), and takes
+// its last child's as that child closes here; Query merges in the open
+// ones (openBucket). Once, every level's last bucket took every event: eight
+// levels, the most of an index's cost a saved trace's pass waits for.
 func (ix *Index) extend(t int64) {
+	if t/ix.width < int64(len(ix.levels[0])) {
+		return // most events: t never goes back, and levels grow together
+	}
 	for t/ix.width >= int64(ix.opts.MaxBuckets) {
 		ix.coarsen()
 	}
 	for l := range ix.levels {
 		k := int(t/ix.width) >> (2 * l)
+		if len(ix.levels[l]) > k {
+			break // this level's last bucket stays open, and so do those above
+		}
+		// The last bucket closes: its parent, the last of the level
+		// above, takes it. (The buckets between it and t's closed at
+		// once, empty: their values, the current ones, are the closed
+		// one's last, which the parent has now.)
+		if lv := ix.levels[l]; len(lv) > 0 && l+1 < len(ix.levels) {
+			up := ix.levels[l+1]
+			up[len(up)-1].merge(&lv[len(lv)-1])
+		}
 		for len(ix.levels[l]) <= k {
 			if lv := ix.levels[l]; len(lv) == cap(lv) {
 				grown := make([]bucket, len(lv), max(2*cap(lv), 64, k+1))
@@ -373,13 +392,31 @@ func (ix *Index) extend(t int64) {
 // have room for four times as many: a trace that keeps growing fills
 // arrays it has, rather than allocating and copying them again.
 func (ix *Index) coarsen() {
+	// Level 1's last bucket becomes level 0's, which takes events whole:
+	// it takes the open child it had yet to.
+	if len(ix.levels) > 1 && len(ix.levels[0]) > 0 {
+		up := ix.levels[1]
+		up[len(up)-1].merge(&ix.levels[0][len(ix.levels[0])-1])
+	}
 	top := ix.levels[len(ix.levels)-1]
 	next := make([]bucket, 0, max(cap(top), len(top)/4+1))
-	for i, b := range top {
+	for i := range top {
+		if i == len(top)-1 && len(ix.levels) > 1 {
+			// The open child: the new top's last takes it as it closes
+			// (extend), not now; it starts from the current values, which
+			// its span has.
+			if i%4 == 0 {
+				next = append(next, bucket{max: ix.cur, last: ix.cur})
+			} else {
+				b := &next[len(next)-1]
+				b.max = maxVals(b.max, ix.cur)
+			}
+			break
+		}
 		if i%4 == 0 {
-			next = append(next, b)
+			next = append(next, top[i])
 		} else {
-			next[len(next)-1].merge(&b)
+			next[len(next)-1].merge(&top[i])
 		}
 	}
 	for l := 0; l+1 < len(ix.levels); l++ {
@@ -389,19 +426,34 @@ func (ix *Index) coarsen() {
 	ix.width *= 4
 }
 
+func maxVals(a, b [numVals]uint64) [numVals]uint64 {
+	for v := range a {
+		a[v] = max(a[v], b[v])
+	}
+	return a
+}
+
+// openBucket returns level l's last bucket as it stands: what it holds, and its
+// open children's (extend).
+func (ix *Index) openBucket(l int) bucket {
+	b := ix.levels[0][len(ix.levels[0])-1]
+	for j := 1; j <= l; j++ {
+		up := ix.levels[j][len(ix.levels[j])-1]
+		up.merge(&b)
+		b = up
+	}
+	return b
+}
+
 func (ix *Index) set(v int, x uint64) {
 	ix.cur[v] = x
-	for l := range ix.levels {
-		b := &ix.levels[l][len(ix.levels[l])-1]
-		b.last[v] = x
-		b.max[v] = max(b.max[v], x)
-	}
+	b := &ix.levels[0][len(ix.levels[0])-1]
+	b.last[v] = x
+	b.max[v] = max(b.max[v], x)
 }
 
 func (ix *Index) count(f func(*bucket)) {
-	for l := range ix.levels {
-		f(&ix.levels[l][len(ix.levels[l])-1])
-	}
+	f(&ix.levels[0][len(ix.levels[0])-1])
 }
 
 // keep records an allocation as an Object, dropping the smaller half of
@@ -536,14 +588,19 @@ func (ix *Index) Query(t0, t1 int64, pixels int) []Bucket {
 			})
 		}
 	}
+	last := ix.openBucket(l) // lv's last bucket, its open children merged in
 	for k := k0; k <= k1; k++ {
+		b := &lv[k]
+		if k == len(lv)-1 {
+			b = &last
+		}
 		p := int(max(int64(k)*w-t0, 0) * int64(pixels) / span)
 		if p != px {
 			flush(k)
-			px, acc, accT0 = p, lv[k], int64(k)*w
+			px, acc, accT0 = p, *b, int64(k)*w
 			continue
 		}
-		acc.merge(&lv[k])
+		acc.merge(b)
 	}
 	flush(k1 + 1)
 	return out

@@ -443,3 +443,39 @@ func TestObjectsAllOneSize(t *testing.T) {
 		t.Errorf("largest object %+v, want the one of 4096 B", got)
 	}
 }
+
+// TestQueryWhileBuilding: answers asked while events come (a live
+// kernel's, a saved trace read part way) match the events so far, bucket
+// for bucket, at every level: each coarser level's last bucket takes its
+// open children only as they close (extend), and Query merges them in.
+func TestQueryWhileBuilding(t *testing.T) {
+	d, evs := synth(20000, 3)
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{
+		{"defaults", Options{}},
+		{"coarsened", Options{MaxBuckets: 64}},
+		{"coarse start", Options{Width: 1 << 30}},
+	} {
+		ix := New(c.opts)
+		ix.dict = d
+		for i, e := range evs {
+			ix.Add(e)
+			if i%997 != 0 && i != len(evs)-1 {
+				continue
+			}
+			sofar := evs[:i+1]
+			end := e.Time
+			for _, px := range []int{1, 3, 50, 1000} {
+				for _, w := range [][2]int64{{0, 0}, {end / 2, 0}, {end / 3, end/3 + 1 + end/5}} {
+					for j, b := range ix.Query(w[0], w[1], px) {
+						if want := brute(&d, sofar, b.T0, b.T1); b != want {
+							t.Fatalf("%s, after %d events: Query(%d, %d, %d) bucket %d:\n got %+v\nwant %+v", c.name, i+1, w[0], w[1], px, j, b, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
