@@ -13,8 +13,10 @@ queried while it grows.
 
 The Index keeps a pyramid of levels. Level 0 divides time from 0 into
 buckets of Width nanoseconds; level l has buckets 4^l times wider, each
-the merge of four buckets of the level below. Every event updates the
-current bucket of every level, so a query reads one level only: the
+the merge of four buckets of the level below. An event updates the
+current bucket of level 0 only; the current bucket of a coarser level
+holds those of its four that have closed, takes each as it closes, and a
+query merges in the open ones. A query reads one level only: the
 coarsest whose buckets are no wider than the span per pixel, merged into
 the pixels asked for. A query therefore reads at most about 4·pixels
 buckets, whatever the trace length.

@@ -400,23 +400,20 @@ func (ix *Index) coarsen() {
 	}
 	top := ix.levels[len(ix.levels)-1]
 	next := make([]bucket, 0, max(cap(top), len(top)/4+1))
-	for i := range top {
-		if i == len(top)-1 && len(ix.levels) > 1 {
-			// The open child: the new top's last takes it as it closes
-			// (extend), not now; it starts from the current values, which
-			// its span has.
+	if len(ix.levels) > 1 && len(top) > 0 {
+		// The top has one bucket (as wide as MaxBuckets of level 0, which
+		// never holds more), and it is open: the new top's starts from the
+		// current values, which its span has, and takes it as it closes
+		// (extend).
+		next = append(next, bucket{max: ix.cur, last: ix.cur})
+	} else if len(ix.levels) == 1 {
+		// One level (MaxBuckets 1): its buckets are whole; four make one.
+		for i := range top {
 			if i%4 == 0 {
-				next = append(next, bucket{max: ix.cur, last: ix.cur})
+				next = append(next, top[i])
 			} else {
-				b := &next[len(next)-1]
-				b.max = maxVals(b.max, ix.cur)
+				next[len(next)-1].merge(&top[i])
 			}
-			break
-		}
-		if i%4 == 0 {
-			next = append(next, top[i])
-		} else {
-			next[len(next)-1].merge(&top[i])
 		}
 	}
 	for l := 0; l+1 < len(ix.levels); l++ {
@@ -424,13 +421,6 @@ func (ix *Index) coarsen() {
 	}
 	ix.levels[len(ix.levels)-1] = next
 	ix.width *= 4
-}
-
-func maxVals(a, b [numVals]uint64) [numVals]uint64 {
-	for v := range a {
-		a[v] = max(a[v], b[v])
-	}
-	return a
 }
 
 // openBucket returns level l's last bucket as it stands: what it holds, and its

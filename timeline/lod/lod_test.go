@@ -450,19 +450,42 @@ func TestObjectsAllOneSize(t *testing.T) {
 // open children only as they close (extend), and Query merges them in.
 func TestQueryWhileBuilding(t *testing.T) {
 	d, evs := synth(20000, 3)
+	// The same events, the gaps between them growing geometrically: a
+	// jump over many buckets, and over MaxBuckets (coarsening several
+	// times in one event), every so often.
+	jumps := slices.Clone(evs[:3000])
+	for i := range jumps {
+		jumps[i].Time = int64(i) * 100
+		if i%50 == 0 {
+			jumps[i].Time += 1 << min(i/50, 40)
+		}
+		if i > 0 {
+			jumps[i].Time = max(jumps[i].Time, jumps[i-1].Time)
+		}
+	}
 	for _, c := range []struct {
 		name string
 		opts Options
+		evs  []event.Event
 	}{
-		{"defaults", Options{}},
-		{"coarsened", Options{MaxBuckets: 64}},
-		{"coarse start", Options{Width: 1 << 30}},
+		{"defaults", Options{}, evs},
+		{"coarsened", Options{MaxBuckets: 64}, evs},
+		{"coarse start", Options{Width: 1 << 30}, evs},
+		{"jumps", Options{MaxBuckets: 16, Width: 7}, jumps},
+		{"one level", Options{MaxBuckets: 1}, jumps},
+		{"two levels", Options{MaxBuckets: 4, Width: 1}, jumps},
 	} {
 		ix := New(c.opts)
 		ix.dict = d
+		evs := c.evs
+		res := ix.Resolution()
 		for i, e := range evs {
 			ix.Add(e)
-			if i%997 != 0 && i != len(evs)-1 {
+			// Often: the first events, each coarsening (the resolution
+			// changes) and every 997th.
+			coarsened := ix.Resolution() != res
+			res = ix.Resolution()
+			if i >= 100 && !coarsened && i%997 != 0 && i != len(evs)-1 {
 				continue
 			}
 			sofar := evs[:i+1]
