@@ -125,11 +125,11 @@ var (
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, and internal/browsertest chromedp, but
 // nothing of Linger.)
-var stdlibOnly = []string{"timeline/event", "probe", "timeline/pickle", "internal/units", "internal/testbin", "internal/redistest", "server/httperr", "timeline/event/eventtest", "engine/device/devicetest"}
+var stdlibOnly = []string{"timeline/event", "probe", "timeline/pickle", "internal/units", "internal/testbin", "internal/redistest", "internal/promtest", "server/httperr", "timeline/event/eventtest", "engine/device/devicetest"}
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.
-var testOnly = []string{"timeline/event/eventtest", "timeline/goheap/goheaptest", "server/hub/hubtest", "notebooks/msg/msgtest", "internal/testbin", "internal/redistest", "internal/browsertest", "engine/device/devicetest"}
+var testOnly = []string{"timeline/event/eventtest", "timeline/goheap/goheaptest", "server/hub/hubtest", "notebooks/msg/msgtest", "internal/testbin", "internal/redistest", "internal/promtest", "internal/browsertest", "engine/device/devicetest"}
 
 func matches(pattern, pkg string) bool {
 	if pattern == "*" {

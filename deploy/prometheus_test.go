@@ -13,25 +13,16 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
-)
 
-// promtool is Debian's Prometheus tool (package prometheus, which .ci/run
-// installs).
-func promtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatal("promtool is not installed: apt-get install -y --no-install-recommends prometheus (.ci/run does)")
-	}
-	return p
-}
+	"linger/internal/promtest"
+)
 
 // The alerting and recording rules (deploy/prometheus/linger-rules.yml)
 // are valid as Prometheus reads them, and their unit tests pass: each
 // alert fires on series shaped as the failure it names and stays silent
 // on healthy ones (linger-rules.test.yml).
 func TestPrometheusRules(t *testing.T) {
-	tool := promtool(t)
+	tool := promtest.Promtool(t)
 	dir := filepath.Join("prometheus")
 	for _, args := range [][]string{{"check", "rules", "linger-rules.yml"}, {"test", "rules", "linger-rules.test.yml"}} {
 		cmd := exec.Command(tool, args...)
@@ -208,7 +199,7 @@ func dashboardExprs(t *testing.T) []panelExpr {
 // Every query of the dashboard is PromQL Prometheus accepts: promtool
 // checks them as recording rules (with $job as Grafana would put it).
 func TestDashboardQueries(t *testing.T) {
-	tool := promtool(t)
+	tool := promtest.Promtool(t)
 	var rules strings.Builder
 	rules.WriteString("groups:\n  - name: dashboard\n    rules:\n")
 	exprs := dashboardExprs(t)

@@ -1,12 +1,11 @@
 package probe_test
 
 import (
-	"bytes"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 
+	"linger/internal/promtest"
 	"linger/probe"
 	"linger/timeline/event"
 )
@@ -55,14 +54,6 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("metrics lack %s:\n%s", w, b)
 			}
 		}
-		promtool, err := exec.LookPath("promtool")
-		if err != nil {
-			t.Fatal("promtool is not installed: apt-get install -y prometheus (.ci/run does)")
-		}
-		cmd := exec.Command(promtool, "check", "metrics")
-		cmd.Stdin = bytes.NewReader(b)
-		if out, err := cmd.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
-			t.Errorf("promtool check metrics: %v\n%s\n%s", err, out, b)
-		}
+		promtest.CheckMetrics(t, b)
 	}
 }

@@ -1,13 +1,11 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"linger/internal/promtest"
 	"linger/notebooks/msg"
 	"linger/server/httperr"
 )
@@ -519,15 +518,7 @@ func TestMetrics(t *testing.T) {
 	}
 	// Prometheus's own checker reads them as a scraper would, and lints the
 	// names (a counter's _total, units in the name).
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatal("promtool is not installed: apt-get install -y prometheus (.ci/run does)")
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = bytes.NewReader(b)
-	if out, err := cmd.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
-	}
+	promtest.CheckMetrics(t, b)
 }
 
 func TestNewRejects(t *testing.T) {
