@@ -313,19 +313,14 @@ export class TimelineView {
         const parts = await Promise.all(segs.map((s) => this.source.lod(s.t0, s.t1, Math.max(1, Math.ceil(s.x1 - s.x0)))));
         this.buckets = parts.flat();
         this.have = null;
-        this.readFailures = 0;
-        if (this.source.reading) { this.whileReading(); return; }
-        if (this.wasReading) this.readDone();
-        this.schedule();
+        if (!this.landed()) this.schedule();
         return;
       }
       const have = this.have;
       if (!this.source.live && !this.source.reading && have && have.t0 <= t0 && t1 <= have.t1 && (t1 - t0) * 3 >= (have.t1 - have.t0) * 0.8) return; // still sharp enough
       this.buckets = await this.source.lod(t0 - m, t1 + m, Math.ceil(this.W) * (m ? 3 : 1));
       this.have = { t0: Math.max(0, t0 - m), t1: t1 + m };
-      this.readFailures = 0;
-      if (this.source.reading) { this.whileReading(); return; }
-      if (this.wasReading) this.readDone();
+      if (this.landed()) return;
       if (!this.fitted && this.source.end() > 0) { this.fitted = true; this.fit(); return; }
       this.schedule();
     } catch (e) {
@@ -335,13 +330,30 @@ export class TimelineView {
         // failed ask must not leave the view half read for good.
         this.status.textContent += "; trying again";
         this.readFailures = (this.readFailures || 0) + 1;
-        clearTimeout(this.readTimer);
-        this.readTimer = setTimeout(() => { this.have = null; this.lodFetch(); }, Math.min(READ_POLL_MS * 2 ** this.readFailures, 5000));
+        this.askAgain(Math.min(READ_POLL_MS * 2 ** this.readFailures, 5000));
       }
     } finally {
       this.lodBusy = false;
       if (this.lodAgain) { this.lodAgain = false; this.lodFetch(); }
     }
+  }
+
+  /**
+   * landed: a level-of-detail answer came. While a saved trace is read,
+   * it shows what was read and asks again (true: nothing more to do for
+   * now); the first whole answer after that ends the reading.
+   */
+  landed() {
+    this.readFailures = 0;
+    if (this.source.reading) { this.whileReading(); return true; }
+    if (this.wasReading) this.readDone();
+    return false;
+  }
+
+  /** askAgain asks for the view's level of detail again in ms, whatever is held (a saved trace being read). */
+  askAgain(ms) {
+    clearTimeout(this.readTimer);
+    this.readTimer = setTimeout(() => { this.have = null; this.lodFetch(); }, ms);
   }
 
   /**
@@ -361,8 +373,7 @@ export class TimelineView {
       this.setAxis();
     }
     this.schedule();
-    clearTimeout(this.readTimer);
-    this.readTimer = setTimeout(() => { this.have = null; this.lodFetch(); }, READ_POLL_MS);
+    this.askAgain(READ_POLL_MS);
   }
 
   /**
@@ -579,7 +590,7 @@ export class TimelineView {
       if (hidden.has(c)) continue;
       const b = base?.category[c];
       for (let i = 0; i < n; i++) {
-        const raw = cat[i * nc + c], v = !raw ? 0 : b === undefined ? raw : Math.max(0, raw - b); // memValue
+        const raw = cat[i * nc + c], v = raw ? this.memValue(raw, b) : 0;
         if (v) { lower[i] = y(under[i]); upper[i] = y(under[i] + v); under[i] += v; } else { upper[i] = Infinity; lower[i] = 0; }
       }
       ctx.beginPath();
