@@ -1129,6 +1129,7 @@ function injectStyle() {
 .lt-toggle[aria-pressed=true]{background:#dde7f5;font-weight:600}
 .lt-toggle[aria-pressed=true]::before{content:"✓ "}
 .lt-status{margin-left:auto;width:18em;max-width:100%;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;text-align:right}
+.lt-status[data-state=reading]{width:auto}
 .lt-body{position:relative;min-height:420px;margin:6px 0;overflow:clip;overflow-clip-margin:8px}
 .lt-canvas{display:block;touch-action:none;cursor:crosshair}
 .lt-tooltip{position:absolute;pointer-events:none;background:#fff;border:1px solid #888;padding:.3em .5em;font:12px system-ui,sans-serif;max-width:340px;box-shadow:0 1px 4px rgba(0,0,0,.2)}
