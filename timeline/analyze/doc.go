@@ -169,7 +169,7 @@
 // reserved does not (memory taken outside the allocator), or, when all
 // three are flat, the Go heap (go_heap_grows: host memory, e.g. a
 // substring keeping its whole input buffer alive), whose fitted growth
-// must also reach a quarter of the heap it started from (GoHeapGCShare):
+// must also reach the heap it started from (GoHeapGCShare):
 // the heap in use counts garbage until the next collection, which moves
 // it that much with nothing kept. The allocated track at
 // every sample is kept too, bounded (Tracks.Steps, a StepSeries of at most

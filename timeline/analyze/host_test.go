@@ -28,6 +28,13 @@ func TestGoHeapVerdict(t *testing.T) {
 		// kernel's own working set, not a leak (a clean notebook's run
 		// was judged go_heap_grows under load).
 		{"within the GC's reach", func(i int) uint64 { return 20*MiB + uint64(i)*60<<10 }, false, VerdictFlat, false},
+		// Up to twice what it started from, steadily, as garbage runs to
+		// GOGC's target with nothing kept before a collection: 20 MiB +
+		// 17.8 MiB in 20 steps (05-workspace's clean kernel climbed a
+		// quarter of its heap so, and was once judged a leak).
+		{"garbage up to the GC's target", func(i int) uint64 { return 20*MiB + uint64(i)*960<<10 }, false, VerdictFlat, false},
+		// Past it: the heap doubled and more (20 MiB + 38 MiB).
+		{"past the GC's target", func(i int) uint64 { return 20*MiB + uint64(i)*2<<20 }, false, VerdictGoHeap, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
