@@ -50,15 +50,17 @@ var policy = map[string][]string{
 	"engine/device/cuda": {"engine/device"},
 	"engine/tokenizer":   {"timeline/event", "engine/tokenizer/..."},
 	// The timeline: events at the bottom, then the rules from events to
-	// memory figures (memstate), the log, and above them what is derived:
-	// the index, the analysis, the exports, and the model of a trace that
-	// owns them for the server (traces).
-	"timeline":                        {"timeline/event"},
+	// memory figures (memstate) and the figures per time bucket (pyramid),
+	// which the log stores at its end, the log, and above them what is
+	// derived: the index, the analysis, the exports, and the model of a
+	// trace that owns them for the server (traces).
+	"timeline":                        {"timeline/event", "timeline/pyramid"},
 	"timeline/event":                  {},
 	"timeline/event/internal/genwire": {"timeline/event"},
 	"timeline/memstate":               {"timeline/event"},
+	"timeline/pyramid":                {"timeline/event", "timeline/memstate"},
 	"timeline/analyze":                {"timeline/event", "timeline/memstate"},
-	"timeline/lod":                    {"timeline", "timeline/event", "timeline/memstate"},
+	"timeline/lod":                    {"timeline", "timeline/event", "timeline/pyramid"},
 	"timeline/export":                 {"timeline/event", "timeline/memstate", "timeline/analyze"},
 	"timeline/traces":                 {"timeline", "timeline/event", "timeline/lod", "timeline/analyze"},
 	"timeline/pickle":                 {},                                                // Python pickles of plain data, read as a stream, never run
@@ -229,7 +231,8 @@ func TestPolicyRejects(t *testing.T) {
 		{"notebooks/contents", "engine", false},
 		{"notebooks/contents", "notebooks/nbformat", true},
 		{"timeline/memstate", "timeline", false},
-		{"timeline/lod", "timeline/memstate", true},
+		{"timeline/lod", "timeline/pyramid", true},
+		{"timeline/pyramid", "timeline", false},
 		{"probe", "timeline/event", true},
 		{"probe", "timeline", false},
 		{"probe", "internal/units", false},

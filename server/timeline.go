@@ -92,12 +92,18 @@ const overviewWait = 400 * time.Millisecond
 
 // timelineOverview starts the one pass over the saved trace name (its
 // index and analysis) as soon as its page is asked for, and returns the
-// overview to inline in the page (nil if the pass is not done within
-// overviewWait).
+// overview to inline in the page: at once from the pyramid the trace's
+// writer stored at its end (timeline.StoredPyramid), else once the pass
+// is done (nil if it is not within overviewWait).
 func (s *Server) timelineOverview(ctx context.Context, name string) json.RawMessage {
 	path, err := s.tracePath(name)
 	if err != nil {
 		return nil
+	}
+	if t, err := s.traces.Started(path); err == nil && t.Index().Stored() {
+		// Its writer's pyramid (lod.Index.UseStored): the overview now,
+		// whatever the trace's length, as the pass goes on.
+		return t.Overview()
 	}
 	ctx, cancel := context.WithTimeout(ctx, overviewWait)
 	defer cancel()

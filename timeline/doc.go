@@ -15,9 +15,15 @@ reads back up to its last complete frame.
 
 docs/trace-format.md specifies the log, version 1: a header, then frames,
 each with its type, length and CRC-32C: string and site definitions, events
-(encoded by event.Encoder in batches of consecutive sequence numbers) and
-the end frame with the reason the trace ended. Readers skip frame types
-they do not know.
+(encoded by event.Encoder in batches of consecutive sequence numbers), the
+index frame and the end frame with the reason the trace ended. Readers
+skip frame types they do not know.
+
+The index frame, which Close writes right before the end frame, holds the
+memory figures of every event per time bucket (package pyramid), as a
+reader's level-of-detail index of the same events would: StoredPyramid
+finds it from the end of the file, so that a reader shows a trace of any
+length whole at once, before a pass over its events.
 
 A Reader tells how the trace ended: io.EOF and End's reason for an end
 frame ("" for a clean Close, "kernel killed: signal 9" after

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"linger/timeline/event"
+	"linger/timeline/pyramid"
 )
 
 // Wire constants; the package documentation describes the format.
@@ -54,6 +55,7 @@ const (
 	frameEnd     = 4
 	frameStacks  = 5
 	frameHolders = 6
+	frameIndex   = 7
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -95,12 +97,16 @@ type Writer struct {
 	sites  []byte // pending site definitions (a frame payload)
 	stacks []byte // pending site stacks (a frame payload), after sites
 	out    []byte // assembles frames for one write
+
+	// pyr holds the memory figures of the events written, per time
+	// bucket, for the index frame Close writes (StoredPyramid).
+	pyr *pyramid.Pyramid
 }
 
 // NewWriter returns a Writer that writes a trace log to w. The header is
 // written with the first frame. Close does not close w.
 func NewWriter(w io.Writer) *Writer {
-	tw := &Writer{w: w, name: "trace", limit: BatchEvents}
+	tw := &Writer{w: w, name: "trace", limit: BatchEvents, pyr: pyramid.New(pyramid.Options{})}
 	tw.batch = make([]byte, batchHeaderMax, batchHeaderMax+BatchEvents*16)
 	return tw
 }
@@ -171,6 +177,7 @@ func (w *Writer) DefineString(id event.StringID, s string) {
 		return
 	}
 	w.strs = event.AppendStringDef(w.strs, id, clip(s))
+	w.pyr.Define(id, s)
 	if len(w.strs) >= defFrameTarget {
 		w.flushDefs()
 	}
@@ -207,6 +214,7 @@ func (w *Writer) Emit(e event.Event) {
 		w.first = e.Seq
 	}
 	w.batch = w.enc.Append(w.batch, &e)
+	w.pyr.Add(&e)
 	w.n++
 	w.next = e.Seq + 1
 	if w.n >= w.limit {
@@ -241,8 +249,10 @@ func (w *Writer) Sync() error {
 // Err returns the first error the Writer met, or nil.
 func (w *Writer) Err() error { return w.err }
 
-// Close flushes, writes an end frame that says the trace ended cleanly,
-// and closes the file if the Writer was made by Create.
+// Close flushes, writes the index frame (the memory figures of every
+// event per time bucket, package pyramid: StoredPyramid) and an end frame
+// that says the trace ended cleanly, and closes the file if the Writer was
+// made by Create.
 func (w *Writer) Close() error { return w.CloseWithReason("") }
 
 // CloseWithReason is Close for a trace that ended abnormally: reason says
@@ -253,6 +263,16 @@ func (w *Writer) CloseWithReason(reason string) error {
 		return ErrClosed
 	}
 	w.flushBatch()
+	if w.err == nil && w.pyr != nil {
+		// The index frame: the pyramid, then its length, so that a reader
+		// finds its start from the end frame's (StoredPyramid).
+		if p, err := w.pyr.AppendBinary(nil); err == nil && len(p)+4 <= MaxFrameSize {
+			p = binary.LittleEndian.AppendUint32(p, uint32(len(p)))
+			w.out = appendFrame(w.out[:0], frameIndex, p)
+			w.write(w.out)
+		}
+		w.pyr = nil
+	}
 	if w.err == nil {
 		w.out = appendFrame(w.out[:0], frameEnd, []byte(clip(reason)))
 		w.write(w.out)

@@ -175,19 +175,26 @@ func (h *Handler) tracePath(r *http.Request) (string, error) {
 
 // trace resolves a timeline route to its Trace: a live one's ({id}),
 // caught up, or a saved one's ({name}), read if need be.
-func (h *Handler) trace(r *http.Request) (*traces.Trace, error) { return h.resolve(r, false) }
+func (h *Handler) trace(r *http.Request) (*traces.Trace, error) { return h.resolve(r, false, false) }
 
 // resolve is trace; with partial, a saved trace's pass is waited for a
 // moment only (partialWait): a large trace's part read so far is answered
 // (Trace.Progress says how far), so that its view fills in rather than
-// stays empty, and a small one's whole, at once.
-func (h *Handler) resolve(r *http.Request, partial bool) (*traces.Trace, error) {
+// stays empty, and a small one's whole, at once. With stored, a saved
+// trace whose index answers from the pyramid its writer stored
+// (lod.Index.Stored) is not waited for at all: its buckets are whole.
+func (h *Handler) resolve(r *http.Request, partial, stored bool) (*traces.Trace, error) {
 	if r.PathValue("id") != "" {
 		return h.current(r)
 	}
 	path, err := h.tracePath(r)
 	if err != nil {
 		return nil, err
+	}
+	if stored {
+		if t, err := h.traces.Started(path); err == nil && t.Index().Stored() {
+			return t, nil // its writer's pyramid answers the whole view now
+		}
 	}
 	if !partial {
 		t, err := h.traces.Saved(r.Context(), path)
@@ -244,7 +251,7 @@ func (h *Handler) serveLOD(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, httperr.New(httperr.BadRequest, "format=%q: json (the default) or bin", format))
 		return
 	}
-	t, err := h.resolve(r, r.URL.Query().Get("partial") == "1")
+	t, err := h.resolve(r, r.URL.Query().Get("partial") == "1", true)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -255,7 +262,7 @@ func (h *Handler) serveLOD(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var rd Reading
-	if read, size, done := t.Progress(); !done && size > 0 {
+	if read, size, done := t.Progress(); !done && size > 0 && !t.Index().Stored() {
 		rd = Reading{Partial: true, Bytes: read, Of: size}
 	}
 	sum := t.Index().Summary(q.t0, q.t1, q.n)

@@ -2,7 +2,9 @@ package live
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +24,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"linger/internal/browsertest"
+	"linger/timeline"
 	"linger/timeline/event"
 	"linger/timeline/lod"
 	"linger/timeline/traces"
@@ -169,7 +173,7 @@ func heldServer(t *testing.T, dir string, page func(*http.ServeMux)) (srv *httpt
 func TestLODPartial(t *testing.T) {
 	dir := t.TempDir()
 	const n, held = 20000, heldBatches * 4096
-	writeTrace(t, filepath.Join(dir, "small.ltrace"), n)
+	writeTraceUnindexed(t, filepath.Join(dir, "small.ltrace"), n)
 	srv, release, _ := heldServer(t, dir, nil)
 	fi, _ := os.Stat(filepath.Join(dir, "small.ltrace"))
 
@@ -237,6 +241,70 @@ func TestLODPartial(t *testing.T) {
 	get(t, srv.URL+"/api/timeline/traces/missing.ltrace/lod?partial=1", 404, &e)
 }
 
+// TestLODStored: a saved trace whose writer stored its pyramid (every
+// trace Linger writes) answers lod whole at once, partial=1 or not, while
+// its pass is held part way: the same buckets as once the pass is over.
+// Its objects wait for the pass, as before.
+func TestLODStored(t *testing.T) {
+	dir := t.TempDir()
+	const n = 20000
+	writeTrace(t, filepath.Join(dir, "small.ltrace"), n)
+	srv, release, _ := heldServer(t, dir, nil)
+	routes := []string{"lod?px=300&partial=1", "lod?px=300", "lod?t0=1000&t1=500000&px=50&partial=1"}
+	before := make([]lodAnswer, len(routes))
+	var beforeBin []byte
+	for i, route := range routes {
+		get(t, srv.URL+"/api/timeline/traces/small.ltrace/"+route, 200, &before[i])
+		if before[i].Reading != nil || before[i].Events != n || len(before[i].Buckets) == 0 {
+			t.Fatalf("%s, pass held: %d events in %d buckets, reading %+v; want all %d, none", route, before[i].Events, len(before[i].Buckets), before[i].Reading, n)
+		}
+	}
+	res, err := http.Get(srv.URL + "/api/timeline/traces/small.ltrace/lod?px=300&partial=1&format=bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	beforeBin, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if _, rd, err := DecodeLOD(beforeBin); err != nil || rd.Partial {
+		t.Errorf("binary, pass held: %+v, %v; want whole", rd, err)
+	}
+	waited := make(chan int, 1)
+	go func() {
+		res, err := http.Get(srv.URL + "/api/timeline/traces/small.ltrace/objects?n=5")
+		if err != nil {
+			waited <- 0
+			return
+		}
+		res.Body.Close()
+		waited <- res.StatusCode
+	}()
+	select {
+	case code := <-waited:
+		t.Fatalf("objects answered %d before the pass", code)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	if code := <-waited; code != 200 {
+		t.Errorf("objects after the pass: %d", code)
+	}
+	for i, route := range routes {
+		var after lodAnswer
+		get(t, srv.URL+"/api/timeline/traces/small.ltrace/"+route, 200, &after)
+		if !reflect.DeepEqual(after, before[i]) {
+			t.Errorf("%s: the stored pyramid's answer differs from the pass's:\n%+v\n%+v", route, before[i].Summary, after.Summary)
+		}
+	}
+	res, err = http.Get(srv.URL + "/api/timeline/traces/small.ltrace/lod?px=300&partial=1&format=bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	afterBin, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !bytes.Equal(afterBin, beforeBin) {
+		t.Errorf("binary answers differ: %d bytes from the stored pyramid, %d after the pass", len(beforeBin), len(afterBin))
+	}
+}
+
 // TestBrowserReading: a saved trace's view while the server reads it (the
 // pass held part way, as a large trace's first seconds) draws what was
 // read, says how far the reading has come and asks again; a pan meanwhile
@@ -250,7 +318,7 @@ func TestBrowserReading(t *testing.T) {
 	dir := t.TempDir()
 	browsertest.BundleUI(t, dir, false, "timeline.js")
 	const n = 20000
-	writeTrace(t, filepath.Join(dir, "r.ltrace"), n)
+	writeTraceUnindexed(t, filepath.Join(dir, "r.ltrace"), n)
 	srv, release, lods := heldServer(t, dir, func(mux *http.ServeMux) {
 		mux.HandleFunc("GET /timeline.js", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/javascript")
@@ -312,5 +380,35 @@ func TestBrowserReading(t *testing.T) {
 	// The user's view, not fitted to the whole trace, which now ends later.
 	if got["t0"].(float64) != panned[0] || got["t1"].(float64) != panned[1] || got["end"].(float64) <= panned[1] {
 		t.Errorf("once read, the view is %.0f–%.0f ns (the trace ends at %.0f); the user panned to %.0f–%.0f", got["t0"], got["t1"], got["end"], panned[0], panned[1])
+	}
+}
+
+// writeTraceUnindexed is writeTrace without the index frame Close writes
+// (timeline.StoredPyramid): a trace as written before index frames were,
+// or by another writer, whose view fills in as the server reads it.
+func writeTraceUnindexed(t *testing.T, path string, n uint64) {
+	t.Helper()
+	writeTrace(t, path, n)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const header, frameIndex = len(timeline.Magic) + 1, 7
+	out := slices.Clone(b[:header])
+	for p := header; p < len(b); {
+		end := p + 5 + int(binary.LittleEndian.Uint32(b[p+1:])) + 4
+		if b[p] != frameIndex {
+			out = append(out, b[p:end]...)
+		}
+		p = end
+	}
+	if len(out) == len(b) {
+		t.Fatal("no index frame to take out")
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := timeline.StoredPyramid(path); !errors.Is(err, timeline.ErrNoPyramid) {
+		t.Fatalf("StoredPyramid without the index frame: %v, want ErrNoPyramid", err)
 	}
 }

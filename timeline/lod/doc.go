@@ -11,7 +11,9 @@ queried while it grows.
 
 # Buckets
 
-The Index keeps a pyramid of levels. Level 0 divides time from 0 into
+The Index keeps a pyramid of levels (package pyramid, which a trace's
+writer also builds and stores at the trace's end: UseStored answers a
+saved trace's whole view from that one while the Index takes the events). Level 0 divides time from 0 into
 buckets of Width nanoseconds; level l has buckets 4^l times wider, each
 the merge of four buckets of the level below. An event updates the
 current bucket of level 0 only; the current bucket of a coarser level

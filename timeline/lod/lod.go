@@ -8,25 +8,14 @@ import (
 
 	"linger/timeline"
 	"linger/timeline/event"
-	"linger/timeline/memstate"
+	"linger/timeline/pyramid"
 )
 
 // Defaults for Options.
 const (
-	DefaultWidth      = 1000    // 1 µs: the finest level-0 bucket of a short trace
-	DefaultMaxBuckets = 1 << 14 // level-0 buckets before the base coarsens (a power of 4)
-	DefaultMaxObjects = 1 << 18 // objects kept before the smaller half is dropped
-	maxPixels         = 1 << 14 // the most buckets one Query returns
-)
-
-// Value indexes: live bytes of each category (indexed by event.Category),
-// then memstate's tracks in its order.
-const (
-	valAllocated = event.NumCategories + int(memstate.Allocated)
-	valReserved  = event.NumCategories + int(memstate.Reserved)
-	valDevice    = event.NumCategories + int(memstate.DeviceUsed)
-	valGoHeap    = event.NumCategories + int(memstate.GoHeap)
-	numVals      = event.NumCategories + int(memstate.NumTracks)
+	DefaultWidth      = pyramid.DefaultWidth      // 1 µs: the finest level-0 bucket of a short trace
+	DefaultMaxBuckets = pyramid.DefaultMaxBuckets // level-0 buckets before the base coarsens (a power of 4)
+	DefaultMaxObjects = 1 << 18                   // objects kept before the smaller half is dropped
 )
 
 // Options configures an Index. Zero fields take the defaults.
@@ -76,51 +65,13 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-type bucket struct {
-	max, last             [numVals]uint64
-	events, allocs, frees uint64
-}
-
-func (b *bucket) merge(o *bucket) {
-	for v := range numVals {
-		b.max[v] = max(b.max[v], o.max[v])
-	}
-	b.last = o.last
-	b.events += o.events
-	b.allocs += o.allocs
-	b.frees += o.frees
-}
-
 // Values are memory figures in bytes at an instant, or their maxima over
-// a bucket.
-type Values struct {
-	// Category is live bytes by category, indexed by event.Category.
-	Category   [event.NumCategories]uint64 `json:"category"`
-	Allocated  uint64                      `json:"allocated"`
-	Reserved   uint64                      `json:"reserved"`
-	DeviceUsed uint64                      `json:"device_used"`
-	GoHeap     uint64                      `json:"go_heap"`
-}
+// a bucket (package pyramid's).
+type Values = pyramid.Values
 
-func values(v *[numVals]uint64) Values {
-	var out Values
-	copy(out.Category[:], v[:event.NumCategories])
-	out.Allocated, out.Reserved, out.DeviceUsed, out.GoHeap = v[valAllocated], v[valReserved], v[valDevice], v[valGoHeap]
-	return out
-}
-
-// Bucket is the aggregate of the events with T0 <= Time < T1.
-type Bucket struct {
-	T0     int64  `json:"t0"`
-	T1     int64  `json:"t1"`
-	Events uint64 `json:"events"`
-	Allocs uint64 `json:"allocs"`
-	Frees  uint64 `json:"frees"`
-	// Max holds each value's maximum in the bucket, counting the value it
-	// had when the bucket began; Last the values at its end.
-	Max  Values `json:"max"`
-	Last Values `json:"last"`
-}
+// Bucket is the aggregate of the events with T0 <= Time < T1 (package
+// pyramid's).
+type Bucket = pyramid.Bucket
 
 // Object is one allocation and, once freed, its free.
 type Object struct {
@@ -146,22 +97,19 @@ type Object struct {
 // It is safe for concurrent use: Add (or Emit) from one goroutine at a
 // time, queries from any.
 type Index struct {
-	mu     sync.RWMutex
-	opts   Options
-	width  int64      // of a level-0 bucket
-	levels [][]bucket // levels[l] has buckets of width·4^l from time 0
-	cur    [numVals]uint64
+	mu   sync.RWMutex
+	opts Options
+	p    *pyramid.Pyramid // the buckets
+	// stored, when set, answers Query, Last, Now and Resolution in
+	// place of p: a saved trace's pyramid as its writer stored it
+	// (timeline.Reader.Pyramid), until p holds every event (Seal).
+	stored *pyramid.Pyramid
 
-	dict timeline.Dict
-	mem  memstate.State // the values cur holds, by memstate's rules
-
-	events   uint64
-	lastSeq  uint64
+	dict     timeline.Dict
 	lastTime int64
-
-	objs    []Object
-	live    map[uint64]int // addr → index in objs
-	minSize uint64         // allocations smaller are not kept
+	objs     []Object
+	live     map[uint64]int // addr → index in objs
+	minSize  uint64         // allocations smaller are not kept
 	// When the objects left are all of one size (minSize), too many to
 	// keep: one of every tieStride allocations of that size is kept,
 	// tieSeen counting them, so the table stays an even sample over time.
@@ -176,14 +124,9 @@ type Index struct {
 // New returns an empty Index.
 func New(opts Options) *Index {
 	opts = opts.withDefaults()
-	n := 1
-	for m := 1; m < opts.MaxBuckets; m *= 4 {
-		n++
-	}
 	return &Index{
 		opts:     opts,
-		width:    opts.Width,
-		levels:   make([][]bucket, n),
+		p:        pyramid.New(pyramid.Options{Width: opts.Width, MaxBuckets: opts.MaxBuckets}),
 		live:     map[uint64]int{},
 		open:     map[event.ScopeID]int{},
 		minScope: minScopeKind,
@@ -209,7 +152,7 @@ func FromFile(f *timeline.File, opts Options) (*Index, error) {
 func (ix *Index) DefineString(id event.StringID, s string) {
 	ix.mu.Lock()
 	ix.dict.DefineString(id, s)
-	ix.mem.Define(id, s)
+	ix.p.Define(id, s)
 	ix.mu.Unlock()
 }
 
@@ -248,7 +191,7 @@ func (ix *Index) AddBatch(b timeline.Batch) {
 	defer ix.mu.Unlock()
 	for _, d := range b.Strings {
 		ix.dict.DefineString(d.ID, d.Text)
-		ix.mem.Define(d.ID, d.Text)
+		ix.p.Define(d.ID, d.Text)
 	}
 	for _, d := range b.Sites {
 		ix.dict.DefineSite(d.ID, d.Site)
@@ -277,14 +220,14 @@ func (ix *Index) Site(id event.SiteID) (event.Site, bool) {
 func (ix *Index) Last() (events, seq uint64, time int64) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.events, ix.lastSeq, ix.lastTime
+	return ix.buckets().Last()
 }
 
 // Now returns the values after the last event added.
 func (ix *Index) Now() Values {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return values(&ix.cur)
+	return ix.buckets().Now()
 }
 
 // Resolution returns the width of the finest buckets now kept, in
@@ -292,35 +235,63 @@ func (ix *Index) Now() Values {
 func (ix *Index) Resolution() int64 {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.width
+	return ix.buckets().Resolution()
+}
+
+// buckets is the pyramid that answers: the stored one while there is one.
+func (ix *Index) buckets() *pyramid.Pyramid {
+	if ix.stored != nil {
+		return ix.stored
+	}
+	return ix.p
+}
+
+// UseStored makes the Index answer Query, Last, Now and Resolution from
+// p, a pyramid of the whole trace its writer stored (timeline.Reader's
+// Pyramid), until Seal: a saved trace's view is then whole at once,
+// while the pass that indexes its events (and finds its objects and
+// scopes) goes on. It returns false, and uses nothing, where p was made
+// with other options than the Index's, whose answers would differ.
+func (ix *Index) UseStored(p *pyramid.Pyramid) bool {
+	if p.Options() != ix.p.Options() {
+		return false
+	}
+	ix.mu.Lock()
+	ix.stored = p
+	ix.mu.Unlock()
+	return true
+}
+
+// Stored reports whether the Index answers from a stored pyramid
+// (UseStored) rather than the events it has taken.
+func (ix *Index) Stored() bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.stored != nil
+}
+
+// Seal says that the Index holds every event of its trace: a stored
+// pyramid (UseStored) gives way to the Index's own.
+func (ix *Index) Seal() {
+	ix.mu.Lock()
+	ix.stored = nil
+	ix.mu.Unlock()
 }
 
 func (ix *Index) add(e *event.Event) {
-	t := max(e.Time, ix.lastTime, 0)
-	ix.events++
-	ix.lastSeq, ix.lastTime = e.Seq, t
-	ix.extend(t)
-	ix.levels[0][len(ix.levels[0])-1].events++
+	if e.Kind == event.KindCounter && !ix.p.Known(e.Label) {
+		ix.p.Learn(e.Label, ix.dict.String(e.Label)) // a dictionary copied whole (FromFile)
+	}
+	t := ix.p.Add(e)
+	ix.lastTime = t
 	switch e.Kind {
 	case event.KindAlloc:
-		ix.count(func(b *bucket) { b.allocs++ })
-		ix.mem.Alloc(e.Category, e.Size) // not Apply: Alloc and Free inline, on the hot path
-		ix.setBlocks(e.Category)
 		ix.keep(e, t)
 	case event.KindFree:
-		ix.count(func(b *bucket) { b.frees++ })
-		ix.mem.Free(e.Category, e.Size)
-		ix.setBlocks(e.Category)
 		if i, ok := ix.live[e.Addr]; ok {
 			ix.objs[i].FreeTime, ix.objs[i].FreeSeq = t, e.Seq
 			delete(ix.live, e.Addr)
 		}
-	case event.KindSegmentAlloc, event.KindSegmentFree, event.KindCounter:
-		if e.Kind == event.KindCounter && !ix.mem.Known(e.Label) {
-			ix.mem.Learn(e.Label, ix.dict.String(e.Label)) // a dictionary copied whole (FromFile)
-		}
-		ix.mem.Apply(e)
-		ix.setDevice()
 	case event.KindScopeBegin:
 		ix.beginScope(e, t)
 	case event.KindScopeEnd:
@@ -328,122 +299,6 @@ func (ix *Index) add(e *event.Event) {
 	case event.KindMark, event.KindOOM:
 		ix.mark(e, t)
 	}
-}
-
-// setBlocks copies into the buckets the values an alloc or free of
-// category c changed.
-func (ix *Index) setBlocks(c event.Category) {
-	c = memstate.CategoryOf(c)
-	ix.set(int(c), ix.mem.Category[c])
-	ix.set(valAllocated, ix.mem.Tracks[memstate.Allocated])
-}
-
-// setDevice copies into the buckets the values a segment or counter may
-// have changed.
-func (ix *Index) setDevice() {
-	ix.set(valReserved, ix.mem.Tracks[memstate.Reserved])
-	ix.set(valDevice, ix.mem.Tracks[memstate.DeviceUsed])
-	ix.set(valGoHeap, ix.mem.Tracks[memstate.GoHeap])
-}
-
-// extend makes the bucket holding t the last of every level, coarsening
-// first if t is beyond MaxBuckets level-0 buckets. New buckets start from
-// the current values.
-//
-// An event changes the last bucket of level 0 only: the last bucket of a
-// coarser level holds what its children that have closed hold (and values
-// it had at some instant of its span, which its max may count), and takes
-// its last child's as that child closes here; Query merges in the open
-// ones (openBucket). Once, every level's last bucket took every event: eight
-// levels, the most of an index's cost a saved trace's pass waits for.
-func (ix *Index) extend(t int64) {
-	if t/ix.width < int64(len(ix.levels[0])) {
-		return // most events: t never goes back, and levels grow together
-	}
-	for t/ix.width >= int64(ix.opts.MaxBuckets) {
-		ix.coarsen()
-	}
-	for l := range ix.levels {
-		k := int(t/ix.width) >> (2 * l)
-		if len(ix.levels[l]) > k {
-			break // this level's last bucket stays open, and so do those above
-		}
-		// The last bucket closes: its parent, the last of the level
-		// above, takes it. (The buckets between it and t's closed at
-		// once, empty: their values, the current ones, are the closed
-		// one's last, which the parent has now.)
-		if lv := ix.levels[l]; len(lv) > 0 && l+1 < len(ix.levels) {
-			up := ix.levels[l+1]
-			up[len(up)-1].merge(&lv[len(lv)-1])
-		}
-		for len(ix.levels[l]) <= k {
-			if lv := ix.levels[l]; len(lv) == cap(lv) {
-				grown := make([]bucket, len(lv), max(2*cap(lv), 64, k+1))
-				copy(grown, lv)
-				ix.levels[l] = grown
-			}
-			ix.levels[l] = append(ix.levels[l], bucket{max: ix.cur, last: ix.cur})
-		}
-	}
-}
-
-// coarsen drops level 0 and adds a coarser level on top. Each level's
-// buckets move down into the arrays of the level below, which already
-// have room for four times as many: a trace that keeps growing fills
-// arrays it has, rather than allocating and copying them again.
-func (ix *Index) coarsen() {
-	// Level 1's last bucket becomes level 0's, which takes events whole:
-	// it takes the open child it had yet to.
-	if len(ix.levels) > 1 && len(ix.levels[0]) > 0 {
-		up := ix.levels[1]
-		up[len(up)-1].merge(&ix.levels[0][len(ix.levels[0])-1])
-	}
-	top := ix.levels[len(ix.levels)-1]
-	next := make([]bucket, 0, max(cap(top), len(top)/4+1))
-	if len(ix.levels) > 1 && len(top) > 0 {
-		// The top has one bucket (as wide as MaxBuckets of level 0, which
-		// never holds more), and it is open: the new top's starts from the
-		// current values, which its span has, and takes it as it closes
-		// (extend).
-		next = append(next, bucket{max: ix.cur, last: ix.cur})
-	} else if len(ix.levels) == 1 {
-		// One level (MaxBuckets 1): its buckets are whole; four make one.
-		for i := range top {
-			if i%4 == 0 {
-				next = append(next, top[i])
-			} else {
-				next[len(next)-1].merge(&top[i])
-			}
-		}
-	}
-	for l := 0; l+1 < len(ix.levels); l++ {
-		ix.levels[l] = append(ix.levels[l][:0], ix.levels[l+1]...)
-	}
-	ix.levels[len(ix.levels)-1] = next
-	ix.width *= 4
-}
-
-// openBucket returns level l's last bucket as it stands: what it holds, and its
-// open children's (extend).
-func (ix *Index) openBucket(l int) bucket {
-	b := ix.levels[0][len(ix.levels[0])-1]
-	for j := 1; j <= l; j++ {
-		up := ix.levels[j][len(ix.levels[j])-1]
-		up.merge(&b)
-		b = up
-	}
-	return b
-}
-
-func (ix *Index) set(v int, x uint64) {
-	ix.cur[v] = x
-	b := &ix.levels[0][len(ix.levels[0])-1]
-	b.last[v] = x
-	b.max[v] = max(b.max[v], x)
-}
-
-func (ix *Index) count(f func(*bucket)) {
-	f(&ix.levels[0][len(ix.levels[0])-1])
 }
 
 // keep records an allocation as an Object, dropping the smaller half of
@@ -535,65 +390,12 @@ func (ix *Index) shrink() {
 }
 
 // Query returns the aggregates of [t0, t1) in at most pixels buckets
-// (capped at 16384), in time order, each covering whole buckets of one
-// level of the pyramid, so bucket bounds need not fall on pixel bounds:
-// draw each from T0 to T1. Buckets are never narrower than Resolution, so
-// a window narrower than pixels·Resolution gets fewer buckets. t1 <= 0
-// means the end of the trace. Buckets after the last event are not
-// returned.
+// (capped at 16384), in time order (pyramid.Pyramid.Query). t1 <= 0 means
+// the end of the trace. Buckets after the last event are not returned.
 func (ix *Index) Query(t0, t1 int64, pixels int) []Bucket {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	t0 = max(t0, 0)
-	if len(ix.levels[0]) == 0 {
-		return nil
-	}
-	end := int64(len(ix.levels[0])) * ix.width
-	if t1 <= 0 || t1 > end {
-		t1 = end
-	}
-	if t1 <= t0 {
-		return nil
-	}
-	pixels = min(max(pixels, 1), maxPixels)
-	span := t1 - t0
-	per := span / int64(pixels)
-	l, w := 0, ix.width
-	for l+1 < len(ix.levels) && w*4 <= per {
-		l, w = l+1, w*4
-	}
-	lv := ix.levels[l]
-	k0, k1 := int(t0/w), int((t1-1)/w)
-	k1 = min(k1, len(lv)-1)
-	out := make([]Bucket, 0, min(pixels, k1-k0+1))
-	var acc bucket
-	px := -1
-	var accT0 int64
-	flush := func(kEnd int) {
-		if px >= 0 {
-			out = append(out, Bucket{
-				T0: accT0, T1: int64(kEnd) * w,
-				Events: acc.events, Allocs: acc.allocs, Frees: acc.frees,
-				Max: values(&acc.max), Last: values(&acc.last),
-			})
-		}
-	}
-	last := ix.openBucket(l) // lv's last bucket, its open children merged in
-	for k := k0; k <= k1; k++ {
-		b := &lv[k]
-		if k == len(lv)-1 {
-			b = &last
-		}
-		p := int(max(int64(k)*w-t0, 0) * int64(pixels) / span)
-		if p != px {
-			flush(k)
-			px, acc, accT0 = p, *b, int64(k)*w
-			continue
-		}
-		acc.merge(b)
-	}
-	flush(k1 + 1)
-	return out
+	return ix.buckets().Query(t0, t1, pixels)
 }
 
 // ObjectsOptions refines Objects.

@@ -2,6 +2,7 @@ package lod
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -52,6 +53,23 @@ func synth(n int, seed uint64) (timeline.Dict, []event.Event) {
 		evs = append(evs, e)
 	}
 	return d, evs
+}
+
+// The brute-force model's value indexes: live bytes of each category,
+// then allocated, reserved, device used and Go heap (Values).
+const (
+	valAllocated = event.NumCategories + iota
+	valReserved
+	valDevice
+	valGoHeap
+	numVals
+)
+
+func values(v *[numVals]uint64) Values {
+	var out Values
+	copy(out.Category[:], v[:event.NumCategories])
+	out.Allocated, out.Reserved, out.DeviceUsed, out.GoHeap = v[valAllocated], v[valReserved], v[valDevice], v[valGoHeap]
+	return out
 }
 
 // state is the brute-force model: the values after a prefix of events.
@@ -308,12 +326,8 @@ func TestBoundedBuckets(t *testing.T) {
 	for i := range 10000 {
 		ix.Add(event.Event{Seq: uint64(i + 1), Time: int64(i) * int64(i) * 1000, Kind: event.KindMark})
 	}
-	total := 0
-	for _, l := range ix.levels {
-		total += len(l)
-	}
-	if len(ix.levels[0]) > 16 || total > 16*4/3+len(ix.levels) {
-		t.Errorf("%d level-0 buckets, %d in all", len(ix.levels[0]), total)
+	if finest, total := ix.p.Buckets(); finest > 16 || total > 16*4/3+3 {
+		t.Errorf("%d level-0 buckets, %d in all", finest, total)
 	}
 	if got := ix.Query(0, 0, 1000); len(got) == 0 || got[len(got)-1].Events == 0 {
 		t.Errorf("last bucket missing the last event: %+v", got)
@@ -500,5 +514,81 @@ func TestQueryWhileBuilding(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestStoredPyramid: the pyramid a trace's writer stored at its end
+// (timeline.StoredPyramid) answers as the Index of the file's events and
+// as brute force does, and an Index that uses it (UseStored) answers from
+// it until Seal, with its own buckets after: the same.
+func TestStoredPyramid(t *testing.T) {
+	d, evs := synth(30000, 5)
+	path := t.TempDir() + "/t.ltrace"
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.DefineString(1, event.CounterDeviceUsed)
+	w.DefineString(2, event.CounterGoHeap)
+	w.DefineString(3, "layer.0.k")
+	for _, e := range evs {
+		w.Emit(e)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := timeline.StoredPyramid(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := timeline.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := FromFile(f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := New(Options{})
+	if !ix.UseStored(p) || !ix.Stored() {
+		t.Fatal("UseStored refused the stored pyramid of an Index of the same options")
+	}
+	if New(Options{MaxBuckets: 64}).UseStored(p) {
+		t.Error("UseStored took the stored pyramid of other options")
+	}
+	end := evs[len(evs)-1].Time
+	r := rand.New(rand.NewPCG(8, 8))
+	qs := [][3]int64{{0, 0, 1}, {0, 0, 2048}, {0, end + 1, 1000}, {end / 3, end/3 + 10_000, 50}}
+	for range 100 {
+		a, b := r.Int64N(end+2), r.Int64N(end+2)
+		qs = append(qs, [3]int64{min(a, b), max(a, b), 1 + r.Int64N(3000)})
+	}
+	for _, q := range qs {
+		got, want := ix.Query(q[0], q[1], int(q[2])), full.Query(q[0], q[1], int(q[2]))
+		if !slices.Equal(got, want) {
+			t.Fatalf("Query(%d, %d, %d): stored %d buckets, the file's index %d:\n%+v\n%+v", q[0], q[1], q[2], len(got), len(want), got, want)
+		}
+		for i, b := range got {
+			if i%17 == 0 {
+				if want := brute(&d, evs, b.T0, b.T1); b != want {
+					t.Fatalf("Query(%d, %d, %d) bucket %d: stored %+v, brute force %+v", q[0], q[1], q[2], i, b, want)
+				}
+			}
+		}
+	}
+	if a, b := ix.Summary(0, 0, 500), full.Summary(0, 0, 500); !reflect.DeepEqual(a, b) {
+		t.Errorf("Summary: stored %+v, the file's index %+v", a, b)
+	}
+	// Until Seal the stored pyramid answers, whatever the Index took; then
+	// the Index's own buckets.
+	for _, e := range evs[:100] {
+		ix.Add(e)
+	}
+	if n, _, _ := ix.Last(); n != uint64(len(evs)) {
+		t.Errorf("stored: Last says %d events, want %d", n, len(evs))
+	}
+	ix.Seal()
+	if n, _, _ := ix.Last(); ix.Stored() || n != 100 {
+		t.Errorf("sealed: stored %v, %d events; want its own 100", ix.Stored(), n)
 	}
 }

@@ -271,7 +271,9 @@ const OverviewPixels = 1024
 // Overview returns the summary of the whole trace in at most
 // OverviewPixels buckets (lod.Index.Summary) as JSON, so that a page can
 // inline it and paint without a round trip. It is made once, on first
-// use: call it on a trace whose pass is over (a saved trace's).
+// use: call it on a trace whose pass is over (a saved trace's), or whose
+// index answers from the pyramid its writer stored (lod.Index.Stored),
+// which is the same.
 func (t *Trace) Overview() []byte {
 	t.overviewOnce.Do(func() {
 		t.overview, _ = json.Marshal(t.ix.Summary(0, 0, OverviewPixels))
