@@ -239,10 +239,14 @@ func Classify(err error) error {
 const partialWait = 100 * time.Millisecond
 
 // lodAnswer is the JSON lod answer: the index's summary and, for the part
-// of a saved trace read so far (?partial=1), how far its pass has come.
+// of a saved trace read so far (?partial=1), how far its pass has come;
+// for a whole one whose pass goes on (its writer stored its pyramid), how
+// far that pass has come (Passing), which its objects, scopes and
+// findings wait for.
 type lodAnswer struct {
 	lod.Summary
 	Reading *Reading `json:"reading,omitempty"`
+	Passing *Reading `json:"passing,omitempty"`
 }
 
 func (h *Handler) serveLOD(w http.ResponseWriter, r *http.Request) {
@@ -262,8 +266,13 @@ func (h *Handler) serveLOD(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var rd Reading
-	if read, size, done := t.Progress(); !done && size > 0 && !t.Index().Stored() {
-		rd = Reading{Partial: true, Bytes: read, Of: size}
+	if read, size, done := t.Progress(); !done && size > 0 {
+		rd = Reading{Bytes: read, Of: size}
+		if t.Index().Stored() {
+			rd.Passing = true
+		} else {
+			rd.Partial = true
+		}
 	}
 	sum := t.Index().Summary(q.t0, q.t1, q.n)
 	if format == "bin" {
@@ -275,6 +284,9 @@ func (h *Handler) serveLOD(w http.ResponseWriter, r *http.Request) {
 	a := lodAnswer{Summary: sum}
 	if rd.Partial {
 		a.Reading = &rd
+	}
+	if rd.Passing {
+		a.Passing = &rd
 	}
 	writeJSON(w, a)
 }

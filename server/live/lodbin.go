@@ -28,13 +28,19 @@ const (
 	// LODPartial: the answer is of the part of a saved trace its pass has
 	// read so far (?partial=1); more is to come.
 	LODPartial = 1
+	// LODPassing: the answer is whole (from the pyramid the trace's
+	// writer stored), but the pass over the trace goes on: its objects,
+	// scopes and findings wait for it; the bytes read say how far it is.
+	LODPassing = 2
 )
 
 // Reading is how far the pass over a saved trace had come when a lod
-// answer was made: Bytes of the file's Of read, and whether the pass
-// goes on (Partial). A live trace's and a whole one's is the zero value.
+// answer was made: Bytes of the file's Of read, and whether the answer is
+// of the part read (Partial) or whole while the pass goes on (Passing). A
+// live trace's and a whole one's, its pass over, is the zero value.
 type Reading struct {
 	Partial bool  `json:"-"`
+	Passing bool  `json:"-"`
 	Bytes   int64 `json:"read_bytes"`
 	Of      int64 `json:"file_bytes"`
 }
@@ -50,6 +56,9 @@ func AppendLOD(p []byte, s lod.Summary, rd Reading) []byte {
 	var flags uint32
 	if rd.Partial {
 		flags |= LODPartial
+	}
+	if rd.Passing {
+		flags |= LODPassing
 	}
 	p = binary.LittleEndian.AppendUint32(p, flags)
 	f := func(v float64) { p = binary.LittleEndian.AppendUint64(p, math.Float64bits(v)) }
@@ -98,7 +107,8 @@ func DecodeLOD(p []byte) (lod.Summary, Reading, error) {
 	if uint64(len(p)) != LODHeader+uint64(n)*LODBucketFields*8 {
 		return s, rd, fmt.Errorf("lod answer: %d bytes for %d buckets", len(p), n)
 	}
-	rd.Partial = binary.LittleEndian.Uint32(p[12:])&LODPartial != 0
+	flags := binary.LittleEndian.Uint32(p[12:])
+	rd.Partial, rd.Passing = flags&LODPartial != 0, flags&LODPassing != 0
 	off := 16
 	f := func() float64 { v := math.Float64frombits(binary.LittleEndian.Uint64(p[off:])); off += 8; return v }
 	u := func() uint64 { return uint64(f()) }

@@ -66,7 +66,9 @@ func TestLODBinary(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", q, err)
 			}
-			if rd != (Reading{}) {
+			// Whole: a saved trace's from the pyramid its writer stored,
+			// at once, its pass perhaps still going on (Passing).
+			if rd.Partial || (!rd.Passing && rd != (Reading{})) {
 				t.Errorf("%s: a whole trace's answer says it is being read: %+v", q, rd)
 			}
 			if len(js.Buckets) == 0 || !reflect.DeepEqual(bin, js) {
@@ -258,6 +260,9 @@ func TestLODStored(t *testing.T) {
 		if before[i].Reading != nil || before[i].Events != n || len(before[i].Buckets) == 0 {
 			t.Fatalf("%s, pass held: %d events in %d buckets, reading %+v; want all %d, none", route, before[i].Events, len(before[i].Buckets), before[i].Reading, n)
 		}
+		if p := before[i].Passing; p == nil || p.Bytes >= p.Of || p.Of == 0 {
+			t.Errorf("%s, pass held: passing %+v, want part of the file read", route, p)
+		}
 	}
 	res, err := http.Get(srv.URL + "/api/timeline/traces/small.ltrace/lod?px=300&partial=1&format=bin")
 	if err != nil {
@@ -265,8 +270,8 @@ func TestLODStored(t *testing.T) {
 	}
 	beforeBin, _ = io.ReadAll(res.Body)
 	res.Body.Close()
-	if _, rd, err := DecodeLOD(beforeBin); err != nil || rd.Partial {
-		t.Errorf("binary, pass held: %+v, %v; want whole", rd, err)
+	if _, rd, err := DecodeLOD(beforeBin); err != nil || rd.Partial || !rd.Passing || rd.Bytes >= rd.Of || rd.Of != before[0].Passing.Of {
+		t.Errorf("binary, pass held: %+v, %v; want whole, passing as the JSON's %+v", rd, err, before[0].Passing)
 	}
 	waited := make(chan int, 1)
 	go func() {
@@ -290,7 +295,10 @@ func TestLODStored(t *testing.T) {
 	for i, route := range routes {
 		var after lodAnswer
 		get(t, srv.URL+"/api/timeline/traces/small.ltrace/"+route, 200, &after)
-		if !reflect.DeepEqual(after, before[i]) {
+		if after.Passing != nil {
+			t.Errorf("%s, after the pass: passing %+v", route, after.Passing)
+		}
+		if !reflect.DeepEqual(after.Summary, before[i].Summary) {
 			t.Errorf("%s: the stored pyramid's answer differs from the pass's:\n%+v\n%+v", route, before[i].Summary, after.Summary)
 		}
 	}
@@ -300,6 +308,9 @@ func TestLODStored(t *testing.T) {
 	}
 	afterBin, _ := io.ReadAll(res.Body)
 	res.Body.Close()
+	// The same but for the passing flag and how far it had read.
+	clear(beforeBin[12:16])
+	clear(beforeBin[48:64])
 	if !bytes.Equal(afterBin, beforeBin) {
 		t.Errorf("binary answers differ: %d bytes from the stored pyramid, %d after the pass", len(beforeBin), len(afterBin))
 	}
@@ -316,20 +327,9 @@ func TestBrowserReading(t *testing.T) {
 		t.Skip("a browser test")
 	}
 	dir := t.TempDir()
-	browsertest.BundleUI(t, dir, false, "timeline.js")
 	const n = 20000
 	writeTraceUnindexed(t, filepath.Join(dir, "r.ltrace"), n)
-	srv, release, lods := heldServer(t, dir, func(mux *http.ServeMux) {
-		mux.HandleFunc("GET /timeline.js", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/javascript")
-			http.ServeFile(w, r, filepath.Join(dir, "timeline.js"))
-		})
-		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-			fmt.Fprint(w, `<!DOCTYPE html><html><head><meta charset="utf-8"></head><body data-base="/">
-<main data-testid="timeline" data-trace-url="/api/timeline/traces/r.ltrace" style="width:1300px;height:700px"></main>
-<script type="module" src="/timeline.js"></script></body></html>`)
-		})
-	})
+	srv, release, lods := readingPage(t, dir)
 	var b browsertest.Browser
 	defer b.Close()
 	ctx := b.Tab(t, 60*time.Second)
@@ -380,6 +380,68 @@ func TestBrowserReading(t *testing.T) {
 	// The user's view, not fitted to the whole trace, which now ends later.
 	if got["t0"].(float64) != panned[0] || got["t1"].(float64) != panned[1] || got["end"].(float64) <= panned[1] {
 		t.Errorf("once read, the view is %.0f–%.0f ns (the trace ends at %.0f); the user panned to %.0f–%.0f", got["t0"], got["t1"], got["end"], panned[0], panned[1])
+	}
+}
+
+// readingPage serves the timeline page of dir's r.ltrace, its pass held
+// (heldServer).
+func readingPage(t *testing.T, dir string) (*httptest.Server, func(), *atomic.Int64) {
+	browsertest.BundleUI(t, dir, false, "timeline.js")
+	return heldServer(t, dir, func(mux *http.ServeMux) {
+		mux.HandleFunc("GET /timeline.js", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/javascript")
+			http.ServeFile(w, r, filepath.Join(dir, "timeline.js"))
+		})
+		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, `<!DOCTYPE html><html><head><meta charset="utf-8"></head><body data-base="/">
+<main data-testid="timeline" data-trace-url="/api/timeline/traces/r.ltrace" style="width:1300px;height:700px"></main>
+<script type="module" src="/timeline.js"></script></body></html>`)
+		})
+	})
+}
+
+// TestBrowserPassing: a saved trace whose writer stored its pyramid is
+// shown whole and fitted at once, its pass held part way; the view says
+// its objects and findings are on their way, and shows them, its status
+// cleared, once the pass is over.
+func TestBrowserPassing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a browser test")
+	}
+	dir := t.TempDir()
+	const n = 20000
+	writeTrace(t, filepath.Join(dir, "r.ltrace"), n)
+	srv, release, _ := readingPage(t, dir)
+	var b browsertest.Browser
+	defer b.Close()
+	ctx := b.Tab(t, 60*time.Second)
+	const view = `[...window.linger.timeline.views.values()][0]`
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	held, err := chromedp.Run(ctx, chromedp.Poll[map[string]any](`(() => { const v = `+view+`;
+		// Asked again every 500 ms: how far the pass is, once it has read.
+		if (!v.firstPaint || v.status.dataset.state !== "reading" || / 0%$/.test(v.status.textContent)) return null;
+		return { status: v.status.textContent, events: v.buckets.reduce((a, b) => a + b.events, 0), t0: v.view.t0, t1: v.view.t1, end: v.source.end(), objects: (v.objects || []).length }; })()`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil {
+		t.Fatalf("not shown whole while the pass is held: %v", err)
+	}
+	if !regexp.MustCompile(`^Reading the trace for its objects and findings: [1-9]\d?%$`).MatchString(held["status"].(string)) {
+		t.Errorf("status %q while the pass is held", held["status"])
+	}
+	if held["events"].(float64) != n || held["objects"].(float64) != 0 || held["t1"].(float64) < held["end"].(float64) {
+		t.Errorf("while the pass is held: %v; want all %d events in view, no objects yet", held, n)
+	}
+	release()
+	got, err := chromedp.Run(ctx, chromedp.Poll[map[string]any](`(() => { const v = `+view+`;
+		if (!v.objects?.length || v.status.dataset.state) return null;
+		return { status: v.status.textContent, objects: v.objects.length, t0: v.view.t0, t1: v.view.t1 }; })()`, chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil {
+		t.Fatalf("objects or status once the pass is over: %v", err)
+	}
+	if got["status"] != "" || got["t0"] != held["t0"] || got["t1"] != held["t1"] {
+		t.Errorf("once the pass is over: %v; want no status and the same view as %v", got, held)
 	}
 }
 

@@ -6,14 +6,17 @@
 
 import { CATEGORIES } from "./wire.gen.js";
 
-const HEADER = 16 + 6 * 8, VERSION = 1, PARTIAL = 1;
+const HEADER = 16 + 6 * 8, VERSION = 1, PARTIAL = 1, PASSING = 2;
 const NC = CATEGORIES.length, FIELDS = 5 + 2 * (NC + 4);
 
 /**
  * decodeLOD turns a binary answer (an ArrayBuffer) into {events, last_seq,
  * end, resolution, categories, buckets}, as the JSON answer, with reading:
  * {read_bytes, file_bytes} where the answer is of the part of a saved
- * trace read so far (?partial=1; else none); throws on anything else.
+ * trace read so far (?partial=1; else none), and passing: the same where
+ * it is whole (the pyramid the trace's writer stored) while the server's
+ * pass over the trace, which objects, scopes and findings wait for, goes
+ * on; throws on anything else.
  */
 export function decodeLOD(buf) {
   const u8 = new Uint8Array(buf), dv = new DataView(buf);
@@ -38,6 +41,8 @@ export function decodeLOD(buf) {
     events: dv.getFloat64(16, true), last_seq: dv.getFloat64(24, true), end: dv.getFloat64(32, true), resolution: dv.getFloat64(40, true),
     categories: CATEGORIES, buckets,
   };
-  if (dv.getUint32(12, true) & PARTIAL) r.reading = { read_bytes: dv.getFloat64(48, true), file_bytes: dv.getFloat64(56, true) };
+  const flags = dv.getUint32(12, true), read = { read_bytes: dv.getFloat64(48, true), file_bytes: dv.getFloat64(56, true) };
+  if (flags & PARTIAL) r.reading = read;
+  if (flags & PASSING) r.passing = read;
   return r;
 }

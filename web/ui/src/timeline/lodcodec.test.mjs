@@ -26,3 +26,12 @@ test("refuses what is not an answer, whole", () => {
     assert.throws(() => decodeLOD(bad), /lod answer/);
   }
 });
+
+test("a whole answer whose pass goes on says how far it has read (passing), not reading", () => {
+  const b = golden().slice(0);
+  new DataView(b).setUint32(12, 2, true); // the passing flag alone
+  const got = decodeLOD(b);
+  assert.equal(got.reading, undefined);
+  assert.deepEqual(got.passing, { read_bytes: 2 ** 40, file_bytes: 2 ** 40 + 12345 });
+  assert.equal(got.buckets.length, 2);
+});

@@ -55,7 +55,10 @@ export class TraceSource extends Source {
    * while its pass goes on (…/lod?partial=1), so that a large trace's view
    * fills in rather than stays empty; reading then says how far it has
    * come ({read_bytes, file_bytes, events}), and is false once the trace
-   * is whole (null: not asked yet).
+   * is whole (null: not asked yet). passing is {read_bytes, file_bytes}
+   * while the answers are whole (the pyramid the trace's writer stored)
+   * but the server's pass, which objects, scopes and findings wait for,
+   * goes on; else null.
    */
   constructor(prefix, { partial = false } = {}) {
     super(prefix);
@@ -63,6 +66,7 @@ export class TraceSource extends Source {
     this.endTime = 0;
     this.partial = partial;
     this.reading = null;
+    this.passing = null;
   }
   /** lod is the buckets of [t0, t1) at about px pixels: the binary answer (lodcodec.js), no JSON to parse. */
   async lod(t0, t1, px) {
@@ -74,6 +78,7 @@ export class TraceSource extends Source {
     if (this.reading === false && r.reading) return this.lod(t0, t1, px);
     this.endTime = r.end;
     this.reading = r.reading ? { ...r.reading, events: r.events } : (this.partial ? false : null);
+    this.passing = r.passing || null;
     return r.buckets;
   }
   end() { return this.endTime; }

@@ -25,6 +25,10 @@ const OBJECTS_N = 400, POLL_MS = 500;
 // saved trace the server is reading (the server holds each ask up to
 // 100 ms for the pass to end: live.partialWait).
 const READ_POLL_MS = 150;
+// How often a whole view asks again while the server's pass over its
+// trace, which the objects, scopes and findings wait for, goes on
+// (whilePassing): to say how far it has come.
+const PASS_POLL_MS = 500;
 // The longest the findings wait for the events to pause before asking
 // for a newer report.
 const FINDINGS_MAX_MS = 2000;
@@ -347,7 +351,30 @@ export class TimelineView {
     this.readFailures = 0;
     if (this.source.reading) { this.whileReading(); return true; }
     if (this.wasReading) this.readDone();
+    if (this.source.passing) this.whilePassing();
+    else if (this.wasPassing) this.passDone();
     return false;
+  }
+
+  /**
+   * whilePassing: the view is whole (the pyramid the trace's writer
+   * stored) but the server's pass over the trace goes on, and the
+   * objects, scopes and findings the view has asked for wait for it: say
+   * how far it has come, and ask again now and then to learn more.
+   */
+  whilePassing() {
+    const r = this.source.passing, pct = r.file_bytes ? Math.floor((100 * r.read_bytes) / r.file_bytes) : 0;
+    this.wasPassing = true;
+    this.status.textContent = this.status.title = `Reading the trace for its objects and findings: ${pct}%`;
+    this.status.dataset.state = "reading";
+    this.askAgain(PASS_POLL_MS);
+  }
+
+  passDone() {
+    this.wasPassing = false;
+    if (this.status.dataset.state !== "reading") return;
+    this.status.textContent = this.status.title = "";
+    delete this.status.dataset.state;
   }
 
   /** askAgain asks for the view's level of detail again in ms, whatever is held (a saved trace being read). */
