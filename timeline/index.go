@@ -11,9 +11,12 @@ import (
 )
 
 // ErrNoPyramid is StoredPyramid's error for a trace log that stored no
-// pyramid at its end: one written before index frames, one cut short or
-// killed before its end frame, one with bytes after its end frame, or
-// one whose end reason is longer than the tail StoredPyramid reads.
+// pyramid at its end, or none of its own: one written before index
+// frames, one cut short or killed before its end frame, one with bytes
+// after its end frame (another trace appended to it, say), one whose end
+// reason is longer than the tail StoredPyramid reads, one whose writer
+// was told a string again or too late (pyramid.Pyramid.Redefined), one
+// whose pyramid was made with other options than the reader's.
 var ErrNoPyramid = errors.New("trace stores no index")
 
 // tailRead is how much of a trace's end StoredPyramid reads to find the
@@ -30,7 +33,11 @@ const tailRead = 64 << 10
 // unchanged; a reader that passes over the events anyway builds its own
 // and trusts that. ErrNoPyramid says there is none (see there); an index
 // frame whose checksum or encoding is bad is ErrCorrupt.
-func StoredPyramid(path string) (*pyramid.Pyramid, error) {
+//
+// opts are the options of the reader's own index: a pyramid made with
+// others would answer otherwise, and is ErrNoPyramid (Linger writes with
+// the defaults, the zero Options).
+func StoredPyramid(path string, opts pyramid.Options) (*pyramid.Pyramid, error) {
 	f, err := OpenRaw(path)
 	if err != nil {
 		return nil, fmt.Errorf("open trace %q: %w", path, pathless(err))
@@ -40,7 +47,7 @@ func StoredPyramid(path string) (*pyramid.Pyramid, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open trace %q: %w", path, pathless(err))
 	}
-	p, err := storedPyramid(f, fi.Size())
+	p, err := storedPyramid(f, fi.Size(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("trace %q: %w", path, err)
 	}
@@ -52,9 +59,14 @@ func StoredPyramid(path string) (*pyramid.Pyramid, error) {
 // place in the tail where a frame of type frameEnd has the length and
 // checksum that end it there; the index frame ends where the end frame
 // starts, its payload's last four bytes its pyramid's length.
-func storedPyramid(f io.ReaderAt, size int64) (*pyramid.Pyramid, error) {
+func storedPyramid(f io.ReaderAt, size int64, opts pyramid.Options) (*pyramid.Pyramid, error) {
 	n := min(size-int64(headerSize), tailRead)
 	if n < frameHeaderSize+frameCRCSize {
+		return nil, ErrNoPyramid
+	}
+	// A trace log, of this version: else its pass says what it is.
+	var h [headerSize]byte
+	if _, err := f.ReadAt(h[:], 0); err != nil || string(h[:len(Magic)]) != Magic || h[len(Magic)] != Version {
 		return nil, ErrNoPyramid
 	}
 	tail := make([]byte, n)
@@ -72,27 +84,37 @@ func storedPyramid(f io.ReaderAt, size int64) (*pyramid.Pyramid, error) {
 			break
 		}
 	}
-	if end < 8 {
+	if end < frameCRCSize+indexTrailer {
 		return nil, ErrNoPyramid
 	}
-	// The index frame: type, length, pyramid, its length, checksum.
-	plen := int64(binary.LittleEndian.Uint32(tail[end-8:]))
-	frameLen := plen + 4 + frameHeaderSize + frameCRCSize
+	// The index frame: type, length, pyramid, the frame's offset, the
+	// pyramid's length, checksum.
+	plen := int64(binary.LittleEndian.Uint32(tail[end-frameCRCSize-4:]))
+	frameLen := frameHeaderSize + plen + indexTrailer + frameCRCSize
 	start := size - n + int64(end) - frameLen
-	if plen+4 > MaxFrameSize || start < int64(headerSize) {
+	if plen+indexTrailer > MaxFrameSize || start < int64(headerSize) {
 		return nil, ErrNoPyramid
 	}
 	frame := make([]byte, frameLen)
 	if _, err := f.ReadAt(frame, start); err != nil {
 		return nil, err
 	}
-	if frame[0] != frameIndex || int64(binary.LittleEndian.Uint32(frame[1:])) != plen+4 {
+	if frame[0] != frameIndex || int64(binary.LittleEndian.Uint32(frame[1:])) != plen+indexTrailer {
 		return nil, ErrNoPyramid
 	}
 	if crc32.Checksum(frame[:len(frame)-frameCRCSize], castagnoli) != binary.LittleEndian.Uint32(frame[len(frame)-frameCRCSize:]) {
 		return nil, fmt.Errorf("%w: index frame at offset %d: bad checksum", ErrCorrupt, start)
 	}
-	p, err := pyramid.Decode(frame[frameHeaderSize : frameHeaderSize+plen])
+	// Written where it is found: else it is another trace's, written
+	// after this one into the same file, and this one's pass would not
+	// read the events it counts.
+	if at := binary.LittleEndian.Uint64(frame[frameHeaderSize+plen:]); at != uint64(start) {
+		return nil, ErrNoPyramid
+	}
+	p, err := pyramid.Decode(frame[frameHeaderSize:frameHeaderSize+plen], opts)
+	if errors.Is(err, pyramid.ErrOptions) {
+		return nil, fmt.Errorf("%w: %v", ErrNoPyramid, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: index frame at offset %d: %v", ErrCorrupt, start, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"linger/timeline/event"
+	"linger/timeline/pyramid"
 )
 
 // writeIndexed writes n allocations to a new trace at path, closing it
@@ -36,7 +37,7 @@ func TestStoredPyramid(t *testing.T) {
 	dir := t.TempDir()
 	for _, reason := range []string{"", "kernel killed: signal 9"} {
 		path := writeIndexed(t, filepath.Join(dir, "t.ltrace"), 10000, reason)
-		p, err := StoredPyramid(path)
+		p, err := StoredPyramid(path, pyramid.Options{})
 		if err != nil {
 			t.Fatalf("reason %q: %v", reason, err)
 		}
@@ -63,7 +64,7 @@ func TestStoredPyramid(t *testing.T) {
 // damaged index frame is ErrCorrupt.
 func TestStoredPyramidAbsent(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := StoredPyramid("testdata/golden-noindex.ltrace"); !errors.Is(err, ErrNoPyramid) {
+	if _, err := StoredPyramid("testdata/golden-noindex.ltrace", pyramid.Options{}); !errors.Is(err, ErrNoPyramid) {
 		t.Errorf("a trace from before index frames: %v, want ErrNoPyramid", err)
 	}
 	// It holds the events the golden trace holds, which stores its pyramid.
@@ -81,9 +82,47 @@ func TestStoredPyramidAbsent(t *testing.T) {
 	os.WriteFile(trailing, append(slices.Clone(whole), "more"...), 0o644)
 	long := writeIndexed(t, filepath.Join(dir, "long.ltrace"), 5000, strings.Repeat("panic: ", tailRead/4))
 	for _, path := range []string{cut, trailing, long} {
-		if _, err := StoredPyramid(path); !errors.Is(err, ErrNoPyramid) {
+		if _, err := StoredPyramid(path, pyramid.Options{}); !errors.Is(err, ErrNoPyramid) {
 			t.Errorf("%s: %v, want ErrNoPyramid", filepath.Base(path), err)
 		}
+	}
+	// Another trace appended to this one: its index frame is not this
+	// one's, whose pass reads this one's events and counts the other's
+	// as trailing bytes.
+	other, err := os.ReadFile(writeIndexed(t, filepath.Join(dir, "other.ltrace"), 5, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := filepath.Join(dir, "joined.ltrace")
+	os.WriteFile(joined, append(slices.Clone(whole), other...), 0o644)
+	// Not a trace of this version at its start, a trace's frames at its end.
+	badHeader := filepath.Join(dir, "header.ltrace")
+	b := slices.Clone(whole)
+	b[len(Magic)] = Version + 1
+	os.WriteFile(badHeader, b, 0o644)
+	// A counter's name told again as another's: a pass, which learns each
+	// name once, would count its events otherwise.
+	redefined := filepath.Join(dir, "redefined.ltrace")
+	w, err := Create(redefined)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.DefineString(7, event.CounterDeviceUsed)
+	w.Emit(event.Event{Seq: 1, Time: 1, Kind: event.KindCounter, Label: 7, Size: 500})
+	w.Flush()
+	w.DefineString(7, event.CounterGoHeap)
+	w.Emit(event.Event{Seq: 2, Time: 2, Kind: event.KindCounter, Label: 7, Size: 900})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{joined, badHeader, redefined} {
+		if _, err := StoredPyramid(path, pyramid.Options{}); !errors.Is(err, ErrNoPyramid) {
+			t.Errorf("%s: %v, want ErrNoPyramid", filepath.Base(path), err)
+		}
+	}
+	// Other options than the reader's.
+	if _, err := StoredPyramid(filepath.Join(dir, "w.ltrace"), pyramid.Options{MaxBuckets: 64}); !errors.Is(err, ErrNoPyramid) {
+		t.Errorf("other options: %v, want ErrNoPyramid", err)
 	}
 	if n := len(readEvents(t, long)); n != 5000 {
 		t.Errorf("long reason: %d events read, want 5000", n)
@@ -91,20 +130,20 @@ func TestStoredPyramidAbsent(t *testing.T) {
 
 	// A byte of the index frame's pyramid changed: its checksum fails.
 	bad := filepath.Join(dir, "bad.ltrace")
-	b := slices.Clone(whole)
+	b = slices.Clone(whole)
 	endFrame := frameHeaderSize + frameCRCSize // the end frame, reason ""
 	b[len(b)-endFrame-frameCRCSize-4-10] ^= 0xff
 	os.WriteFile(bad, b, 0o644)
-	if _, err := StoredPyramid(bad); !errors.Is(err, ErrCorrupt) {
+	if _, err := StoredPyramid(bad, pyramid.Options{}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("damaged index frame: %v, want ErrCorrupt", err)
 	}
 
-	if _, err := StoredPyramid(filepath.Join(dir, "none.ltrace")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := StoredPyramid(filepath.Join(dir, "none.ltrace"), pyramid.Options{}); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("no file: %v, want ErrNotExist", err)
 	}
 	link := filepath.Join(dir, "link.ltrace")
 	if err := os.Symlink(filepath.Join(dir, "w.ltrace"), link); err == nil {
-		if _, err := StoredPyramid(link); !errors.Is(err, ErrNotRegular) {
+		if _, err := StoredPyramid(link, pyramid.Options{}); !errors.Is(err, ErrNotRegular) {
 			t.Errorf("a link: %v, want ErrNotRegular", err)
 		}
 	}

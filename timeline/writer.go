@@ -56,6 +56,10 @@ const (
 	frameStacks  = 5
 	frameHolders = 6
 	frameIndex   = 7
+
+	// indexTrailer is what follows the pyramid in an index frame: the
+	// frame's offset (8 bytes) and the pyramid's length (4).
+	indexTrailer = 8 + 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -101,6 +105,8 @@ type Writer struct {
 	// pyr holds the memory figures of the events written, per time
 	// bucket, for the index frame Close writes (StoredPyramid).
 	pyr *pyramid.Pyramid
+	// written counts the bytes written, for the index frame's offset.
+	written int64
 }
 
 // NewWriter returns a Writer that writes a trace log to w. The header is
@@ -263,16 +269,22 @@ func (w *Writer) CloseWithReason(reason string) error {
 		return ErrClosed
 	}
 	w.flushBatch()
-	if w.err == nil && w.pyr != nil {
-		// The index frame: the pyramid, then its length, so that a reader
-		// finds its start from the end frame's (StoredPyramid).
-		if p, err := w.pyr.AppendBinary(nil); err == nil && len(p)+4 <= MaxFrameSize {
-			p = binary.LittleEndian.AppendUint32(p, uint32(len(p)))
+	// The index frame: the pyramid, the frame's offset and the pyramid's
+	// length, so that a reader finds the frame's start from the end
+	// frame's and knows it for this trace's, not one before it in the
+	// same file (StoredPyramid). None where a string was defined again or
+	// too late (pyramid.Pyramid.Redefined): a reader could count the
+	// events otherwise.
+	if w.err == nil && w.wroteHeader && w.pyr != nil && !w.pyr.Redefined() {
+		if p, err := w.pyr.AppendBinary(nil); err == nil && len(p)+indexTrailer <= MaxFrameSize {
+			n := len(p)
+			p = binary.LittleEndian.AppendUint64(p, uint64(w.written))
+			p = binary.LittleEndian.AppendUint32(p, uint32(n))
 			w.out = appendFrame(w.out[:0], frameIndex, p)
 			w.write(w.out)
 		}
-		w.pyr = nil
 	}
+	w.pyr = nil
 	if w.err == nil {
 		w.out = appendFrame(w.out[:0], frameEnd, []byte(clip(reason)))
 		w.write(w.out)
@@ -363,7 +375,9 @@ func (w *Writer) resetBatch() {
 }
 
 func (w *Writer) write(p []byte) {
-	if _, err := w.w.Write(p); err != nil {
+	n, err := w.w.Write(p)
+	w.written += int64(n)
+	if err != nil {
 		w.err = fmt.Errorf("write %s: %w", w.name, err)
 	}
 }

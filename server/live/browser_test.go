@@ -1,6 +1,7 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -175,7 +176,9 @@ const post = (r) => fetch("/results", {method: "POST", body: JSON.stringify(r)})
 const frame = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 const p95 = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length * 0.95)]; };
-if (!location.search.includes("shot")) try {
+if (!location.search.includes("shot")) const longTasks = [];
+try { new PerformanceObserver((l) => longTasks.push(...l.getEntries().map((e) => [Math.round(performance.timeOrigin + e.startTime), Math.round(e.duration)]))).observe({ type: "longtask", buffered: true }); } catch { /* none */ }
+try {
   let v;
   while (!(v = [...(window.linger?.timeline?.views?.values() || [])][0]) || !v.firstPaint) await new Promise((r) => setTimeout(r, 10));
   const firstPaint = v.firstPaint;
@@ -299,6 +302,9 @@ func TestBrowserLive(t *testing.T) {
 	case b := <-results:
 		var r struct {
 			Shown, Received, AtWorker      []([2]float64)
+			LongTasks                      [][2]float64
+			Slow                           [][3]any
+			Requests                       [][3]any
 			Error                          string
 			Busy, DrawMs, ChangedMs        float64
 			By                             map[string][3]float64
@@ -309,6 +315,24 @@ func TestBrowserLive(t *testing.T) {
 		}
 		t.Logf("page: %d messages (%d events, %d summaries) handled in %.0f ms (%.0f ms of it telling the view), %d draws in %.0f ms; by type [messages, ms, events]: %v",
 			r.Msgs, r.Events, r.Summaries, r.Busy, r.ChangedMs, r.Draws, r.DrawMs, r.By)
+		// The page's long tasks and its asks, from the first event (ms).
+		t0 := float64(start.UnixMicro()) / 1000
+		var lt, rq []string
+		for _, x := range r.LongTasks {
+			lt = append(lt, fmt.Sprintf("%.0f+%.0f", x[0]-t0, x[1]))
+		}
+		for _, x := range r.Requests {
+			at, _ := x[1].(float64)
+			d, _ := x[2].(float64)
+			rq = append(rq, fmt.Sprintf("%v@%.0f+%.0f", x[0], at-t0, d))
+		}
+		var sl []string
+		for _, x := range r.Slow {
+			at, _ := x[1].(float64)
+			d, _ := x[2].(float64)
+			sl = append(sl, fmt.Sprintf("%v@%.0f+%.0f", x[0], at-t0, d))
+		}
+		t.Logf("page: long tasks (ms from the first event + ms): %v; asks: %v; view and source calls over 15 ms: %v", lt, rq, sl)
 		for _, s := range r.Shown {
 			shown = append(shown, stamp{uint64(s[0]), s[1]})
 		}
@@ -354,15 +378,23 @@ func TestBrowserLive(t *testing.T) {
 		t.Logf("after the first second: median %.0f ms, p99 %.0f ms, max %.0f ms", lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
 	}
 	if os.Getenv("LINGER_BROWSER_SERIES") != "" {
-		j := 0
-		for i, s := range stamps {
-			for j < len(shown) && shown[j].seq < s.seq {
-				j++
+		// Each chunk's way, every 250th (every 25th in the first 1.2 s):
+		// when it was written by the server, at the Worker, on the main
+		// thread, on screen (ms after its emission; -1: not seen).
+		at := func(seen []stamp, s stamp) float64 {
+			j, _ := slices.BinarySearchFunc(seen, s.seq, func(x stamp, q uint64) int { return cmp.Compare(x.seq, q) })
+			if j == len(seen) {
+				return -1
 			}
-			if j < len(shown) && i%250 == 0 {
-				t.Logf("chunk %d at %.0f ms: shown after %.0f ms", i, s.ms-stamps[0].ms, shown[j].ms-s.ms)
+			return seen[j].ms - s.ms
+		}
+		zmu.Lock()
+		for i, s := range stamps {
+			if i%250 == 0 || (i < 1200 && i%25 == 0) {
+				t.Logf("chunk %d at %.0f ms: written %.0f, at the Worker %.0f, main thread %.0f, shown %.0f", i, s.ms-stamps[0].ms, at(written, s), at(atWorker, s), at(received, s), at(shown, s))
 			}
 		}
+		zmu.Unlock()
 	}
 	if lat := latency(received, 0); len(lat) > 0 {
 		t.Logf("event to the page's main thread (live events): median %.0f ms, p99 %.0f ms", lat[len(lat)/2], lat[len(lat)*99/100])
@@ -390,9 +422,23 @@ const livePage = `<!DOCTYPE html><html><head><meta charset="utf-8"></head>
 <script type="module" src="/timeline.js"></script>
 <script type="module">
 const post = (p, r) => fetch(p, {method: "POST", body: JSON.stringify(r)});
+const longTasks = [];
+try { new PerformanceObserver((l) => longTasks.push(...l.getEntries().map((e) => [Math.round(performance.timeOrigin + e.startTime), Math.round(e.duration)]))).observe({ type: "longtask", buffered: true }); } catch { /* none */ }
 try {
   let v;
   while (!(v = [...(window.linger?.timeline?.views?.values() || [])][0])) await new Promise((r) => setTimeout(r, 10));
+  // Which of the view's and its source's methods take long (the sync
+  // part of each call over 15 ms, from the page's clock), to name what
+  // a long task was.
+  const slow = [];
+  for (const o of [v, v.source]) {
+    const proto = Object.getPrototypeOf(o);
+    for (const k of Object.getOwnPropertyNames(proto)) {
+      const f = proto[k];
+      if (k === "constructor" || typeof f !== "function" || Object.getOwnPropertyDescriptor(proto, k).get) continue;
+      o[k] = function (...a) { const s = performance.now(); const r = f.apply(this, a); const d = performance.now() - s; if (d > 15) slow.push([k, Math.round(performance.timeOrigin + s), Math.round(d)]); return r; };
+    }
+  }
   const shown = [];
   let pending = 0;
   const M = v.source.message.bind(v.source);
@@ -402,7 +448,7 @@ try {
   v.source.message = (m) => { const s = performance.now(); M(m); const d = performance.now() - s; busy += d; msgs++; events += m.cols?.n || 0;
     const k = m.type + (m.cols?.backfill ? "-backfill" : ""); by[k] = by[k] || [0, 0, 0]; by[k][0]++; by[k][1] += d; by[k][2] += m.cols?.n || 0;
     if (m.cols && !m.cols.backfill) { received.push([m.cols.first + m.cols.n - 1, Date.now()]); atWorker.push([m.cols.first + m.cols.n - 1, m.at]); }
-    if (m.type === "end") setTimeout(() => post("/results", { by, changedMs, shown, received, atWorker, busy, msgs, draws, drawMs, events, summaries: v.source.summaries || 0 }), 300); };
+    if (m.type === "end") setTimeout(() => post("/results", { slow, longTasks, requests: performance.getEntriesByType("resource").filter((e) => e.name.includes("/api/")).map((e) => [e.name.replace(/^.*\/([a-z]+)\?.*$/, "$1"), Math.round(performance.timeOrigin + e.startTime), Math.round(e.duration)]), by, changedMs, shown, received, atWorker, busy, msgs, draws, drawMs, events, summaries: v.source.summaries || 0 }), 300); };
   const C = v.sourceChanged.bind(v);
   let changedMs = 0;
   v.sourceChanged = (what) => { if (what === "events") pending = v.source.next - 1; const s = performance.now(); C(what); changedMs += performance.now() - s; };

@@ -470,7 +470,7 @@ func writeTraceUnindexed(t *testing.T, path string, n uint64) {
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := timeline.StoredPyramid(path); !errors.Is(err, timeline.ErrNoPyramid) {
+	if _, err := timeline.StoredPyramid(path, lod.New(lod.Options{}).PyramidOptions()); !errors.Is(err, timeline.ErrNoPyramid) {
 		t.Fatalf("StoredPyramid without the index frame: %v, want ErrNoPyramid", err)
 	}
 }

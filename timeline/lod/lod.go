@@ -262,6 +262,11 @@ func (ix *Index) UseStored(p *pyramid.Pyramid) bool {
 	return true
 }
 
+// PyramidOptions returns the options of the Index's pyramid: what a
+// stored one must have been made with for UseStored to take it
+// (timeline.StoredPyramid's opts).
+func (ix *Index) PyramidOptions() pyramid.Options { return ix.p.Options() }
+
 // Stored reports whether the Index answers from a stored pyramid
 // (UseStored) rather than the events it has taken.
 func (ix *Index) Stored() bool {

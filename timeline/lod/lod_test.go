@@ -8,6 +8,7 @@ import (
 
 	"linger/timeline"
 	"linger/timeline/event"
+	"linger/timeline/pyramid"
 )
 
 // synth returns n events of a plausible trace: segments, allocations and
@@ -537,7 +538,7 @@ func TestStoredPyramid(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	p, err := timeline.StoredPyramid(path)
+	p, err := timeline.StoredPyramid(path, pyramid.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,19 @@ type Summary struct {
 // Summary returns the index's counts and its buckets over [t0, t1) at
 // about px pixels (Query).
 func (ix *Index) Summary(t0, t1 int64, px int) Summary {
-	n, seq, end := ix.Last()
-	b := ix.Query(t0, t1, px)
+	// One pyramid under one lock: not the stored one's counts with the
+	// Index's own buckets, across a Seal.
+	ix.mu.RLock()
+	p := ix.buckets()
+	n, seq, end := p.Last()
+	b := p.Query(t0, t1, px)
+	res := p.Resolution()
+	ix.mu.RUnlock()
 	if b == nil {
 		b = []Bucket{} // none yet: an empty list, not JSON's null
 	}
 	return Summary{
-		Events: n, LastSeq: seq, End: end, Resolution: ix.Resolution(),
+		Events: n, LastSeq: seq, End: end, Resolution: res,
 		Categories: CategoryNames(),
 		Buckets:    b,
 	}

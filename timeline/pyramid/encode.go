@@ -24,18 +24,24 @@ const (
 	magic   = "LPYR"
 	version = 1
 
-	// maxDecoded bounds what Decode inflates: a pyramid of a million
-	// level-0 buckets, more than MaxBuckets ever makes one hold.
-	maxDecoded = 64 << 20
-	// maxBucketsDecoded bounds a decoded pyramid's MaxBuckets.
-	maxBucketsDecoded = 1 << 20
+	// maxDecoded bounds what Decode inflates: more than a pyramid of the
+	// default options encodes to with every field at its longest (about
+	// 7 MB).
+	maxDecoded = 16 << 20
+	// maxBucketsDecoded bounds a decoded pyramid's MaxBuckets: four times
+	// the default.
+	maxBucketsDecoded = 4 * DefaultMaxBuckets
 	// minBucketBytes is the fewest bytes a bucket encodes to.
 	minBucketBytes = 3 + 2*numVals
 )
 
 // ErrEncoding is the error of Decode for bytes that are not a Pyramid's
-// encoding, of another version, or inconsistent.
-var ErrEncoding = errors.New("pyramid: not a valid encoding")
+// encoding, of another version, or inconsistent; ErrOptions for one made
+// with other options than asked for.
+var (
+	ErrEncoding = errors.New("pyramid: not a valid encoding")
+	ErrOptions  = errors.New("pyramid: made with other options")
+)
 
 // AppendBinary appends the Pyramid's encoding to dst.
 func (p *Pyramid) AppendBinary(dst []byte) ([]byte, error) {
@@ -88,11 +94,14 @@ func (p *Pyramid) countBuckets() int {
 	return n
 }
 
-// Decode returns the Pyramid encoded in b (AppendBinary). It answers
-// queries as the encoded one did; it takes no more events (Add panics).
-// Bytes that are not such an encoding, or one of another version, are
-// ErrEncoding.
-func Decode(b []byte) (*Pyramid, error) {
+// Decode returns the Pyramid encoded in b (AppendBinary), made with the
+// options want (defaults filled in; the zero Options are the defaults):
+// it answers queries as the encoded one did, and takes no more events
+// (Add panics). Bytes that are not such an encoding, one of another
+// version are ErrEncoding; of other options ErrOptions, found before its
+// buckets are made.
+func Decode(b []byte, want Options) (*Pyramid, error) {
+	want = want.withDefaults()
 	raw, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(b)), maxDecoded+1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrEncoding, err)
@@ -112,7 +121,14 @@ func Decode(b []byte) (*Pyramid, error) {
 		return nil, fmt.Errorf("%w: %d values a bucket, want %d", ErrEncoding, n, numVals)
 	}
 	width, w0, maxb := d.u(), d.u(), d.u()
-	if d.err == nil && (w0 == 0 || width < w0 || width > 1<<62 || maxb == 0 || maxb > maxBucketsDecoded || maxb&(maxb-1) != 0 || bits.Len64(maxb)%2 != 1) {
+	if d.err == nil && (w0 != uint64(want.Width) || maxb != uint64(want.MaxBuckets)) {
+		return nil, fmt.Errorf("%w: width %d and %d buckets, want %d and %d", ErrOptions, w0, maxb, want.Width, want.MaxBuckets)
+	}
+	// The finest width is the first times a power of four (coarsen), and
+	// the coarsest level's buckets, maxb times as wide, far from
+	// overflowing the times Query computes.
+	if d.err == nil && (w0 == 0 || width < w0 || width%w0 != 0 || bits.OnesCount64(width/w0) != 1 || bits.TrailingZeros64(width/w0)%2 != 0 ||
+		maxb == 0 || maxb > maxBucketsDecoded || maxb&(maxb-1) != 0 || bits.Len64(maxb)%2 != 1 || width > (1<<60)/maxb) {
 		return nil, fmt.Errorf("%w: width %d of %d, %d buckets", ErrEncoding, width, w0, maxb)
 	}
 	p := New(Options{Width: int64(w0), MaxBuckets: int(maxb)})

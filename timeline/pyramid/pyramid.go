@@ -105,6 +105,12 @@ type Pyramid struct {
 	cur    [numVals]uint64
 	mem    memstate.State // the values cur holds, by memstate's rules
 	sealed bool           // decoded (Decode): answers queries, takes no events
+	// named are the strings Define was told, by the track each names
+	// (memstate.NumTracks: none); unnamed the labels counter events used before that.
+	// Redefined says a definition came too late or changed: see there.
+	named     map[event.StringID]memstate.Track
+	unnamed   map[event.StringID]bool
+	redefined bool
 
 	events   uint64
 	lastSeq  uint64
@@ -128,7 +134,26 @@ func (p *Pyramid) Options() Options { return p.opts }
 
 // Define records a string definition: a counter's name makes the
 // counter's events set its track (memstate.State.Define).
-func (p *Pyramid) Define(id event.StringID, s string) { p.mem.Define(id, s) }
+func (p *Pyramid) Define(id event.StringID, s string) {
+	track, counter := memstate.CounterTrack(s)
+	if !counter {
+		track = memstate.NumTracks // none
+	}
+	if was, ok := p.named[id]; (ok && was != track) || (counter && p.unnamed[id]) {
+		p.redefined = true
+	}
+	if p.named == nil {
+		p.named = map[event.StringID]memstate.Track{}
+	}
+	p.named[id] = track
+	p.mem.Define(id, s)
+}
+
+// Redefined reports whether a string was defined again as the name of
+// another track (or of one, or of none), or a counter's name was defined
+// after events of the counter: a reader that tells the pyramid each label's
+// name once, as it first meets it, counts those events otherwise.
+func (p *Pyramid) Redefined() bool { return p.redefined }
 
 // Known reports whether the name of the string id has been told
 // (memstate.State.Known); Learn tells it, for a caller that resolves
@@ -162,6 +187,12 @@ func (p *Pyramid) Add(e *event.Event) int64 {
 		p.mem.Free(e.Category, e.Size)
 		p.setBlocks(e.Category)
 	case event.KindSegmentAlloc, event.KindSegmentFree, event.KindCounter:
+		if e.Kind == event.KindCounter && !p.mem.Known(e.Label) {
+			if p.unnamed == nil {
+				p.unnamed = map[event.StringID]bool{}
+			}
+			p.unnamed[e.Label] = true
+		}
 		p.mem.Apply(e)
 		p.setDevice()
 	}
@@ -325,12 +356,15 @@ func (p *Pyramid) Query(t0, t1 int64, pixels int) []Bucket {
 	span := t1 - t0
 	per := span / int64(pixels)
 	l, w := 0, p.width
-	for l+1 < len(p.levels) && w*4 <= per {
+	for l+1 < len(p.levels) && w <= per/4 {
 		l, w = l+1, w*4
 	}
 	lv := p.levels[l]
 	k0, k1 := int(t0/w), int((t1-1)/w)
 	k1 = min(k1, len(lv)-1)
+	if k1 < k0 {
+		return nil
+	}
 	out := make([]Bucket, 0, min(pixels, k1-k0+1))
 	var acc bucket
 	px := -1

@@ -68,7 +68,7 @@ func TestEncodeDecode(t *testing.T) {
 		if err != nil || string(enc[:6]) != "prefix" {
 			t.Fatalf("%s: AppendBinary: %v", c.name, err)
 		}
-		d, err := Decode(enc[6:])
+		d, err := Decode(enc[6:], c.opts)
 		if err != nil {
 			t.Fatalf("%s: Decode: %v", c.name, err)
 		}
@@ -103,7 +103,7 @@ func TestDecodeRejects(t *testing.T) {
 	p := build(3000, 9, Options{MaxBuckets: 64})
 	enc, _ := p.AppendBinary(nil)
 	for _, b := range [][]byte{nil, {}, []byte("LPYR"), enc[:len(enc)/2], enc[:len(enc)-1]} {
-		if _, err := Decode(b); !errors.Is(err, ErrEncoding) {
+		if _, err := Decode(b, Options{MaxBuckets: 64}); !errors.Is(err, ErrEncoding) {
 			t.Errorf("Decode(%d bytes): %v, want ErrEncoding", len(b), err)
 		}
 	}
@@ -113,14 +113,14 @@ func TestDecodeRejects(t *testing.T) {
 	for i := range raw {
 		bad := append([]byte(nil), raw...)
 		bad[i] ^= 0x55
-		d, err := Decode(deflate(t, bad))
+		d, err := Decode(deflate(t, bad), Options{MaxBuckets: 64})
 		if err == nil {
 			// A changed value can still decode: it must answer.
 			d.Query(0, 0, 100)
 			continue
 		}
-		if !errors.Is(err, ErrEncoding) {
-			t.Fatalf("byte %d changed: %v, want ErrEncoding", i, err)
+		if !errors.Is(err, ErrEncoding) && !errors.Is(err, ErrOptions) {
+			t.Fatalf("byte %d changed: %v, want ErrEncoding or ErrOptions", i, err)
 		}
 	}
 }
@@ -131,9 +131,9 @@ func FuzzDecode(f *testing.F) {
 	enc, _ := build(500, 1, Options{MaxBuckets: 16}).AppendBinary(nil)
 	f.Add(enc)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d, err := Decode(b)
+		d, err := Decode(b, Options{MaxBuckets: 16})
 		if err != nil {
-			if !errors.Is(err, ErrEncoding) {
+			if !errors.Is(err, ErrEncoding) && !errors.Is(err, ErrOptions) {
 				t.Fatal(err)
 			}
 			return
@@ -141,4 +141,64 @@ func FuzzDecode(f *testing.F) {
 		d.Query(0, 0, 100)
 		d.Query(1000, 5000, 3)
 	})
+}
+
+// TestDecodeOptions: a pyramid of other options than the reader's, or
+// whose widths would overflow the times a query computes, is refused
+// before its buckets are made.
+func TestDecodeOptions(t *testing.T) {
+	enc, _ := build(3000, 9, Options{MaxBuckets: 64}).AppendBinary(nil)
+	if _, err := Decode(enc, Options{}); !errors.Is(err, ErrOptions) {
+		t.Errorf("decoded with other options: %v, want ErrOptions", err)
+	}
+	huge := New(Options{Width: 1 << 62, MaxBuckets: 16})
+	huge.Add(&event.Event{Seq: 1, Time: 5, Kind: event.KindMark})
+	enc, _ = huge.AppendBinary(nil)
+	if _, err := Decode(enc, huge.Options()); !errors.Is(err, ErrEncoding) {
+		t.Errorf("a width of 2^62: %v, want ErrEncoding", err)
+	}
+}
+
+// TestQueryFarTimes: events far in the future (a probe's clock gone
+// wrong) neither panic a query nor overflow its levels.
+func TestQueryFarTimes(t *testing.T) {
+	p := New(Options{})
+	p.Add(&event.Event{Seq: 1, Time: 1000, Kind: event.KindAlloc, Size: 10, Category: event.CategoryKVCache})
+	p.Add(&event.Event{Seq: 2, Time: 1<<62 + 1<<61, Kind: event.KindMark})
+	for _, q := range [][3]int64{{0, 0, 1}, {0, 0, 1000}, {1 << 61, 0, 10}, {0, 1 << 40, 5}} {
+		for _, b := range p.Query(q[0], q[1], int(q[2])) {
+			if b.T1 < b.T0 {
+				t.Errorf("Query(%d, %d, %d): bucket [%d, %d)", q[0], q[1], q[2], b.T0, b.T1)
+			}
+		}
+	}
+}
+
+// TestRedefined: a counter's name defined after its events, or a string
+// defined again as the name of another track, is told (a reader that
+// learns each name once would count those events otherwise); a name
+// defined twice alike, or strings that name no counter, are not.
+func TestRedefined(t *testing.T) {
+	counter := func(p *Pyramid, label event.StringID) {
+		p.Add(&event.Event{Seq: 1, Time: 1, Kind: event.KindCounter, Label: label, Size: 500})
+	}
+	for _, c := range []struct {
+		name string
+		do   func(p *Pyramid)
+		want bool
+	}{
+		{"defined first", func(p *Pyramid) { p.Define(7, event.CounterDeviceUsed); counter(p, 7) }, false},
+		{"defined twice alike", func(p *Pyramid) { p.Define(7, event.CounterDeviceUsed); counter(p, 7); p.Define(7, event.CounterDeviceUsed) }, false},
+		{"plain strings again", func(p *Pyramid) { p.Define(3, "a"); p.Define(3, "b") }, false},
+		{"a plain label's counter", func(p *Pyramid) { counter(p, 3); p.Define(3, "steps") }, false},
+		{"defined after use", func(p *Pyramid) { counter(p, 7); p.Define(7, event.CounterDeviceUsed) }, true},
+		{"another track", func(p *Pyramid) { p.Define(7, event.CounterDeviceUsed); counter(p, 7); p.Define(7, event.CounterGoHeap) }, true},
+		{"no longer a counter", func(p *Pyramid) { p.Define(7, event.CounterDeviceUsed); p.Define(7, "other") }, true},
+	} {
+		p := New(Options{})
+		c.do(p)
+		if p.Redefined() != c.want {
+			t.Errorf("%s: Redefined %v, want %v", c.name, p.Redefined(), c.want)
+		}
+	}
 }

@@ -47,27 +47,38 @@ func (s *Set) entry(path string) (*Trace, error) {
 		}
 		return nil, err
 	}
+	current := func() (*Trace, bool) {
+		t, ok := s.files.Get(path)
+		return t, ok && t.modTime.Equal(fi.ModTime()) && t.size == fi.Size()
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t, ok := s.files.Get(path); ok && t.modTime.Equal(fi.ModTime()) && t.size == fi.Size() {
+	if t, ok := current(); ok {
+		s.mu.Unlock()
 		return t, nil
 	}
-	t := newTrace(s.opts.Index)
-	t.file, t.modTime, t.size = true, fi.ModTime(), fi.Size()
+	s.mu.Unlock()
 	// The pyramid its writer stored answers the whole trace's view at
 	// once (lod.Index.UseStored): a few milliseconds from the file's end,
 	// where the pass over a 10-million-event trace takes seconds. Without
 	// one (an older trace, one cut short), the view fills in as the pass
-	// reads (Progress).
-	if p, err := timeline.StoredPyramid(path); err == nil {
+	// reads (Progress). Read without the Set's lock, which every route
+	// takes.
+	t := newTrace(s.opts.Index)
+	t.file, t.modTime, t.size = true, fi.ModTime(), fi.Size()
+	if p, err := timeline.StoredPyramid(path, t.ix.PyramidOptions()); err == nil {
 		t.ix.UseStored(p)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := current(); ok {
+		return t, nil // another ask made it meanwhile
 	}
 	s.files.Add(path, t)
 	s.wg.Go(func() {
 		// Every event indexed, or none more to come: the index's own
-		// buckets answer, once the pass is seen to be over.
-		defer t.ix.Seal()
+		// buckets answer by the time the pass is seen to be over.
 		defer close(t.done)
+		defer t.ix.Seal()
 		t.err = s.read(t, path)
 	})
 	return t, nil

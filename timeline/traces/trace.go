@@ -275,6 +275,15 @@ const OverviewPixels = 1024
 // index answers from the pyramid its writer stored (lod.Index.Stored),
 // which is the same.
 func (t *Trace) Overview() []byte {
+	select {
+	case <-t.done:
+	default:
+		// From the stored pyramid, made anew each time: the pass may yet
+		// find the file other than its writer's pyramid says (a frame
+		// damaged in the middle), and its index answers once it is over.
+		b, _ := json.Marshal(t.ix.Summary(0, 0, OverviewPixels))
+		return b
+	}
 	t.overviewOnce.Do(func() {
 		t.overview, _ = json.Marshal(t.ix.Summary(0, 0, OverviewPixels))
 	})
