@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,9 +177,7 @@ const post = (r) => fetch("/results", {method: "POST", body: JSON.stringify(r)})
 const frame = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 const p95 = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor(s.length * 0.95)]; };
-if (!location.search.includes("shot")) const longTasks = [];
-try { new PerformanceObserver((l) => longTasks.push(...l.getEntries().map((e) => [Math.round(performance.timeOrigin + e.startTime), Math.round(e.duration)]))).observe({ type: "longtask", buffered: true }); } catch { /* none */ }
-try {
+if (!location.search.includes("shot")) try {
   let v;
   while (!(v = [...(window.linger?.timeline?.views?.values() || [])][0]) || !v.firstPaint) await new Promise((r) => setTimeout(r, 10));
   const firstPaint = v.firstPaint;
@@ -231,7 +230,11 @@ func TestBrowserLive(t *testing.T) {
 		}
 		http.NotFound(w, r)
 	})
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, livePage) })
+	page := livePage
+	if os.Getenv("LINGER_BROWSER_CALLS") != "" {
+		page = strings.Replace(page, "const wrapCalls = false", "const wrapCalls = true", 1)
+	}
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, page) })
 	mux.HandleFunc("POST /ready", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case ready <- struct{}{}:
@@ -303,8 +306,7 @@ func TestBrowserLive(t *testing.T) {
 		var r struct {
 			Shown, Received, AtWorker      []([2]float64)
 			LongTasks                      [][2]float64
-			Slow                           [][3]any
-			Requests                       [][3]any
+			Requests, Slow                 [][3]any
 			Error                          string
 			Busy, DrawMs, ChangedMs        float64
 			By                             map[string][3]float64
@@ -315,24 +317,23 @@ func TestBrowserLive(t *testing.T) {
 		}
 		t.Logf("page: %d messages (%d events, %d summaries) handled in %.0f ms (%.0f ms of it telling the view), %d draws in %.0f ms; by type [messages, ms, events]: %v",
 			r.Msgs, r.Events, r.Summaries, r.Busy, r.ChangedMs, r.Draws, r.DrawMs, r.By)
-		// The page's long tasks and its asks, from the first event (ms).
+		// The page's long tasks, its asks and (LINGER_BROWSER_CALLS) its
+		// slow calls, in ms from the first event: at+duration.
 		t0 := float64(start.UnixMicro()) / 1000
-		var lt, rq []string
+		spans := func(xs [][3]any) []string {
+			var out []string
+			for _, x := range xs {
+				at, _ := x[1].(float64)
+				d, _ := x[2].(float64)
+				out = append(out, fmt.Sprintf("%v@%.0f+%.0f", x[0], at-t0, d))
+			}
+			return out
+		}
+		var lt []string
 		for _, x := range r.LongTasks {
 			lt = append(lt, fmt.Sprintf("%.0f+%.0f", x[0]-t0, x[1]))
 		}
-		for _, x := range r.Requests {
-			at, _ := x[1].(float64)
-			d, _ := x[2].(float64)
-			rq = append(rq, fmt.Sprintf("%v@%.0f+%.0f", x[0], at-t0, d))
-		}
-		var sl []string
-		for _, x := range r.Slow {
-			at, _ := x[1].(float64)
-			d, _ := x[2].(float64)
-			sl = append(sl, fmt.Sprintf("%v@%.0f+%.0f", x[0], at-t0, d))
-		}
-		t.Logf("page: long tasks (ms from the first event + ms): %v; asks: %v; view and source calls over 15 ms: %v", lt, rq, sl)
+		t.Logf("page: long tasks: %v; asks: %v; calls over 15 ms: %v", lt, spans(r.Requests), spans(r.Slow))
 		for _, s := range r.Shown {
 			shown = append(shown, stamp{uint64(s[0]), s[1]})
 		}
@@ -427,11 +428,13 @@ try { new PerformanceObserver((l) => longTasks.push(...l.getEntries().map((e) =>
 try {
   let v;
   while (!(v = [...(window.linger?.timeline?.views?.values() || [])][0])) await new Promise((r) => setTimeout(r, 10));
-  // Which of the view's and its source's methods take long (the sync
-  // part of each call over 15 ms, from the page's clock), to name what
-  // a long task was.
+  // LINGER_BROWSER_CALLS=1 only (the wrappers slow every call): which of
+  // the view's, its source's and its pyramid's methods take long (the
+  // sync part of each call over 15 ms, on the page's clock), to name
+  // what a long task was.
   const slow = [];
-  for (const o of [v, v.source]) {
+  const wrapCalls = false;
+  for (const o of wrapCalls ? [v, v.source, v.source.pyramid] : []) {
     const proto = Object.getPrototypeOf(o);
     for (const k of Object.getOwnPropertyNames(proto)) {
       const f = proto[k];
