@@ -188,17 +188,67 @@ func TestRedefined(t *testing.T) {
 		want bool
 	}{
 		{"defined first", func(p *Pyramid) { p.Define(7, event.CounterDeviceUsed); counter(p, 7) }, false},
-		{"defined twice alike", func(p *Pyramid) { p.Define(7, event.CounterDeviceUsed); counter(p, 7); p.Define(7, event.CounterDeviceUsed) }, false},
+		{"defined twice alike", func(p *Pyramid) {
+			p.Define(7, event.CounterDeviceUsed)
+			counter(p, 7)
+			p.Define(7, event.CounterDeviceUsed)
+		}, false},
 		{"plain strings again", func(p *Pyramid) { p.Define(3, "a"); p.Define(3, "b") }, false},
 		{"a plain label's counter", func(p *Pyramid) { counter(p, 3); p.Define(3, "steps") }, false},
 		{"defined after use", func(p *Pyramid) { counter(p, 7); p.Define(7, event.CounterDeviceUsed) }, true},
-		{"another track", func(p *Pyramid) { p.Define(7, event.CounterDeviceUsed); counter(p, 7); p.Define(7, event.CounterGoHeap) }, true},
+		{"another track", func(p *Pyramid) {
+			p.Define(7, event.CounterDeviceUsed)
+			counter(p, 7)
+			p.Define(7, event.CounterGoHeap)
+		}, true},
 		{"no longer a counter", func(p *Pyramid) { p.Define(7, event.CounterDeviceUsed); p.Define(7, "other") }, true},
 	} {
 		p := New(Options{})
 		c.do(p)
 		if p.Redefined() != c.want {
 			t.Errorf("%s: Redefined %v, want %v", c.name, p.Redefined(), c.want)
+		}
+	}
+}
+
+// BenchmarkAdd is a writer's cost an event (timeline.Writer builds a
+// pyramid of every event it writes).
+func BenchmarkAdd(b *testing.B) {
+	evs := make([]event.Event, 1<<16)
+	for i := range evs {
+		evs[i] = event.Event{Seq: uint64(i + 1), Time: int64(i) * 700, Kind: event.KindAlloc, Size: 4096, Category: event.CategoryKVCache}
+		if i%2 == 1 {
+			evs[i].Kind = event.KindFree
+		}
+	}
+	p := New(Options{})
+	var t int64
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		e := evs[i%len(evs)]
+		t += 700
+		e.Time = t
+		p.Add(&e)
+	}
+}
+
+// BenchmarkEncode and BenchmarkDecode: a full pyramid (a million events
+// over every level), written at a trace's Close and read when a server
+// first opens it.
+func BenchmarkEncode(b *testing.B) {
+	p := build(1_000_000, 4, Options{})
+	enc, _ := p.AppendBinary(nil)
+	for b.Loop() {
+		p.AppendBinary(enc[:0])
+	}
+	b.ReportMetric(float64(len(enc)), "bytes")
+}
+
+func BenchmarkDecode(b *testing.B) {
+	enc, _ := build(1_000_000, 4, Options{}).AppendBinary(nil)
+	for b.Loop() {
+		if _, err := Decode(enc, Options{}); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
