@@ -102,7 +102,7 @@ type Index struct {
 	p    *pyramid.Pyramid // the buckets
 	// stored, when set, answers Query, Last, Now and Resolution in
 	// place of p: a saved trace's pyramid as its writer stored it
-	// (timeline.Reader.Pyramid), until p holds every event (Seal).
+	// (timeline.StoredPyramid), until p holds every event (Seal).
 	stored *pyramid.Pyramid
 
 	dict     timeline.Dict
@@ -247,10 +247,10 @@ func (ix *Index) buckets() *pyramid.Pyramid {
 }
 
 // UseStored makes the Index answer Query, Last, Now and Resolution from
-// p, a pyramid of the whole trace its writer stored (timeline.Reader's
-// Pyramid), until Seal: a saved trace's view is then whole at once,
-// while the pass that indexes its events (and finds its objects and
-// scopes) goes on. It returns false, and uses nothing, where p was made
+// p, a pyramid of the whole trace its writer stored
+// (timeline.StoredPyramid), until Seal: a saved trace's view is then
+// whole at once, while the pass that indexes its events (and finds its
+// objects and scopes) goes on. It returns false, and uses nothing, where p was made
 // with other options than the Index's, whose answers would differ.
 func (ix *Index) UseStored(p *pyramid.Pyramid) bool {
 	if p.Options() != ix.p.Options() {

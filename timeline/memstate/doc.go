@@ -2,9 +2,10 @@
 Package memstate holds the one set of rules that turns a trace's events
 into memory figures: allocated, reserved, device used, outside the
 allocator, the Go heap, and live bytes by category. Package analyze, the
-level-of-detail index (package lod) and the exporters all keep a State and
-feed it every event, so that a figure means the same in a report, on the
-timeline and in Perfetto. The browser's pyramid (web/ui/src/timeline)
+per-time-bucket pyramid (package pyramid, which the level-of-detail index
+and the trace writer hold) and the exporters all keep a State and feed it
+every event, so that a figure means the same in a report, on the timeline
+and in Perfetto. The browser's pyramid (web/ui/src/timeline)
 mirrors these rules in JavaScript; a golden trace written by this
 package's tests (memstate.golden.json there) keeps the two in step.
 

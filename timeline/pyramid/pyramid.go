@@ -106,10 +106,12 @@ type Pyramid struct {
 	mem    memstate.State // the values cur holds, by memstate's rules
 	sealed bool           // decoded (Decode): answers queries, takes no events
 	// named are the strings Define was told, by the track each names
-	// (memstate.NumTracks: none); unnamed the labels counter events used before that.
-	// Redefined says a definition came too late or changed: see there.
+	// (memstate.NumTracks: none); used the labels events have used (a
+	// bit each; usedFar past maxUsedBits). Redefined says a definition
+	// changed what a label used before it names: see there.
 	named     map[event.StringID]memstate.Track
-	unnamed   map[event.StringID]bool
+	used      []uint64
+	usedFar   map[event.StringID]bool
 	redefined bool
 
 	events   uint64
@@ -139,7 +141,11 @@ func (p *Pyramid) Define(id event.StringID, s string) {
 	if !counter {
 		track = memstate.NumTracks // none
 	}
-	if was, ok := p.named[id]; (ok && was != track) || (counter && p.unnamed[id]) {
+	was, ok := p.named[id]
+	if !ok {
+		was = memstate.NumTracks
+	}
+	if was != track && p.usedLabel(id) {
 		p.redefined = true
 	}
 	if p.named == nil {
@@ -149,10 +155,11 @@ func (p *Pyramid) Define(id event.StringID, s string) {
 	p.mem.Define(id, s)
 }
 
-// Redefined reports whether a string was defined again as the name of
-// another track (or of one, or of none), or a counter's name was defined
-// after events of the counter: a reader that tells the pyramid each label's
-// name once, as it first meets it, counts those events otherwise.
+// Redefined reports whether a string that events had used as their
+// label was defined (again) as the name of another track than it named
+// when first used (or of one, or of none): a reader that tells the
+// pyramid each label's name once, as an event first uses it, counts the
+// counter's events otherwise.
 func (p *Pyramid) Redefined() bool { return p.redefined }
 
 // Known reports whether the name of the string id has been told
@@ -172,6 +179,7 @@ func (p *Pyramid) Add(e *event.Event) int64 {
 		panic("pyramid: Add to a decoded Pyramid")
 	}
 	t := max(e.Time, p.lastTime, 0)
+	p.useLabel(e.Label)
 	p.events++
 	p.lastSeq, p.lastTime = e.Seq, t
 	p.extend(t)
@@ -187,16 +195,39 @@ func (p *Pyramid) Add(e *event.Event) int64 {
 		p.mem.Free(e.Category, e.Size)
 		p.setBlocks(e.Category)
 	case event.KindSegmentAlloc, event.KindSegmentFree, event.KindCounter:
-		if e.Kind == event.KindCounter && !p.mem.Known(e.Label) {
-			if p.unnamed == nil {
-				p.unnamed = map[event.StringID]bool{}
-			}
-			p.unnamed[e.Label] = true
-		}
 		p.mem.Apply(e)
 		p.setDevice()
 	}
 	return t
+}
+
+// maxUsedBits bounds the labels kept as bits (128 KiB at most); labels
+// past it, which an Emitter's dense ids never reach, go in a map.
+const maxUsedBits = 1 << 20
+
+// useLabel notes that an event used label id (Redefined).
+func (p *Pyramid) useLabel(id event.StringID) {
+	w := int(id >> 6)
+	if w < len(p.used) {
+		p.used[w] |= 1 << (id & 63)
+		return
+	}
+	if id >= maxUsedBits {
+		if p.usedFar == nil {
+			p.usedFar = map[event.StringID]bool{}
+		}
+		p.usedFar[id] = true
+		return
+	}
+	p.used = append(p.used, make([]uint64, max(w+1-len(p.used), len(p.used)))...)
+	p.used[w] |= 1 << (id & 63)
+}
+
+func (p *Pyramid) usedLabel(id event.StringID) bool {
+	if w := int(id >> 6); w < len(p.used) {
+		return p.used[w]&(1<<(id&63)) != 0
+	}
+	return p.usedFar[id]
 }
 
 // Last returns the number of events added, and the Seq and Time of the

@@ -174,10 +174,11 @@ func TestQueryFarTimes(t *testing.T) {
 	}
 }
 
-// TestRedefined: a counter's name defined after its events, or a string
-// defined again as the name of another track, is told (a reader that
-// learns each name once would count those events otherwise); a name
-// defined twice alike, or strings that name no counter, are not.
+// TestRedefined: a string that events used, defined (again) as the name
+// of another track than it named at their first use, is told (a reader
+// that learns each name once, as an event first uses it, would count the
+// counter's events otherwise); a name defined twice alike, twice before
+// any use, or strings that name no counter, are not.
 func TestRedefined(t *testing.T) {
 	counter := func(p *Pyramid, label event.StringID) {
 		p.Add(&event.Event{Seq: 1, Time: 1, Kind: event.KindCounter, Label: label, Size: 500})
@@ -201,7 +202,14 @@ func TestRedefined(t *testing.T) {
 			counter(p, 7)
 			p.Define(7, event.CounterGoHeap)
 		}, true},
-		{"no longer a counter", func(p *Pyramid) { p.Define(7, event.CounterDeviceUsed); p.Define(7, "other") }, true},
+		{"no longer a counter", func(p *Pyramid) { p.Define(7, event.CounterDeviceUsed); counter(p, 7); p.Define(7, "other") }, true},
+		{"defined twice before use", func(p *Pyramid) { p.Define(7, "other"); p.Define(7, event.CounterDeviceUsed); counter(p, 7) }, false},
+		{"a mark's label, then a counter's name", func(p *Pyramid) {
+			p.Add(&event.Event{Seq: 1, Time: 1, Kind: event.KindMark, Label: 5})
+			p.Define(5, event.CounterDeviceUsed)
+			p.Add(&event.Event{Seq: 2, Time: 2, Kind: event.KindCounter, Label: 5, Size: 12345})
+		}, true},
+		{"a label far past the dense ids", func(p *Pyramid) { counter(p, 1<<30); p.Define(1<<30, event.CounterGoHeap) }, true},
 	} {
 		p := New(Options{})
 		c.do(p)

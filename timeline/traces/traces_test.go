@@ -532,3 +532,79 @@ func saveEvents(t *testing.T, labels []string, evs []event.Event) string {
 	}
 	return path
 }
+
+// TestSavedStored: a saved trace's pass ends with the buckets its
+// writer's stored pyramid answered with before it, counters, segments and
+// all; and a trace whose counter was named after a mark used its label,
+// which the pass would count otherwise, stores none.
+func TestSavedStored(t *testing.T) {
+	var evs []event.Event
+	for i := range 30000 {
+		e := event.Event{Seq: uint64(i + 1), Time: int64(i) * 900}
+		switch i % 6 {
+		case 0, 1:
+			e.Kind, e.Addr, e.Size, e.Category = event.KindAlloc, uint64(i+1)<<12, uint64(512*(1+i%7)), event.Category(1+i%9)
+		case 2:
+			e.Kind, e.Addr, e.Size, e.Category = event.KindFree, uint64(i-1)<<12, uint64(512*(1+(i-2)%7)), event.Category(1+(i-2)%9)
+		case 3:
+			e.Kind, e.Size, e.Label = event.KindCounter, uint64(i)<<10, 1
+		case 4:
+			e.Kind, e.Size, e.Label = event.KindCounter, uint64(i)<<8, 2
+		default:
+			e.Kind, e.Size, e.Extra = event.KindSegmentAlloc, 2<<20, 0
+		}
+		evs = append(evs, e)
+	}
+	path := saveEvents(t, []string{event.CounterDeviceUsed, event.CounterGoHeap}, evs)
+	set := New(Options{})
+	defer set.Close()
+	tr, err := set.Started(path)
+	if err != nil || !tr.Index().Stored() {
+		t.Fatalf("Started: %v; stored %v", err, err == nil && tr.Index().Stored())
+	}
+	// The stored pyramid itself, not the Index, which may have sealed.
+	p, err := timeline.StoredPyramid(path, tr.Index().PyramidOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set.Saved(context.Background(), path); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Index().Stored() {
+		t.Fatal("the pass is over and the stored pyramid still answers")
+	}
+	end := evs[len(evs)-1].Time
+	for _, q := range [][3]int64{{0, 0, 1}, {0, 0, 1000}, {end / 3, end / 2, 77}, {end - 5000, 0, 9}} {
+		got, want := tr.Index().Query(q[0], q[1], int(q[2])), p.Query(q[0], q[1], int(q[2]))
+		if len(want) == 0 || !reflect.DeepEqual(got, want) {
+			t.Errorf("Query(%d, %d, %d): the pass's %d buckets differ from the stored pyramid's %d:\n%+v\n%+v", q[0], q[1], q[2], len(got), len(want), got, want)
+		}
+	}
+	if now := tr.Index().Now(); now.DeviceUsed == 0 || now.GoHeap == 0 {
+		t.Errorf("the counters not counted: %+v", now)
+	}
+
+	// A mark used label 3 before it named a counter.
+	late := append([]event.Event{{Seq: 1, Time: 1, Kind: event.KindMark, Label: 3}}, evs[1:]...)
+	for i := range late[1:] {
+		if late[i+1].Kind == event.KindCounter {
+			late[i+1].Label = 3
+		}
+	}
+	path = filepath.Join(t.TempDir(), "late.ltrace")
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Emit(late[0])
+	w.DefineString(3, event.CounterDeviceUsed)
+	for _, e := range late[1:] {
+		w.Emit(e)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err := set.Started(path); err != nil || tr.Index().Stored() {
+		t.Errorf("a counter named after its label's first use: stored %v (%v); want none", err == nil && tr.Index().Stored(), err)
+	}
+}

@@ -329,9 +329,10 @@ export class TimelineView {
       this.schedule();
     } catch (e) {
       this.status.textContent = `Timeline unavailable: ${e.message}`;
-      if (this.wasReading) {
+      if (this.wasReading || this.wasPassing) {
         // While the trace is read, ask again, less and less often: one
-        // failed ask must not leave the view half read for good.
+        // failed ask must not leave the view half read, or saying it
+        // reads, for good.
         this.status.textContent += "; trying again";
         this.readFailures = (this.readFailures || 0) + 1;
         this.askAgain(Math.min(READ_POLL_MS * 2 ** this.readFailures, 5000));
@@ -372,7 +373,8 @@ export class TimelineView {
 
   passDone() {
     this.wasPassing = false;
-    if (this.status.dataset.state !== "reading") return;
+    // Its own words only: not an error said since.
+    if (this.status.dataset.state !== "reading" || !this.status.textContent.startsWith("Reading the trace for its objects")) return;
     this.status.textContent = this.status.title = "";
     delete this.status.dataset.state;
   }
@@ -380,6 +382,7 @@ export class TimelineView {
   /** askAgain asks for the view's level of detail again in ms, whatever is held (a saved trace being read). */
   askAgain(ms) {
     clearTimeout(this.readTimer);
+    if (this.destroyed) return; // an answer that landed after destroy
     this.readTimer = setTimeout(() => { this.have = null; this.lodFetch(); }, ms);
   }
 
@@ -1140,7 +1143,7 @@ export class TimelineView {
     this.findingsBody.replaceChildren(list, ...(sites ? [sites] : []));
   }
 
-  destroy() { clearTimeout(this.findingsTimer); clearTimeout(this.readTimer); this.slowAbort?.abort(); this.unsub(); this.source.close(); this.root.replaceChildren(); }
+  destroy() { this.destroyed = true; clearTimeout(this.findingsTimer); clearTimeout(this.readTimer); this.slowAbort?.abort(); this.unsub(); this.source.close(); this.root.replaceChildren(); }
 }
 
 function esc(s) { return String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`); }
