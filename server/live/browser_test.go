@@ -205,7 +205,7 @@ if (!location.search.includes("shot")) try {
 // events per second for three seconds: the time from emitting an event
 // (Go's wall clock) to the end of the first frame drawn after the browser
 // received it (the page's wall clock, the same machine's). Reported, not
-// asserted; runs with LINGER_BROWSER=1.
+// asserted; runs with LINGER_BROWSER=1 (LINGER_BROWSER_WAIT: see below).
 func TestBrowserLive(t *testing.T) {
 	_, chromium := browsertest.Measure(t)
 	dir := t.TempDir()
@@ -262,6 +262,15 @@ func TestBrowserLive(t *testing.T) {
 	case <-ready:
 	case <-ctx.Done():
 		t.Fatal("page not ready")
+	}
+	// LINGER_BROWSER_WAIT=ms: the cell runs that long after the page is
+	// ready, as a user's does, who opens the notebook and then runs it
+	// (the page warms its drawing meanwhile: warmup.js); by default at
+	// once, the page just opened.
+	if s := os.Getenv("LINGER_BROWSER_WAIT"); s != "" {
+		var ms int
+		fmt.Sscan(s, &ms)
+		time.Sleep(time.Duration(ms) * time.Millisecond)
 	}
 
 	// A million events a second (LINGER_BROWSER_RATE), paced by the clock:

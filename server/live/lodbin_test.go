@@ -474,3 +474,72 @@ func writeTraceUnindexed(t *testing.T, path string, n uint64) {
 		t.Fatalf("StoredPyramid without the index frame: %v, want ErrNoPyramid", err)
 	}
 }
+
+// TestBrowserWarmUp: a kernel's view that waits for events warms its
+// drawing on a synthetic trace (warmup.js) without showing any of it or
+// counting its frames, stops once events come, and then shows the
+// kernel's events, not the synthetic ones.
+func TestBrowserWarmUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a browser test")
+	}
+	dir := t.TempDir()
+	browsertest.BundleUI(t, dir, false, "timeline.js", "timeline-worker.js")
+	rec, err := timeline.NewRecorder(filepath.Join(dir, "live.ltrace"), timeline.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	h := New(Options{Source: func(string) (traces.Source, error) { return traces.FromRecorder(rec), nil }})
+	defer h.Close()
+	mux := http.NewServeMux()
+	h.Register(mux, "")
+	mux.HandleFunc("GET /{script}", func(w http.ResponseWriter, r *http.Request) {
+		if s := r.PathValue("script"); s == "timeline.js" || s == "timeline-worker.js" {
+			w.Header().Set("Content-Type", "text/javascript")
+			http.ServeFile(w, r, filepath.Join(dir, s))
+			return
+		}
+		http.NotFound(w, r)
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!DOCTYPE html><html><head><meta charset="utf-8"></head><body data-base="/">
+<main data-testid="timeline" data-kernel-id="k1" style="width:1300px;height:700px"></main>
+<script type="module" src="/timeline.js"></script></body></html>`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	var b browsertest.Browser
+	defer b.Close()
+	ctx := b.Tab(t, 60*time.Second)
+	const view = `[...window.linger.timeline.views.values()][0]`
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	warm, err := chromedp.Run(ctx, chromedp.Poll[map[string]any](`(() => { const v = `+view+`;
+		if (!v || (v.warmed || 0) < 40) return null;
+		return { buckets: v.buckets.length, t0: v.view.t0, t1: v.view.t1, frames: v.frames.length, partial: v.firstPartialPaint ?? null, fitted: v.fitted, end: v.source.end() }; })()`,
+		chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil {
+		t.Fatalf("not warmed while it waited: %v", err)
+	}
+	// The view as it was: no buckets, its first view, no first paint, a
+	// few frames of its own at most (the warm-up's are not counted).
+	if warm["buckets"].(float64) != 0 || warm["t0"].(float64) != 0 || warm["t1"].(float64) != 1e9 || warm["partial"] != nil || warm["fitted"] != false || warm["end"].(float64) != 0 || warm["frames"].(float64) > 10 {
+		t.Errorf("after its warm-up, the view is %v; want it as before", warm)
+	}
+	const n = 5000
+	emit(rec, 1, n)
+	rec.Flush()
+	got, err := chromedp.Run(ctx, chromedp.Poll[map[string]any](`(() => { const v = `+view+`;
+		const events = v.buckets.reduce((a, b) => a + b.events, 0);
+		return events >= `+fmt.Sprint(n)+` && { events, warmed: v.warmed, t1: v.view.t1, end: v.source.end() }; })()`,
+		chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil {
+		t.Fatalf("the kernel's events not shown: %v", err)
+	}
+	// Its events, whose times end at n µs, not the warm-up's seconds.
+	if got["events"].(float64) != n || got["warmed"].(float64) != 40 || got["end"].(float64) != n*1000 || got["t1"].(float64) > 2*n*1000 {
+		t.Errorf("once events came: %v; want the %d events of the kernel's %d µs in view", got, n, n)
+	}
+}

@@ -17,6 +17,7 @@ import { SegmentsPanel } from "./segments.js";
 import { CellNames } from "./cellnames.js";
 import { renderDetail, renderGroup, starlarkFrames, frameText, holderGroup } from "./detail.js";
 import { el } from "./dom.js";
+import { warmUp } from "./warmup.js";
 
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
@@ -65,6 +66,8 @@ export class TimelineView {
     this.resize();
     this.refresh(true);
     this.loadFindings();
+    // A kernel's view waits for a cell: compile its drawing meanwhile.
+    if (source.live) warmUp(this);
   }
 
   build() {
