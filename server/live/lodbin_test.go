@@ -516,18 +516,37 @@ func TestBrowserWarmUp(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
 		t.Fatal(err)
 	}
-	warm, err := chromedp.Run(ctx, chromedp.Poll[map[string]any](`(() => { const v = `+view+`;
-		if (!v || (v.warmed || 0) < 40) return null;
-		return { buckets: v.buckets.length, t0: v.view.t0, t1: v.view.t1, frames: v.frames.length, partial: v.firstPartialPaint ?? null, fitted: v.fitted, end: v.source.end() }; })()`,
-		chromedp.WithPollingTimeout(30*time.Second)))
-	if err != nil {
+	// A few rounds in: what the warm-up left is what the view draws of
+	// its own state, canvas and all (no synthetic frame stays), and its
+	// state is as it was.
+	const state = `(() => { const v = ` + view + `; return JSON.stringify({ canvas: v.canvas.toDataURL(), memMax: v.memMax, y: v.yLabels, ticks: (v.ticks || []).map((k) => k.label), t1: v.axis.t1 }); })()`
+	// Rounds until the events come (not 40), to see them stop it.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const v = `+view+`; if (v) v.warmRounds = 1e9; return !!v; })()`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`(`+view+`)?.warmed >= 3`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 		t.Fatalf("not warmed while it waited: %v", err)
 	}
-	// The view as it was: no buckets, its first view, no first paint, a
-	// few frames of its own at most (the warm-up's are not counted).
+	left, err := chromedp.Run(ctx, chromedp.Evaluate[string](state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { `+view+`.draw(); return `+state+`; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left != own {
+		t.Errorf("the warm-up left other than the view's own frame: %.300s…, its own %.300s…", left, own)
+	}
+	warm, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(() => { const v = `+view+`;
+		return { buckets: v.buckets.length, t0: v.view.t0, t1: v.view.t1, frames: v.frames.length, partial: v.firstPartialPaint ?? null, fitted: v.fitted, end: v.source.end() }; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if warm["buckets"].(float64) != 0 || warm["t0"].(float64) != 0 || warm["t1"].(float64) != 1e9 || warm["partial"] != nil || warm["fitted"] != false || warm["end"].(float64) != 0 || warm["frames"].(float64) > 10 {
 		t.Errorf("after its warm-up, the view is %v; want it as before", warm)
 	}
+	// Events come mid-way: the warm-up stops, and they are what is shown.
 	const n = 5000
 	emit(rec, 1, n)
 	rec.Flush()
@@ -539,7 +558,12 @@ func TestBrowserWarmUp(t *testing.T) {
 		t.Fatalf("the kernel's events not shown: %v", err)
 	}
 	// Its events, whose times end at n µs, not the warm-up's seconds.
-	if got["events"].(float64) != n || got["warmed"].(float64) != 40 || got["end"].(float64) != n*1000 || got["t1"].(float64) > 2*n*1000 {
+	if got["events"].(float64) != n || got["end"].(float64) != n*1000 || got["t1"].(float64) > 2*n*1000 {
 		t.Errorf("once events came: %v; want the %d events of the kernel's %d µs in view", got, n, n)
+	}
+	time.Sleep(700 * time.Millisecond)
+	after, err := chromedp.Run(ctx, chromedp.Evaluate[float64](view+`.warmed`))
+	if err != nil || after != got["warmed"].(float64) {
+		t.Errorf("warm-up rounds: %v when the events were shown, %v 0.7 s later (%v); want it stopped", got["warmed"], after, err)
 	}
 }

@@ -352,6 +352,11 @@ export class TimelineView {
    * now); the first whole answer after that ends the reading.
    */
   landed() {
+    // An answer after a failed ask: its word goes.
+    if (this.readFailures && this.status.textContent.startsWith("Timeline unavailable")) {
+      this.status.textContent = this.status.title = "";
+      delete this.status.dataset.state;
+    }
     this.readFailures = 0;
     if (this.source.reading) { this.whileReading(); return true; }
     if (this.wasReading) this.readDone();

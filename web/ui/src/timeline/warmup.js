@@ -25,10 +25,11 @@ export function warmUp(view) {
   const n = EVENTS;
   const c = { n, first: 1, time: new Float64Array(n), kind: new Uint8Array(n), category: new Uint8Array(n), size: new Float64Array(n), label: new Uint32Array(n), extra: new Float64Array(n) };
   let round = 0, ms = 0;
-  const idle = window.requestIdleCallback ? (f) => requestIdleCallback(f, { timeout: 1000 }) : (f) => setTimeout(f, 50);
+  // Idle moments only (no timeout): never in the middle of a drag.
+  const idle = window.requestIdleCallback ? (f) => requestIdleCallback(f) : (f) => setTimeout(f, 50);
   const quiet = () => view.destroyed || view.source.end() > 0;
   const step = () => {
-    if (quiet() || round >= ROUNDS) return;
+    if (quiet() || round >= (view.warmRounds ?? ROUNDS)) return; // warmRounds: a test's
     view.warmed = ++round; // rounds run, for tests
     // Allocations and frees of a few categories, a thousand a millisecond.
     for (let k = 0; k < CHUNKS; k++, ms++) {
@@ -41,16 +42,17 @@ export function warmUp(view) {
       c.first = 1 + ms * n;
       p.addColumns(c);
     }
-    // A frame of it at the view's width, then the view's own, in one task.
-    const saved = { buckets: view.buckets, view: view.view, frames: view.frames.length, partial: view.firstPartialPaint };
+    // A frame of it at the view's width, then the view's own, in one task;
+    // neither counts among the view's frames or first paints.
+    const saved = { buckets: view.buckets, view: view.view, frames: view.frames, paint: view.firstPaint, partial: view.firstPartialPaint };
+    view.frames = [];
     view.view = { t0: 0, t1: ms * 1e6 * 1.02 };
     view.setAxis();
     view.buckets = p.query(0, view.view.t1, Math.ceil(view.W || 1000));
     view.draw();
     view.buckets = saved.buckets; view.view = saved.view; view.setAxis();
-    view.firstPartialPaint = saved.partial;
     view.draw();
-    view.frames.length = saved.frames;
+    view.frames = saved.frames; view.firstPaint = saved.paint; view.firstPartialPaint = saved.partial;
     idle(step);
   };
   setTimeout(() => { if (!quiet()) idle(step); }, QUIET_MS);
