@@ -342,7 +342,7 @@ func TestBrowserLive(t *testing.T) {
 		for _, x := range r.LongTasks {
 			lt = append(lt, fmt.Sprintf("%.0f+%.0f", x[0]-t0, x[1]))
 		}
-		t.Logf("page: long tasks: %v; asks: %v; calls over 15 ms: %v", lt, spans(r.Requests), spans(r.Slow))
+		t.Logf("page: long tasks: %v; asks: %v; draws over 16 ms and (LINGER_BROWSER_CALLS) calls over 15 ms: %v", lt, spans(r.Requests), spans(r.Slow))
 		for _, s := range r.Shown {
 			shown = append(shown, stamp{uint64(s[0]), s[1]})
 		}
@@ -460,11 +460,12 @@ try {
   v.source.message = (m) => { const s = performance.now(); M(m); const d = performance.now() - s; busy += d; msgs++; events += m.cols?.n || 0;
     const k = m.type + (m.cols?.backfill ? "-backfill" : ""); by[k] = by[k] || [0, 0, 0]; by[k][0]++; by[k][1] += d; by[k][2] += m.cols?.n || 0;
     if (m.cols && !m.cols.backfill) { received.push([m.cols.first + m.cols.n - 1, Date.now()]); atWorker.push([m.cols.first + m.cols.n - 1, m.at]); }
-    if (m.type === "end") setTimeout(() => post("/results", { slow, longTasks, requests: performance.getEntriesByType("resource").filter((e) => e.name.includes("/api/")).map((e) => [e.name.replace(/^.*\/([a-z]+)\?.*$/, "$1"), Math.round(performance.timeOrigin + e.startTime), Math.round(e.duration)]), by, changedMs, shown, received, atWorker, busy, msgs, draws, drawMs, events, summaries: v.source.summaries || 0 }), 300); };
+    if (m.type === "end") setTimeout(() => post("/results", { slow: slow.concat(slowDraws), longTasks, requests: performance.getEntriesByType("resource").filter((e) => e.name.includes("/api/")).map((e) => [e.name.replace(/^.*\/([a-z]+)\?.*$/, "$1"), Math.round(performance.timeOrigin + e.startTime), Math.round(e.duration)]), by, changedMs, shown, received, atWorker, busy, msgs, draws, drawMs, events, summaries: v.source.summaries || 0 }), 300); };
   const C = v.sourceChanged.bind(v);
   let changedMs = 0;
   v.sourceChanged = (what) => { if (what === "events") pending = v.source.next - 1; const s = performance.now(); C(what); changedMs += performance.now() - s; };
-  const D = v.draw; v.draw = function () { const s = performance.now(); D.call(v); draws++; drawMs += performance.now() - s; if (pending) { shown.push([pending, Date.now()]); pending = 0; } };
+  const slowDraws = [];
+  const D = v.draw; v.draw = function () { const s = performance.now(); D.call(v); draws++; const d = performance.now() - s; drawMs += d; if (d > 16) slowDraws.push(["draw", Math.round(performance.timeOrigin + s), Math.round(d)]); if (pending) { shown.push([pending, Date.now()]); pending = 0; } };
   // Ready once the stream is open, as a kernel's timeline is before a cell runs.
   while (v.source.ws?.readyState !== WebSocket.OPEN || v.source.state === "connecting") await new Promise((r) => setTimeout(r, 10));
   post("/ready", {});
