@@ -447,7 +447,9 @@ try {
     const proto = Object.getPrototypeOf(o);
     for (const k of Object.getOwnPropertyNames(proto)) {
       const f = proto[k];
-      if (k === "constructor" || typeof f !== "function" || Object.getOwnPropertyDescriptor(proto, k).get) continue;
+      // Not the small ones called per column or per object (memValue,
+      // x, t): a wrapper each call would be most of their time.
+      if (k === "constructor" || typeof f !== "function" || Object.getOwnPropertyDescriptor(proto, k).get || ["memValue", "x", "t", "set", "count", "fold", "extend", "up", "dirty"].includes(k)) continue;
       o[k] = function (...a) { const s = performance.now(); const r = f.apply(this, a); const d = performance.now() - s; if (d > 15) slow.push([k, Math.round(performance.timeOrigin + s), Math.round(d)]); return r; };
     }
   }
