@@ -2,46 +2,71 @@
 // V8 runs a function first in its interpreter and compiles it once it has
 // run a while, so the first second of a cell's events (a million a second
 // into the pyramid, a frame every 16 ms) was drawn by slow code, and its
-// p99 event-to-screen latency was twice the rest's (issue 25). warmUp
-// runs the same code, the pyramid's and the drawing's, on a synthetic
-// trace while the view has been idle a while, a little each idle moment,
-// until the first events come: the first frames of a cell run later are
-// then drawn by compiled code. A view whose events come at once is left
-// alone: warming it would only delay them. Each synthetic frame is drawn
-// and the view's own drawn again in the same task, so none is ever on
-// screen.
+// p99 event-to-screen latency was twice the rest's (issue 25). warmUp runs
+// the same code on a synthetic trace, in two parts:
+//
+//   - at once, the script alone: a scratch pyramid takes events and
+//     answers queries, binned into columns as a frame would be; no canvas,
+//     whose first frames would hold up events that come at once;
+//   - once the view has waited QUIET_MS with no events (a notebook open,
+//     no cell run yet), a round each idle moment: more events, and a
+//     frame of them drawn, then the view's own frame drawn again in the
+//     same task, so that none of it is ever on screen.
+//
+// The first events, or destroy, stop it.
 
 import { Pyramid } from "./pyramid.js";
 import { KIND } from "./wire.gen.js";
+import { columns } from "./columns.js";
 
-// QUIET_MS: how long a view must have had no events before it is warmed;
-// then ROUNDS idle moments of CHUNKS thousand synthetic events and one
-// frame each (about what the first second of a cell makes compile).
-const QUIET_MS = 500, ROUNDS = 40, CHUNKS = 8, EVENTS = 1000;
+// LOAD_CHUNKS thousand events at once; then, past QUIET_MS, ROUNDS idle
+// moments of CHUNKS thousand and a frame each (about what the first second
+// of a cell makes compile).
+const LOAD_CHUNKS = 60, QUIET_MS = 500, ROUNDS = 40, CHUNKS = 8, EVENTS = 1000;
 
-/** warmUp warms view (a live TimelineView) once it has waited QUIET_MS for events; stopped by the first events or destroy. */
+/** warmUp warms view (a live TimelineView); see the file's comment. */
 export function warmUp(view) {
-  const p = new Pyramid();
   const n = EVENTS;
   const c = { n, first: 1, time: new Float64Array(n), kind: new Uint8Array(n), category: new Uint8Array(n), size: new Float64Array(n), label: new Uint32Array(n), extra: new Float64Array(n) };
+  // fill adds millisecond ms's thousand synthetic events to p:
+  // allocations and frees of a few categories.
+  const fill = (p, ms) => {
+    for (let i = 0; i < n; i++) {
+      c.time[i] = ms * 1e6 + i * 1000;
+      c.kind[i] = i % 3 === 2 ? KIND.free : KIND.alloc;
+      c.category[i] = 1 + (i % 5);
+      c.size[i] = 4096 * (1 + (i % 7));
+    }
+    c.first = 1 + ms * n;
+    p.addColumns(c);
+  };
+  const W = Math.ceil(view.W || 1000);
+
+  const quiet = () => view.destroyed || view.source.end() > 0;
+
+  // The script alone, at once: in tasks of a third each (about 30 ms,
+  // cold), so that neither the page nor a first event waits long.
+  const scratch = new Pyramid();
+  let loaded = 0;
+  const load = () => {
+    for (const stop = loaded + LOAD_CHUNKS / 3; loaded < stop && !quiet(); loaded++) {
+      fill(scratch, loaded);
+      const end = (loaded + 1) * 1e6;
+      if (loaded % 6 === 5) columns(scratch.query(0, end, W), (t) => (t / end) * W, W);
+    }
+    if (loaded < LOAD_CHUNKS && !quiet()) setTimeout(load, 0);
+  };
+  load();
+
+  // Frames, once the view has waited.
+  const p = new Pyramid();
   let round = 0, ms = 0;
   // Idle moments only (no timeout): never in the middle of a drag.
   const idle = window.requestIdleCallback ? (f) => requestIdleCallback(f) : (f) => setTimeout(f, 50);
-  const quiet = () => view.destroyed || view.source.end() > 0;
   const step = () => {
     if (quiet() || round >= (view.warmRounds ?? ROUNDS)) return; // warmRounds: a test's
     view.warmed = ++round; // rounds run, for tests
-    // Allocations and frees of a few categories, a thousand a millisecond.
-    for (let k = 0; k < CHUNKS; k++, ms++) {
-      for (let i = 0; i < n; i++) {
-        c.time[i] = ms * 1e6 + i * 1000;
-        c.kind[i] = i % 3 === 2 ? KIND.free : KIND.alloc;
-        c.category[i] = 1 + (i % 5);
-        c.size[i] = 4096 * (1 + (i % 7));
-      }
-      c.first = 1 + ms * n;
-      p.addColumns(c);
-    }
+    for (let k = 0; k < CHUNKS; k++, ms++) fill(p, ms);
     // A frame of it at the view's width, then the view's own, in one task;
     // neither counts among the view's frames or first paints.
     const saved = { buckets: view.buckets, view: view.view, frames: view.frames, paint: view.firstPaint, partial: view.firstPartialPaint };
