@@ -209,27 +209,9 @@ if (!location.search.includes("shot")) try {
 func TestBrowserLive(t *testing.T) {
 	_, chromium := browsertest.Measure(t)
 	dir := t.TempDir()
-	// The page's bundle and, beside it, the Worker that holds the stream.
-	browsertest.BundleUI(t, dir, false, "timeline.js", "timeline-worker.js")
-	rec, err := timeline.NewRecorder(filepath.Join(dir, "live.ltrace"), timeline.RecorderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	h := New(Options{Source: func(string) (traces.Source, error) { return traces.FromRecorder(rec), nil }})
-	defer h.Close()
-	mux := http.NewServeMux()
-	h.Register(mux, "")
+	rec, mux := liveServer(t, dir)
 	results := make(chan []byte, 1)
 	ready := make(chan struct{}, 1)
-	mux.HandleFunc("GET /{script}", func(w http.ResponseWriter, r *http.Request) {
-		if s := r.PathValue("script"); s == "timeline.js" || s == "timeline-worker.js" {
-			w.Header().Set("Content-Type", "text/javascript")
-			http.ServeFile(w, r, filepath.Join(dir, s))
-			return
-		}
-		http.NotFound(w, r)
-	})
 	page := livePage
 	if os.Getenv("LINGER_BROWSER_CALLS") != "" {
 		page = strings.Replace(page, "const wrapCalls = false", "const wrapCalls = true", 1)
@@ -420,6 +402,32 @@ func TestBrowserLive(t *testing.T) {
 	if lat := latency(atWorker, 0); len(lat) > 0 {
 		t.Logf("event to the page's Worker (live events): median %.0f ms, p99 %.0f ms", lat[len(lat)/2], lat[len(lat)*99/100])
 	}
+}
+
+// liveServer serves the routes of a kernel "k1" whose trace is the
+// Recorder it returns (live.ltrace in dir), and the timeline's bundle with,
+// beside it, the Worker that holds the stream; the page is the caller's.
+// Both close with the test.
+func liveServer(t *testing.T, dir string) (*timeline.Recorder, *http.ServeMux) {
+	t.Helper()
+	browsertest.BundleUI(t, dir, false, "timeline.js", "timeline-worker.js")
+	rec, err := timeline.NewRecorder(filepath.Join(dir, "live.ltrace"), timeline.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(Options{Source: func(string) (traces.Source, error) { return traces.FromRecorder(rec), nil }})
+	t.Cleanup(func() { h.Close(); rec.Close() })
+	mux := http.NewServeMux()
+	h.Register(mux, "")
+	mux.HandleFunc("GET /{script}", func(w http.ResponseWriter, r *http.Request) {
+		if s := r.PathValue("script"); s == "timeline.js" || s == "timeline-worker.js" {
+			w.Header().Set("Content-Type", "text/javascript")
+			http.ServeFile(w, r, filepath.Join(dir, s))
+			return
+		}
+		http.NotFound(w, r)
+	})
+	return rec, mux
 }
 
 // livePage follows kernel "k1", says it is ready once its stream is open,

@@ -197,12 +197,7 @@ func TestLODPartial(t *testing.T) {
 	if share := float64(part.Reading.Bytes) / float64(fi.Size()); share < 0.5*held/n || share > 2.0*held/n {
 		t.Errorf("%d of %d bytes read for %d of %d events", part.Reading.Bytes, fi.Size(), held, n)
 	}
-	res, err := http.Get(srv.URL + "/api/timeline/traces/small.ltrace/lod?px=10&partial=1&format=bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	body := getBin(t, srv.URL+"/api/timeline/traces/small.ltrace/lod?px=10&partial=1&format=bin")
 	want := *part.Reading // the JSON's says partial by being there
 	want.Partial = true
 	if s, rd, err := DecodeLOD(body); err != nil || rd != want || s.Events != held {
@@ -210,29 +205,7 @@ func TestLODPartial(t *testing.T) {
 	}
 	// Without partial=1, and the objects, wait for the pass: asked now,
 	// answered once it is over.
-	waited := make(chan int, 2)
-	for _, route := range []string{"objects?n=5", "lod?px=10"} {
-		go func() {
-			res, err := http.Get(srv.URL + "/api/timeline/traces/small.ltrace/" + route)
-			if err != nil {
-				waited <- 0
-				return
-			}
-			res.Body.Close()
-			waited <- res.StatusCode
-		}()
-	}
-	select {
-	case code := <-waited:
-		t.Fatalf("answered %d before the pass", code)
-	case <-time.After(200 * time.Millisecond):
-	}
-	release()
-	for range 2 {
-		if code := <-waited; code != 200 {
-			t.Errorf("after the pass: %d", code)
-		}
-	}
+	waitsForPass(t, srv.URL+"/api/timeline/traces/small.ltrace/", release, "objects?n=5", "lod?px=10")
 	var whole lodAnswer
 	get(t, srv.URL+"/api/timeline/traces/small.ltrace/lod?px=10&partial=1", 200, &whole)
 	if whole.Reading != nil || whole.Events != n {
@@ -254,7 +227,6 @@ func TestLODStored(t *testing.T) {
 	srv, release, _ := heldServer(t, dir, nil)
 	routes := []string{"lod?px=300&partial=1", "lod?px=300", "lod?t0=1000&t1=500000&px=50&partial=1"}
 	before := make([]lodAnswer, len(routes))
-	var beforeBin []byte
 	for i, route := range routes {
 		get(t, srv.URL+"/api/timeline/traces/small.ltrace/"+route, 200, &before[i])
 		if before[i].Reading != nil || before[i].Events != n || len(before[i].Buckets) == 0 {
@@ -264,34 +236,11 @@ func TestLODStored(t *testing.T) {
 			t.Errorf("%s, pass held: passing %+v, want part of the file read", route, p)
 		}
 	}
-	res, err := http.Get(srv.URL + "/api/timeline/traces/small.ltrace/lod?px=300&partial=1&format=bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	beforeBin, _ = io.ReadAll(res.Body)
-	res.Body.Close()
+	beforeBin := getBin(t, srv.URL+"/api/timeline/traces/small.ltrace/lod?px=300&partial=1&format=bin")
 	if _, rd, err := DecodeLOD(beforeBin); err != nil || rd.Partial || !rd.Passing || rd.Bytes >= rd.Of || rd.Of != before[0].Passing.Of {
 		t.Errorf("binary, pass held: %+v, %v; want whole, passing as the JSON's %+v", rd, err, before[0].Passing)
 	}
-	waited := make(chan int, 1)
-	go func() {
-		res, err := http.Get(srv.URL + "/api/timeline/traces/small.ltrace/objects?n=5")
-		if err != nil {
-			waited <- 0
-			return
-		}
-		res.Body.Close()
-		waited <- res.StatusCode
-	}()
-	select {
-	case code := <-waited:
-		t.Fatalf("objects answered %d before the pass", code)
-	case <-time.After(200 * time.Millisecond):
-	}
-	release()
-	if code := <-waited; code != 200 {
-		t.Errorf("objects after the pass: %d", code)
-	}
+	waitsForPass(t, srv.URL+"/api/timeline/traces/small.ltrace/", release, "objects?n=5")
 	for i, route := range routes {
 		var after lodAnswer
 		get(t, srv.URL+"/api/timeline/traces/small.ltrace/"+route, 200, &after)
@@ -302,17 +251,57 @@ func TestLODStored(t *testing.T) {
 			t.Errorf("%s: the stored pyramid's answer differs from the pass's:\n%+v\n%+v", route, before[i].Summary, after.Summary)
 		}
 	}
-	res, err = http.Get(srv.URL + "/api/timeline/traces/small.ltrace/lod?px=300&partial=1&format=bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	afterBin, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	afterBin := getBin(t, srv.URL+"/api/timeline/traces/small.ltrace/lod?px=300&partial=1&format=bin")
 	// The same but for the passing flag and how far it had read.
 	clear(beforeBin[12:16])
 	clear(beforeBin[48:64])
 	if !bytes.Equal(afterBin, beforeBin) {
 		t.Errorf("binary answers differ: %d bytes from the stored pyramid, %d after the pass", len(beforeBin), len(afterBin))
+	}
+}
+
+// getBin returns the body of a GET of u.
+func getBin(t *testing.T, u string) []byte {
+	t.Helper()
+	res, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// waitsForPass asks each of routes (below prefix) at once and checks that
+// none is answered while a saved trace's pass is held, and that each is
+// answered 200 once release lets it go on.
+func waitsForPass(t *testing.T, prefix string, release func(), routes ...string) {
+	t.Helper()
+	waited := make(chan string, len(routes))
+	for _, route := range routes {
+		go func() {
+			res, err := http.Get(prefix + route)
+			if err != nil {
+				waited <- fmt.Sprintf("%s: %v", route, err)
+				return
+			}
+			res.Body.Close()
+			waited <- fmt.Sprintf("%s: %d", route, res.StatusCode)
+		}()
+	}
+	select {
+	case got := <-waited:
+		t.Fatalf("answered before the pass: %s", got)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	for range routes {
+		if got := <-waited; !strings.HasSuffix(got, ": 200") {
+			t.Errorf("after the pass: %s, want 200", got)
+		}
 	}
 }
 
@@ -483,25 +472,7 @@ func TestBrowserWarmUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a browser test")
 	}
-	dir := t.TempDir()
-	browsertest.BundleUI(t, dir, false, "timeline.js", "timeline-worker.js")
-	rec, err := timeline.NewRecorder(filepath.Join(dir, "live.ltrace"), timeline.RecorderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	h := New(Options{Source: func(string) (traces.Source, error) { return traces.FromRecorder(rec), nil }})
-	defer h.Close()
-	mux := http.NewServeMux()
-	h.Register(mux, "")
-	mux.HandleFunc("GET /{script}", func(w http.ResponseWriter, r *http.Request) {
-		if s := r.PathValue("script"); s == "timeline.js" || s == "timeline-worker.js" {
-			w.Header().Set("Content-Type", "text/javascript")
-			http.ServeFile(w, r, filepath.Join(dir, s))
-			return
-		}
-		http.NotFound(w, r)
-	})
+	rec, mux := liveServer(t, t.TempDir())
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `<!DOCTYPE html><html><head><meta charset="utf-8"></head><body data-base="/">
 <main data-testid="timeline" data-kernel-id="k1" style="width:1300px;height:700px"></main>

@@ -73,6 +73,27 @@ func values(v *[numVals]uint64) Values {
 	return out
 }
 
+// writeSynth writes synth's events, and its dictionary's strings, to a
+// trace file and returns its path.
+func writeSynth(t *testing.T, evs []event.Event) string {
+	t.Helper()
+	path := t.TempDir() + "/t.ltrace"
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.DefineString(1, event.CounterDeviceUsed)
+	w.DefineString(2, event.CounterGoHeap)
+	w.DefineString(3, "layer.0.k")
+	for _, e := range evs {
+		w.Emit(e)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // state is the brute-force model: the values after a prefix of events.
 type state struct {
 	v         [numVals]uint64
@@ -337,20 +358,7 @@ func TestBoundedBuckets(t *testing.T) {
 
 func TestFromFile(t *testing.T) {
 	d, evs := synth(5000, 4)
-	path := t.TempDir() + "/t.ltrace"
-	w, err := timeline.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.DefineString(1, event.CounterDeviceUsed)
-	w.DefineString(2, event.CounterGoHeap)
-	w.DefineString(3, "layer.0.k")
-	for _, e := range evs {
-		w.Emit(e)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := writeSynth(t, evs)
 	f, err := timeline.OpenFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -524,20 +532,7 @@ func TestQueryWhileBuilding(t *testing.T) {
 // it until Seal, with its own buckets after: the same.
 func TestStoredPyramid(t *testing.T) {
 	d, evs := synth(30000, 5)
-	path := t.TempDir() + "/t.ltrace"
-	w, err := timeline.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.DefineString(1, event.CounterDeviceUsed)
-	w.DefineString(2, event.CounterGoHeap)
-	w.DefineString(3, "layer.0.k")
-	for _, e := range evs {
-		w.Emit(e)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := writeSynth(t, evs)
 	p, err := timeline.StoredPyramid(path, pyramid.Options{})
 	if err != nil {
 		t.Fatal(err)
