@@ -113,6 +113,7 @@ type Writer struct {
 // written with the first frame. Close does not close w.
 func NewWriter(w io.Writer) *Writer {
 	tw := &Writer{w: w, name: "trace", limit: BatchEvents, pyr: pyramid.New(pyramid.Options{})}
+	tw.pyr.TrackLabels()
 	tw.batch = make([]byte, batchHeaderMax, batchHeaderMax+BatchEvents*16)
 	return tw
 }

@@ -40,17 +40,8 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Width <= 0 {
-		o.Width = DefaultWidth
-	}
-	if o.MaxBuckets <= 0 {
-		o.MaxBuckets = DefaultMaxBuckets
-	}
-	n := 1
-	for n < o.MaxBuckets {
-		n *= 4
-	}
-	o.MaxBuckets = n
+	p := pyramid.Options{Width: o.Width, MaxBuckets: o.MaxBuckets}.WithDefaults()
+	o.Width, o.MaxBuckets = p.Width, p.MaxBuckets
 	if o.MaxObjects <= 0 {
 		o.MaxObjects = DefaultMaxObjects
 	}

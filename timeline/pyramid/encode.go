@@ -101,7 +101,7 @@ func (p *Pyramid) countBuckets() int {
 // version are ErrEncoding; of other options ErrOptions, found before its
 // buckets are made.
 func Decode(b []byte, want Options) (*Pyramid, error) {
-	want = want.withDefaults()
+	want = want.WithDefaults()
 	raw, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(b)), maxDecoded+1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrEncoding, err)

@@ -34,7 +34,10 @@ type Options struct {
 	MaxBuckets int
 }
 
-func (o Options) withDefaults() Options {
+// WithDefaults returns o with its zero fields set to the defaults and
+// MaxBuckets rounded up to a power of 4: the options a Pyramid made with
+// o has (Options).
+func (o Options) WithDefaults() Options {
 	if o.Width <= 0 {
 		o.Width = DefaultWidth
 	}
@@ -113,6 +116,7 @@ type Pyramid struct {
 	used      []uint64
 	usedFar   map[event.StringID]bool
 	redefined bool
+	labels    bool // TrackLabels: named, used and redefined are kept
 
 	events   uint64
 	lastSeq  uint64
@@ -121,7 +125,7 @@ type Pyramid struct {
 
 // New returns an empty Pyramid.
 func New(opts Options) *Pyramid {
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	n := 1
 	for m := 1; m < opts.MaxBuckets; m *= 4 {
 		n++
@@ -137,6 +141,10 @@ func (p *Pyramid) Options() Options { return p.opts }
 // Define records a string definition: a counter's name makes the
 // counter's events set its track (memstate.State.Define).
 func (p *Pyramid) Define(id event.StringID, s string) {
+	p.mem.Define(id, s)
+	if !p.labels {
+		return
+	}
 	track, counter := memstate.CounterTrack(s)
 	if !counter {
 		track = memstate.NumTracks // none
@@ -152,15 +160,21 @@ func (p *Pyramid) Define(id event.StringID, s string) {
 		p.named = map[event.StringID]memstate.Track{}
 	}
 	p.named[id] = track
-	p.mem.Define(id, s)
 }
 
 // Redefined reports whether a string that events had used as their
 // label was defined (again) as the name of another track than it named
 // when first used (or of one, or of none): a reader that tells the
 // pyramid each label's name once, as an event first uses it, counts the
-// counter's events otherwise.
+// counter's events otherwise. It is false unless TrackLabels was called
+// before the first event.
 func (p *Pyramid) Redefined() bool { return p.redefined }
+
+// TrackLabels makes the Pyramid keep what Redefined needs: the labels
+// events used and the strings defined. A writer that stores the pyramid
+// does, before its first event; an index, whose reader names each label
+// once, need not pay for it on every event.
+func (p *Pyramid) TrackLabels() { p.labels = true }
 
 // Known reports whether the name of the string id has been told
 // (memstate.State.Known); Learn tells it, for a caller that resolves
@@ -179,7 +193,9 @@ func (p *Pyramid) Add(e *event.Event) int64 {
 		panic("pyramid: Add to a decoded Pyramid")
 	}
 	t := max(e.Time, p.lastTime, 0)
-	p.useLabel(e.Label)
+	if p.labels {
+		p.useLabel(e.Label)
+	}
 	p.events++
 	p.lastSeq, p.lastTime = e.Seq, t
 	p.extend(t)

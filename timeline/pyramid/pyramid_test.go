@@ -75,10 +75,9 @@ func TestEncodeDecode(t *testing.T) {
 		if d.Options() != p.Options() || d.Resolution() != p.Resolution() || d.Now() != p.Now() {
 			t.Errorf("%s: options %+v, resolution %d, now %+v; want %+v, %d, %+v", c.name, d.Options(), d.Resolution(), d.Now(), p.Options(), p.Resolution(), p.Now())
 		}
-		if a, b, c2 := d.Last(); true {
-			if x, y, z := p.Last(); a != x || b != y || c2 != z {
-				t.Errorf("%s: Last %d %d %d, want %d %d %d", c.name, a, b, c2, x, y, z)
-			}
+		a, b, c2 := d.Last()
+		if x, y, z := p.Last(); a != x || b != y || c2 != z {
+			t.Errorf("%s: Last %d %d %d, want %d %d %d", c.name, a, b, c2, x, y, z)
 		}
 		_, _, end := p.Last()
 		r := rand.New(rand.NewPCG(3, 3))
@@ -212,6 +211,7 @@ func TestRedefined(t *testing.T) {
 		{"a label far past the dense ids", func(p *Pyramid) { counter(p, 1<<30); p.Define(1<<30, event.CounterGoHeap) }, true},
 	} {
 		p := New(Options{})
+		p.TrackLabels()
 		c.do(p)
 		if p.Redefined() != c.want {
 			t.Errorf("%s: Redefined %v, want %v", c.name, p.Redefined(), c.want)
