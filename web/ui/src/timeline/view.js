@@ -41,6 +41,9 @@ const HOST_COLLAPSED_H = 16;
 
 let views = 0;
 
+/** readPercent is how much of a saved trace's file its pass has read ({read_bytes, file_bytes}), in whole percent. */
+const readPercent = (r) => (r.file_bytes ? Math.floor((100 * r.read_bytes) / r.file_bytes) : 0);
+
 export class TimelineView {
   /** root is the [data-testid=timeline] container; source a TraceSource or KernelSource. */
   constructor(root, source) {
@@ -372,7 +375,7 @@ export class TimelineView {
    * how far it has come, and ask again now and then to learn more.
    */
   whilePassing() {
-    const r = this.source.passing, pct = r.file_bytes ? Math.floor((100 * r.read_bytes) / r.file_bytes) : 0;
+    const pct = readPercent(this.source.passing);
     this.wasPassing = true;
     this.status.textContent = this.status.title = `Reading the trace for its objects and findings: ${pct}%`;
     this.status.dataset.state = "reading";
@@ -401,7 +404,7 @@ export class TimelineView {
    * Objects, scopes and findings come once the trace is whole.
    */
   whileReading() {
-    const r = this.source.reading, pct = r.file_bytes ? Math.floor((100 * r.read_bytes) / r.file_bytes) : 0;
+    const r = this.source.reading, pct = readPercent(r);
     this.wasReading = true;
     this.status.textContent = this.status.title = `Reading the trace: ${pct}% (${r.events.toLocaleString()} events so far)`;
     this.status.dataset.state = "reading";
