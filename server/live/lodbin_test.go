@@ -411,7 +411,7 @@ func TestBrowserPassing(t *testing.T) {
 	held, err := chromedp.Run(ctx, chromedp.Poll[map[string]any](`(() => { const v = `+view+`;
 		// Asked again every 500 ms: how far the pass is, once it has read.
 		if (!v.firstPaint || v.status.dataset.state !== "reading" || / 0%$/.test(v.status.textContent)) return null;
-		return { status: v.status.textContent, events: v.buckets.reduce((a, b) => a + b.events, 0), t0: v.view.t0, t1: v.view.t1, end: v.source.end(), objects: (v.objects || []).length }; })()`,
+		return { status: v.status.textContent, lane: v.objectsLabel, events: v.buckets.reduce((a, b) => a + b.events, 0), t0: v.view.t0, t1: v.view.t1, end: v.source.end(), objects: (v.objects || []).length }; })()`,
 		chromedp.WithPollingTimeout(20*time.Second)))
 	if err != nil {
 		t.Fatalf("not shown whole while the pass is held: %v", err)
@@ -419,15 +419,21 @@ func TestBrowserPassing(t *testing.T) {
 	if !regexp.MustCompile(`^Reading the trace for its objects and findings: [1-9]\d?%$`).MatchString(held["status"].(string)) {
 		t.Errorf("status %q while the pass is held", held["status"])
 	}
+	if held["lane"] != "objects: once the trace is read" {
+		t.Errorf("the objects lane says %q while the pass is held; want that they come once the trace is read", held["lane"])
+	}
 	if held["events"].(float64) != n || held["objects"].(float64) != 0 || held["t1"].(float64) < held["end"].(float64) {
 		t.Errorf("while the pass is held: %v; want all %d events in view, no objects yet", held, n)
 	}
 	release()
 	got, err := chromedp.Run(ctx, chromedp.Poll[map[string]any](`(() => { const v = `+view+`;
 		if (!v.objects?.length || v.status.dataset.state) return null;
-		return { status: v.status.textContent, objects: v.objects.length, t0: v.view.t0, t1: v.view.t1 }; })()`, chromedp.WithPollingTimeout(20*time.Second)))
+		return { status: v.status.textContent, lane: v.objectsLabel, objects: v.objects.length, t0: v.view.t0, t1: v.view.t1 }; })()`, chromedp.WithPollingTimeout(20*time.Second)))
 	if err != nil {
 		t.Fatalf("objects or status once the pass is over: %v", err)
+	}
+	if lane, _ := got["lane"].(string); !strings.HasPrefix(lane, "objects: the ") {
+		t.Errorf("the objects lane says %q once the pass is over", got["lane"])
 	}
 	if got["status"] != "" || got["t0"] != held["t0"] || got["t1"] != held["t1"] {
 		t.Errorf("once the pass is over: %v; want no status and the same view as %v", got, held)

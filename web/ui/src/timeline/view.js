@@ -718,7 +718,10 @@ export class TimelineView {
       ctx.strokeStyle = "#0077BB"; ctx.lineWidth = 2.5; ctx.strokeRect(sel.x0 - 2, sel.y0 - 2, sel.x1 - sel.x0 + 4, sel.y1 - sel.y0 + 4); ctx.lineWidth = 1;
     }
     ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
-    ctx.fillText(`objects: the ${this.objects.length} largest in view${lingering.length ? `, ${lingering.length} lingering` : ""}`, 4, top + 2);
+    // While the server's pass goes on (whilePassing) the objects are owed, not none.
+    const label = this.wasPassing && !this.objects.length ? "objects: once the trace is read" : `objects: the ${this.objects.length} largest in view${lingering.length ? `, ${lingering.length} lingering` : ""}`;
+    ctx.fillText(label, 4, top + 2);
+    this.objectsLabel = label;
   }
 
   // A late free is a diagonal hatch ending in a bar at its free, badged
