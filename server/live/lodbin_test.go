@@ -504,6 +504,15 @@ func TestBrowserWarmUp(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`(`+view+`)?.warmed >= 3`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 		t.Fatalf("not warmed while it waited: %v", err)
 	}
+	// The at-once part drew its ten charts on a canvas of its own and gave
+	// the view back its own.
+	off, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(() => { const v = `+view+`; return { off: v.warmedOff ?? 0, own: v.ctx.canvas === v.canvas }; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off["off"].(float64) != 10 || off["own"] != true {
+		t.Errorf("the warm-up at once: %v; want 10 charts drawn off screen, the view's own context back", off)
+	}
 	left, err := chromedp.Run(ctx, chromedp.Evaluate[string](state))
 	if err != nil {
 		t.Fatal(err)
