@@ -218,7 +218,11 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	// the analyzer's sample at the cell's end sees the heap the cell left.
 	scope := k.em.BeginCell(cell, event.CellRun{Count: uint64(run.count), Position: run.position, Source: event.SourceHash(code)})
 	k.s.samp.goHeap(1)
-	err = k.s.exec(f, thread)
+	err = func() error {
+		k.s.samp.cell(true) // periodic samples while it runs
+		defer k.s.samp.cell(false)
+		return k.s.exec(f, thread)
+	}()
 	k.mu.Lock()
 	interrupted, memory := run.interrupted, run.memory
 	k.mu.Unlock()

@@ -214,8 +214,11 @@
 // HeapInuse (Prometheus' go_memstats_heap_inuse_bytes, the figure the
 // field report watched) without ReadMemStats' stop-the-world. It is
 // sampled inside each cell scope at its start and end, after host.gc(),
-// and at every event flush (20 ms) when it moved by 64 KiB or more, so an
-// idle kernel stays quiet. The analyzer and the timeline follow both.
+// and, while a cell runs, at every event flush (20 ms) when it moved by
+// 64 KiB or more. Between cells it is not sampled: what moves the heap then
+// is the kernel serving Linger itself (a report, who holds what), and an
+// idle kernel's trace stays quiet. The analyzer and the timeline follow
+// both.
 //
 // # Who holds it
 //

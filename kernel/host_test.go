@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.starlark.net/starlark"
 
@@ -325,5 +326,40 @@ print([x.holder for x in timeline.lingering() if x.category == "batch_scratch"])
 	}
 	if s := msgtest.Find(ms, "stream")["text"]; s != "[\"Engine#1 registry → Engine#1 → BatchContext#1 → row_grad\"]\n" {
 		t.Errorf("holders %v", s)
+	}
+}
+
+// An idle kernel's Go heap is not sampled: what moves it between cells is
+// the kernel serving Linger (a report, who holds what), and each sample
+// was an event that made the page ask for a report again. A cell that
+// runs is sampled as it goes.
+func TestIdleHeapQuiet(t *testing.T) {
+	c := startKernel(t)
+	c.exec("x = 1")
+	heapSamples := func() int { return len(c.log.Counters("go_heap_inuse")) }
+	before := heapSamples()
+	// The heap moves by far more than heapStep, in this process, between
+	// cells, for many flush intervals.
+	var keep [][]byte
+	for i := 0; i < 10; i++ {
+		keep = append(keep, make([]byte, 4*heapStep))
+		time.Sleep(3 * flushInterval)
+	}
+	goruntime.KeepAlive(keep)
+	// The kernel's own report and holders, as the page asks for them.
+	c.heldBy()
+	time.Sleep(3 * flushInterval)
+	c.exec("y = 2") // flushes what the kernel emitted meanwhile
+	if got := heapSamples() - before; got > 2 {
+		t.Errorf("%d go_heap_inuse samples while idle and in the cell after (want its two ends at most)", got)
+	}
+	// A cell that grows the heap for a while is sampled while it runs,
+	// not only at its ends.
+	before = heapSamples()
+	start := time.Now()
+	c.exec("for i in range(300):\n    d = host.read_document(1024 * 1024)")
+	took := time.Since(start)
+	if got := heapSamples() - before; took > 4*flushInterval && got < 3 {
+		t.Errorf("%d go_heap_inuse samples in a %s cell that made 300 MiB of documents (want more than its two ends)", got, took)
 	}
 }

@@ -3,6 +3,7 @@ package kernel
 import (
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 
 	"linger/engine/device"
 	"linger/timeline/event"
@@ -18,8 +19,8 @@ import (
 var heapMetrics = [...]string{"/memory/classes/heap/objects:bytes", "/memory/classes/heap/unused:bytes"}
 
 // heapStep is the change in the Go heap below which a periodic sample
-// (every flushInterval) is not emitted, so that an idle kernel's trace
-// stays quiet; cell boundaries and host.gc() emit any change.
+// (every flushInterval, while a cell runs) is not emitted; cell
+// boundaries and host.gc() emit any change.
 const heapStep = 64 << 10
 
 // sampler emits the kernel's two sampled counters through its Emitter:
@@ -27,10 +28,19 @@ const heapStep = 64 << 10
 // minus free, summed over the kernel's devices: the allocators' segments
 // plus what was taken outside them), after every call that took or
 // returned a segment; and "go_heap_inuse" (see heapMetrics) at cell begin
-// and end, at every event flush, and after host.gc(). Each is emitted only
-// when it changed.
+// and end, at every event flush while a cell runs (periodic), and after
+// host.gc(). Each is emitted only when it changed.
+//
+// Between cells the heap is not sampled: what moves it then is the
+// kernel serving Linger itself (a findings report, who holds an object),
+// and each sample of that was an event that made the page ask for the
+// findings again, so an idle kernel's trace grew a sample every 0.8 s
+// for as long as the page stayed open, and a view that follows it slid
+// with the clock (issue 26).
 type sampler struct {
 	em *event.Emitter
+
+	inCell atomic.Bool // a cell runs: periodic samples are taken
 
 	mu       sync.Mutex
 	devs     []device.Device
@@ -71,6 +81,17 @@ func (s *sampler) device() {
 	}
 	s.dev, s.devSent = used, true
 	s.em.Counter(event.CounterDeviceUsed, used)
+}
+
+// cell says whether a cell runs, for periodic.
+func (s *sampler) cell(running bool) { s.inCell.Store(running) }
+
+// periodic is the flusher's sample: goHeap(heapStep) while a cell runs,
+// nothing between cells.
+func (s *sampler) periodic() {
+	if s.inCell.Load() {
+		s.goHeap(heapStep)
+	}
 }
 
 // goHeap reads the Go heap and emits go_heap_inuse when it changed by at

@@ -141,7 +141,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 		for {
 			select {
 			case <-t.C:
-				k.s.samp.goHeap(heapStep)
+				k.s.samp.periodic()
 				k.sink.flush()
 				k.flushStream(true)
 			case <-k.stop:
