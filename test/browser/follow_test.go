@@ -136,3 +136,106 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// TestFollowFramesTheRun: following a kernel frames the last cell that
+// used memory, from its start to its last memory event, and stays there:
+// not sliding with the clock while the kernel is idle, not jumping to a
+// cell that allocates nothing. Fit frames the events, not the idle time
+// after them. (Issue 26: a run crushed against the left edge of a 12 s
+// window, a 40 µs window after a tiny cell.)
+func TestFollowFramesTheRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	p := openNotebook(t,
+		"e = engine(model=\"qwen2-1.5b\", device=\"meta\")\nfor i in range(3):\n    e.generate(prompt_tokens=1024, max_new_tokens=4)",
+		"x = 1",
+		"k = tensor([512, 512], label=\"later\")")
+	prompt := func(i, n int) chromedp.Action[chromedp.Void] {
+		return void(chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q)?.textContent === "[%d]:"`, p.cell(i)+` [data-testid=prompt]`, n)))
+	}
+	const view = `[...window.linger.timeline.views.values()][0]`
+	type frame struct{ T0, T1 float64 }
+	type cell struct{ Begin, End float64 }
+	// The cells' scopes as the server answers them (not the view's own
+	// reckoning), once the stream has reached the last one's end.
+	cells := func(n int) []cell {
+		t.Helper()
+		var cs []cell
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			cs = eval[[]cell](t, p, "cells", `(async () => { const v = `+view+`; const s = await v.source.scopes(0, v.source.end() + 1);
+				return s.scopes.filter((s) => s.kind === "cell" && s.end > 0).map((s) => ({ begin: s.begin, end: s.end })); })()`)
+			if len(cs) >= n {
+				return cs
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatalf("the trace has %d ended cells, want %d", len(cs), n)
+		return nil
+	}
+	// frames reports whether the view shows c whole and not much more:
+	// the run fills at least four fifths of it.
+	frames := func(f frame, c cell) bool {
+		return f.T0 <= c.Begin && f.T1 >= c.End-1e6 && c.End-c.Begin >= 0.8*(f.T1-f.T0)-2e6
+	}
+	get := func() frame { return eval[frame](t, p, "view", view+`.view`) }
+	settled := func(what string, c cell) frame {
+		t.Helper()
+		var f frame
+		for i := 0; i < 50; i++ {
+			if f = get(); frames(f, c) {
+				return f
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		screenshot(t, p.ctx, strings.ReplaceAll(t.Name(), "/", "_")+"-failed.png")
+		t.Fatalf("%s: the view is [%.6f s, %.6f s], want the cell's run [%.6f s, %.6f s] framed", what, f.T0/1e9, f.T1/1e9, c.Begin/1e9, c.End/1e9)
+		return f
+	}
+
+	p.run(t, 0)
+	p.do(t, "the engine's cell", prompt(0, 1))
+	run := cells(1)[0]
+	if run.End-run.Begin < 20e6 {
+		t.Fatalf("the engine's cell ran %.1f ms; the test wants a run of some length", (run.End-run.Begin)/1e6)
+	}
+	f := settled("after the run", run)
+	// Idle for 3 s: the view stays on the run.
+	time.Sleep(3 * time.Second)
+	if g := get(); g != f {
+		t.Errorf("idle for 3 s, the view moved from [%.6f, %.6f] to [%.6f, %.6f] s", f.T0/1e9, f.T1/1e9, g.T0/1e9, g.T1/1e9)
+	}
+	// A cell that allocates nothing leaves it there.
+	p.run(t, 1)
+	p.do(t, "the tiny cell", prompt(1, 2))
+	cells(2)
+	time.Sleep(1500 * time.Millisecond) // its scopes asked for, a findings report made
+	if g := get(); !frames(g, run) {
+		t.Errorf("after a cell that allocates nothing the view is [%.6f, %.6f] s, want the engine's run [%.6f, %.6f] s", g.T0/1e9, g.T1/1e9, run.Begin/1e9, run.End/1e9)
+	}
+	// A cell that allocates is followed: a short run, in the middle of
+	// at least 10 ms.
+	p.run(t, 2)
+	p.do(t, "the later cell", prompt(2, 3))
+	later := cells(3)[2]
+	var g frame
+	for i := 0; i < 50; i++ {
+		if g = get(); g.T0 <= later.Begin && g.T1 >= later.End-1e6 && g.T1-g.T0 < 20e6 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !(g.T0 <= later.Begin && g.T1 >= later.End-1e6 && g.T1-g.T0 >= 10e6 && g.T1-g.T0 < 20e6) {
+		t.Errorf("after a short cell that allocates the view is [%.6f, %.6f] s (%.3f ms), want its run [%.6f, %.6f] s within 10–20 ms",
+			g.T0/1e9, g.T1/1e9, (g.T1-g.T0)/1e6, later.Begin/1e9, later.End/1e9)
+	}
+	// Fit: the events, first to last, not the idle time after them.
+	time.Sleep(2 * time.Second)
+	p.do(t, "fit", chromedp.Click(css(`[data-testid=timeline] button[title^="Show every event"]`)))
+	time.Sleep(500 * time.Millisecond)
+	fit := get()
+	if end := eval[float64](t, p, "end", view+`.source.end()`); fit.T1 > later.End+0.1*(later.End-run.Begin) || fit.T0 > run.End {
+		t.Errorf("Fit shows [%.6f, %.6f] s; the cells ran [%.6f, %.6f] s, the trace ends at %.6f s", fit.T0/1e9, fit.T1/1e9, run.Begin/1e9, later.End/1e9, end/1e9)
+	}
+}

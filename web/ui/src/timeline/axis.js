@@ -127,11 +127,12 @@ export class Axis {
   }
 }
 
-// busy says whether a bucket has memory events: an allocation or a free,
-// or more than a few events. An idle kernel still emits a counter sample
-// now and then (the Go heap, when it moved) and a scope's begin or end:
-// those alone do not make its idle time busy.
-const busyBucket = (b) => (b.allocs || 0) + (b.frees || 0) > 0 || b.events >= 4;
+// busy says whether a bucket has memory events: an allocation or a free.
+// An idle kernel may still emit counter samples (the Go heap, when it
+// moved; one every 0.8 s for as long as a page stayed open, before issue
+// 26) and a scope's begin or end: however many, those alone do not make
+// its idle time busy.
+const busyBucket = (b) => (b.allocs || 0) + (b.frees || 0) > 0;
 
 /**
  * idleSpans finds where a trace's events are, from buckets ({t0, t1,

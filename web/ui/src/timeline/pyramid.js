@@ -15,7 +15,7 @@
 // (events after the range share it), so its maximum may be too high by
 // what the summary placed there; its counts and last values are exact.
 
-import { KIND, CATEGORY, NUM_CATEGORIES, POOL, COUNTER } from "./wire.gen.js";
+import { KIND, CATEGORY, NUM_CATEGORIES, POOL, COUNTER, SCOPE } from "./wire.gen.js";
 
 // Values: live bytes of each category, then timeline/memstate's tracks in
 // its order, as timeline/lod indexes them.
@@ -40,6 +40,20 @@ export class Pyramid {
     this.gaps = []; // summarised ranges whose events are owed, oldest first (addSummary)
     this.dirtyFrom = Infinity; // level-0 buckets backfill changed since up
     this.dirtyTo = -1;
+    // Where the activity is, for a view that follows it: the time of the
+    // last memory event (an allocation, a free, a segment, an OOM, a
+    // mark; not a counter's sample nor a scope's bounds, which an idle
+    // kernel may still make), and the start of the cell scope it came in
+    // (-1: none seen).
+    this.activeEnd = 0;
+    this.activeCell = -1;
+    this.cellBegin = -1; // the latest cell scope's start
+  }
+
+  // active notes an event of kind k at t (cell: whether a scope_begin is a cell's).
+  active(k, t, cell) {
+    if (k === KIND.scopeBegin) { if (cell) this.cellBegin = t; }
+    else if (k !== KIND.scopeEnd && k !== KIND.counter) { this.activeEnd = t; this.activeCell = this.cellBegin; }
   }
 
   /** Tells the pyramid a string definition (it follows two counters). */
@@ -61,6 +75,7 @@ export class Pyramid {
     if (kind === KIND.alloc) { b[B_ALLOCS]++; memAlloc(this.cur, b, true, cat, size); }
     else if (kind === KIND.free) { b[B_FREES]++; memFree(this.cur, b, true, cat, size); }
     else memDevice(this.mem, this.counters, b, true, kind, size, label, extra);
+    this.active(kind, t, e[4] === SCOPE.cell);
   }
 
   /**
@@ -68,10 +83,13 @@ export class Pyramid {
    * decodeFrame), rows from..to-1. The hot path: a million events a second.
    */
   addColumns(c, from = 0, to = c.n) {
-    const { time, kind, category, size, label, extra } = c;
+    const { time, kind, category, size, label, extra, expect } = c;
     const L = this.levels, mem = this.mem, cur = mem.cur, counters = this.counters;
     let lastTime = this.lastTime, end = L[0].length * this.width;
     let b = L[0][L[0].length - 1];
+    // The last memory event's time, noted in the pyramid once a cell
+    // begins or the rows end (active's rule, out of the hot path).
+    let actT = -1;
     for (let i = from; i < to; i++) {
       let t = time[i];
       if (t < lastTime) t = lastTime;
@@ -84,10 +102,19 @@ export class Pyramid {
       }
       b[B_EVENTS]++;
       const k = kind[i];
-      if (k === KIND.alloc) { b[B_ALLOCS]++; memAlloc(cur, b, true, category[i], size[i]); }
-      else if (k === KIND.free) { b[B_FREES]++; memFree(cur, b, true, category[i], size[i]); }
-      else memDevice(mem, counters, b, true, k, size[i], label[i], extra[i]);
+      if (k === KIND.alloc) { b[B_ALLOCS]++; memAlloc(cur, b, true, category[i], size[i]); actT = t; }
+      else if (k === KIND.free) { b[B_FREES]++; memFree(cur, b, true, category[i], size[i]); actT = t; }
+      else {
+        memDevice(mem, counters, b, true, k, size[i], label[i], extra[i]);
+        if (k === KIND.scopeBegin) {
+          if (expect !== undefined && expect[i] === SCOPE.cell) {
+            if (actT >= 0) { this.activeEnd = actT; this.activeCell = this.cellBegin; actT = -1; }
+            this.cellBegin = t;
+          }
+        } else if (k !== KIND.scopeEnd && k !== KIND.counter) actT = t;
+      }
     }
+    if (actT >= 0) { this.activeEnd = actT; this.activeCell = this.cellBegin; }
     this.lastTime = lastTime;
     if (to > from) { this.lastSeq = c.first + to - 1; this.events += to - from; }
   }
@@ -118,6 +145,8 @@ export class Pyramid {
       for (let v = 0; v < NUM_VALUES; v++) this.set(v, mx[v]);
       for (let v = 0; v < NUM_VALUES; v++) this.set(v, last[v]);
       this.count(B_EVENTS, b.events); this.count(B_ALLOCS, b.allocs); this.count(B_FREES, b.frees);
+      // Its cell unknown here: the view asks for the scopes.
+      if (b.allocs + b.frees > 0) this.activeEnd = Math.max(this.activeEnd, Math.min(b.t1, g.tLast));
       g.counts.push({ t, events: b.events, allocs: b.allocs, frees: b.frees, wiped: false });
     }
     // The range's last event is at t1-1: the pyramid reaches it, so that

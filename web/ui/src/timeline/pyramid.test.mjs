@@ -116,7 +116,7 @@ function columns(evs, lo, hi) {
   const n = hi - lo, F = (j) => Float64Array.from(evs.slice(lo, hi), (e) => e[j]);
   return {
     n, first: evs[lo][0], time: F(1), kind: Uint8Array.from(evs.slice(lo, hi), (e) => e[2]), category: Uint8Array.from(evs.slice(lo, hi), (e) => e[3]),
-    expect: new Uint8Array(n), addrLo: new Uint32Array(n), addrHi: new Uint32Array(n), size: F(6), requested: F(7), scope: F(8),
+    expect: Uint8Array.from(evs.slice(lo, hi), (e) => e[4]), addrLo: new Uint32Array(n), addrHi: new Uint32Array(n), size: F(6), requested: F(7), scope: F(8),
     site: new Uint32Array(n), label: Uint32Array.from(evs.slice(lo, hi), (e) => e[10]), extra: F(11),
   };
 }
@@ -190,4 +190,34 @@ test("the column form follows the same rules", () => {
     assert.deepEqual(Array.from(p.cur), g.values[i], `after event ${g.events[i][0]}`);
   }
   assert.equal(p.lastSeq, g.events.length);
+});
+
+test("the activity a view follows: the last memory event and its cell, not samples or scope bounds", () => {
+  // [seq, time, kind, category, expect, addr, size, requested, scope, site, label, extra]
+  const ev = (seq, ms, kind, expect = 0) => [seq, ms * 1e6, kind, kind === KIND.alloc || kind === KIND.free ? 2 : 0, expect, seq, 4096, 4096, 0, 0, 0, 0];
+  const evs = [
+    ev(1, 1, KIND.scopeBegin, SCOPE.cell), ev(2, 2, KIND.alloc), ev(3, 3, KIND.free), ev(4, 3.5, KIND.scopeEnd, SCOPE.cell),
+    ev(5, 5, KIND.counter), ev(6, 9, KIND.counter), // an idle kernel's samples
+    ev(7, 10, KIND.scopeBegin, SCOPE.cell), ev(8, 10.1, KIND.scopeBegin, SCOPE.request), ev(9, 10.2, KIND.scopeEnd, SCOPE.request), ev(10, 10.3, KIND.scopeEnd, SCOPE.cell), // a cell that allocates nothing
+    ev(11, 12, KIND.scopeBegin, SCOPE.cell), ev(12, 12.5, KIND.alloc), ev(13, 12.6, KIND.mark), ev(14, 13, KIND.counter),
+  ];
+  // What a view follows after each event: [activeEnd, activeCell] in ms.
+  const want = [[0, -1], [2, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [12.5, 12], [12.6, 12], [12.6, 12]];
+  const got = (p) => [p.activeEnd / 1e6, p.activeCell < 0 ? -1 : p.activeCell / 1e6];
+  // One event at a time, as columns and as arrays.
+  const pc = new Pyramid(), pa = new Pyramid();
+  evs.forEach((e, i) => {
+    pc.addColumns(columns(evs, i, i + 1));
+    pa.add(e);
+    assert.deepEqual(got(pc), want[i], `columns, after event ${i + 1}`);
+    assert.deepEqual(got(pa), want[i], `arrays, after event ${i + 1}`);
+  });
+  // In frames that split anywhere: a frame's last activity is its cell's.
+  for (let cut = 1; cut < evs.length; cut++) {
+    const p = new Pyramid();
+    p.addColumns(columns(evs, 0, cut));
+    assert.deepEqual(got(p), want[cut - 1], `first ${cut} events in one frame`);
+    p.addColumns(columns(evs, cut, evs.length));
+    assert.deepEqual(got(p), want[evs.length - 1], `the rest after ${cut}`);
+  }
 });

@@ -26,6 +26,9 @@ const OBJECTS_N = 400, POLL_MS = 500;
 // saved trace the server is reading (the server holds each ask up to
 // 100 ms for the pass to end: live.partialWait).
 const READ_POLL_MS = 150;
+// The least span following shows: a cell that ran for microseconds is
+// seen in the middle of 10 ms, not stretched across the view.
+const FOLLOW_MIN_NS = 1e7;
 // How often a whole view asks again while the server's pass over its
 // trace, which the objects, scopes and findings wait for, goes on
 // (whilePassing): to say how far it has come.
@@ -245,12 +248,16 @@ export class TimelineView {
   toEnd() {
     const span = this.view.t1 - this.view.t0, end = this.source.end();
     if (this.follow && this.source.live) {
-      // Following a kernel: the running (or last) cell's whole run, from
-      // its start to now, not the last instants of it.
-      const from = this.cellStart ?? this.idle?.first ?? 0;
-      if (from < end) {
-        const m = Math.max((end - from) * 0.03, 2e4);
-        this.setView(Math.max(0, from - m), end + m, false);
+      // Following a kernel: the running (or last) cell's activity, from
+      // its start to its last memory event, not to the clock: an idle
+      // kernel's counter samples and a cell that allocates nothing leave
+      // the view where it is. A run shorter than FOLLOW_MIN_NS is shown
+      // in the middle of that much.
+      const { from, to } = this.followed(end);
+      if (from <= to) {
+        const span = Math.max(to - from, FOLLOW_MIN_NS), m = span * 0.03;
+        const t0 = (from + to) / 2 - span / 2;
+        this.setView(Math.max(0, t0 - m), Math.max(0, t0 - m) + span + 2 * m, false);
         return;
       }
     }
@@ -260,6 +267,19 @@ export class TimelineView {
       return;
     }
     this.setView(Math.max(0, end - span * 0.95), Math.max(0, end - span * 0.95) + span, false);
+  }
+
+  /**
+   * followed is what following frames: from the start of the cell of the
+   * last memory event (the stream's, or the latest cell the scopes told
+   * of that began before it) to that event; end's whole trace when the
+   * pyramid knows of no such event.
+   */
+  followed(end) {
+    const p = this.source.pyramid, to = p?.activeEnd > 0 ? p.activeEnd : end;
+    let from = p?.activeEnd > 0 && p.activeCell >= 0 ? p.activeCell : null;
+    if (this.cellStart != null && this.cellStart <= to && !(from >= this.cellStart)) from = this.cellStart;
+    return { from: from ?? this.idle?.first ?? 0, to };
   }
 
   /** jump shows [t0, t1] with some margin, e.g. from a finding. */

@@ -28,7 +28,7 @@ const LOAD_CHUNKS = 60, QUIET_MS = 500, ROUNDS = 40, CHUNKS = 8, EVENTS = 1000;
 /** warmUp warms view (a live TimelineView); see the file's comment. */
 export function warmUp(view) {
   const n = EVENTS;
-  const c = { n, first: 1, time: new Float64Array(n), kind: new Uint8Array(n), category: new Uint8Array(n), size: new Float64Array(n), label: new Uint32Array(n), extra: new Float64Array(n) };
+  const c = { n, first: 1, time: new Float64Array(n), kind: new Uint8Array(n), category: new Uint8Array(n), size: new Float64Array(n), label: new Uint32Array(n), extra: new Float64Array(n), expect: new Uint8Array(n) };
   // fill adds millisecond ms's thousand synthetic events to p:
   // allocations and frees of a few categories.
   const fill = (p, ms) => {
