@@ -220,9 +220,38 @@ func TestTimelineSmallObjects(t *testing.T) {
 	if first := eval[string](t, p, "first legend button", `document.querySelector("[data-testid=timeline-legend] button").dataset.category`); first != "weights" {
 		t.Errorf("the legend's first category is %q, want weights", first)
 	}
+	// 0. By default the weights are folded out: the chart is what is
+	// above them, the leak's 228 MiB on a scale of its own, and says so.
+	fold := `[data-testid=timeline-fold-weights]`
+	if got := pressed(fold, "aria-pressed"); got != "true" {
+		t.Errorf("Fold weights aria-pressed=%q on a first visit, want true", got)
+	}
+	if n := eval[float64](t, p, "weights ink", inkOf+`("#332288")`); n != 0 {
+		t.Errorf("weights drawn over %v px while folded out", n)
+	}
+	if max := eval[float64](t, p, "scale", theView+`.memMax`); max > 400*mib {
+		t.Errorf("with the weights folded out the scale tops at %v B, want the KV cache's 256 MiB and the activation's 64", max)
+	}
+	if l := eval[string](t, p, "chart label", theView+`.memLabel`); !strings.HasPrefix(l, "memory above the weights") || !strings.Contains(l, "GiB folded out") {
+		t.Errorf("chart label with the weights folded out = %q", l)
+	}
+	const kv = `("#88CCEE")` // the KV cache's colour (palette.js)
+	kvFolded := eval[float64](t, p, "kv ink", inkOf+kv)
+	p.step(t, "unfold the weights", 10*time.Second, chromedp.Click(css(fold)), void(chromedp.Poll[bool](frames)))
+	if got := pressed(fold, "aria-pressed"); got != "false" {
+		t.Errorf("Fold weights aria-pressed=%q after a click", got)
+	}
 	ink := eval[float64](t, p, "weights ink", inkOf+`("#332288")`)
 	if ink < 500 {
-		t.Fatalf("weights drawn over %v px only", ink)
+		t.Fatalf("weights drawn over %v px only once unfolded", ink)
+	}
+	if max := eval[float64](t, p, "scale", theView+`.memMax`); max < 3<<30 {
+		t.Errorf("with the weights shown the scale tops at %v B, want above their 3 GiB", max)
+	}
+	// The leak's band, on a scale of 3.3 GiB rather than 0.3: about ten
+	// times thinner than folded.
+	if kvShown := eval[float64](t, p, "kv ink", inkOf+kv); kvFolded < 4*kvShown {
+		t.Errorf("the KV cache drawn over %v px with the weights folded out, %v px with them shown; want it far larger folded", kvFolded, kvShown)
 	}
 	// 1. Click hides the weights: their area is gone, the KV cache fills the scale.
 	p.step(t, "hide weights", 10*time.Second, chromedp.Click(css(weights)), void(chromedp.Poll[bool](frames)))
@@ -278,10 +307,11 @@ func TestTimelineSmallObjects(t *testing.T) {
 	checkAxe(t, p, "timeline with display choices", axe)
 	screenshot(t, p.ctx, "timeline-small-objects.png")
 
-	// 6. After a reload: weights hidden, log scale, lane collapsed; no baseline.
+	// 6. After a reload: weights hidden and not folded, log scale, lane
+	// collapsed; no baseline.
 	open()
-	if a, b, c := pressed(weights, "aria-pressed"), pressed(`[data-testid=timeline-log]`, "aria-pressed"), pressed(`[data-testid=timeline-host-toggle]`, "aria-expanded"); a != "false" || b != "true" || c != "false" {
-		t.Errorf("after a reload: weights pressed %q, log %q, lane expanded %q; want false, true, false", a, b, c)
+	if a, b, c, d := pressed(weights, "aria-pressed"), pressed(`[data-testid=timeline-log]`, "aria-pressed"), pressed(`[data-testid=timeline-host-toggle]`, "aria-expanded"), pressed(fold, "aria-pressed"); a != "false" || b != "true" || c != "false" || d != "false" {
+		t.Errorf("after a reload: weights pressed %q, log %q, lane expanded %q, fold %q; want false, true, false, false", a, b, c, d)
 	}
 	if n := eval[float64](t, p, "weights ink", inkOf+`("#332288")`); n != 0 {
 		t.Errorf("weights drawn over %v px after a reload with them hidden", n)

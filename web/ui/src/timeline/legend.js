@@ -1,6 +1,7 @@
 // What the chart shows, chosen by the person looking: the legend's
 // category keys are buttons that hide or show a category (weights first,
-// as the categories' order has them), a log-scale toggle, a baseline (the
+// as the categories' order has them), the weights folded out of the
+// chart (on by default) or not, a log-scale toggle, a baseline (the
 // chart then shows the growth since an instant), and the Go heap lane
 // collapsed or expanded. The choices but the baseline are kept per page
 // (localStorage, by path), so that a reload or the next run keeps them.
@@ -10,13 +11,13 @@ import { el } from "./dom.js";
 
 const KEY = () => `linger.timeline:${location.pathname}`;
 
-/** loadPrefs is the page's kept choices: {hidden: [category names], log, hostCollapsed, eventAxis}. */
+/** loadPrefs is the page's kept choices: {hidden: [category names], log, hostCollapsed, eventAxis, foldWeights}. */
 export function loadPrefs() {
   try { return JSON.parse(localStorage.getItem(KEY())) || {}; } catch { return {}; }
 }
 
 function savePrefs(view) {
-  const p = { hidden: [...view.hidden].map((c) => CATEGORIES[c]), log: view.logScale, hostCollapsed: view.hostCollapsed, eventAxis: view.eventAxis };
+  const p = { hidden: [...view.hidden].map((c) => CATEGORIES[c]), log: view.logScale, hostCollapsed: view.hostCollapsed, eventAxis: view.eventAxis, foldWeights: view.foldWeights };
   try { localStorage.setItem(KEY(), JSON.stringify(p)); } catch { /* private mode: kept for this page only */ }
 }
 
@@ -27,6 +28,9 @@ export function applyPrefs(view) {
   view.logScale = !!p.log;
   view.hostCollapsed = !!p.hostCollapsed;
   view.eventAxis = !!p.eventAxis;
+  // Weights, loaded once, are most of a model's memory: a 228 MiB leak
+  // beside 2.9 GiB of them was a one-pixel band. Folded out by default.
+  view.foldWeights = p.foldWeights !== false;
   view.baseline = null;
 }
 
@@ -34,6 +38,7 @@ export function applyPrefs(view) {
 export function buildLegend(view) {
   const legend = view.legend;
   view.legendButtons = [];
+  legend.append(el("span", { class: "lt-legend-hint" }, "Show:"));
   for (let c = 1; c < CATEGORIES.length; c++) {
     const b = el("button", {
       type: "button", class: "lt-key lt-cat", "data-testid": `legend-${CATEGORIES[c]}`, "data-category": CATEGORIES[c],
@@ -62,6 +67,13 @@ export function displayControls(view) {
     savePrefs(view);
     view.displayChanged();
   });
+  const fold = el("button", { type: "button", class: "lt-btn lt-toggle", "data-testid": "timeline-fold-weights", "aria-pressed": String(view.foldWeights), title: "Fold the weights out of the memory chart: it then shows what is above them, what changes (the objects lane still has them)" }, "Fold weights");
+  fold.addEventListener("click", () => {
+    view.foldWeights = !view.foldWeights;
+    fold.setAttribute("aria-pressed", String(view.foldWeights));
+    savePrefs(view);
+    view.displayChanged();
+  });
   const host = el("button", { type: "button", class: "lt-btn", "data-testid": "timeline-host-toggle", "aria-expanded": String(!view.hostCollapsed), title: "Collapse or expand the Go heap lane" }, "Go heap lane");
   host.addEventListener("click", () => {
     view.hostCollapsed = !view.hostCollapsed;
@@ -85,7 +97,7 @@ export function displayControls(view) {
   const label = el("span", { class: "lt-baseline", "data-testid": "timeline-baseline" });
   view.baselineUI = { clear, label };
   // The compare view's linked axes are in time, shared by both traces.
-  return [...(view.collapsesIdle ? [events] : []), log, set, clear, label, host];
+  return [...(view.collapsesIdle ? [events] : []), fold, log, set, clear, label, host];
 }
 
 /** showBaseline updates the baseline's label and Clear button. */

@@ -22,6 +22,7 @@ import { warmUp } from "./warmup.js";
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
 const OBJECTS_N = 400, POLL_MS = 500;
+const WEIGHTS = CATEGORIES.indexOf("weights"); // folded out of the chart by default (legend.js)
 // How long a view waits, after a partial answer, to ask again for a
 // saved trace the server is reading (the server holds each ask up to
 // 100 ms for the pass to end: live.partialWait).
@@ -585,23 +586,48 @@ export class TimelineView {
   /** memScale is the top of the memory track's scale: the largest value in the view's columns. (The compare view shares one scale between two views.) */
   memScale() {
     let ymax = 1;
-    const base = this.baseline, hidden = this.hidden, { n, nc, cat, lines } = this.columns();
+    const hidden = this.hidden, { n, nc, cat } = this.columns(), fold = this.folds();
     const shown = [];
-    for (let c = 1; c < nc; c++) if (!hidden.has(c)) shown.push(c);
+    for (let c = 1; c < nc; c++) if (!hidden.has(c) && !(fold && c === WEIGHTS)) shown.push(c);
     for (let i = 0; i < n; i++) {
       let sum = 0;
-      for (const c of shown) if (cat[i * nc + c]) sum += this.memValue(cat[i * nc + c], base?.category[c]);
+      for (const c of shown) if (cat[i * nc + c]) sum += this.catValue(i, c);
       ymax = Math.max(ymax, sum); // the Go heap has its own lane
     }
     // The tracks sum every category: with some hidden they are not drawn.
     if (!hidden.size) {
       for (const k of ["allocated", "reserved", "device_used"]) {
-        const line = lines[k], b = base?.[k];
-        for (let i = 0; i < n; i++) if (line[i] === line[i]) ymax = Math.max(ymax, this.memValue(line[i], b));
+        for (let i = 0; i < n; i++) { const v = this.trackValue(i, k, fold); if (v === v) ymax = Math.max(ymax, v); }
       }
     }
     return ymax;
   }
+  /**
+   * folds says whether the chart folds the weights out: the display choice
+   * (on unless the person turned it off), with weights in view, none of
+   * the categories hidden by hand.
+   */
+  folds() {
+    if (!this.foldWeights || this.hidden.has(WEIGHTS)) return false;
+    const { n, nc, cat } = this.columns();
+    for (let i = 0; i < n; i++) if (cat[i * nc + WEIGHTS] > 0) return true;
+    return false;
+  }
+
+  /** catValue is category c's bytes in column i, less the baseline's. */
+  catValue(i, c) {
+    const { nc, cat } = this.columns(), raw = cat[i * nc + c];
+    return raw ? this.memValue(raw, this.baseline?.category[c]) : 0;
+  }
+
+  /** trackValue is track k's value in column i (NaN: none), less the baseline's, and less the weights' when folded. */
+  trackValue(i, k, fold) {
+    const v = this.columns().lines[k][i];
+    if (v !== v) return v;
+    const w = this.memValue(v, this.baseline?.[k]);
+    return fold ? Math.max(0, w - this.catValue(i, WEIGHTS)) : w;
+  }
+
 
   /** columns are the buckets binned into the view's pixel columns (columns.js), made again when the buckets, the axis or the width change. */
   columns() {
@@ -645,9 +671,11 @@ export class TimelineView {
     // Stacked areas of each category's maximum per pixel column
     // (columns.js): one outline per run of columns, so at most ten fills
     // of simple outlines however many buckets.
-    const { n, nc, cat, lines } = this.columns();
+    const { n, nc, cat } = this.columns(), fold = this.folds();
+    let weights = 0; // the most the weights folded out hold in view
     const under = new Float64Array(n), upper = new Float64Array(n), lower = new Float64Array(n);
     for (let c = 1; c < CATEGORIES.length; c++) {
+      if (fold && c === WEIGHTS) { for (let i = 0; i < n; i++) weights = Math.max(weights, this.catValue(i, c)); continue; }
       if (hidden.has(c)) continue;
       const b = base?.category[c];
       for (let i = 0; i < n; i++) {
@@ -660,8 +688,7 @@ export class TimelineView {
     for (const tr of TRACKS) {
       if (hidden.size) break; // totals of every category: not drawn while some are hidden
       if (tr.key === "go_heap") continue; // drawn in the host lane
-      const line = lines[tr.key];
-      const pts = linePath(n, (i) => (line[i] === line[i] ? this.memValue(line[i], base?.[tr.key]) : NaN), y);
+      const pts = linePath(n, (i) => this.trackValue(i, tr.key, fold), y);
       if (!pts.length) continue;
       ctx.beginPath();
       pts.forEach(([px, py], i) => (i ? ctx.lineTo(px, py) : ctx.moveTo(px, py)));
@@ -684,9 +711,10 @@ export class TimelineView {
       ctx.strokeStyle = "#0077BB"; ctx.setLineDash([4, 3]); ctx.beginPath(); ctx.moveTo(Math.round(bx) + 0.5, top); ctx.lineTo(Math.round(bx) + 0.5, top + h); ctx.stroke(); ctx.setLineDash([]);
     }
     ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
-    const what = base ? `growth since ${duration(base.t)}` : "memory";
+    const what = (base ? `growth since ${duration(base.t)}` : "memory") + (fold ? " above the weights" : "");
     const hid = hidden.size ? `, ${hidden.size} hidden` : "";
-    this.memLabel = `${what} (max ${bytes(ymax)}${this.logScale ? ", log scale" : ""}${hid})`;
+    const folded = fold ? `; weights ${bytes(weights)} folded out` : "";
+    this.memLabel = `${what} (max ${bytes(ymax)}${this.logScale ? ", log scale" : ""}${hid}${folded})`;
     ctx.fillText(this.memLabel, 4, top + 2);
   }
 
@@ -1219,8 +1247,11 @@ function injectStyle() {
 .lt-hint{color:#555}
 .lt-breaks{position:absolute;left:0;top:0;width:100%;height:0;pointer-events:none}
 .lt-break{position:absolute;top:2px;transform:translateX(-50%);white-space:nowrap;font:11px system-ui,sans-serif;color:#222;background:#fff;padding:0 .3em;border:1px solid #999;border-radius:2px}
-button.lt-key{font:inherit;color:inherit;background:none;border:1px solid transparent;border-radius:3px;padding:.1em .3em;cursor:pointer}
-button.lt-key:hover{border-color:#999}
+button.lt-key{font:inherit;color:inherit;background:#fff;border:1px solid #bbb;border-radius:3px;padding:.1em .4em;cursor:pointer}
+button.lt-key:hover{border-color:#555}
+button.lt-key[aria-pressed=true]::before{content:"✓";display:inline-block;width:1em;font-weight:600}
+button.lt-key[aria-pressed=false]::before{content:"";display:inline-block;width:1em}
+.lt-legend-hint{color:#555;margin-right:.3em}
 button.lt-key[aria-pressed=false]{text-decoration:line-through;color:#555}
 button.lt-key[aria-pressed=false] i{opacity:.25;outline:1px solid #555}
 .lt-baseline{font-weight:600}
