@@ -46,12 +46,19 @@ var predeclared = starlark.StringDict{
 }
 
 // builtinNames are the predeclared and universal names, sorted, for
-// completion.
-var builtinNames = func() []string {
+// completion: those a user may type (not the kernel's own, "__x__").
+var builtinNames []string
+
+func init() {
+	// help lists predeclared, so it joins it here rather than in its
+	// literal (an initialization cycle).
+	predeclared["help"] = helpBuiltin
+	predeclared[pinfoVar] = pinfoBuiltin
 	names := slices.Concat(predeclared.Keys(), starlark.Universe.Keys())
+	names = slices.DeleteFunc(names, func(n string) bool { return strings.HasPrefix(n, "__") })
 	slices.Sort(names)
-	return slices.Compact(names)
-}()
+	builtinNames = slices.Compact(names)
+}
 
 // exec runs a parsed cell against the session's globals. ExecREPLChunk
 // takes globals alone, so the predeclared names a global does not shadow
@@ -177,7 +184,7 @@ type cellError struct {
 // runCell runs code as cell, returning its trailing expression's value.
 func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent bool) (starlark.Value, *cellError) {
 	cell := run.cell
-	f, err := fileOptions.Parse(cell, code, 0)
+	f, err := fileOptions.Parse(cell, rewritePinfo(code), 0)
 	if err != nil {
 		return nil, syntaxError(code, err, k.s.cellCounts)
 	}

@@ -2,7 +2,7 @@ package kernel
 
 import (
 	"errors"
-	"fmt"
+	"slices"
 	"strings"
 
 	"go.starlark.net/starlark"
@@ -72,7 +72,7 @@ func (k *kernelProc) complete(code string, cursor int) map[string]any {
 	matches := []string{}
 	if i := strings.LastIndexByte(word, '.'); i >= 0 {
 		base, prefix := word[:i], word[i+1:]
-		if v := k.lookup(base); v != nil {
+		if v := lookup(base, k.s.globals); v != nil {
 			if ha, ok := v.(starlark.HasAttrs); ok {
 				for _, n := range ha.AttrNames() {
 					if strings.HasPrefix(n, prefix) {
@@ -98,18 +98,17 @@ func (k *kernelProc) complete(code string, cursor int) map[string]any {
 	return map[string]any{"status": "ok", "matches": matches, "cursor_start": start, "cursor_end": cursor, "metadata": map[string]any{}}
 }
 
-// lookup resolves a dotted name against the globals, then the names
-// every cell sees.
-func (k *kernelProc) lookup(name string) starlark.Value {
+// lookup resolves a dotted name against scopes in order (a cell's
+// globals), then the names every cell sees.
+func lookup(name string, scopes ...starlark.StringDict) starlark.Value {
 	parts := strings.Split(name, ".")
-	v, ok := k.s.globals[parts[0]]
-	if !ok {
-		v, ok = predeclared[parts[0]]
+	var v starlark.Value
+	for _, sc := range slices.Concat(scopes, []starlark.StringDict{predeclared, starlark.Universe}) {
+		if v = sc[parts[0]]; v != nil {
+			break
+		}
 	}
-	if !ok {
-		v, ok = starlark.Universe[parts[0]]
-	}
-	if !ok {
+	if v == nil {
 		return nil
 	}
 	for _, p := range parts[1:] {
@@ -136,16 +135,9 @@ func (k *kernelProc) inspect(code string, cursor int) map[string]any {
 		cursor++
 	}
 	word, _ := wordAt(code, cursor)
-	v := k.lookup(word)
+	v := lookup(word, k.s.globals)
 	if v == nil {
 		return map[string]any{"status": "ok", "found": false, "data": map[string]any{}, "metadata": map[string]any{}}
 	}
-	text := fmt.Sprintf("%s: %s\n%s", word, v.Type(), v.String())
-	if fn, ok := v.(*starlark.Function); ok && fn.Doc() != "" {
-		text += "\n\n" + fn.Doc()
-	}
-	if ha, ok := v.(starlark.HasAttrs); ok {
-		text += "\nattributes: " + strings.Join(ha.AttrNames(), ", ")
-	}
-	return map[string]any{"status": "ok", "found": true, "data": map[string]any{"text/plain": text}, "metadata": map[string]any{}}
+	return map[string]any{"status": "ok", "found": true, "data": map[string]any{"text/plain": helpText(word, v, k.s.cellCounts)}, "metadata": map[string]any{}}
 }

@@ -150,6 +150,17 @@
 //	  values are the tracks' change over the run), e.g. one verdict per phase of a notebook
 //	struct(**kwargs)
 //	pow(base, exp, mod=None), math.sqrt(x), math.log(x, base), math.floor(x), math.pi, ... (go.starlark.net/lib/math)
+//	help(obj): prints obj's signature and doc; help() lists the bindings
+//
+// A binding's help (help.go) is laid out as IPython's pinfo: signature,
+// docstring and type for a callable, type, string form and doc for a
+// value. help(obj) prints it, an inspect_request answers it (text/plain),
+// and a line "obj?" or "obj??" (or "?obj") by itself, which is no
+// Starlark, is rewritten before the cell is parsed into a call that
+// prints it ("Object `x` not found." for a name not bound), each line
+// kept at its number; a ? in a string, a comment or brackets is left
+// alone. complete_request and inspect_request count cursor_pos,
+// cursor_start and cursor_end in code points (protocol 5.2).
 //
 // A long prefill shows a progress bar: a display_data output with a
 // transient display_id, updated in place with update_display_data.

@@ -125,7 +125,7 @@ func TestNotebookKeys(t *testing.T) {
 	p.do(t, "A", press("a"))
 	p.wantMode(t, "after A", []string{c0, c1, "code:", "code:", c2}, 2, true, "cell")
 
-	// K, ↑, J, ↓ move the selection; Shift-J extends nothing.
+	// K, ↑, J, ↓ move the selection (Shift-J extends it: TestCellSelectMerge).
 	p.do(t, "K", press("k"))
 	p.wantMode(t, "after K", []string{c0, c1, "code:", "code:", c2}, 1, true, "cell")
 	p.do(t, "↑", press(kb.ArrowUp))
@@ -136,8 +136,6 @@ func TestNotebookKeys(t *testing.T) {
 	p.wantMode(t, "after J", []string{c0, c1, "code:", "code:", c2}, 1, true, "cell")
 	p.do(t, "↓", press(kb.ArrowDown))
 	p.wantMode(t, "after ↓", []string{c0, c1, "code:", "code:", c2}, 2, true, "cell")
-	p.do(t, "Shift-J", press("J"))
-	p.wantMode(t, "after Shift-J", []string{c0, c1, "code:", "code:", c2}, 2, true, "cell")
 
 	// D D deletes the selected cell (one D alone deletes nothing).
 	p.do(t, "D D", press("d"), press("d"))
@@ -208,14 +206,14 @@ func TestNotebookKeys(t *testing.T) {
 		chromedp.Click(css(`[data-testid=dialog-close]`)), chromedp.WaitNotPresent(css(`[data-testid=shortcuts-dialog]`)))
 	p.wantMode(t, "after ? and Close", []string{c0, c1, "code:" + src, c2, "code:", "code:"}, 4, true, "cell")
 
-	// In an editor entered with Enter, Tab indents.
+	// In an editor entered with Enter, Tab indents, by 4 spaces.
 	p.do(t, "Enter, Tab, 1", press(kb.Enter), chromedp.KeyEvent(kb.Tab), chromedp.KeyEvent("1"))
-	p.wantMode(t, "after Enter, Tab, 1", []string{c0, c1, "code:" + src, c2, "code:  1", "code:"}, 4, false, "editor:4")
+	p.wantMode(t, "after Enter, Tab, 1", []string{c0, c1, "code:" + src, c2, "code:    1", "code:"}, 4, false, "editor:4")
 
 	// From command mode on the first cell, Tab goes through every cell
 	// (no editor keeps it) to the timeline.
 	p.do(t, "Esc, K K K K", chromedp.KeyEvent(kb.Escape), press("k"), press("k"), press("k"), press("k"))
-	p.wantMode(t, "on the first cell", []string{c0, c1, "code:" + src, c2, "code:  1", "code:"}, 0, true, "cell")
+	p.wantMode(t, "on the first cell", []string{c0, c1, "code:" + src, c2, "code:    1", "code:"}, 0, true, "cell")
 	p.tabUntil(t, "the timeline", 80, func(f focused) bool {
 		return strings.Contains(f.Class, "lt-") || strings.HasPrefix(f.Testid, "timeline")
 	}, nil)

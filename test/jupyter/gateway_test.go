@@ -34,7 +34,8 @@ const debianPython = "/usr/bin/python3"
 // env.KERNEL_WORKING_DIR), and relays the kernel websocket, reading each
 // of Linger's messages with its own gateway client (which reads the
 // top-level msg_id and msg_type) and jupyter_client's date parser. A cell
-// sent through it runs in that folder and answers.
+// sent through it runs in that folder and answers, and so do a
+// complete_request and an inspect_request.
 func TestJupyterServerGateway(t *testing.T) {
 	if err := exec.Command(debianPython, "-c", "import jupyter_server").Run(); err != nil {
 		t.Fatalf("Debian's Jupyter Server is not installed (%v): apt-get install -y python3-jupyter-server (.ci/run does)", err)
@@ -191,6 +192,45 @@ func TestJupyterServerGateway(t *testing.T) {
 	}
 	if status != "ok" || strings.TrimSpace(stream) != "3" || result != "1000000000" {
 		t.Errorf("through the gateway: status %q, stream %q, result %q; want ok, 3, 1000000000", status, stream, result)
+	}
+
+	// Tab and Shift+Tab as JupyterLab sends them through the gateway:
+	// cursor_pos counts code points (😀 is one), and so do the reply's.
+	ask := func(id, typ string, content map[string]any) map[string]any {
+		t.Helper()
+		if err := ws.WriteJSON(map[string]any{
+			"channel":       "shell",
+			"header":        map[string]any{"msg_id": id, "msg_type": typ, "session": "gw", "username": "u", "date": "", "version": "5.3"},
+			"parent_header": map[string]any{}, "metadata": map[string]any{}, "content": content,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+		for {
+			var m struct {
+				Header struct {
+					MsgType string `json:"msg_type"`
+				} `json:"header"`
+				Parent struct {
+					MsgID string `json:"msg_id"`
+				} `json:"parent_header"`
+				Content map[string]any `json:"content"`
+			}
+			if err := ws.ReadJSON(&m); err != nil {
+				t.Fatalf("%s through Jupyter Server: %v", typ, err)
+			}
+			if m.Parent.MsgID == id && m.Header.MsgType == strings.TrimSuffix(typ, "_request")+"_reply" {
+				return m.Content
+			}
+		}
+	}
+	c := ask("gw-complete", "complete_request", map[string]any{"code": `s = "😀"; pri`, "cursor_pos": 12})
+	if c["status"] != "ok" || c["cursor_start"] != 9.0 || c["cursor_end"] != 12.0 || fmt.Sprint(c["matches"]) != "[print]" {
+		t.Errorf("complete_reply through the gateway: %v; want status ok, matches [print] from 9 to 12", c)
+	}
+	in := ask("gw-inspect", "inspect_request", map[string]any{"code": "engine", "cursor_pos": 6, "detail_level": 0})
+	if data, _ := in["data"].(map[string]any); in["status"] != "ok" || in["found"] != true || !strings.HasPrefix(fmt.Sprint(data["text/plain"]), "Signature: engine(") {
+		t.Errorf("inspect_reply through the gateway: %v", in)
 	}
 	if strings.Contains(jsLog.String(), "Traceback") {
 		t.Errorf("Jupyter Server logged a traceback:\n%s", tail(jsLog.String(), 40))

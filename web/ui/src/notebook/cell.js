@@ -81,6 +81,7 @@ export class Cell {
       doc: source,
       language: this.type === "code" ? "python" : "",
       keys: this.nb.keysFor(this),
+      kernel: this.type === "code" ? this.nb.assist : null,
       onChange: () => this.nb.markDirty(),
       onFocus: () => this.nb.focused(this, "edit"),
     });

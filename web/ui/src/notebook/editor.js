@@ -7,9 +7,10 @@
 import { EditorView, keymap, lineNumbers, drawSelection, highlightActiveLine, gutter, GutterMarker } from "@codemirror/view";
 import { EditorState, StateField, StateEffect, Prec, RangeSet } from "@codemirror/state";
 import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
-import { syntaxHighlighting, defaultHighlightStyle, indentOnInput, bracketMatching } from "@codemirror/language";
+import { syntaxHighlighting, defaultHighlightStyle, indentOnInput, bracketMatching, indentUnit } from "@codemirror/language";
 import { closeBrackets, closeBracketsKeymap } from "@codemirror/autocomplete";
 import { python } from "@codemirror/lang-python";
+import { kernelAssist, closePopups } from "./assist.js";
 
 /** Sets the gutter annotations: a Map from 1-based line to {text, title, lingering}. */
 export const setAnnotations = StateEffect.define();
@@ -55,11 +56,16 @@ const memGutter = [
 /**
  * Creates the editor of a cell in parent. keys are the cell's own bindings
  * (Shift-Enter, Ctrl-Enter, Ctrl-S…), which win over CodeMirror's;
- * onChange is called after every edit.
+ * onChange is called after every edit. kernel, for a code cell, is what
+ * Tab and Shift+Tab ask (see assist.js).
  */
-export function createEditor(parent, { doc, language, keys, onChange, onFocus }) {
+export function createEditor(parent, { doc, language, keys, kernel, onChange, onFocus }) {
   const extensions = [
+    // Escape closes a completion list or tooltip before it leaves the editor.
+    Prec.highest(keymap.of([{ key: "Escape", run: closePopups }])),
     Prec.highest(keymap.of(keys)),
+    // Four spaces, as every example and Python's own style.
+    indentUnit.of("    "),
     lineNumbers(),
     memGutter,
     history(),
@@ -69,7 +75,8 @@ export function createEditor(parent, { doc, language, keys, onChange, onFocus })
     bracketMatching(),
     closeBrackets(),
     syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
-    // Tab indents; Escape then Tab leaves the editor (CodeMirror's rule),
+    // Tab indents (in a code cell, after text on its line, it completes:
+    // assist.js); Escape then Tab leaves the editor (CodeMirror's rule),
     // so the page stays usable from the keyboard.
     keymap.of([...closeBracketsKeymap, ...defaultKeymap, ...historyKeymap, indentWithTab]),
     EditorView.lineWrapping,
@@ -83,5 +90,6 @@ export function createEditor(parent, { doc, language, keys, onChange, onFocus })
     EditorView.contentAttributes.of({ "aria-label": "Cell source" }),
   ];
   if (language === "python") extensions.push(python());
+  if (kernel) extensions.push(kernelAssist(kernel));
   return new EditorView({ state: EditorState.create({ doc, extensions }), parent });
 }

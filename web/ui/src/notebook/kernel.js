@@ -23,6 +23,7 @@ export class KernelClient {
     this.onState = onState;
     this.onIOPub = onIOPub;
     this.pending = new Map(); // msg_id → execution handlers
+    this.requests = new Map(); // msg_id → {resolve, reject, timer} of other shell requests
     this.backoff = 1000;
     this.ws = null;
     this.closed = false;
@@ -138,9 +139,30 @@ export class KernelClient {
     });
   }
 
+  /**
+   * Sends a shell request that is answered by one reply (complete_request,
+   * inspect_request) and resolves with the reply's content; rejects when
+   * the connection drops first or no reply comes within timeoutMs.
+   */
+  request(msgType, content, timeoutMs = 30000) {
+    return new Promise((resolve, reject) => {
+      const msgId = this.send("shell", msgType, content);
+      const timer = setTimeout(() => {
+        this.requests.delete(msgId);
+        reject(new Error(`no ${msgType.replace("_request", "_reply")} in ${timeoutMs / 1000} s`));
+      }, timeoutMs);
+      this.requests.set(msgId, { resolve, reject, timer });
+    });
+  }
+
   failPending(why) {
     for (const [, p] of this.pending) p.reject(new Error(why));
     this.pending.clear();
+    for (const [, r] of this.requests) {
+      clearTimeout(r.timer);
+      r.reject(new Error(why));
+    }
+    this.requests.clear();
   }
 
   dispatch(m) {
@@ -160,6 +182,13 @@ export class KernelClient {
     if (m.channel === "shell" && type === "execute_reply" && p) {
       p.reply = m.content;
       this.settle(parent, p);
+      return;
+    }
+    const r = m.channel === "shell" && parent && this.requests.get(parent);
+    if (r) {
+      this.requests.delete(parent);
+      clearTimeout(r.timer);
+      r.resolve(m.content || {});
       return;
     }
     if (m.channel === "iopub") {

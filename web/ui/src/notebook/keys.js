@@ -19,6 +19,9 @@ export const SHORTCUTS = [
       [["Y"], "Make the cell code"],
       [["J", "↓"], "Select the cell below"],
       [["K", "↑"], "Select the cell above"],
+      [["Shift-J", "Shift-↓"], "Extend the selection down"],
+      [["Shift-K", "Shift-↑"], "Extend the selection up"],
+      [["Shift-M"], "Merge the selected cells (one selected: with the cell below)"],
       [["I I"], "Interrupt the kernel"],
       [["0 0"], "Restart the kernel (asks first)"],
       [["H", "?"], "Show these shortcuts"],
@@ -32,6 +35,9 @@ export const SHORTCUTS = [
       [["Shift-Enter"], "Run the cell and edit the next (a new cell at the end)"],
       [["Ctrl-Enter"], "Run the cell, staying in it"],
       [["Alt-Enter"], "Run the cell and insert a cell below"],
+      [["Tab"], "Complete the name from the kernel (at a line's start: indent)"],
+      [["Shift-Tab"], "Show the name's signature and doc (at a line's start: dedent)"],
+      [["Ctrl-Shift--"], "Split the cell at the cursor"],
       [["Ctrl-S"], "Save"],
     ],
   },
@@ -52,6 +58,15 @@ const SINGLE = {
   ArrowUp: "select-prev",
   h: "shortcuts",
   Enter: "edit",
+};
+
+// With Shift: JupyterLab's selection of several cells.
+const SHIFTED = {
+  j: "extend-next",
+  k: "extend-prev",
+  ArrowDown: "extend-next",
+  ArrowUp: "extend-prev",
+  m: "merge",
 };
 
 const TWICE = { d: "delete", i: "interrupt", 0: "restart" };
@@ -78,10 +93,8 @@ export class CommandKeys {
     }
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return "";
     if (ev.key === "?") return "shortcuts";
-    // Shift with a letter (Jupyter's Shift-J, Shift-K: extend the
-    // selection) does nothing here.
-    if (ev.shiftKey) return "";
     const key = ev.key.length === 1 ? ev.key.toLowerCase() : ev.key;
+    if (ev.shiftKey) return SHIFTED[key] || "";
     if (TWICE[key]) {
       // A held key repeats: it is still one press.
       if (ev.repeat) {

@@ -5,7 +5,7 @@ import { CommandKeys, SHORTCUTS } from "./keys.js";
 
 const ev = (key, mods = {}, timeStamp = 0) => ({ key, timeStamp, altKey: false, ctrlKey: false, metaKey: false, shiftKey: false, repeat: false, ...mods });
 
-test("single keys name their actions; Shift with a letter and Ctrl with a letter are left alone", () => {
+test("single keys name their actions; Shift with J, K, the arrows or M extends or merges; other letters with Shift or Ctrl are left alone", () => {
   const k = new CommandKeys();
   assert.equal(k.action(ev("a")), "insert-above");
   assert.equal(k.action(ev("b")), "insert-below");
@@ -14,7 +14,12 @@ test("single keys name their actions; Shift with a letter and Ctrl with a letter
   assert.equal(k.action(ev("y")), "to-code");
   assert.equal(k.action(ev("z")), "undo-delete");
   assert.equal(k.action(ev("j")), "select-next");
-  assert.equal(k.action(ev("J", { shiftKey: true })), "");
+  assert.equal(k.action(ev("J", { shiftKey: true })), "extend-next");
+  assert.equal(k.action(ev("K", { shiftKey: true })), "extend-prev");
+  assert.equal(k.action(ev("ArrowDown", { shiftKey: true })), "extend-next");
+  assert.equal(k.action(ev("ArrowUp", { shiftKey: true })), "extend-prev");
+  assert.equal(k.action(ev("M", { shiftKey: true })), "merge");
+  assert.equal(k.action(ev("D", { shiftKey: true })), "");
   assert.equal(k.action(ev("ArrowUp")), "select-prev");
   assert.equal(k.action(ev("h")), "shortcuts");
   assert.equal(k.action(ev("?", { shiftKey: true })), "shortcuts");

@@ -58,7 +58,13 @@ export class Notebook {
     this.picker = root.querySelector("[data-testid=kernel-picker]");
     this.notice = root.querySelector("[data-testid=kernel-notice]");
     this.cells = [];
-    this.selected = null;
+    this.selected = null; // the active cell
+    this.anchor = null; // where Shift-J/K began: the selection is anchor..selected
+    // What a code cell's Tab and Shift+Tab ask the kernel (assist.js).
+    this.assist = {
+      complete: (code, pos) => this.kernelRequest("complete_request", { code, cursor_pos: pos }),
+      inspect: (code, pos) => this.kernelRequest("inspect_request", { code, cursor_pos: pos, detail_level: 0 }),
+    };
     this.dirty = false;
     this.saving = null;
     this.displays = new Map(); // display_id → [{cell, index}]
@@ -308,12 +314,18 @@ export class Notebook {
       },
       "insert-above": () => this.insertCell(i, "code", false),
       "insert-below": () => this.insertCell(i + 1, "code", false),
-      delete: () => this.deleteCell(cell, false),
+      delete: () => {
+        // Every selected cell, the last first: Z brings them back in order.
+        for (const c of this.selectedCells().reverse()) this.deleteCell(c, false);
+      },
       "undo-delete": () => this.undoDelete(),
       "to-markdown": () => this.setType(cell, "markdown", false),
       "to-code": () => this.setType(cell, "code", false),
       "select-next": () => to(this.cells[i + 1]),
       "select-prev": () => to(this.cells[i - 1]),
+      "extend-next": () => this.extendSelection(cell, 1),
+      "extend-prev": () => this.extendSelection(cell, -1),
+      merge: () => this.mergeCells(this.selectedCells().length > 1 ? this.selectedCells() : [cell, this.cells[i + 1]]),
       interrupt: () => this.interrupt(),
       restart: () => this.confirmRestart(),
       shortcuts: () => this.showShortcuts(),
@@ -321,11 +333,11 @@ export class Notebook {
     act?.();
   }
 
-  /** Command mode on cell: its editor left (markdown rendered), the cell itself focused and marked. */
-  commandMode(cell = this.selected) {
+  /** Command mode on cell: its editor left (markdown rendered), the cell itself focused and marked; extend keeps the selection's anchor. */
+  commandMode(cell = this.selected, extend = false) {
     if (!cell) return;
     if (cell.type === "markdown") cell.render();
-    this.select(cell);
+    this.select(cell, extend);
     this.setMode("command");
     for (const c of this.cells) c.editor.setTabFocusMode(TAB_THROUGH_MS);
     cell.el.focus({ preventScroll: true });
@@ -343,7 +355,9 @@ export class Notebook {
 
   /** A cell got the focus: its editor (edit mode), or itself or its rendered markdown (command mode). */
   focused(cell, mode) {
-    this.select(cell);
+    // The active cell taking the focus back (Shift-J/K focus it) keeps
+    // the selection; editing ends it.
+    if (cell !== this.selected || mode === "edit") this.select(cell);
     this.setMode(mode);
   }
 
@@ -409,6 +423,7 @@ export class Notebook {
       { key: "Mod-Enter", run: () => (this.run(cell), true) },
       { key: "Alt-Enter", run: () => (this.run(cell), this.insertCell(this.index(cell) + 1, "code"), true) },
       { key: "Mod-s", run: () => (this.save(), true), preventDefault: true },
+      { key: "Mod-Shift--", run: () => (this.splitCell(cell), true), preventDefault: true },
       { key: "Escape", run: () => (this.commandMode(cell), true) },
     ];
   }
@@ -422,12 +437,90 @@ export class Notebook {
     return Math.max(0, this.cells.indexOf(cell));
   }
 
-  select(cell) {
-    if (!cell || this.selected === cell) return;
-    this.selected?.el.classList.remove("selected", "command");
-    this.selected = cell;
-    cell.el.classList.add("selected");
-    cell.el.classList.toggle("command", this.mode === "command");
+  /** Makes cell the active cell; extend keeps the anchor (Shift-J/K), else the selection is cell alone. */
+  select(cell, extend = false) {
+    if (!cell) return;
+    if (!extend) this.anchor = cell;
+    if (this.selected !== cell) {
+      this.selected?.el.classList.remove("selected", "command");
+      this.selected = cell;
+      cell.el.classList.add("selected");
+      cell.el.classList.toggle("command", this.mode === "command");
+    }
+    this.markSelection();
+  }
+
+  /** The selected cells in order: from the anchor to the active cell. */
+  selectedCells() {
+    const a = this.cells.indexOf(this.anchor), b = this.cells.indexOf(this.selected);
+    if (b < 0) return [];
+    if (a < 0) return [this.selected];
+    return this.cells.slice(Math.min(a, b), Math.max(a, b) + 1);
+  }
+
+  /** Marks the cells of a selection of several (class "marked"), as JupyterLab tints them. */
+  markSelection() {
+    const sel = new Set(this.selectedCells());
+    const several = sel.size > 1;
+    for (const c of this.cells) c.el.classList.toggle("marked", several && sel.has(c));
+  }
+
+  /** Shift-J/K: the cell dir (1 below, -1 above) of cell becomes active, the anchor kept. */
+  extendSelection(cell, dir) {
+    const next = this.cells[this.index(cell) + dir];
+    if (next) this.commandMode(next, true);
+  }
+
+  /**
+   * Merges cells (in order, at least two) into the first, as JupyterLab
+   * does: their sources joined by a blank line, the outputs cleared; the
+   * merged cell is selected in command mode.
+   */
+  mergeCells(cells) {
+    cells = cells.filter(Boolean);
+    if (cells.length < 2) return;
+    const [first, ...rest] = cells;
+    const src = cells.map((c) => c.source()).join("\n\n");
+    first.editor.dispatch({ changes: { from: 0, to: first.editor.state.doc.length, insert: src } });
+    if (first.type === "code") {
+      first.clearOutputs(false);
+      this.dropDisplays(first);
+      first.count = null;
+      first.setPrompt(false);
+    }
+    for (const c of rest) {
+      this.dropDisplays(c);
+      this.cells.splice(this.cells.indexOf(c), 1);
+      c.el.remove();
+    }
+    this.commandMode(first);
+    this.markDirty();
+  }
+
+  /**
+   * Splits cell at its cursor (Ctrl-Shift--), as JupyterLab does: the
+   * text before stays, the text after goes to a new cell below with the
+   * outputs, each without the blank lines at the cut; the new cell is
+   * edited.
+   */
+  splitCell(cell) {
+    const doc = cell.editor.state.doc;
+    const at = cell.editor.state.selection.main.head;
+    const before = doc.sliceString(0, at).replace(/\n+$/, "");
+    const after = doc.sliceString(at).replace(/^\n+/, "");
+    const m = cell.toJSON();
+    const c = new Cell(this, { cell_type: cell.type, metadata: {}, source: after, outputs: m.outputs || [], execution_count: m.execution_count ?? null });
+    cell.editor.dispatch({ changes: { from: 0, to: doc.length, insert: before } });
+    if (cell.type === "code") {
+      cell.clearOutputs(false);
+      this.dropDisplays(cell);
+      cell.count = null;
+      cell.setPrompt(false);
+    }
+    this.place(c, this.index(cell) + 1);
+    this.editMode(c);
+    c.editor.dispatch({ selection: { anchor: 0 } });
+    this.markDirty();
   }
 
   /** Puts cell c at index i. */
@@ -619,6 +712,12 @@ export class Notebook {
       if (keep.length) this.displays.set(id, keep);
       else this.displays.delete(id);
     }
+  }
+
+  /** Sends a shell request to the kernel; resolves with its reply's content. */
+  kernelRequest(type, content) {
+    if (!this.kernel) return Promise.reject(new Error("no kernel"));
+    return this.kernel.request(type, content);
   }
 
   async interrupt() {
