@@ -20,6 +20,7 @@ import (
 
 	"linger/server/httperr"
 	"linger/timeline"
+	"linger/timeline/event"
 	"linger/timeline/lod"
 	"linger/timeline/traces"
 )
@@ -115,6 +116,7 @@ func New(opts Options) *Handler {
 //	GET {prefix}/api/timeline/traces/{name}/objects?t0=&t1=&n=
 //	GET {prefix}/api/timeline/kernels/{id}/scopes?t0=&t1=&n=
 //	GET {prefix}/api/timeline/traces/{name}/scopes?t0=&t1=&n=
+//	GET {prefix}/api/timeline/{kernels/{id}|traces/{name}|sources/{id}}/allocations?t0=&t1=&n=
 //
 // {name} is one path segment: the saved trace's name, URL-escaped
 // (slashes as %2F). Authentication is the caller's: wrap mux, or register
@@ -126,6 +128,9 @@ func (h *Handler) Register(mux *http.ServeMux, prefix string) {
 	mux.HandleFunc("GET "+prefix+"/api/timeline/traces/{name}/lod", h.serveLOD)
 	mux.HandleFunc("GET "+prefix+"/api/timeline/traces/{name}/objects", h.serveObjects)
 	mux.HandleFunc("GET "+prefix+"/api/timeline/kernels/{id}/scopes", h.serveScopes)
+	mux.HandleFunc("GET "+prefix+"/api/timeline/kernels/{id}/allocations", h.serveAllocations)
+	mux.HandleFunc("GET "+prefix+"/api/timeline/traces/{name}/allocations", h.serveAllocations)
+	mux.HandleFunc("GET "+prefix+"/api/timeline/sources/{id}/allocations", h.serveAllocations)
 	// A live trace no kernel writes (a watched service, a probe): the
 	// same routes, Options.Source resolving the id.
 	mux.HandleFunc("GET "+prefix+"/api/timeline/sources/{id}/stream", h.serveStream)
@@ -359,23 +364,30 @@ func (h *Handler) serveObjects(w http.ResponseWriter, r *http.Request) {
 		} else {
 			a.Lifetime = end - o.AllocTime
 		}
-		if s, ok := ix.Site(o.Site); ok {
-			sj := &siteJSON{Cell: s.Cell, Line: s.Line, Text: s.String()}
-			for _, f := range s.Frames {
-				sj.Frames = append(sj.Frames, frameJSON(f))
-			}
-			for _, f := range s.Stack {
-				if s.Program() {
-					sj.Stack = append(sj.Stack, stackJSON{Func: f.Func, File: f.File, Line: f.Line})
-				} else {
-					sj.Stack = append(sj.Stack, stackJSON{Func: f.Func, Cell: f.File, Line: f.Line})
-				}
-			}
-			a.Site = sj
-		}
+		a.Site = siteOf(ix, o.Site)
 		out[i] = a
 	}
 	writeJSON(w, map[string]any{"end": end, "objects": out})
+}
+
+// siteOf is site id as the page shows it; nil if the trace defines none.
+func siteOf(ix *lod.Index, id event.SiteID) *siteJSON {
+	s, ok := ix.Site(id)
+	if !ok {
+		return nil
+	}
+	sj := &siteJSON{Cell: s.Cell, Line: s.Line, Text: s.String()}
+	for _, f := range s.Frames {
+		sj.Frames = append(sj.Frames, frameJSON(f))
+	}
+	for _, f := range s.Stack {
+		if s.Program() {
+			sj.Stack = append(sj.Stack, stackJSON{Func: f.Func, File: f.File, Line: f.Line})
+		} else {
+			sj.Stack = append(sj.Stack, stackJSON{Func: f.Func, Cell: f.File, Line: f.Line})
+		}
+	}
+	return sj
 }
 
 type query struct {

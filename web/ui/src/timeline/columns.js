@@ -20,7 +20,8 @@ export const LINE_KEYS = ["allocated", "reserved", "device_used", "go_heap"];
  * into W columns, column i being [i, i+1) in x: cat[i * CATEGORIES.length
  * + c] is category c's largest value among the buckets that touch column i,
  * lines[key][i] a line's (NaN where no bucket had it), covered[i] whether
- * any bucket touches the column. A bucket is at least one column wide, as
+ * any bucket touches the column, allocs[i] the allocations in it (a
+ * bucket's spread over its columns by their share of it). A bucket is at least one column wide, as
  * it was at least a pixel when drawn alone. x maps time to x (the view's
  * axis, breaks and all).
  */
@@ -31,12 +32,20 @@ export function columns(buckets, x, W) {
   // loop: the first frames of a live view, before the JIT has settled,
   // took 20 to 30 ms here).
   const al = new Float64Array(n).fill(NaN), re = new Float64Array(n).fill(NaN), du = new Float64Array(n).fill(NaN), gh = new Float64Array(n).fill(NaN);
+  const allocs = new Float64Array(n);
   for (let k = 0; k < buckets.length; k++) {
     const b = buckets[k], x0 = x(b.t0), x1 = x(b.t1);
     if (!(x1 >= 0) || !(x0 < n)) continue;
     const c0 = Math.max(0, Math.floor(x0)), c1 = Math.min(n, Math.max(c0 + 1, Math.ceil(x1)));
     const m = b.max, bc = m.category, nb = Math.min(bc.length, nc);
     const a = m.allocated ?? NaN, r = m.reserved ?? NaN, d = m.device_used ?? NaN, g = m.go_heap ?? NaN;
+    // Its allocations, spread over the columns it covers by how much of
+    // each (a count adds up, where the other figures are maxima).
+    const na = b.allocs || 0, w = Math.max(x1 - x0, 1e-9);
+    if (na) {
+      if (c1 - c0 === 1) allocs[c0] += na;
+      else for (let i = c0; i < c1; i++) allocs[i] += (na * (Math.min(x1, i + 1) - Math.max(x0, i))) / w;
+    }
     for (let i = c0; i < c1; i++) {
       covered[i] = 1;
       const o = i * nc;
@@ -48,7 +57,7 @@ export function columns(buckets, x, W) {
       if (g === g && !(g <= gh[i])) gh[i] = g;
     }
   }
-  return { n, nc, cat, lines: { allocated: al, reserved: re, device_used: du, go_heap: gh }, covered };
+  return { n, nc, cat, lines: { allocated: al, reserved: re, device_used: du, go_heap: gh }, covered, allocs };
 }
 
 /**

@@ -36,6 +36,18 @@ test("a bucket wider than a pixel fills every column it spans; a narrow one at l
   assert.deepEqual([0, 1, 2, 3, 4, 5, 6, 7].map((c) => cat[c * nc + KV]), [7, 7, 7, 7, 7, 9, 0, 0]);
 });
 
+test("allocations add up: a column has those of the buckets in it, a wide bucket's spread by share", () => {
+  const b = (t0, t1, allocs) => ({ ...bucket(t0, t1, 1, 0, 1), allocs });
+  // Three narrow buckets in column 0; one of 4 columns' width over 2..6;
+  // one half in column 6 and half in 7.
+  const bs = [b(0, 0.3, 5), b(0.3, 0.6, 7), b(0.6, 1, 11), b(2, 6, 100), b(6.5, 7.5, 10)];
+  const { allocs } = columns(bs, (t) => t, 8);
+  assert.deepEqual([...allocs], [23, 0, 25, 25, 25, 25, 5, 5]);
+  let sum = 0;
+  for (const v of allocs) sum += v;
+  assert.equal(sum, bs.reduce((a, x) => a + x.allocs, 0), "every allocation in one column or another");
+});
+
 // A recording context: the path's points, sub-path by sub-path.
 function recorder() {
   const paths = [];

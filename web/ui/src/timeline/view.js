@@ -14,6 +14,7 @@ import { Axis, EventAxis, findIdle, idleLabel } from "./axis.js";
 import { yOf, yTicks } from "./yscale.js";
 import { applyPrefs, buildLegend, displayControls, showBaseline, baselineAt } from "./legend.js";
 import { SegmentsPanel } from "./segments.js";
+import { AllocationsPanel } from "./allocations.js";
 import { CellNames } from "./cellnames.js";
 import { renderDetail, renderGroup, starlarkFrames, frameText, holderGroup } from "./detail.js";
 import { el } from "./dom.js";
@@ -21,9 +22,10 @@ import { warmUp } from "./warmup.js";
 
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
-const OBJECTS_N = 400, POLL_MS = 500;
+const ALLOC_H = 30; // the allocation rate's lane (drawAllocs)
 const WEIGHTS = CATEGORIES.indexOf("weights"); // folded out of the chart by default (legend.js)
 // How long a view waits, after a partial answer, to ask again for a
+const OBJECTS_N = 400, POLL_MS = 500;
 // saved trace the server is reading (the server holds each ask up to
 // 100 ms for the pass to end: live.partialWait).
 const READ_POLL_MS = 150;
@@ -99,8 +101,10 @@ export class TimelineView {
       btn("−", "Zoom out (-)", () => this.zoom(2), "Zoom out"),
       btn("+", "Zoom in (+)", () => this.zoom(0.5), "Zoom in"),
       ...(this.source.live ? [this.followBtn] : []), ...displayControls(this),
+      btn("Allocations", "The allocations in view by the line that made them, freed or not: churn the memory chart does not show", () => this.allocations.open()),
       btn("Allocator", "The allocator's segments and free space at the cursor, the selected object's allocation or the end (s)", () => this.openSegments()),
       this.status, exports);
+    this.allocations = new AllocationsPanel(this);
     this.segments = new SegmentsPanel(this);
     this.canvas = el("canvas", {
       class: "lt-canvas", tabindex: "0", "data-testid": "timeline-canvas", role: "img",
@@ -121,7 +125,7 @@ export class TimelineView {
     this.findingsStatus = el("p", { class: "lt-hint", role: "status", "aria-live": "polite", "aria-atomic": "true", "data-testid": "findings-progress" });
     this.findingsBody = el("div", {}, el("p", { class: "lt-hint" }, "Loading…"));
     this.findings = el("section", { class: "lt-findings", "data-testid": "timeline-findings" }, el("h2", { class: "lt-h" }, "Findings"), this.findingsStatus, this.findingsBody);
-    this.root.replaceChildren(this.toolbar, this.body, this.legend, el("div", { class: "lt-panels" }, this.detail, this.findings), this.segments.root);
+    this.root.replaceChildren(this.toolbar, this.body, this.legend, el("div", { class: "lt-panels" }, this.detail, this.findings), this.segments.root, this.allocations.root);
     injectStyle();
     this.bindInput();
   }
@@ -133,19 +137,21 @@ export class TimelineView {
     const HOST_H = this.hostH = this.hostCollapsed ? HOST_COLLAPSED_H : HOST_LANE_H;
     // A watched service's goroutines and GC pauses have lanes of their own.
     const SVC_H = this.report?.service ? SERVICE_H + GAP : 0;
-    const h = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + HOST_H + GAP + SVC_H + Math.max(MIN_OBJ_H, this.body.clientHeight - (AXIS + SCOPE_KINDS.length * SCOPE_ROW + MEM_H + HOST_H + SVC_H + 3 * GAP));
+    const h = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + ALLOC_H + GAP + HOST_H + GAP + SVC_H + Math.max(MIN_OBJ_H, this.body.clientHeight - (AXIS + SCOPE_KINDS.length * SCOPE_ROW + MEM_H + ALLOC_H + HOST_H + SVC_H + 4 * GAP));
     const dpr = window.devicePixelRatio || 1;
     this.W = w; this.H = h;
     this.canvas.width = Math.round(w * dpr); this.canvas.height = Math.round(h * dpr);
     this.canvas.style.width = `${w}px`; this.canvas.style.height = `${h}px`;
     this.ctx = this.canvas.getContext("2d");
+    const mem = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP, allocs = mem + MEM_H + GAP, host = allocs + ALLOC_H + GAP;
     this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     this.tracks = {
       scopes: AXIS,
-      mem: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP,
-      host: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP, // the Go heap's own lane (hostlane.js)
-      service: SVC_H ? AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + HOST_H + GAP : undefined, // servicelane.js
-      obj: AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + HOST_H + GAP + SVC_H,
+      mem,
+      allocs, // the allocation rate (drawAllocs)
+      host, // the Go heap's own lane (hostlane.js)
+      service: SVC_H ? host + HOST_H + GAP : undefined, // servicelane.js
+      obj: host + HOST_H + GAP + SVC_H,
     };
     this.tracks.objH = h - this.tracks.obj - 4;
     this.have = null;
@@ -455,6 +461,7 @@ export class TimelineView {
     // While a saved trace is read, its objects and scopes wait for the
     // whole of it: ask once it is (readDone), not on every poll.
     if (this.source.reading) return;
+    this.allocations.follow(); // open, it counts the new window
     this.lastSlow = performance.now();
     const { t0, t1 } = this.view, gen = ++this.gen;
     // The view moved on: the asks for the one before are cancelled, so
@@ -499,6 +506,7 @@ export class TimelineView {
     ctx.clearRect(0, 0, W, H);
     this.drawAxis();
     this.drawScopes();
+    this.drawAllocs();
     this.drawMemory();
     drawHostLane(this);
     drawServiceLanes(this);
@@ -601,6 +609,7 @@ export class TimelineView {
       }
     }
     return ymax;
+
   }
   /**
    * folds says whether the chart folds the weights out: the display choice
@@ -627,7 +636,6 @@ export class TimelineView {
     const w = this.memValue(v, this.baseline?.[k]);
     return fold ? Math.max(0, w - this.catValue(i, WEIGHTS)) : w;
   }
-
 
   /** columns are the buckets binned into the view's pixel columns (columns.js), made again when the buckets, the axis or the width change. */
   columns() {
@@ -717,6 +725,32 @@ export class TimelineView {
     this.memLabel = `${what} (max ${bytes(ymax)}${this.logScale ? ", log scale" : ""}${hid}${folded})`;
     ctx.fillText(this.memLabel, 4, top + 2);
   }
+  /**
+   * drawAllocs draws the allocation rate, a column's allocations over the
+   * time it spans: churn (a mask made and freed each chunk) that the
+   * memory chart, which is what is alive at once, never shows (issue 26).
+   */
+  drawAllocs() {
+    const { ctx } = this, top = this.tracks.allocs, h = ALLOC_H, { n, allocs } = this.columns();
+    ctx.fillStyle = "#fafafa"; ctx.fillRect(0, top, this.W, h);
+    const rate = new Float64Array(n);
+    let most = 0, total = 0;
+    for (let i = 0; i < n; i++) {
+      if (!allocs[i]) continue;
+      total += allocs[i];
+      const dt = this.t(i + 1) - this.t(i);
+      if (dt > 0) { rate[i] = (allocs[i] / dt) * 1e9; most = Math.max(most, rate[i]); }
+    }
+    if (most > 0) {
+      ctx.fillStyle = "#666"; ctx.beginPath();
+      for (let i = 0; i < n; i++) if (rate[i]) { const bh = Math.max(1, ((h - 13) * rate[i]) / most); ctx.rect(i, top + h - bh, 1, bh); }
+      ctx.fill();
+    }
+    this.allocsLabel = most > 0 ? `allocations: ${Math.round(total).toLocaleString("en-US")} in view, up to ${perSecond(most)} a second` : "allocations: none in view";
+    ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
+    ctx.fillText(this.allocsLabel, 4, top + 1);
+  }
+
 
   drawObjects() {
     const { ctx } = this, top = this.tracks.obj, h = this.tracks.objH;
@@ -1188,7 +1222,9 @@ export class TimelineView {
     for (const d of r.duplicates || []) {
       const size = sizeRange(d.min_requested, d.max_requested, d.min_size, d.max_size);
       const live = d.max_live > 1 ? `, up to ${d.max_live} alive at once` : "";
-      item(`duplicates: ${d.category}${d.label ? ` ${d.label}` : ""} ${d.count} × ${size}; ${sizes(d.total_requested, d.total_bytes)} in all${live}; one buffer would save ${sizes(d.saved_requested, d.saved_bytes)} at ${short(d)}`, null, d.site);
+      // Opens the allocations by line over the whole run, its row marked.
+      item(`duplicates: ${d.category}${d.label ? ` ${d.label}` : ""} ${d.count} × ${size}; ${sizes(d.total_requested, d.total_bytes)} in all${live}; one buffer would save ${sizes(d.saved_requested, d.saved_bytes)} at ${short(d)}`,
+        () => { this.setFollow(false, true); this.fit(); this.allocations.open(undefined, undefined, { site_id: d.site_id, category: d.category }); }, d.site);
     }
     // The peak is the allocated track's highest point (a track value);
     // beside it, what the objects alive then asked for, first.
@@ -1209,6 +1245,13 @@ export class TimelineView {
 }
 
 function esc(s) { return String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`); }
+
+/** perSecond is a rate, short: 950, 12.3 k, 4.1 M. */
+function perSecond(r) {
+  if (r < 1000) return r < 10 ? r.toFixed(1) : String(Math.round(r));
+  if (r < 1e6) return `${(r / 1e3).toFixed(r < 1e4 ? 1 : 0)} k`;
+  return `${(r / 1e6).toFixed(r < 1e7 ? 1 : 0)} M`;
+}
 
 let styled = false;
 function injectStyle() {

@@ -93,12 +93,12 @@ export function warmUp(view) {
   setTimeout(() => { if (!quiet()) idle(step); }, QUIET_MS);
 }
 
-// memoryOff draws the axis, memory chart and host lane of p (events to
+// memoryOff draws the axis, memory chart, allocation rate and host lane of p (events to
 // end) on off, a canvas never shown, with view's own code, and puts the
 // view's state back: the chart's loops and paths are a cold frame's most
 // time (25 to 35 ms of its first two frames against 3 to 5 ms warm).
 function memoryOff(view, off, p, end) {
-  const saved = { ctx: view.ctx, buckets: view.buckets, view: view.view, axis: view.axis, cols: view.cols, memMax: view.memMax, yLabels: view.yLabels, memLabel: view.memLabel, ticks: view.ticks, hostMax: view.hostMax };
+  const saved = { ctx: view.ctx, buckets: view.buckets, view: view.view, axis: view.axis, cols: view.cols, memMax: view.memMax, yLabels: view.yLabels, memLabel: view.memLabel, ticks: view.ticks, hostMax: view.hostMax, allocsLabel: view.allocsLabel };
   try {
     view.ctx = off;
     view.view = { t0: 0, t1: end };
@@ -106,6 +106,7 @@ function memoryOff(view, off, p, end) {
     view.buckets = p.query(0, end, Math.ceil(view.W || 1000));
     view.drawAxis();
     view.drawMemory();
+    view.drawAllocs();
     drawHostLane(view);
   } finally {
     Object.assign(view, saved);
