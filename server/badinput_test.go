@@ -61,6 +61,7 @@ func traceRoutes(name string) []string {
 		"/api/timeline/traces/" + name + "/lod?px=10",
 		"/api/timeline/traces/" + name + "/objects",
 		"/api/timeline/traces/" + name + "/scopes",
+		"/api/timeline/traces/" + name + "/exports",
 	}
 	for _, f := range export.Formats {
 		routes = append(routes, "/api/timeline/traces/"+name+"/export?format="+f.Name)

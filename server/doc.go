@@ -42,9 +42,9 @@
 //	POST   /api/contents/{path}/checkpoints        create → 201
 //	POST   /api/contents/{path}/checkpoints/{id}   restore → 204
 //	DELETE /api/contents/{path}/checkpoints/{id}   → 204
-//	GET    /api/timeline/kernels/{id}/...          a live kernel's trace: stream, lod, objects, scopes, report, export, segments
+//	GET    /api/timeline/kernels/{id}/...          a live kernel's trace: stream, lod, objects, scopes, report, export (?frames=all keeps the interpreter's frames), exports (which can be made now, and why not), segments
 //	GET    /api/timeline/sources                   the live traces no kernel writes (a watched service, a probe: sources.go), in the order added
-//	GET    /api/timeline/sources/{id}/...          one's trace: stream, lod, objects, scopes, report, lingering (as it recorded them), export, segments
+//	GET    /api/timeline/sources/{id}/...          one's trace: stream, lod, objects, scopes, report, lingering (as it recorded them), export, exports, segments
 //	GET    /api/timeline/traces/{name}/...         a saved trace: the same but the stream, and its file (docs/timeline.md)
 //	GET    /api/timeline/compare                   two saved traces' analyses diffed
 //	GET    /api/timeline/ranks                     several ranks' saved traces (?t=, 2 to MaxRanks): each one's figures and bytes at each step's end, the odd ranks pointed at, by their figures, the step they depart at, or their OOMs (analyze.OddRanks)

@@ -141,6 +141,10 @@ type Server struct {
 
 	sessions *sessionStore
 
+	// exportSizes are the memory_viz JSON sizes measured lately, for
+	// GET …/exports (exports.go).
+	exportSizes sizeCache
+
 	mu    sync.Mutex
 	conns map[string]int // kernel id → open websocket connections
 	last  time.Time      // last API activity
@@ -325,6 +329,7 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/timeline/sources/{id}/report", s.handleTimelineReport)
 	handle("GET /api/timeline/sources/{id}/lingering", s.handleSourceLingering)
 	handle("GET /api/timeline/sources/{id}/export", s.handleTimelineExport)
+	handle("GET /api/timeline/sources/{id}/exports", s.handleTimelineExports)
 	handle("GET /api/timeline/sources/{id}/segments", s.handleTimelineSegments)
 	handle("GET /api/timeline/traces/{name}/{what}", lm.ServeHTTP)
 	handle("POST /api/snapshots", s.handleSnapshotUpload)
@@ -336,6 +341,8 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/timeline/traces/{name}/lingering", s.handleTraceLingering)
 	handle("GET /api/timeline/kernels/{id}/export", s.handleTimelineExport)
 	handle("GET /api/timeline/traces/{name}/export", s.handleTimelineExport)
+	handle("GET /api/timeline/kernels/{id}/exports", s.handleTimelineExports)
+	handle("GET /api/timeline/traces/{name}/exports", s.handleTimelineExports)
 	handle("GET /api/timeline/kernels/{id}/segments", s.handleTimelineSegments)
 	handle("GET /api/timeline/traces/{name}/segments", s.handleTimelineSegments)
 	handle("GET /api/timeline/traces/{name}/file", s.handleTraceFile)

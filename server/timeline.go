@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -142,24 +141,9 @@ func (s *Server) tracePath(name string) (string, error) {
 // (flushed first, so the answer covers everything emitted so far) or a
 // saved one.
 func (s *Server) traceFile(r *http.Request) (*timeline.File, error) {
-	var path string
-	open := timeline.OpenFile
-	if id := r.PathValue("id"); id != "" {
-		rec, err := s.liveRecorder(id)
-		if err != nil {
-			return nil, err
-		}
-		_ = rec.Flush() // a closed recorder's file is complete already
-		path = rec.Path()
-	} else {
-		p, err := s.tracePath(r.PathValue("name"))
-		if err != nil {
-			return nil, err
-		}
-		path = p
-		// Never through a link, which may have been swapped in since
-		// tracePath looked.
-		open = timeline.OpenFileRegular
+	path, open, err := s.traceFilePath(r)
+	if err != nil {
+		return nil, err
 	}
 	f, err := open(path)
 	if errors.Is(err, timeline.ErrNotRegular) {
@@ -169,6 +153,26 @@ func (s *Server) traceFile(r *http.Request) (*timeline.File, error) {
 		return nil, fmt.Errorf("open trace: %w", err)
 	}
 	return f, nil
+}
+
+// traceFilePath is the path of the trace behind a timeline route, as
+// traceFile opens it, and how to open it: a live trace is flushed first;
+// a saved one is never opened through a link, which may have been swapped
+// in since tracePath looked.
+func (s *Server) traceFilePath(r *http.Request) (string, func(string) (*timeline.File, error), error) {
+	if id := r.PathValue("id"); id != "" {
+		rec, err := s.liveRecorder(id)
+		if err != nil {
+			return "", nil, err
+		}
+		_ = rec.Flush() // a closed recorder's file is complete already
+		return rec.Path(), timeline.OpenFile, nil
+	}
+	p, err := s.tracePath(r.PathValue("name"))
+	if err != nil {
+		return "", nil, err
+	}
+	return p, timeline.OpenFileRegular, nil
 }
 
 // handleTimelineReport answers the analysis of a trace (package analyze's
@@ -220,51 +224,6 @@ func (s *Server) handleTimelineReport(w http.ResponseWriter, r *http.Request) {
 	// asks for the report again and again, and need not carry them.
 	rep.Lingering.Held, rep.Lingering.HeldOmitted = nil, 0
 	writeJSON(w, http.StatusOK, rep)
-}
-
-// handleTimelineExport downloads a trace as Perfetto JSON, a memory_viz
-// snapshot or a pprof profile (?format=, and ?at=peak|end|SEQ).
-func (s *Server) handleTimelineExport(w http.ResponseWriter, r *http.Request) {
-	et, err := export.LookupFormat(r.URL.Query().Get("format"))
-	if err != nil {
-		s.writeError(w, r, badRequest("%v", err))
-		return
-	}
-	at, err := instantParam(r, et.DefaultAt)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	f, err := s.traceFile(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	// Written to a temporary file first: an export that fails half way
-	// must be an error response, not a truncated download.
-	tmp, err := os.CreateTemp("", "linger-export-*")
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	if err := et.Write(tmp, f, at); err != nil {
-		if errors.Is(err, export.ErrInstant) {
-			err = badRequest("%v", err)
-		}
-		s.writeError(w, r, err)
-		return
-	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	base := strings.TrimSuffix(filepath.Base(f.Path()), ".ltrace")
-	w.Header().Set("Content-Type", et.MIME)
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", base+et.Ext))
-	w.WriteHeader(http.StatusOK)
-	_, _ = io.Copy(w, tmp)
 }
 
 // instantParam reads the instant of an export or an allocator view:

@@ -9,10 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/pprof/profile"
+
+	"linger/timeline/export"
 )
 
 // TestRunHelperStack: testdata/stack/helper-cache.ipynb defines prefill in
@@ -125,5 +128,86 @@ func TestRunHelperStack(t *testing.T) {
 	}
 	if found == 0 {
 		t.Error("no kv_cache sample in use at the end")
+	}
+}
+
+// TestRunExportFrames: a kernel's real sites (testdata/stack's helper
+// called from another cell, so Starlark's frames twice over) export with
+// the interpreter's own frames folded: every pprof sample of a cell ends
+// at export.FoldedFunc, and none names Starlark's interpreter or the
+// kernel's cell loop; with --frames all they are all there, down to the
+// kernel's loop (the cell's goroutine's root), and the memory_viz JSON is
+// larger by them.
+func TestRunExportFrames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kernel process")
+	}
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "trace.ltrace")
+	var stdout, stderr bytes.Buffer
+	if err := runNotebook(context.Background(), []string{filepath.Join("testdata", "stack", "helper-cache.ipynb"), "--trace", trace}, &stdout, &stderr); err != nil {
+		t.Fatalf("linger run: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	interpreter := func(fn string) bool {
+		return strings.HasPrefix(fn, "go.starlark.net/") || strings.HasPrefix(fn, "linger/kernel.(*kernelProc).") ||
+			strings.HasPrefix(fn, "linger/kernel.Serve") || fn == "linger/kernel.(*session).exec" || strings.HasPrefix(fn, "main.")
+	}
+	sizes := map[string]int64{}
+	for _, frames := range []string{"user", "all"} {
+		out := filepath.Join(dir, frames+".pprof")
+		if err := runTrace(context.Background(), []string{"export", "--format", "pprof", "--frames", frames, trace, "-o", out}, &stdout, &stderr); err != nil {
+			t.Fatalf("trace export --frames %s: %v\n%s", frames, err, stderr.String())
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := profile.ParseData(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cells := 0
+		for _, s := range p.Sample {
+			var names []string
+			for _, loc := range s.Location {
+				names = append(names, loc.Line[0].Function.Name)
+			}
+			if !strings.HasPrefix(s.Location[0].Line[0].Function.Filename, "cell:") {
+				continue // the kernel's shutdown's
+			}
+			cells++
+			root := names[len(names)-1]
+			nInterp := 0
+			for _, n := range names {
+				if interpreter(n) {
+					nInterp++
+				}
+			}
+			switch {
+			case frames == "user" && (root != export.FoldedFunc || nInterp != 0):
+				t.Errorf("folded sample %s: stack %q; want no interpreter frame and %q last", s.Label["label"], names, export.FoldedFunc)
+			case frames == "all" && (!strings.HasPrefix(root, "linger/kernel.") || nInterp < 10 || slices.Contains(names, export.FoldedFunc)):
+				t.Errorf("--frames all sample %s: stack %q; want the interpreter's frames down to the kernel's loop", s.Label["label"], names)
+			}
+		}
+		if cells == 0 {
+			t.Errorf("--frames %s: no sample of a cell", frames)
+		}
+		js := filepath.Join(dir, frames+".json")
+		if err := runTrace(context.Background(), []string{"export", "--format", "memviz-json", "--frames", frames, trace, "-o", js}, &stdout, &stderr); err != nil {
+			t.Fatalf("memviz-json --frames %s: %v\n%s", frames, err, stderr.String())
+		}
+		fi, err := os.Stat(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[frames] = fi.Size()
+	}
+	t.Logf("memviz-json: %d bytes folded, %d with every frame", sizes["user"], sizes["all"])
+	if sizes["user"] >= sizes["all"] {
+		t.Errorf("memviz-json: %d bytes folded, %d with every frame", sizes["user"], sizes["all"])
+	}
+	if err := runTrace(context.Background(), []string{"export", "--format", "pprof", "--frames", "some", trace, "-o", filepath.Join(dir, "x")}, &stdout, &stderr); !errors.Is(err, errUsage) {
+		t.Errorf("--frames some: %v, want a usage error", err)
 	}
 }

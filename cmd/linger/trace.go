@@ -157,9 +157,14 @@ func runTraceExport(_ context.Context, args []string, stdout, stderr io.Writer) 
 	format := fs.String("format", "", export.FormatNames())
 	atFlag := fs.String("at", "", "the instant of a snapshot or profile: peak, end or a sequence number (default: peak for pprof, end for memviz)")
 	out := fs.String("o", "", "write to `FILE` (required)")
+	framesFlag := fs.String("frames", "user", "the Go frames of each stack: user (the interpreter's own, Starlark's and the kernel's cell loop, folded into one frame) or all")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
+	}
+	frames, err := export.ParseFrames(*framesFlag)
+	if err != nil {
+		return fmt.Errorf("%w: --frames: %v", errUsage, err)
 	}
 	ef, err := export.LookupFormat(*format)
 	if err != nil {
@@ -184,7 +189,7 @@ func runTraceExport(_ context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	n, err := writeAtomic(*out, func(w io.Writer) error { return ef.Write(w, f, at) })
+	n, err := writeAtomic(*out, func(w io.Writer) error { return ef.Write(w, f, export.FormatOptions{At: at, Frames: frames}) })
 	if err != nil {
 		return err
 	}

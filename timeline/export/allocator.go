@@ -179,7 +179,7 @@ func Allocator(tr Trace, at At) (*AllocatorState, error) {
 			if list {
 				b := AllocatorBlock{Address: o.addr, Size: o.size, Requested: req, Category: categoryName(o.cat), Label: tr.String(o.label)}
 				if _, ok := tr.Site(o.site); ok && o.site != 0 {
-					b.Site, b.SiteID = siteName(tr, cells, o.site), o.site
+					b.Site, b.SiteID = siteName(tr, cells, o.site, FramesAll), o.site
 				}
 				seg.Blocks = append(seg.Blocks, b)
 				blocks++

@@ -51,5 +51,11 @@ func BenchmarkMemvizPickle(b *testing.B) {
 }
 
 func BenchmarkPprofPeak(b *testing.B) {
-	benchExport(b, func(w io.Writer, tr Trace) error { return Pprof(w, tr, AtPeak) })
+	benchExport(b, func(w io.Writer, tr Trace) error { return Pprof(w, tr, PprofOptions{At: AtPeak}) })
+}
+
+// BenchmarkMemvizJSONSize measures what the server's GET …/exports
+// costs for a memory_viz JSON (writes nothing: bytes/event is 0).
+func BenchmarkMemvizJSONSize(b *testing.B) {
+	benchExport(b, func(_ io.Writer, tr Trace) error { _, err := MemvizJSONSize(tr, MemvizOptions{}); return err })
 }

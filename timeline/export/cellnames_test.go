@@ -63,7 +63,7 @@ func TestCellSpelling(t *testing.T) {
 	})
 	t.Run("pprof", func(t *testing.T) {
 		var b bytes.Buffer
-		if err := Pprof(&b, tr, AtEnd); err != nil {
+		if err := Pprof(&b, tr, PprofOptions{At: AtEnd}); err != nil {
 			t.Fatal(err)
 		}
 		p, err := profile.Parse(&b)

@@ -34,6 +34,9 @@ type ChromeOptions struct {
 	// divided by it, a track keeps its highest value and its last. 0 means
 	// DefaultMaxCounterSamples.
 	MaxCounterSamples int
+	// Frames chooses the Go frames of each site (args.site): by default
+	// the interpreter's own are folded into one (Fold).
+	Frames Frames
 }
 
 // Process and thread ids of the Chrome export, as the JSON fields of a
@@ -78,14 +81,16 @@ const (
 // out, and the metadata says how many and up to which kind. ts is in
 // microseconds, with nanosecond decimals. A site (args.site, and the
 // name of an aggregated slice) reads as the page says it, "In [4], cell
-// 8, line 12 ← …" (analyze.CellNames); args.site_id is its id in the
-// trace. Chrome reads tr twice.
+// 8, line 12 ← …" (analyze.CellNames), the interpreter's own Go frames
+// folded into "… 15 interpreter frames folded" unless opts.Frames is
+// FramesAll (Fold); args.site_id is its id in the trace. Chrome reads tr
+// twice.
 func Chrome(w io.Writer, tr Trace, opts ChromeOptions) error {
 	sc, err := scanChrome(tr, opts)
 	if err != nil {
 		return fmt.Errorf("chrome export: %w", err)
 	}
-	cw := &chromeWriter{tr: tr, sc: sc, ling: sc.ling, j: newJSONWriter(w),
+	cw := &chromeWriter{tr: tr, sc: sc, ling: sc.ling, j: newJSONWriter(w), fold: opts.Frames,
 		st: newState(tr), lanes: make(map[event.ScopeKind][]int64),
 		lingObjs: make(map[uint64]*object), counters: make(map[string]*counterTrack)}
 	cw.start()
@@ -373,6 +378,7 @@ type chromeWriter struct {
 	live     [event.NumCategories]string // counter names
 	labels   map[event.StringID]string
 	sites    map[event.SiteID]string
+	fold     Frames
 }
 
 func (c *chromeWriter) start() {
@@ -417,7 +423,7 @@ func (c *chromeWriter) label(id event.StringID) string {
 func (c *chromeWriter) site(id event.SiteID) string {
 	s, ok := c.sites[id]
 	if !ok {
-		s = siteName(c.tr, c.sc.names, id)
+		s = siteName(c.tr, c.sc.names, id, c.fold)
 		c.sites[id] = s
 	}
 	return s

@@ -21,19 +21,36 @@ type Format struct {
 	Instant bool
 	// DefaultAt is the instant used when none is given.
 	DefaultAt At
-	// Write writes tr in the format; at is ignored unless Instant.
-	Write func(w io.Writer, tr Trace, at At) error
+	// Write writes tr in the format; opts.At is ignored unless Instant.
+	Write func(w io.Writer, tr Trace, opts FormatOptions) error
+}
+
+// FormatOptions are what a Format's Write takes besides the trace.
+type FormatOptions struct {
+	// At is the instant of a snapshot or profile (Format.Instant).
+	At At
+	// Frames chooses the Go frames of each stack (Fold).
+	Frames Frames
 }
 
 // Formats are the export formats, in the order they are listed to people.
 var Formats = []Format{
 	{Name: "perfetto", Ext: ".json", MIME: "application/json",
-		Write: func(w io.Writer, tr Trace, _ At) error { return Chrome(w, tr, ChromeOptions{}) }},
+		Write: func(w io.Writer, tr Trace, o FormatOptions) error {
+			return Chrome(w, tr, ChromeOptions{Frames: o.Frames})
+		}},
 	{Name: "memviz-json", Ext: ".memviz.json", MIME: "application/json", Instant: true, DefaultAt: AtEnd,
-		Write: func(w io.Writer, tr Trace, at At) error { return MemvizJSON(w, tr, MemvizOptions{At: at}) }},
+		Write: func(w io.Writer, tr Trace, o FormatOptions) error {
+			return MemvizJSON(w, tr, MemvizOptions{At: o.At, Frames: o.Frames})
+		}},
 	{Name: "memviz-pickle", Ext: ".pickle", MIME: "application/octet-stream", Instant: true, DefaultAt: AtEnd,
-		Write: func(w io.Writer, tr Trace, at At) error { return MemvizPickle(w, tr, MemvizOptions{At: at}) }},
-	{Name: "pprof", Ext: ".pb.gz", MIME: "application/octet-stream", Instant: true, DefaultAt: AtPeak, Write: Pprof},
+		Write: func(w io.Writer, tr Trace, o FormatOptions) error {
+			return MemvizPickle(w, tr, MemvizOptions{At: o.At, Frames: o.Frames})
+		}},
+	{Name: "pprof", Ext: ".pb.gz", MIME: "application/octet-stream", Instant: true, DefaultAt: AtPeak,
+		Write: func(w io.Writer, tr Trace, o FormatOptions) error {
+			return Pprof(w, tr, PprofOptions{At: o.At, Frames: o.Frames})
+		}},
 }
 
 // LookupFormat returns the format named name, or an error listing the

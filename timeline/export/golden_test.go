@@ -30,7 +30,7 @@ func TestGolden(t *testing.T) {
 			// The profile's text form: the gzipped bytes depend on the
 			// compressor's version, the content does not.
 			var raw bytes.Buffer
-			if err := Pprof(&raw, tr, AtPeak); err != nil {
+			if err := Pprof(&raw, tr, PprofOptions{At: AtPeak}); err != nil {
 				return err
 			}
 			p, err := profile.Parse(&raw)

@@ -14,6 +14,7 @@ type jsonWriter struct {
 	w   *bufio.Writer
 	buf []byte
 	err error
+	n   int64 // bytes moved from buf to w
 }
 
 func newJSONWriter(w io.Writer) *jsonWriter {
@@ -24,6 +25,7 @@ func newJSONWriter(w io.Writer) *jsonWriter {
 func (j *jsonWriter) flushBuf() {
 	if j.err == nil && len(j.buf) > 0 {
 		_, j.err = j.w.Write(j.buf)
+		j.n += int64(len(j.buf))
 	}
 	j.buf = j.buf[:0]
 }
@@ -115,6 +117,11 @@ type jsonSnap struct {
 	j     *jsonWriter
 	first []bool // per open container: nothing written in it yet
 	inKey bool   // a key was written; its value comes next
+	// sizes, when the snapshot is only measured (MemvizJSONSize), is
+	// the length of each shared value by key: written once, then
+	// counted in skipped instead of written again.
+	sizes   map[int64]int64
+	skipped int64
 }
 
 func newJSONSnap(w io.Writer) *jsonSnap { return &jsonSnap{j: newJSONWriter(w)} }
@@ -195,7 +202,23 @@ func (s *jsonSnap) pair(a, b int64) {
 	s.j.raw("]")
 }
 
-func (s *jsonSnap) shared(_ int64, write func()) { write() }
+func (s *jsonSnap) shared(key int64, write func()) {
+	if s.sizes == nil {
+		write()
+		return
+	}
+	// The separator before the value, then the value without one.
+	s.value()
+	s.inKey = true
+	if n, ok := s.sizes[key]; ok {
+		s.skipped += n
+		s.inKey = false
+		return
+	}
+	before := s.j.n + int64(len(s.j.buf))
+	write()
+	s.sizes[key] = s.j.n + int64(len(s.j.buf)) - before
+}
 
 func (s *jsonSnap) failed() error { return s.j.err }
 

@@ -37,6 +37,9 @@ type MemvizOptions struct {
 	// MaxEntries bounds device_traces to the last entries before At.
 	// 0 means DefaultMaxEntries; negative keeps them all.
 	MaxEntries int
+	// Frames chooses the Go frames of each stack: by default the
+	// interpreter's own are folded into one (Fold).
+	Frames Frames
 }
 
 // snapEncoder is what a snapshot is written to: JSON or pickle.
@@ -86,7 +89,9 @@ type snapEncoder interface {
 // innermost first, each with its cell as filename, named as the page
 // names it ("In [4], cell 8"; analyze.CellNames), and its function as
 // name ("<toplevel>" for the cell's own code), then Go frames, innermost
-// first.
+// first, the interpreter's own folded into one frame, {"filename":
+// "(folded)", "line": 0, "name": "15 interpreter frames"}, unless
+// opts.Frames is FramesAll (Fold).
 // Every entry and block has a category; segments, free space and
 // uncategorized blocks are "unknown", which the viewer needs among the
 // categories whenever there are any. Sizes of alloc and free entries are
@@ -107,6 +112,19 @@ func MemvizJSON(w io.Writer, tr Trace, opts MemvizOptions) error {
 		return fmt.Errorf("memviz json export: %w", err)
 	}
 	return nil
+}
+
+// MemvizJSONSize returns how many bytes MemvizJSON would write for tr
+// under opts, whatever MemvizJSONLimit: it replays tr as MemvizJSON
+// does, but formats each site's frames once and counts them after, so
+// that a snapshot too big to open is known without writing it.
+func MemvizJSONSize(tr Trace, opts MemvizOptions) (int64, error) {
+	s := newJSONSnap(io.Discard)
+	s.sizes = make(map[int64]int64)
+	if err := memviz(s, tr, opts); err != nil {
+		return 0, fmt.Errorf("memviz json size: %w", err)
+	}
+	return s.j.n + s.skipped, nil
 }
 
 // limitWriter passes writes to w until left bytes have gone, then fails
@@ -193,7 +211,7 @@ func memviz(enc snapEncoder, tr Trace, opts MemvizOptions) error {
 		}
 	}
 
-	m := &memvizWriter{enc: enc, tr: tr, st: newState(tr), cells: cells.Names(tr)}
+	m := &memvizWriter{enc: enc, tr: tr, st: newState(tr), cells: cells.Names(tr), fold: opts.Frames}
 	enc.beginDict()
 	enc.key("device_traces")
 	enc.beginList()
@@ -234,6 +252,7 @@ type memvizWriter struct {
 	tr    Trace
 	st    *state
 	cells *analyze.CellNames
+	fold  Frames
 }
 
 // event applies e and, if write, writes its trace entries. A free whose
@@ -322,7 +341,8 @@ func (m *memvizWriter) entry(action string, addr, size uint64, t int64, site eve
 
 // frames writes a site's frames: the notebook frames, innermost first
 // (a helper's line, then the line of the cell that called it), then Go
-// frames.
+// frames, the interpreter's own folded into one unless m.fold is
+// FramesAll.
 func (m *memvizWriter) frames(id event.SiteID) {
 	m.enc.shared(int64(id), func() {
 		m.enc.beginList()
@@ -331,8 +351,12 @@ func (m *memvizWriter) frames(id event.SiteID) {
 			for i := len(st) - 1; i >= 0; i-- {
 				m.frame(m.cells.Cell(st[i].File, 0), st[i].Line, cmp.Or(st[i].Func, "<toplevel>"))
 			}
-			for _, f := range s.Frames {
+			kept, folded := Fold(s, m.fold)
+			for _, f := range kept {
 				m.frame(f.File, f.Line, f.Func)
+			}
+			if folded > 0 {
+				m.frame("(folded)", 0, fmt.Sprintf("%d interpreter frames", folded))
 			}
 		}
 		m.enc.endList()

@@ -24,9 +24,12 @@ import (
 // ("In [4], cell 8"; analyze.CellNames), its system name "cell <id>";
 // else the Starlark function's name; then the Go frames, innermost first. A helper defined
 // in one cell and called from another has the helper's line as the leaf
-// and the calling cell's line below it, above the Go frames.
-func Pprof(w io.Writer, tr Trace, at At) error {
-	p, err := heapProfile(tr, at)
+// and the calling cell's line below it, above the Go frames. The
+// interpreter's own frames are folded into one function, FoldedFunc, the
+// root of every stack that had them, unless opts.Frames is FramesAll
+// (Fold).
+func Pprof(w io.Writer, tr Trace, opts PprofOptions) error {
+	p, err := heapProfile(tr, opts)
 	if err != nil {
 		return fmt.Errorf("pprof export: %w", err)
 	}
@@ -34,6 +37,15 @@ func Pprof(w io.Writer, tr Trace, at At) error {
 		return fmt.Errorf("pprof export: write: %w", err)
 	}
 	return nil
+}
+
+// PprofOptions configures Pprof.
+type PprofOptions struct {
+	// At is the instant of the profile; the zero value is the end.
+	At At
+	// Frames chooses the Go frames of each stack: by default the
+	// interpreter's own are folded into one (Fold).
+	Frames Frames
 }
 
 type heapKey struct {
@@ -46,7 +58,8 @@ type heapValue struct {
 	allocObjects, allocBytes, inuseObjects, inuseBytes int64
 }
 
-func heapProfile(tr Trace, at At) (*profile.Profile, error) {
+func heapProfile(tr Trace, opts PprofOptions) (*profile.Profile, error) {
+	at := opts.At
 	in, err := resolve(tr, at)
 	if err != nil {
 		return nil, err
@@ -56,7 +69,7 @@ func heapProfile(tr Trace, at At) (*profile.Profile, error) {
 		return nil, err
 	}
 	p := newHeapProfile(at, in, first)
-	stacks := newStackBuilder(p, tr, cells)
+	stacks := newStackBuilder(p, tr, cells, opts.Frames)
 	keys := make([]heapKey, 0, len(vals))
 	for k := range vals {
 		keys = append(keys, k)
@@ -156,6 +169,7 @@ type stackBuilder struct {
 	p      *profile.Profile
 	names  Names
 	cells  *analyze.CellNames
+	fold   Frames
 	fns    map[fnKey]*profile.Function
 	locs   map[locKey]*profile.Location
 	stacks map[event.SiteID][]*profile.Location
@@ -168,13 +182,14 @@ type locKey struct {
 	line int
 }
 
-func newStackBuilder(p *profile.Profile, n Names, cells *analyze.CellNames) *stackBuilder {
-	return &stackBuilder{p: p, names: n, cells: cells, fns: make(map[fnKey]*profile.Function),
+func newStackBuilder(p *profile.Profile, n Names, cells *analyze.CellNames, fold Frames) *stackBuilder {
+	return &stackBuilder{p: p, names: n, cells: cells, fold: fold, fns: make(map[fnKey]*profile.Function),
 		locs: make(map[locKey]*profile.Location), stacks: make(map[event.SiteID][]*profile.Location)}
 }
 
 // stack is the site's stack: the notebook frames, innermost first, then
-// the Go frames, innermost first; "unknown" when the site is.
+// the Go frames, innermost first, the interpreter's own folded into
+// FoldedFunc unless b.fold is FramesAll; "unknown" when the site is.
 func (b *stackBuilder) stack(id event.SiteID) []*profile.Location {
 	if s, ok := b.stacks[id]; ok {
 		return s
@@ -190,8 +205,12 @@ func (b *stackBuilder) stack(id event.SiteID) []*profile.Location {
 			}
 			out = append(out, b.location(name, system, "cell:"+f.File, f.Line))
 		}
-		for _, f := range s.Frames {
+		kept, folded := Fold(s, b.fold)
+		for _, f := range kept {
 			out = append(out, b.location(f.Func, f.Func, f.File, f.Line))
+		}
+		if folded > 0 {
+			out = append(out, b.location(FoldedFunc, FoldedFunc, "", 0))
 		}
 	}
 	if len(out) == 0 {

@@ -79,7 +79,7 @@ func TestPprof(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := Pprof(&b, c.tr, c.at); err != nil {
+			if err := Pprof(&b, c.tr, PprofOptions{At: c.at}); err != nil {
 				t.Fatal(err)
 			}
 			p, err := profile.Parse(bytes.NewReader(b.Bytes()))
@@ -111,7 +111,7 @@ func TestPprof(t *testing.T) {
 }
 
 func TestPprofCellFrameFirst(t *testing.T) {
-	p, err := heapProfile(handTrace(), AtSeq(7))
+	p, err := heapProfile(handTrace(), PprofOptions{At: AtSeq(7)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestPprofGoTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Pprof(f, engineTrace(t, true), AtEnd); err != nil {
+	if err := Pprof(f, engineTrace(t, true), PprofOptions{At: AtEnd}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
@@ -166,7 +166,7 @@ func TestPprofGoTool(t *testing.T) {
 // kept).
 func TestPprofWholeStacks(t *testing.T) {
 	var b bytes.Buffer
-	if err := Pprof(&b, engineTrace(t, true), AtEnd); err != nil {
+	if err := Pprof(&b, engineTrace(t, true), PprofOptions{At: AtEnd}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := profile.Parse(&b)

@@ -347,14 +347,15 @@ func categoryName(c event.Category) string {
 	return c.String()
 }
 
-// siteName is a site as a person reads it, its cells named by cells:
-// "In [4], cell 8, line 12 ← engine.(*KVCache).grow engine/kv.go:88".
-func siteName(n Names, cells *analyze.CellNames, id event.SiteID) string {
+// siteName is a site as a person reads it, its cells named by cells and
+// its Go frames chosen by fr: "In [4], cell 8, line 12 ←
+// engine.(*KVCache).grow engine/kv.go:88".
+func siteName(n Names, cells *analyze.CellNames, id event.SiteID, fr Frames) string {
 	s, ok := n.Site(id)
 	if !ok || id == 0 {
 		return "unknown"
 	}
-	return cells.Site(analyze.NewSite(id, s))
+	return cells.Site(analyze.NewSite(id, foldSite(s, fr)))
 }
 
 // shortSite is the innermost, most telling part of a site: the cell line

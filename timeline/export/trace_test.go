@@ -51,7 +51,7 @@ func TestExportersOddTraces(t *testing.T) {
 		"chrome":        func(b *bytes.Buffer, tr Trace) error { return Chrome(b, tr, ChromeOptions{}) },
 		"memviz json":   func(b *bytes.Buffer, tr Trace) error { return MemvizJSON(b, tr, MemvizOptions{}) },
 		"memviz pickle": func(b *bytes.Buffer, tr Trace) error { return MemvizPickle(b, tr, MemvizOptions{}) },
-		"pprof":         func(b *bytes.Buffer, tr Trace) error { return Pprof(b, tr, AtPeak) },
+		"pprof":         func(b *bytes.Buffer, tr Trace) error { return Pprof(b, tr, PprofOptions{At: AtPeak}) },
 	}
 	for name, fn := range exporters {
 		t.Run(name, func(t *testing.T) {

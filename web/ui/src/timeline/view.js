@@ -19,6 +19,7 @@ import { CellNames } from "./cellnames.js";
 import { renderDetail, renderGroup, starlarkFrames, frameText, holderGroup } from "./detail.js";
 import { el } from "./dom.js";
 import { warmUp } from "./warmup.js";
+import { ExportLinks } from "./exports.js";
 
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
@@ -88,10 +89,8 @@ export class TimelineView {
     this.followBtn.addEventListener("click", () => this.setFollow(!this.follow));
     this.setFollow(this.follow, true);
     this.status = el("span", { class: "lt-status", role: "status", "data-testid": "timeline-status" });
-    const exports = el("span", { class: "lt-exports" }, "Export: ");
-    for (const [f, label] of [["perfetto", "Perfetto"], ["memviz-json", "memory_viz JSON"], ["memviz-pickle", "pickle"], ["pprof", "pprof"]]) {
-      exports.append(el("a", { href: this.source.exportURL(f), download: "", "data-testid": `export-${f}`, class: "lt-link", "aria-label": `Export as ${label}` }, label), " ");
-    }
+    // The formats the server can make now, the others with why (exports.js).
+    const exports = new ExportLinks(this.source).root;
     // A saved trace's own file, for linger trace analyze elsewhere.
     if (/\/api\/timeline\/traces\/[^/]+$/.test(this.source.prefix)) {
       exports.append(el("a", { href: `${this.source.prefix}/file`, download: "", "data-testid": "export-ltrace", class: "lt-link", title: "Download the trace file, for linger trace analyze" }, "trace file"), " ");
