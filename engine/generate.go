@@ -102,7 +102,7 @@ type Result struct {
 func (e *Engine) validate(req *Request) error {
 	c := e.cfg
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("generate: %w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
 	}
 	switch {
 	case len(req.Prompt) == 0:
@@ -258,7 +258,7 @@ func (e *Engine) prefill(ctx context.Context, req *Request, cache KVCache, smp *
 	tok := -1
 	for i := 0; i < chunks; i++ {
 		if err := ctx.Err(); err != nil {
-			return -1, i, fmt.Errorf("generate: canceled before prefill chunk %d/%d: %w", i+1, chunks, err)
+			return -1, i, fmt.Errorf("canceled before prefill chunk %d/%d: %w", i+1, chunks, err)
 		}
 		lo, hi := i*C, min(N, (i+1)*C)
 		last := i == chunks-1
@@ -266,7 +266,7 @@ func (e *Engine) prefill(ctx context.Context, req *Request, cache KVCache, smp *
 		t, err := e.chunk(req, cache, lo, hi, last && want, smp)
 		e.em.End(sc)
 		if err != nil {
-			return -1, i, fmt.Errorf("generate: prefill chunk %d/%d: %w", i+1, chunks, err)
+			return -1, i, fmt.Errorf("prefill chunk %d/%d: %w", i+1, chunks, err)
 		}
 		if last {
 			tok = t
@@ -337,7 +337,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 	}
 	defer leave()
 	if err := e.validate(&req); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("generate: %w", err)
 	}
 	start := time.Now()
 	if req.Cache != nil {
@@ -388,7 +388,7 @@ func (e *Engine) Generate(ctx context.Context, req Request) (res *Result, err er
 	tok, chunks, err := e.prefill(ctx, &req, cache, smp, req.MaxNewTokens > 0)
 	res.Chunks = chunks
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("generate: %w", err)
 	}
 	res.PrefillTime = time.Since(start)
 	if err := e.mark(&res.PrefillDeviceTime); err != nil {

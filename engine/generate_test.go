@@ -101,6 +101,10 @@ func TestGenerateBadInput(t *testing.T) {
 			if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want ErrBadRequest mentioning %q", err, tc.want)
 			}
+			// The call is named once: the kernel passes this on as it is.
+			if !strings.HasPrefix(err.Error(), "generate: bad request: ") || strings.Count(err.Error(), "generate: ") != 1 {
+				t.Errorf("err = %q, want it to start \"generate: bad request: \" and name generate once", err)
+			}
 		})
 	}
 }

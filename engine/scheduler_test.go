@@ -113,8 +113,8 @@ func TestSchedulerCancel(t *testing.T) {
 	if got := e.a.Stats().Allocated; got != base || s.Pending() != 0 {
 		t.Errorf("allocated %d (base %d), pending %d", got, base, s.Pending())
 	}
-	if _, err := s.Submit(Request{ChunkSize: 4}); !errors.Is(err, ErrBadRequest) {
-		t.Errorf("Submit of an empty prompt: %v", err)
+	if _, err := s.Submit(Request{ChunkSize: 4}); !errors.Is(err, ErrBadRequest) || err.Error() != "submit: bad request: prompt is empty" {
+		t.Errorf("Submit of an empty prompt: %v, want ErrBadRequest saying \"submit: bad request: prompt is empty\"", err)
 	}
 }
 

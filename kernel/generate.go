@@ -63,8 +63,7 @@ func engineGenerate(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 	s := e.s
 	req.Progress = s.progress
 	res, err := e.eng.Generate(s.cellCtx(), req)
-	if err != nil {
-		err = fmt.Errorf("generate: %w", err)
+	if err != nil { // the engine's error says "generate: " itself
 		if onError == "return" && s.cellCtx().Err() == nil { // an interrupt still ends the cell
 			return failedValue(err, cache), nil
 		}
@@ -287,13 +286,15 @@ func schedulerSubmit(thread *starlark.Thread, b *starlark.Builtin, args starlark
 		return nil, fmt.Errorf("submit: on_error %q: want \"raise\" or \"return\"", onError)
 	}
 	ids, err := sc.e.prompt(promptTokens, prompt, tokens)
-	if err == nil {
+	if err != nil {
+		err = fmt.Errorf("submit: %w", err)
+	} else {
 		var id int
+		// The engine's error says "submit: " itself.
 		if id, err = sc.sc.Submit(engine.Request{Prompt: ids, MaxNewTokens: maxNew, ChunkSize: chunk, KeepCache: keep}); err == nil {
 			return starlark.MakeInt(id), nil
 		}
 	}
-	err = fmt.Errorf("submit: %w", err)
 	if onError == "return" {
 		return failedValue(err, starlark.None), nil
 	}
@@ -304,7 +305,7 @@ func schedulerStep(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	sc := b.Receiver().(*Scheduler)
 	cs, err := sc.sc.Step(sc.e.s.cellCtx())
 	if err != nil {
-		return nil, fmt.Errorf("step: %w", err)
+		return nil, err // "scheduler step: …"
 	}
 	return sc.completions(cs), nil
 }

@@ -77,3 +77,33 @@ print(sc.prefix_stats().blocks)`)
 		t.Error(out)
 	}
 }
+
+// TestErrorPrefixOnce: an error from generate, submit and step names the
+// call once, as the engine's own error does ("generate: bad request: …",
+// never "generate: generate: …"), raised or returned (on_error="return").
+func TestErrorPrefixOnce(t *testing.T) {
+	c := startKernel(t)
+	if e := c.cellError(`e = engine(model="tiny", device="meta", kv_layout="paged", memory_limit="40MiB")
+sc = e.scheduler()`); e != "" {
+		t.Fatal(e)
+	}
+	for _, tc := range []struct{ code, want string }{
+		{`e.generate(max_new_tokens=1)`, "generate: bad request: prompt is empty"},
+		{`e.generate(prompt_tokens=4, chunk_size=0)`, "generate: bad request: chunk size must be positive, got 0"},
+		{`e.generate(prompt="a", prompt_tokens=4)`, "generate: give one of prompt, prompt_tokens and tokens"},
+		{`fail(e.generate(max_new_tokens=1, on_error="return").error)`, "generate: bad request: prompt is empty"},
+		{`sc.submit(max_new_tokens=1)`, "submit: bad request: prompt is empty"},
+		{`fail(sc.submit(max_new_tokens=1, on_error="return").error)`, "submit: bad request: prompt is empty"},
+		{`fail(e.generate(prompt_tokens=100000, chunk_size=512, on_error="return").error)`, "generate: bad request: prompt of 100000 tokens is longer than the context of"},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			got := c.cellError(tc.code)
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("error %q, want it to say %q", got, tc.want)
+			}
+			if strings.Count(got, "generate: ")+strings.Count(got, "submit: ") > 1 {
+				t.Errorf("error %q names its call twice", got)
+			}
+		})
+	}
+}
