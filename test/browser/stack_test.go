@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 )
 
@@ -87,6 +89,16 @@ print(cache.len)`)
 	}
 	if title := eval[string](t, p, "site title", `document.querySelector("[data-testid=detail-cell]").title`); title != "cell id "+p.ids[0] {
 		t.Errorf("detail panel's site title %q, want the cell's id %s", title, p.ids[0])
+	}
+	// 3. Its tooltip lists the same stack in the same order, the Go
+	// frames after it.
+	p.step(t, "hover the lingering object", 10*time.Second,
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, at.X+1, at.Y),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, at.X, at.Y),
+		void(chromedp.Poll[bool](`!document.querySelector("[data-testid=timeline-tooltip]").hidden && !!document.querySelector("[data-testid=tooltip-stack] li")`)))
+	tip := `[...document.querySelectorAll("[data-testid=tooltip-stack] li:not(.lt-gof)")].map((li) => li.textContent)`
+	if got := eval[[]string](t, p, "tooltip's stack", tip); !slices.Equal(got, want) {
+		t.Errorf("the tooltip's stack %q, want the panel's %q", got, want)
 	}
 	screenshot(t, p.ctx, "helper-stack.png")
 }

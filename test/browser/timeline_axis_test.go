@@ -165,6 +165,26 @@ func TestTimelineIdleBreak(t *testing.T) {
 	}
 	screenshot(t, p.ctx, "timeline-idle-break.png")
 
+	// The break panned to the left edge, under the lanes' titles: they
+	// are written again over it, dark text on a light box.
+	p.step(t, "the break at the left edge", 10*time.Second,
+		void(chromedp.Evaluate[any](fmt.Sprintf(`(() => { const v = %s, b = v.axis.visible()[0] || v.idle.breaks[0]; v.setView(b.t0 - 1e6, b.t1 + 40e6, true); v.draw(); })()`, theView))),
+		void(chromedp.Poll[bool](frames)))
+	covered := eval[[]float64](t, p, "titles over the break", `(() => { const v = `+theView+`, dpr = window.devicePixelRatio || 1, b = v.axis.visible();
+		// Inside the break, clear of its zig-zag edges.
+		const x0 = Math.max(4, (b[0]?.x0 ?? 4) + 7), x1 = Math.max(x0 + 1, (b[0]?.x1 ?? 5) - 7);
+		const dark = (y) => { const d = v.ctx.getImageData(Math.round(x0 * dpr), Math.round((y + 2) * dpr), Math.round((x1 - x0) * dpr), Math.round(10 * dpr)).data;
+			let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i] < 110 && d[i + 1] < 110 && d[i + 2] < 110) n++; return n; };
+		return [b.length ? b[0].x0 : -1, b.length ? b[0].x1 : -1, dark(v.tracks.mem), dark(v.tracks.allocs), dark(v.tracks.obj)]; })()`)
+	if covered[0] > 60 || covered[1] < 20 {
+		t.Fatalf("the break is at x %.0f–%.0f; the test wants it under the titles", covered[0], covered[1])
+	}
+	for i, lane := range []string{"memory", "allocations", "objects"} {
+		if covered[2+i] < 10 {
+			t.Errorf("the %s lane's title over the break: %v dark pixels, want its text", lane, covered[2+i])
+		}
+	}
+
 	// memory_viz's event-indexed axis: every event the same room, the idle
 	// time next to none, ticks are event numbers; no break is needed.
 	p.step(t, "event axis, Fit", 20*time.Second,

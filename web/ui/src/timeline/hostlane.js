@@ -38,7 +38,7 @@ export function drawHostLane(view) {
   ctx.fillStyle = "#f6f6f6"; ctx.fillRect(0, top, W, h);
   if (view.hostCollapsed) {
     ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
-    ctx.fillText(`Go heap in use (host): lane collapsed${ymax ? `, up to ${bytes(ymax)} in view` : ""}`, 4, top + 2);
+    view.laneLabel(`Go heap in use (host): lane collapsed${ymax ? `, up to ${bytes(ymax)} in view` : ""}`, 4, top + 2);
     return;
   }
   const pts = hostPath(heap, top, h, ymax);
@@ -55,7 +55,7 @@ export function drawHostLane(view) {
     ctx.setLineDash([]); ctx.lineWidth = 1;
   }
   ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
-  ctx.fillText(ymax ? `Go heap in use (host, scale ${bytes(ymax)})` : "Go heap in use (host): not sampled in this trace", 4, top + 2);
+  view.laneLabel(ymax ? `Go heap in use (host, scale ${bytes(ymax)})` : "Go heap in use (host): not sampled in this trace", 4, top + 2);
 }
 
 /** hostTooltip is the tooltip's HTML for a pointer in the lane, else null. */

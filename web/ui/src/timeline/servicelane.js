@@ -84,7 +84,7 @@ export function drawServiceLanes(view) {
     }
     const last = pts[pts.length - 1];
     ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
-    ctx.fillText(`${lane.title}${last ? `: ${lane.fmt(last.v)} at the last sample` : ": not sampled"}`, 4, top + 1);
+    view.laneLabel(`${lane.title}${last ? `: ${lane.fmt(last.v)} at the last sample` : ": not sampled"}`, 4, top + 1);
   });
 }
 

@@ -25,8 +25,8 @@ const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "ste
 const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
 const ALLOC_H = 30; // the allocation rate's lane (drawAllocs)
 const WEIGHTS = CATEGORIES.indexOf("weights"); // folded out of the chart by default (legend.js)
-// How long a view waits, after a partial answer, to ask again for a
 const OBJECTS_N = 400, POLL_MS = 500;
+// How long a view waits, after a partial answer, to ask again for a
 // saved trace the server is reading (the server holds each ask up to
 // 100 ms for the pass to end: live.partialWait).
 const READ_POLL_MS = 150;
@@ -100,11 +100,11 @@ export class TimelineView {
       btn("−", "Zoom out (-)", () => this.zoom(2), "Zoom out"),
       btn("+", "Zoom in (+)", () => this.zoom(0.5), "Zoom in"),
       ...(this.source.live ? [this.followBtn] : []), ...displayControls(this),
-      btn("Allocations", "The allocations in view by the line that made them, freed or not: churn the memory chart does not show", () => this.allocations.open()),
       btn("Allocator", "The allocator's segments and free space at the cursor, the selected object's allocation or the end (s)", () => this.openSegments()),
+      btn("Allocations", "The allocations in view by the line that made them, freed or not: churn the memory chart does not show", () => this.allocations.open()),
       this.status, exports);
-    this.allocations = new AllocationsPanel(this);
     this.segments = new SegmentsPanel(this);
+    this.allocations = new AllocationsPanel(this);
     this.canvas = el("canvas", {
       class: "lt-canvas", tabindex: "0", "data-testid": "timeline-canvas", role: "img",
       "aria-label": "Memory timeline. Left and right arrows pan, + and - zoom, Home and End go to the start and the end, 0 fits, f follows live, b sets the baseline at the cursor; up and down arrows step through the objects, lingering first, and Enter shows the one selected; shift-drag zooms to a range.",
@@ -142,8 +142,8 @@ export class TimelineView {
     this.canvas.width = Math.round(w * dpr); this.canvas.height = Math.round(h * dpr);
     this.canvas.style.width = `${w}px`; this.canvas.style.height = `${h}px`;
     this.ctx = this.canvas.getContext("2d");
-    const mem = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP, allocs = mem + MEM_H + GAP, host = allocs + ALLOC_H + GAP;
     this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const mem = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP, allocs = mem + MEM_H + GAP, host = allocs + ALLOC_H + GAP;
     this.tracks = {
       scopes: AXIS,
       mem,
@@ -460,8 +460,8 @@ export class TimelineView {
     // While a saved trace is read, its objects and scopes wait for the
     // whole of it: ask once it is (readDone), not on every poll.
     if (this.source.reading) return;
-    this.allocations.follow(); // open, it counts the new window
     this.lastSlow = performance.now();
+    this.allocations.follow(); // open, it counts the new window
     const { t0, t1 } = this.view, gen = ++this.gen;
     // The view moved on: the asks for the one before are cancelled, so
     // that their answers take neither a connection nor a parse.
@@ -503,14 +503,16 @@ export class TimelineView {
     const start = performance.now();
     const { ctx, W, H } = this;
     ctx.clearRect(0, 0, W, H);
+    this.laneLabels = [];
     this.drawAxis();
     this.drawScopes();
-    this.drawAllocs();
     this.drawMemory();
+    this.drawAllocs();
     drawHostLane(this);
     drawServiceLanes(this);
     this.drawObjects();
     this.drawBreaks();
+    this.relabel();
     if (this.box) {
       ctx.fillStyle = "rgba(0,119,187,0.15)";
       ctx.fillRect(Math.min(this.box.x0, this.box.x1), 0, Math.abs(this.box.x1 - this.box.x0), H);
@@ -536,6 +538,26 @@ export class TimelineView {
       if (x + 2 + w <= W && !breaks.some((b) => x + 2 + w > (b.x0 + b.x1) / 2 - 60 && x < (b.x0 + b.x1) / 2 + 60)) ctx.fillText(label, x + 2, 3);
     }
     ctx.globalAlpha = 0.4; ctx.stroke(); ctx.globalAlpha = 1;
+  }
+
+  /** laneLabel writes a lane's title at (x, y) in the current font and colour, noted for relabel. */
+  laneLabel(text, x, y) {
+    this.ctx.fillText(text, x, y);
+    this.laneLabels?.push({ text, x, y, font: this.ctx.font });
+  }
+
+  /** relabel writes again, over a light box, the lane titles an idle break was drawn over: they stay readable. */
+  relabel() {
+    const { ctx } = this, breaks = this.axis.visible();
+    if (!breaks.length) return;
+    ctx.textBaseline = "top"; ctx.textAlign = "start";
+    for (const l of this.laneLabels || []) {
+      ctx.font = l.font;
+      const w = ctx.measureText(l.text).width;
+      if (!breaks.some((b) => b.x0 < l.x + w + 2 && b.x1 > l.x - 2)) continue;
+      ctx.fillStyle = "rgba(255,255,255,0.9)"; ctx.fillRect(l.x - 2, l.y - 1, w + 4, 13);
+      ctx.fillStyle = "#333"; ctx.fillText(l.text, l.x, l.y);
+    }
   }
 
   /** drawBreaks draws each idle break as a hatched band with zig-zag edges, and labels it (DOM, so it can be read and found). */
@@ -608,8 +630,8 @@ export class TimelineView {
       }
     }
     return ymax;
-
   }
+
   /**
    * folds says whether the chart folds the weights out: the display choice
    * (on unless the person turned it off), with weights in view, none of
@@ -679,11 +701,11 @@ export class TimelineView {
     // (columns.js): one outline per run of columns, so at most ten fills
     // of simple outlines however many buckets.
     const { n, nc, cat } = this.columns(), fold = this.folds();
-    let weights = 0; // the most the weights folded out hold in view
     const under = new Float64Array(n), upper = new Float64Array(n), lower = new Float64Array(n);
+    let weights = 0; // the most the weights folded out hold in view
     for (let c = 1; c < CATEGORIES.length; c++) {
-      if (fold && c === WEIGHTS) { for (let i = 0; i < n; i++) weights = Math.max(weights, this.catValue(i, c)); continue; }
       if (hidden.has(c)) continue;
+      if (fold && c === WEIGHTS) { for (let i = 0; i < n; i++) weights = Math.max(weights, this.catValue(i, c)); continue; }
       const b = base?.category[c];
       for (let i = 0; i < n; i++) {
         const raw = cat[i * nc + c], v = raw ? this.memValue(raw, b) : 0;
@@ -722,8 +744,9 @@ export class TimelineView {
     const hid = hidden.size ? `, ${hidden.size} hidden` : "";
     const folded = fold ? `; weights ${bytes(weights)} folded out` : "";
     this.memLabel = `${what} (max ${bytes(ymax)}${this.logScale ? ", log scale" : ""}${hid}${folded})`;
-    ctx.fillText(this.memLabel, 4, top + 2);
+    this.laneLabel(this.memLabel, 4, top + 2);
   }
+
   /**
    * drawAllocs draws the allocation rate, a column's allocations over the
    * time it spans: churn (a mask made and freed each chunk) that the
@@ -747,9 +770,8 @@ export class TimelineView {
     }
     this.allocsLabel = most > 0 ? `allocations: ${Math.round(total).toLocaleString("en-US")} in view, up to ${perSecond(most)} a second` : "allocations: none in view";
     ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
-    ctx.fillText(this.allocsLabel, 4, top + 1);
+    this.laneLabel(this.allocsLabel, 4, top + 1);
   }
-
 
   drawObjects() {
     const { ctx } = this, top = this.tracks.obj, h = this.tracks.objH;
@@ -801,7 +823,7 @@ export class TimelineView {
     ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
     // While the server's pass goes on (whilePassing) the objects are owed, not none.
     const label = this.wasPassing && !this.objects.length ? "objects: once the trace is read" : `objects: the ${this.objects.length} largest in view${lingering.length ? `, ${lingering.length} lingering` : ""}`;
-    ctx.fillText(label, 4, top + 2);
+    this.laneLabel(label, 4, top + 2);
     this.objectsLabel = label;
   }
 
@@ -932,9 +954,10 @@ export class TimelineView {
     const o = !html && p.y >= this.tracks.obj ? this.objectAt(p) : null;
     if (html) { /* the break */ } else if (o) {
       html = `<b>${esc(o.label || "(no label)")}</b><br>${sizes(o.requested, o.size)} · ${esc(o.category)}${o.lingering ? (o.leak ? " · <b>leak</b>" : " · <b>lingering</b>") : ""}`;
-      // Its stack, as memory_viz shows one: the notebook frames, innermost
-      // first, then the first Go frames.
-      const fs = starlarkFrames(o.site).slice().reverse(), gos = o.site?.frames || [];
+      // Its stack as the detail panel shows it, outermost first as a
+      // Python traceback (the line that made it last), then the first Go
+      // frames below it.
+      const fs = starlarkFrames(o.site), gos = o.site?.frames || [];
       if (fs.length || gos.length) {
         html += `<ol class="lt-tipstack" data-testid="tooltip-stack">${fs.map((f) => `<li>${esc(frameText(this.names, f))}</li>`).join("")}` +
           `${gos.slice(0, 3).map((f) => `<li class="lt-gof">${esc(f.func)}</li>`).join("")}${gos.length > 3 ? `<li class="lt-gof">… ${gos.length - 3} more</li>` : ""}</ol>`;
@@ -1001,13 +1024,24 @@ export class TimelineView {
    * end (when it should have died, or its free, or the trace's end),
    * selecting the first so that Enter opens it.
    */
-  openGroup(g, title, end) {
+  async openGroup(g, title, end) {
     const os = g.objects;
     if (!os.length) { this.fit(); return; }
-    const t0 = Math.min(...os.map((o) => o.alloc_time_ns));
-    const t1 = Math.max(...os.map((o) => o.linger_time_ns || (o.leaked ? end : (o.free_time_ns || end))), ...os.map((o) => o.alloc_time_ns));
+    let t0 = Math.min(...os.map((o) => o.alloc_time_ns));
+    let t1 = Math.max(...os.map((o) => o.linger_time_ns || (o.leaked ? end : (o.free_time_ns || end))), ...os.map((o) => o.alloc_time_ns));
     this.group = { title, t0, t1, first: os[0].alloc_time_ns, last: Math.max(...os.map((o) => o.alloc_time_ns)), count: g.count };
     renderGroup(this, g, title);
+    // The report lists the largest objects only, often the first of a
+    // growth: its shape is the run of the cells they were made in, whole
+    // (a leak finding zoomed to 60 ms about its first allocation).
+    try {
+      const { scopes } = await this.source.scopes(t0, this.group.last + 1);
+      for (const c of scopes) {
+        if (c.kind !== "cell" || !(c.begin <= this.group.last) || (c.end >= 0 && c.end < t0)) continue;
+        t0 = Math.min(t0, c.begin);
+        t1 = Math.max(t1, c.end >= 0 ? c.end : end);
+      }
+    } catch { /* the objects' own span, then */ }
     this.jump(t0, t1, g.first);
   }
 
@@ -1245,6 +1279,7 @@ export class TimelineView {
 
 function esc(s) { return String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`); }
 
+let styled = false;
 /** perSecond is a rate, short: 950, 12.3 k, 4.1 M. */
 function perSecond(r) {
   if (r < 1000) return r < 10 ? r.toFixed(1) : String(Math.round(r));
@@ -1252,7 +1287,6 @@ function perSecond(r) {
   return `${(r / 1e6).toFixed(r < 1e7 ? 1 : 0)} M`;
 }
 
-let styled = false;
 function injectStyle() {
   if (styled) return;
   styled = true;

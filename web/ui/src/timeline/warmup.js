@@ -98,7 +98,8 @@ export function warmUp(view) {
 // view's state back: the chart's loops and paths are a cold frame's most
 // time (25 to 35 ms of its first two frames against 3 to 5 ms warm).
 function memoryOff(view, off, p, end) {
-  const saved = { ctx: view.ctx, buckets: view.buckets, view: view.view, axis: view.axis, cols: view.cols, memMax: view.memMax, yLabels: view.yLabels, memLabel: view.memLabel, ticks: view.ticks, hostMax: view.hostMax, allocsLabel: view.allocsLabel };
+  const saved = { ctx: view.ctx, buckets: view.buckets, view: view.view, axis: view.axis, cols: view.cols, memMax: view.memMax, yLabels: view.yLabels, memLabel: view.memLabel, ticks: view.ticks, hostMax: view.hostMax, allocsLabel: view.allocsLabel, laneLabels: view.laneLabels };
+  view.laneLabels = null; // the titles it writes are not the view's
   try {
     view.ctx = off;
     view.view = { t0: 0, t1: end };
