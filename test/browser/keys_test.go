@@ -295,3 +295,46 @@ func TestRestartClearRunAll(t *testing.T) {
 		t.Errorf("after closing the shortcuts the focus is on %q, want the Keys button", f)
 	}
 }
+
+// TestShortcutsOpenAtTop opens the shortcuts (H in command mode, and the
+// toolbar's Keys) at a laptop's and a desktop's size: the dialog opens
+// scrolled to its top, its title in view, and the focused Close button in
+// view too (the list scrolls between them).
+func TestShortcutsOpenAtTop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	t.Parallel()
+	p := openNotebook(t, "x = 1")
+	type seen struct {
+		Scrolled       []string // the dialog's boxes scrolled away from their top
+		Title, Focused bool     // the title, the focused button: on screen and not covered
+	}
+	const look = `(() => {
+		const d = document.querySelector("[data-testid=shortcuts-dialog]");
+		const shown = (e) => { const r = e.getBoundingClientRect(); const x = r.left + r.width / 2, y = r.top + r.height / 2;
+			return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight && e.contains(document.elementFromPoint(x, y)); };
+		return { scrolled: [d, ...d.querySelectorAll("*")].filter((e) => e.scrollTop > 0).map((e) => e.tagName + "." + e.className),
+			title: shown(d.querySelector("h2")), focused: d.contains(document.activeElement) && shown(document.activeElement) };
+	})()`
+	for _, sz := range [][2]int64{{1366, 768}, {1600, 1000}} {
+		for _, how := range []string{"H", "Keys"} {
+			open := press("h")
+			if how == "Keys" {
+				open = chromedp.Click(css(`[data-testid=shortcuts]`))
+			}
+			p.do(t, "resize", chromedp.EmulateViewport(sz[0], sz[1]), chromedp.Click(css(p.cell(0)+` .cm-content`)), chromedp.KeyEvent(kb.Escape))
+			p.do(t, how, open, chromedp.WaitVisible(css(`[data-testid=shortcuts-dialog]`)))
+			got := eval[seen](t, p, "the dialog", look)
+			if len(got.Scrolled) > 0 || !got.Title || !got.Focused {
+				viewportShot(t, p, fmt.Sprintf("shortcuts-%s-%dx%d-failed.png", how, sz[0], sz[1]))
+				t.Errorf("%dx%d, %s: scrolled %v, title in view %v, focused button in view %v; want nothing scrolled, both in view",
+					sz[0], sz[1], how, got.Scrolled, got.Title, got.Focused)
+			}
+			if how == "H" {
+				viewportShot(t, p, fmt.Sprintf("shortcuts-%dx%d.png", sz[0], sz[1]))
+			}
+			p.do(t, "close", chromedp.KeyEvent(kb.Escape), chromedp.WaitNotPresent(css(`[data-testid=shortcuts-dialog]`)))
+		}
+	}
+}

@@ -87,7 +87,12 @@ export function confirm({ title, text, accept, danger = false, testid = "confirm
 export function shortcuts(groups) {
   const d = base("shortcuts-dialog", "Keyboard shortcuts");
   d.classList.add("shortcuts");
-  d.append(el("p", {}, "Esc leaves a cell's editor for command mode, where single keys act on the selected cell; Enter goes back to editing it."));
+  // The list scrolls between the title and Close, both always in view:
+  // focusing Close at the end of one long scrolling box opened it
+  // scrolled to the bottom, its title cut off. Focusable, so that the
+  // keyboard scrolls it too.
+  const body = el("div", { class: "dialog-body", tabindex: "0", role: "region", "aria-labelledby": d.getAttribute("aria-labelledby") });
+  body.append(el("p", {}, "Esc leaves a cell's editor for command mode, where single keys act on the selected cell; Enter goes back to editing it."));
   for (const g of groups) {
     const rows = g.keys.map(([keys, what]) => {
       const k = el("th", { scope: "row" });
@@ -100,10 +105,10 @@ export function shortcuts(groups) {
       });
       return el("tr", {}, k, el("td", {}, what));
     });
-    d.append(el("table", { class: "keys" }, el("caption", {}, g.title), el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Keys"), el("th", { scope: "col" }, "Does"))), el("tbody", {}, ...rows)));
+    body.append(el("table", { class: "keys" }, el("caption", {}, g.title), el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Keys"), el("th", { scope: "col" }, "Does"))), el("tbody", {}, ...rows)));
   }
   const close = el("button", { type: "button", testid: "dialog-close", class: "primary" }, "Close");
   close.addEventListener("click", () => d.close(""));
-  d.append(el("div", { class: "dialog-buttons" }, close));
+  d.append(body, el("div", { class: "dialog-buttons" }, close));
   return open(d, close);
 }
