@@ -1,9 +1,12 @@
 package browser
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -94,10 +97,17 @@ func TestRenameFromTitle(t *testing.T) {
 	t.Parallel()
 	axe := browsertest.AxeSource(t)
 	p := openNotebook(t, "40 + 2")
+	thrown := exceptions(t, p)
 	if err := os.WriteFile(filepath.Join(p.dir, "taken.ipynb"), []byte(`{"cells":[],"metadata":{},"nbformat":4,"nbformat_minor":5}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	input := `[data-testid=notebook-title-input]`
+	// Enter on the name as it is closes the field, the title focused.
+	p.do(t, "edit the title, Enter", chromedp.Click(css(`[data-testid=notebook-title]`)), chromedp.WaitVisible(css(input)),
+		press(kb.Enter), chromedp.WaitNotPresent(css(input)))
+	if f := eval[string](t, p, "focus", `document.activeElement.dataset.testid || ""`); f != "notebook-title" {
+		t.Errorf("after Enter on the same name the focus is on %q, want the title", f)
+	}
 	p.do(t, "edit the title", chromedp.Click(css(`[data-testid=notebook-title]`)), chromedp.WaitVisible(css(input)))
 	if v := eval[string](t, p, "field", `document.activeElement.value`); v != "demo.ipynb" {
 		t.Errorf("the field holds %q with the focus", v)
@@ -138,5 +148,36 @@ func TestRenameFromTitle(t *testing.T) {
 	}
 	if path := eval[string](t, p, "session", `fetch("/api/sessions").then((r) => r.json()).then((s) => s.map((x) => x.path).join(","))`); path != "renamed.ipynb" {
 		t.Errorf("sessions %q, want renamed.ipynb", path)
+	}
+	if e := thrown(); len(e) > 0 {
+		t.Errorf("the page threw %q", e)
+	}
+}
+
+// exceptions watches p's console from now on; it returns what the page
+// has thrown uncaught so far (exceptions and unhandled rejections).
+func exceptions(t *testing.T, p *page) func() []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(p.ctx)
+	t.Cleanup(cancel)
+	msgs := chromedp.Console(ctx)
+	var mu sync.Mutex
+	var got []string
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.IsException() {
+				mu.Lock()
+				got = append(got, m.Text)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
 	}
 }

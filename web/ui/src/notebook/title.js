@@ -48,8 +48,13 @@ export class Title {
   }
 
   close() {
-    this.input?.remove();
+    const input = this.input;
+    if (!input) return;
+    // Forgotten before it goes: removing the focused field blurs it, and
+    // the blur must not commit (and close) a second time, which threw
+    // "the node to be removed is no longer a child" on every Enter.
     this.input = null;
+    input.remove();
     this.button.hidden = false;
     this.button.focus();
   }
