@@ -87,6 +87,10 @@ const inkOf = `((hex) => {
 
 const theView = `[...window.linger.timeline.views.values()][0]`
 
+// openDisplay opens the toolbar's Display menu, where the chart's display
+// choices are, unless it is open (TestTimelineMenus opens it by hand).
+var openDisplay = void(chromedp.Evaluate[any](`(() => { const d = document.querySelector("[data-testid=timeline-display]"); if (!d.open) d.querySelector("summary").click(); return true; })()`))
+
 // frames waits two animation frames, so that what a click changed is drawn.
 const frames = `new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))`
 
@@ -188,7 +192,7 @@ func TestTimelineIdleBreak(t *testing.T) {
 	// memory_viz's event-indexed axis: every event the same room, the idle
 	// time next to none, ticks are event numbers; no break is needed.
 	p.step(t, "event axis, Fit", 20*time.Second,
-		chromedp.Click(css(`[data-testid=timeline-event-axis]`)),
+		openDisplay, chromedp.Click(css(`[data-testid=timeline-event-axis]`)),
 		chromedp.Click(css(`[data-testid=timeline] .lt-toolbar button[title^="Show"]`)),
 		void(chromedp.Poll[bool](theView+`.axis.eventIndexed && document.querySelector("[data-testid=timeline-break]") === null`)),
 		void(chromedp.Poll[bool](frames)))
@@ -257,7 +261,7 @@ func TestTimelineSmallObjects(t *testing.T) {
 	}
 	const kv = `("#88CCEE")` // the KV cache's colour (palette.js)
 	kvFolded := eval[float64](t, p, "kv ink", inkOf+kv)
-	p.step(t, "unfold the weights", 10*time.Second, chromedp.Click(css(fold)), void(chromedp.Poll[bool](frames)))
+	p.step(t, "unfold the weights", 10*time.Second, openDisplay, chromedp.Click(css(fold)), void(chromedp.Poll[bool](frames)))
 	if got := pressed(fold, "aria-pressed"); got != "false" {
 		t.Errorf("Fold weights aria-pressed=%q after a click", got)
 	}
@@ -287,7 +291,7 @@ func TestTimelineSmallObjects(t *testing.T) {
 
 	// 2. Log scale: its labels are powers of two from the floor.
 	lin := eval[[]string](t, p, "linear labels", theView+`.yLabels`)
-	p.step(t, "show weights, log scale", 10*time.Second, chromedp.Click(css(weights)), chromedp.Click(css(`[data-testid=timeline-log]`)), void(chromedp.Poll[bool](frames)))
+	p.step(t, "show weights, log scale", 10*time.Second, chromedp.Click(css(weights)), openDisplay, chromedp.Click(css(`[data-testid=timeline-log]`)), void(chromedp.Poll[bool](frames)))
 	logLabels := eval[[]string](t, p, "log labels", theView+`.yLabels`)
 	t.Logf("scale labels: linear %q, log %q", lin, logLabels)
 	if strings.Join(lin, ",") == strings.Join(logLabels, ",") || len(logLabels) < 3 || pressed(`[data-testid=timeline-log]`, "aria-pressed") != "true" {
@@ -300,7 +304,7 @@ func TestTimelineSmallObjects(t *testing.T) {
 	memY := eval[float64](t, p, "memory track", theView+`.tracks.mem + 100`)
 	p.step(t, "baseline at the cursor", 10*time.Second,
 		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, box[0]+cx, box[1]+memY),
-		chromedp.Click(css(`[data-testid=timeline-baseline-set]`)),
+		openDisplay, chromedp.Click(css(`[data-testid=timeline-baseline-set]`)),
 		void(chromedp.Poll[bool](`document.querySelector("[data-testid=timeline-baseline]").textContent.startsWith("Growth since")`)))
 	t.Logf("baseline: %s; chart: %s", p.text(t, `[data-testid=timeline-baseline]`), eval[string](t, p, "chart label", theView+`.memLabel`))
 	if l := eval[string](t, p, "chart label", theView+`.memLabel`); !strings.HasPrefix(l, "growth since") {
@@ -310,12 +314,12 @@ func TestTimelineSmallObjects(t *testing.T) {
 	if max := eval[float64](t, p, "scale", theView+`.memMax`); max > 400*mib {
 		t.Errorf("with the baseline the scale tops at %v B, want the leak's growth", max)
 	}
-	p.step(t, "clear the baseline", 10*time.Second, chromedp.Click(css(`[data-testid=timeline-baseline-clear]`)),
+	p.step(t, "clear the baseline", 10*time.Second, openDisplay, chromedp.Click(css(`[data-testid=timeline-baseline-clear]`)),
 		void(chromedp.Poll[bool](`document.querySelector("[data-testid=timeline-baseline]").textContent === ""`)))
 
 	// 4. The Go heap lane collapses.
 	hostH := eval[float64](t, p, "lane height", theView+`.hostH`)
-	p.step(t, "collapse the Go heap lane", 10*time.Second, chromedp.Click(css(`[data-testid=timeline-host-toggle]`)), void(chromedp.Poll[bool](frames)))
+	p.step(t, "collapse the Go heap lane", 10*time.Second, openDisplay, chromedp.Click(css(`[data-testid=timeline-host-toggle]`)), void(chromedp.Poll[bool](frames)))
 	if h := eval[float64](t, p, "lane height", theView+`.hostH`); h >= hostH || pressed(`[data-testid=timeline-host-toggle]`, "aria-expanded") != "false" {
 		t.Errorf("Go heap lane %v px high (was %v), aria-expanded %q", h, hostH, pressed(`[data-testid=timeline-host-toggle]`, "aria-expanded"))
 	}

@@ -22,7 +22,7 @@ import { warmUp } from "./warmup.js";
 import { ExportLinks } from "./exports.js";
 
 const AXIS = 20, SCOPE_ROW = 12, SCOPE_KINDS = ["cell", "request", "batch", "step"];
-const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160;
+const MEM_H = 170, GAP = 8, MIN_OBJ_H = 160, MEM_SHORT_H = 130, MIN_OBJ_SHORT_H = 100;
 const ALLOC_H = 30; // the allocation rate's lane (drawAllocs)
 const WEIGHTS = CATEGORIES.indexOf("weights"); // folded out of the chart by default (legend.js)
 const OBJECTS_N = 400, POLL_MS = 500;
@@ -95,14 +95,18 @@ export class TimelineView {
     if (/\/api\/timeline\/traces\/[^/]+$/.test(this.source.prefix)) {
       exports.append(el("a", { href: `${this.source.prefix}/file`, download: "", "data-testid": "export-ltrace", class: "lt-link", title: "Download the trace file, for linger trace analyze" }, "trace file"), " ");
     }
+    // One row in a notebook's dock (1366 px wide screens): what changes
+    // how the chart is drawn, and the exports, are menus.
     this.toolbar = el("div", { class: "lt-toolbar", role: "toolbar", "aria-label": "Timeline" },
       btn("Fit", "Show every event, first to last, idle stretches collapsed (0)", () => this.fit()),
       btn("−", "Zoom out (-)", () => this.zoom(2), "Zoom out"),
       btn("+", "Zoom in (+)", () => this.zoom(0.5), "Zoom in"),
-      ...(this.source.live ? [this.followBtn] : []), ...displayControls(this),
+      ...(this.source.live ? [this.followBtn] : []),
+      menu("Display", "timeline-display", "How the chart is drawn: weights folded, log scale, baseline, event axis, the Go heap lane", displayControls(this)),
       btn("Allocator", "The allocator's segments and free space at the cursor, the selected object's allocation or the end (s)", () => this.openSegments()),
       btn("Allocations", "The allocations in view by the line that made them, freed or not: churn the memory chart does not show", () => this.allocations.open()),
-      this.status, exports);
+      menu("Export", "timeline-export-menu", "Download the trace for Perfetto, memory_viz or pprof", [exports]),
+      this.status);
     this.segments = new SegmentsPanel(this);
     this.allocations = new AllocationsPanel(this);
     this.canvas = el("canvas", {
@@ -136,14 +140,18 @@ export class TimelineView {
     const HOST_H = this.hostH = this.hostCollapsed ? HOST_COLLAPSED_H : HOST_LANE_H;
     // A watched service's goroutines and GC pauses have lanes of their own.
     const SVC_H = this.report?.service ? SERVICE_H + GAP : 0;
-    const h = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM_H + GAP + ALLOC_H + GAP + HOST_H + GAP + SVC_H + Math.max(MIN_OBJ_H, this.body.clientHeight - (AXIS + SCOPE_KINDS.length * SCOPE_ROW + MEM_H + ALLOC_H + HOST_H + SVC_H + 4 * GAP));
+    // A short screen (a 1366×768 laptop) keeps the findings in sight
+    // under the chart: shorter memory and object lanes.
+    const short = window.innerHeight < 900;
+    const MEM = this.memH = short ? MEM_SHORT_H : MEM_H, MIN_OBJ = short ? MIN_OBJ_SHORT_H : MIN_OBJ_H;
+    const h = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM + GAP + ALLOC_H + GAP + HOST_H + GAP + SVC_H + Math.max(MIN_OBJ, this.body.clientHeight - (AXIS + SCOPE_KINDS.length * SCOPE_ROW + MEM + ALLOC_H + HOST_H + SVC_H + 4 * GAP));
     const dpr = window.devicePixelRatio || 1;
     this.W = w; this.H = h;
     this.canvas.width = Math.round(w * dpr); this.canvas.height = Math.round(h * dpr);
     this.canvas.style.width = `${w}px`; this.canvas.style.height = `${h}px`;
     this.ctx = this.canvas.getContext("2d");
     this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    const mem = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP, allocs = mem + MEM_H + GAP, host = allocs + ALLOC_H + GAP;
+    const mem = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP, allocs = mem + MEM + GAP, host = allocs + ALLOC_H + GAP;
     this.tracks = {
       scopes: AXIS,
       mem,
@@ -692,7 +700,7 @@ export class TimelineView {
   }
 
   drawMemory() {
-    const { ctx } = this, top = this.tracks.mem, h = MEM_H;
+    const { ctx } = this, top = this.tracks.mem, h = this.memH;
     const ymax = this.memScale();
     this.memMax = ymax;
     const y = yOf(top, h, ymax, this.logScale), base = this.baseline, hidden = this.hidden;
@@ -962,7 +970,7 @@ export class TimelineView {
         html += `<ol class="lt-tipstack" data-testid="tooltip-stack">${fs.map((f) => `<li>${esc(frameText(this.names, f))}</li>`).join("")}` +
           `${gos.slice(0, 3).map((f) => `<li class="lt-gof">${esc(f.func)}</li>`).join("")}${gos.length > 3 ? `<li class="lt-gof">… ${gos.length - 3} more</li>` : ""}</ol>`;
       }
-    } else if (p.y >= this.tracks.mem && p.y < this.tracks.mem + MEM_H) {
+    } else if (p.y >= this.tracks.mem && p.y < this.tracks.mem + this.memH) {
       // The column under the pointer, as the chart draws it (columns.js):
       // the largest values among the buckets that touch it.
       const { n, nc, cat, lines, covered } = this.columns(), i = Math.floor(p.x);
@@ -1280,6 +1288,23 @@ export class TimelineView {
 function esc(s) { return String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`); }
 
 let styled = false;
+/**
+ * menu is a toolbar disclosure: a button that opens a group of controls
+ * below it (a details element: keyboard and screen readers know it),
+ * closed again by Escape, a click outside, or opening another.
+ */
+function menu(label, testid, title, kids) {
+  const body = el("div", { class: "lt-menu-body", role: "group", "aria-label": label }, ...kids);
+  const d = el("details", { class: "lt-menu", "data-testid": testid }, el("summary", { class: "lt-btn button", title }, label), body);
+  d.addEventListener("toggle", () => {
+    if (!d.open) return;
+    for (const o of d.closest(".lt-toolbar")?.querySelectorAll("details.lt-menu[open]") || []) if (o !== d) o.open = false;
+  });
+  d.addEventListener("keydown", (ev) => { if (ev.key === "Escape" && d.open) { d.open = false; d.querySelector("summary").focus(); ev.stopPropagation(); } });
+  document.addEventListener("pointerdown", (ev) => { if (d.open && !d.contains(ev.target)) d.open = false; });
+  return d;
+}
+
 /** perSecond is a rate, short: 950, 12.3 k, 4.1 M. */
 function perSecond(r) {
   if (r < 1000) return r < 10 ? r.toFixed(1) : String(Math.round(r));
@@ -1292,13 +1317,24 @@ function injectStyle() {
   styled = true;
   // Layout only, scoped to lt-; colours come from the page's stylesheet where it sets them.
   document.head.append(el("style", {}, `
-.lt-toolbar{display:flex;flex-wrap:wrap;gap:.5em;align-items:center;padding:.25em 0;font:13px system-ui,sans-serif}
+.lt-toolbar{display:flex;flex-wrap:wrap;gap:.35em;align-items:center;padding:.25em 0;font:13px system-ui,sans-serif}
 .lt-btn{min-width:2em}
+.lt-menu{position:relative}
+.lt-menu>summary{list-style:none;cursor:pointer;display:inline-block}
+.lt-menu>summary::-webkit-details-marker{display:none}
+.lt-menu>summary::after{content:" ▾"}
+.lt-menu-body{position:absolute;z-index:20;top:calc(100% + 2px);left:0;display:flex;flex-direction:column;align-items:stretch;gap:.3em;padding:.4em;min-width:14em;background:#fff;border:1px solid #888;border-radius:3px;box-shadow:0 2px 8px rgba(0,0,0,.2)}
+.lt-menu-body .lt-btn{text-align:left}
+.lt-menu-body .lt-exports{display:flex;flex-direction:column;gap:.25em;white-space:nowrap}
 .lt-toggle[aria-pressed=true]{background:#dde7f5;font-weight:600}
 .lt-toggle[aria-pressed=true]::before{content:"✓ "}
-.lt-status{margin-left:auto;width:18em;max-width:100%;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;text-align:right}
+.lt-status{margin-left:auto;flex:1 1 3em;min-width:3em;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;text-align:right}
 .lt-status[data-state=reading]{width:auto}
 .lt-body{position:relative;min-height:420px;margin:6px 0;overflow:clip;overflow-clip-margin:8px}
+@media (max-height:899px){.lt-body{min-height:380px}}
+.lt-toolbar .lt-btn{padding:3px 7px}
+[data-testid=timeline]{container-type:inline-size}
+@container (max-width:620px){.lt-toolbar{font-size:12px;gap:.3em}.lt-toolbar .lt-btn{padding:2px 5px}.lt-status{min-width:2.5em}}
 .lt-canvas{display:block;touch-action:none;cursor:crosshair}
 .lt-tooltip{position:absolute;pointer-events:none;background:#fff;border:1px solid #888;padding:.3em .5em;font:12px system-ui,sans-serif;max-width:340px;box-shadow:0 1px 4px rgba(0,0,0,.2)}
 .lt-tipstack{margin:.3em 0 0;padding-left:1.2em}
@@ -1307,7 +1343,7 @@ function injectStyle() {
 .lt-group{list-style:none;padding:0;margin:0}
 .lt-h3{font-size:13px;margin:.6em 0 .2em}
 .lt-sr{position:absolute;width:1px;height:1px;margin:0;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
-.lt-legend{display:flex;flex-wrap:wrap;gap:.25em .75em;font:12px system-ui,sans-serif;padding:.25em 0}
+.lt-legend{display:flex;flex-wrap:wrap;gap:.25em .5em;font:12px system-ui,sans-serif;padding:.25em 0}
 .lt-key i{display:inline-block;width:12px;height:12px;margin-right:.3em;vertical-align:middle}
 .lt-key i.lt-line{height:0;border-top:2px solid;width:16px}
 .lt-key i.lt-linger{width:18px;background:repeating-linear-gradient(45deg,#D55E00 0 3px,#000 3px 4.5px);border:1px solid #000;border-right-width:3px}
@@ -1323,7 +1359,7 @@ function injectStyle() {
 .lt-hint{color:#555}
 .lt-breaks{position:absolute;left:0;top:0;width:100%;height:0;pointer-events:none}
 .lt-break{position:absolute;top:2px;transform:translateX(-50%);white-space:nowrap;font:11px system-ui,sans-serif;color:#222;background:#fff;padding:0 .3em;border:1px solid #999;border-radius:2px}
-button.lt-key{font:inherit;color:inherit;background:#fff;border:1px solid #bbb;border-radius:3px;padding:.1em .4em;cursor:pointer}
+button.lt-key{font:inherit;color:inherit;background:#fff;border:1px solid #bbb;border-radius:3px;padding:0 .3em;cursor:pointer}
 button.lt-key:hover{border-color:#555}
 button.lt-key[aria-pressed=true]::before{content:"✓";display:inline-block;width:1em;font-weight:600}
 button.lt-key[aria-pressed=false]::before{content:"";display:inline-block;width:1em}
