@@ -320,3 +320,41 @@ func TestE2EKernelWorkingDir(t *testing.T) {
 		t.Errorf("refused starts left kernel processes %v", pids)
 	}
 }
+
+// TestSessionRenameTrace: a notebook renamed (its session PATCHed with
+// the new path, as the page and JupyterLab do) has its kernel's next
+// trace, after a restart, named after the new name; the trace the
+// process was writing keeps its name.
+func TestSessionRenameTrace(t *testing.T) {
+	ts := newE2EServer(t)
+	var se struct {
+		ID     string
+		Kernel struct{ ID string }
+	}
+	code, b := ts.do(t, "POST", "/api/sessions", `{"path":"dir/old name.ipynb","type":"notebook","kernel":{"name":"linger"}}`)
+	if code != http.StatusCreated || json.Unmarshal(b, &se) != nil {
+		t.Fatalf("create session: %d %s", code, b)
+	}
+	traces := func() []string {
+		t.Helper()
+		var k struct{ Traces []string }
+		code, b := ts.do(t, "GET", "/api/kernels/"+se.Kernel.ID, "")
+		if code != http.StatusOK || json.Unmarshal(b, &k) != nil {
+			t.Fatalf("kernel: %d %s", code, b)
+		}
+		return k.Traces
+	}
+	if tr := traces(); len(tr) != 1 || !strings.HasPrefix(tr[0], "old_name-") {
+		t.Fatalf("traces %q, want one named old_name-…", tr)
+	}
+	if code, b := ts.do(t, "PATCH", "/api/sessions/"+se.ID, `{"path":"dir/new.ipynb"}`); code != http.StatusOK || !strings.Contains(string(b), `"path":"dir/new.ipynb"`) {
+		t.Fatalf("rename session: %d %s", code, b)
+	}
+	if code, b := ts.do(t, "POST", "/api/kernels/"+se.Kernel.ID+"/restart", ""); code != http.StatusOK {
+		t.Fatalf("restart: %d %s", code, b)
+	}
+	tr := traces()
+	if len(tr) != 2 || !strings.HasPrefix(tr[0], "old_name-") || !strings.HasPrefix(tr[1], "new-") {
+		t.Errorf("traces after the rename and a restart %q, want old_name-… then new-…", tr)
+	}
+}

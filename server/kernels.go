@@ -95,6 +95,11 @@ type kernelModel struct {
 // (*kernels.Kernel does; the handler tests' fake need not).
 type tracer interface{ Traces() []string }
 
+// renamable is what a kernel whose traces are named after its notebook
+// adds to kernelHandle (*kernels.Kernel does): a session renamed with its
+// notebook renames the kernel's next trace.
+type renamable interface{ SetPath(path string) }
+
 func (s *Server) kernelModel(k kernelHandle) kernelModel {
 	m := kernelModel{
 		ID: k.ID(), Name: k.Name(), LastActivity: msg.FormatDate(k.LastActivity()),

@@ -231,6 +231,11 @@ func (s *Server) handleSessionPatch(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.sessions.byID[id] = &se
+	if k, ok := s.kernels.Get(se.KernelID); ok {
+		if r, ok := k.(renamable); ok {
+			r.SetPath(se.Path)
+		}
+	}
 	if old != "" {
 		ctx, cancel := ctxTimeout(r)
 		err := s.shutdownKernel(ctx, old)

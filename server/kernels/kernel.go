@@ -20,10 +20,10 @@ type Kernel struct {
 	id   string
 	name string   // its kernelspec's
 	argv []string // its kernelspec's command
-	path string
-	dir  string // the process's working directory
+	dir  string   // the process's working directory
 
 	mu       sync.Mutex
+	path     string // the notebook's, naming the next process's trace
 	state    string
 	last     time.Time
 	proc     *process
@@ -167,6 +167,15 @@ func (k *Kernel) control(c wire.Control) error {
 	}
 	b, _ := json.Marshal(c)
 	return p.write(wire.FrameControl, b)
+}
+
+// SetPath makes path the kernel's notebook, as a session renamed with its
+// notebook says: the trace of its next process (after a restart) is named
+// after it. The trace the current process writes keeps its name.
+func (k *Kernel) SetPath(path string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.path = path
 }
 
 // Interrupt stops the running cell; its reply is an error with ename

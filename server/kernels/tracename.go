@@ -39,11 +39,14 @@ func TraceName(path string, t time.Time, n int) string {
 // no other process of this Manager was given and no file in the trace
 // directory has.
 func (k *Kernel) tracePath() string {
+	k.mu.Lock()
+	path := k.path
+	k.mu.Unlock()
 	m, now := k.m, time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for n := 1; ; n++ {
-		name := TraceName(k.path, now, n)
+		name := TraceName(path, now, n)
 		p := filepath.Join(m.opts.TraceDir, name)
 		if m.names[name] {
 			continue
