@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"linger/timeline"
+	"linger/timeline/event"
 	"linger/timeline/torchsnap"
 )
 
@@ -507,5 +509,44 @@ func TestSnapshotUploadDeviceMemory(t *testing.T) {
 	json.Unmarshal(b, &rep)
 	if len(rep.OOMs) != 1 || rep.OOMs[0].DeviceUsed != 1<<30-free || rep.OOMs[0].Reserved != reserved || rep.Outside.Peak != 1<<30-free-reserved {
 		t.Errorf("report's OOMs %+v, outside %d; want device used %d, reserved %d, outside %d", rep.OOMs, rep.Outside.Peak, 1<<30-free, reserved, 1<<30-free-reserved)
+	}
+}
+
+// A run's trace is never replaced by the import of a snapshot of the
+// same name dropped beside it later (its pickle export, downloaded into
+// the trace directory): the import goes to NAME.snapshot.ltrace.
+func TestSnapshotWatchKeepsRunTrace(t *testing.T) {
+	dir := t.TempDir()
+	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
+	run := filepath.Join(dir, "01-run.ltrace")
+	w, err := timeline.Create(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em := event.NewEmitter(w, event.EmitterOptions{})
+	sess := em.Begin(event.ScopeSession, "session")
+	em.End(sess)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(run)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(run, old, old)
+	os.WriteFile(filepath.Join(dir, "01-run.pickle"), snapshotFile(t, "steps.leak.p4.pickle"), 0o644)
+	seen := map[string]string{}
+	ts.s.lookForSnapshots(seen)
+	ts.s.lookForSnapshots(seen)
+	if after, _ := os.ReadFile(run); !bytes.Equal(after, before) {
+		t.Fatal("the run's trace was replaced by the snapshot's import")
+	}
+	code, b := ts.do(t, "GET", "/api/timeline/traces/01-run.snapshot.ltrace/report", "")
+	var rep expectedSteps
+	if code != 200 || json.Unmarshal(b, &rep) != nil || rep.Lingering != expectedLeak(t).Lingering {
+		t.Errorf("the import beside it: %d %+v, want lingering %+v", code, rep.Lingering, expectedLeak(t).Lingering)
+	}
+	ts.s.lookForSnapshots(seen)
+	if _, list := ts.do(t, "GET", "/api/imports", ""); strings.Count(string(list), `"state":"done"`) != 1 {
+		n := strings.Count(string(list), `"state":"done"`)
+		t.Errorf("%d imports done after another look, want one", n)
 	}
 }
