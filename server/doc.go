@@ -46,6 +46,8 @@
 //	GET    /api/timeline/sources                   the live traces no kernel writes (a watched service, a probe: sources.go), in the order added
 //	GET    /api/timeline/sources/{id}/...          one's trace: stream, lod, objects, scopes, report, lingering (as it recorded them), export, exports, segments
 //	GET    /api/timeline/traces/{name}/...         a saved trace: the same but the stream, and its file (docs/timeline.md)
+//	PATCH  /api/timeline/traces/{name}             rename a saved trace {name} → 200 {name, last_modified, size}; 409 for a name taken or a trace still being written (tracefiles.go)
+//	DELETE /api/timeline/traces/{name}             → 204; 409 for a trace still being written
 //	GET    /api/timeline/compare                   two saved traces' analyses diffed
 //	GET    /api/timeline/ranks                     several ranks' saved traces (?t=, 2 to MaxRanks): each one's figures and bytes at each step's end, the odd ranks pointed at, by their figures, the step they depart at, or their OOMs (analyze.OddRanks)
 //	POST   /api/snapshots                          a PyTorch memory snapshot as the body (?name=FILE, &step=, &device=, &device_memory=SIZE, &rules_id=ID or &rules=JSON, &rules_name=F), streamed to the trace directory and imported → 202, the job (imports.go)
@@ -60,7 +62,7 @@
 // The pages (package web renders them; their scripts call the routes
 // above):
 //
-//	GET    /, /tree/{path}                         the notebook browser; / also lists the running kernels (by notebook, each with Shutdown) and the newest saved traces (those a running kernel writes marked live)
+//	GET    /, /tree/{path}                         the notebook browser; / also lists the running kernels (by notebook, each with Shutdown) and the newest saved traces (those a running kernel writes marked live; the others renamed and deleted there)
 //	GET    /notebooks/{path}                       a notebook, run against a kernel; its title renames it (PATCH contents, then the session)
 //	GET    /timeline/{name}                        a saved trace's timeline
 //	GET    /timeline/live/{id}                     a live source's timeline, following its stream

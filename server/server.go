@@ -346,6 +346,8 @@ func (s *Server) routes() http.Handler {
 	handle("GET /api/timeline/kernels/{id}/segments", s.handleTimelineSegments)
 	handle("GET /api/timeline/traces/{name}/segments", s.handleTimelineSegments)
 	handle("GET /api/timeline/traces/{name}/file", s.handleTraceFile)
+	handle("PATCH /api/timeline/traces/{name}", s.handleTraceRename)
+	handle("DELETE /api/timeline/traces/{name}", s.handleTraceDelete)
 	handle("GET /api/timeline/compare", s.handleCompare)
 	handle("GET /api/timeline/ranks", s.handleRanks)
 	// Probes post from other processes and machines: every refusal is

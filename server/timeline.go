@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"linger/server/httperr"
@@ -118,8 +117,8 @@ func (s *Server) timelineOverview(ctx context.Context, name string) json.RawMess
 // file, never a symbolic link (403, as the contents API refuses a link
 // out of the notebook root).
 func (s *Server) tracePath(name string) (string, error) {
-	if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".ltrace") {
-		return "", badRequest("trace name %q must be a file name ending in .ltrace", name)
+	if err := checkTraceName(name); err != nil {
+		return "", err
 	}
 	if s.opts.TraceDir == "" {
 		return "", notFound("no trace directory")

@@ -2,6 +2,8 @@ package browser
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"linger/internal/browsertest"
+	"linger/notebooks/nbformat"
 )
 
 // TestRunningKernels opens a notebook (its kernel starts), then the root
@@ -180,4 +183,86 @@ func exceptions(t *testing.T, p *page) func() []string {
 		defer mu.Unlock()
 		return slices.Clone(got)
 	}
+}
+
+// TestTraceRenameDeleteOnRoot renames and deletes a saved trace from the
+// root page, as Jupyter's file browser does a file: Rename asks for the
+// new name, Delete asks first (No keeps it); the trace a running kernel
+// still writes is refused, the page saying why.
+func TestTraceRenameDeleteOnRoot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end browser test")
+	}
+	t.Parallel()
+	axe := browsertest.AxeSource(t)
+	dir, traces := t.TempDir(), t.TempDir()
+	nb := nbformat.New()
+	nb.Cells = []*nbformat.Cell{nbformat.NewCell(nbformat.CellCode, "1 + 1")}
+	if err := nbformat.WriteFile(filepath.Join(dir, "demo.ipynb"), nb); err != nil {
+		t.Fatal(err)
+	}
+	p := &page{dir: dir, base: serve(t, dir, traces), ctx: browser(t)}
+	p.do(t, "open", chromedp.Navigate(p.base+"/notebooks/demo.ipynb?token="+token),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
+	// A restart: the first process's trace is saved, the second's live.
+	p.do(t, "restart", chromedp.Click(css(`[data-testid=restart]`)), chromedp.WaitVisible(css(`[data-testid=restart-dialog]`)),
+		chromedp.Click(css(`[data-testid=dialog-accept]`)), chromedp.WaitNotPresent(css(`[data-testid=restart-dialog]`)),
+		chromedp.WaitVisible(css(`[data-testid=kernel-status][data-state=idle]`)))
+	names := eval[[]string](t, p, "traces", `fetch("/api/kernels").then((r) => r.json()).then((ks) => ks[0].traces)`)
+	if len(names) != 2 {
+		t.Fatalf("the kernel's traces %q, want two", names)
+	}
+	saved, live := names[0], names[1]
+	row := func(name string) string { return fmt.Sprintf(`[data-testid=trace][data-name=%q]`, name) }
+	// Native prompt and confirm block the page: the test answers them,
+	// after each load, and keeps what they asked.
+	answer := func(name string, yes bool) chromedp.Action[chromedp.Void] {
+		return void(chromedp.Evaluate[any](fmt.Sprintf(`window.asked = [];
+			window.prompt = (q, v) => { asked.push(q + " [" + v + "]"); return %q; };
+			window.confirm = (q) => { asked.push(q); return %v; };`, name, yes)))
+	}
+	asked := func() []string { return eval[[]string](t, p, "asked", `window.asked`) }
+	p.do(t, "the root page", chromedp.Navigate(p.base+"/tree/"), chromedp.WaitVisible(css(row(saved))), chromedp.WaitVisible(css(row(live)+` [data-testid=trace-live]`)))
+	checkAxe(t, p, "traces with rename and delete", axe)
+
+	// The live trace is refused, with the reason.
+	p.do(t, "delete the live trace", answer("", true), chromedp.Click(css(row(live)+` [data-testid=trace-delete]`)),
+		void(chromedp.Poll[bool](`document.querySelector("[data-testid=tree-status]").textContent.includes("failed")`)))
+	if s := p.text(t, `[data-testid=tree-status]`); !strings.Contains(s, "still being written") {
+		t.Errorf("deleting the live trace says %q", s)
+	}
+	if _, err := os.Stat(filepath.Join(traces, live)); err != nil {
+		t.Errorf("the live trace after a refused delete: %v", err)
+	}
+
+	// Rename: the name asked for, .ltrace added.
+	p.do(t, "rename", answer("kept run", true), chromedp.Click(css(row(saved)+` [data-testid=trace-rename]`)),
+		chromedp.WaitVisible(css(row("kept run.ltrace"))))
+	if _, err := os.Stat(filepath.Join(traces, "kept run.ltrace")); err != nil {
+		t.Errorf("the renamed trace: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(traces, saved)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old name after the rename: %v", err)
+	}
+	if n := eval[int](t, p, "rows", fmt.Sprintf(`document.querySelectorAll(%q).length`, row(saved))); n != 0 {
+		t.Errorf("the old name is still listed")
+	}
+	if href := eval[string](t, p, "link", fmt.Sprintf(`document.querySelector(%q).getAttribute("href")`, row("kept run.ltrace")+` [data-testid=trace-link]`)); href != "/timeline/kept%20run.ltrace" {
+		t.Errorf("the renamed trace links to %q", href)
+	}
+
+	// Delete asks first: No keeps the trace, Yes deletes it.
+	p.do(t, "delete, no", answer("", false), chromedp.Click(css(row("kept run.ltrace")+` [data-testid=trace-delete]`)))
+	if a := asked(); len(a) != 1 || !strings.Contains(a[0], "Delete the trace kept run.ltrace?") {
+		t.Errorf("Delete asked %q", a)
+	}
+	if _, err := os.Stat(filepath.Join(traces, "kept run.ltrace")); err != nil {
+		t.Errorf("the trace after No: %v", err)
+	}
+	p.do(t, "delete, yes", answer("", true), chromedp.Click(css(row("kept run.ltrace")+` [data-testid=trace-delete]`)),
+		chromedp.WaitNotPresent(css(row("kept run.ltrace"))), chromedp.WaitVisible(css(row(live))))
+	if _, err := os.Stat(filepath.Join(traces, "kept run.ltrace")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the trace after Yes: %v", err)
+	}
+	screenshot(t, p.ctx, "tree-traces.png")
 }

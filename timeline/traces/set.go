@@ -237,6 +237,14 @@ func (s *Set) Kept() (live, saved int) {
 	return len(s.live), s.files.Len()
 }
 
+// Forget lets the saved trace at path go, as when its file is renamed or
+// deleted: a pass under way ends with the file it has open.
+func (s *Set) Forget(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.files.Remove(path)
+}
+
 // Holds reports whether the Set holds the saved trace at path, read or
 // being read, without counting as a use.
 func (s *Set) Holds(path string) bool {

@@ -1,5 +1,6 @@
 // Entry of the notebook browser (/ and /tree/{dir}): new notebook, new
-// folder, rename, delete, upload and download through the contents API.
+// folder, rename, delete, upload and download through the contents API;
+// on the root page, saved traces renamed and deleted through theirs.
 import { api, base, contents, escapePath } from "./notebook/api.js";
 
 const main = document.querySelector("[data-testid=tree]");
@@ -96,6 +97,22 @@ main.addEventListener("click", async (ev) => {
     case "download":
       if (await act(`Downloading ${path}`, () => download(path))) say("");
       break;
+    case "rename-trace": {
+      // A saved trace (the traces list): renamed in the trace directory;
+      // the server refuses one still being written, saying so.
+      const old = b.closest("[data-testid=trace]").dataset.name;
+      let name = prompt(`Rename the trace ${old} to:`, old)?.trim();
+      if (!name || name === old) return;
+      if (!name.endsWith(".ltrace")) name += ".ltrace";
+      if (await act(`Renaming ${old}`, () => api("PATCH", `api/timeline/traces/${encodeURIComponent(old)}`, { name }))) location.reload();
+      break;
+    }
+    case "delete-trace": {
+      const name = b.closest("[data-testid=trace]").dataset.name;
+      if (!confirm(`Delete the trace ${name}? This cannot be undone.`)) return;
+      if (await act(`Deleting ${name}`, () => api("DELETE", `api/timeline/traces/${encodeURIComponent(name)}`))) location.reload();
+      break;
+    }
     case "shutdown-kernel": {
       // A running kernel (the Running kernels list): shut down, its row goes.
       const krow = b.closest("[data-testid=running-kernel]");
