@@ -15,13 +15,15 @@ import (
 
 	"linger/server/httperr"
 	"linger/timeline/analyze"
+	"linger/timeline/event"
 	"linger/web"
 )
 
 // The compare view: two saved traces (a leaky run and a fixed one, say)
 // analyzed side by side. The API answers package analyze's Diff with both
 // traces' summaries; the page shows the same as tables, with both
-// traces' timelines stacked on one time axis and one memory scale.
+// traces' timelines side by side, each framing its own run, on one memory
+// scale.
 
 // compareSummary is what a person compares first between two runs.
 type compareSummary struct {
@@ -127,7 +129,7 @@ func (s *Server) handleCompare(w http.ResponseWriter, r *http.Request) {
 // the page, with the picker, under the status the API would answer.
 func (s *Server) handleComparePage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	v := web.CompareView{Page: s.page("Compare traces"), A: q.Get("a"), B: q.Get("b")}
+	v := web.CompareView{Page: s.page("Compare traces"), A: q.Get("a"), B: q.Get("b"), Axes: q.Get("axes")}
 	traces, err := s.savedTraces()
 	if err != nil {
 		s.writeError(w, r, err)
@@ -212,30 +214,69 @@ func (s *Server) compareView(v *web.CompareView, c *comparison) {
 		{Label: "Duration", Unit: web.UnitDuration, A: c.A.DurationNS, B: c.B.DurationNS},
 		{Label: "Events", Unit: web.UnitCount, A: n(d.Events.A), B: n(d.Events.B)},
 	}
-	// Duplicate copies per (site, category) and per category, each side.
-	type key struct{ cat, site string }
+	// Duplicate copies per (site, category) and per category (site 0),
+	// each side; a site row counts those of every site it adds up.
+	type key struct {
+		cat  string
+		site event.SiteID
+	}
 	var dups [2]map[key]uint64
 	for i, r := range c.reports {
 		dups[i] = map[key]uint64{}
 		for _, x := range r.Duplicates {
-			dups[i][key{x.Category, x.Site}] += x.Count
-			dups[i][key{x.Category, ""}] += x.Count
+			if x.SiteID != 0 {
+				dups[i][key{x.Category, x.SiteID}] += x.Count
+			}
+			dups[i][key{x.Category, 0}] += x.Count
 		}
 	}
-	row := func(r analyze.DiffRow) web.DiffRowView {
-		k := key{r.Category, r.Site}
-		// The row shows the line as B's user saw it (A's when only A
-		// has it: the diff's Name); the cell ids, which differ between
-		// runs, are in its title.
-		site := cmp.Or(r.Name, r.Site)
-		var title string
-		if r.SiteA != "" || r.SiteB != "" {
-			title = "A: " + cmp.Or(r.SiteA, "–") + "\nB: " + cmp.Or(r.SiteB, "–")
+	sitesDups := func(i int, cat string, ids []event.SiteID) int64 {
+		var c uint64
+		for _, id := range ids {
+			c += dups[i][key{cat, id}]
 		}
-		return web.DiffRowView{Category: r.Category, Site: site, Key: r.Site, Title: title,
+		return n(c)
+	}
+	// Each site's trace form (with its cell ids), each side, for the
+	// rows' titles.
+	var forms [2]map[event.SiteID]string
+	for i, r := range c.reports {
+		forms[i] = make(map[event.SiteID]string, len(r.Sites))
+		for _, s := range r.Sites {
+			forms[i][s.SiteID] = s.Site
+		}
+	}
+	names := [2]*analyze.CellNames{c.reports[0].CellNames(), c.reports[1].CellNames()}
+	row := func(r analyze.DiffRow) web.DiffRowView {
+		v := web.DiffRowView{Category: r.Category, Key: r.Site,
 			LingeringA: n(r.LingeringBytes.A), LingeringB: n(r.LingeringBytes.B),
-			PeakA: n(r.PeakBytes.A), PeakB: n(r.PeakBytes.B),
-			DuplicatesA: n(dups[0][k]), DuplicatesB: n(dups[1][k])}
+			PeakA: n(r.PeakBytes.A), PeakB: n(r.PeakBytes.B)}
+		if r.SiteAID == 0 && r.SiteBID == 0 {
+			v.Site = r.Site
+			v.DuplicatesA, v.DuplicatesB = n(dups[0][key{r.Category, 0}]), n(dups[1][key{r.Category, 0}])
+			return v
+		}
+		v.DuplicatesA, v.DuplicatesB = sitesDups(0, r.Category, r.SiteAIDs), sitesDups(1, r.Category, r.SiteBIDs)
+		// The row shows its line as B's user saw it (A's when only A
+		// has it), with the Go frames of its largest site after it; each
+		// side's own name of the line when the two differ (the runs'
+		// execution counts do); the sites of both traces, with their
+		// cell ids, in its title.
+		i, id := 1, r.SiteBID
+		if id == 0 {
+			i, id = 0, r.SiteAID
+		}
+		v.Site = names[i].Site(c.reports[i].Site(id))
+		v.NameA, v.NameB = r.NameA, r.NameB
+		v.Paths = max(len(r.SiteAIDs), len(r.SiteBIDs))
+		var title []string
+		for i, ids := range [2][]event.SiteID{r.SiteAIDs, r.SiteBIDs} {
+			for _, id := range ids {
+				title = append(title, "AB"[i:i+1]+": "+cmp.Or(forms[i][id], names[i].Site(c.reports[i].Site(id))))
+			}
+		}
+		v.Title = strings.Join(title, "\n")
+		return v
 	}
 	for _, r := range d.Categories {
 		v.Categories = append(v.Categories, row(r))

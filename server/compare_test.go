@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -188,7 +189,7 @@ func TestCompareAPI(t *testing.T) {
 	for _, s := range got.Diff.Sites {
 		// Matched by the cell's position (the first cell run), A's site
 		// with its cell id beside.
-		if s.Category == "kv_cache" && strings.HasPrefix(s.Site, "cell #1:2 ← linger/engine.(*Engine).Generate") &&
+		if s.Category == "kv_cache" && s.Site == "cell #1:2" &&
 			strings.HasPrefix(s.SiteA, "cell c1:2 ← ") && s.LingeringBytes == (change{kv, 0, -kv}) {
 			site = true
 		}
@@ -286,6 +287,12 @@ func TestComparePage(t *testing.T) {
 			t.Errorf("page lacks %s", want)
 		}
 	}
+	// The mask's line: its duplicate copies, A's ten and B's none.
+	sites := page[strings.Index(page, `data-testid="compare-sites"`):]
+	mask := regexp.MustCompile(`(?s)data-category="attn_mask".*?</tr>`).FindString(sites)
+	if !strings.Contains(mask, `data-testid="duplicates-a">10<`) || !strings.Contains(mask, `data-testid="duplicates-b">0<`) {
+		t.Errorf("the mask's site row: %q, want its 10 duplicate copies in A, none in B", mask)
+	}
 	// Without names: the picker, listing the saved traces only.
 	code, body = ts.do(t, "GET", "/compare", "")
 	page = string(body)
@@ -326,5 +333,77 @@ func TestTraceFile(t *testing.T) {
 	}
 	if _, body := ts.do(t, "GET", "/", ""); !strings.Contains(string(body), `href="/api/timeline/traces/leaky.ltrace/file"`) {
 		t.Error("the root page has no download link for a saved trace")
+	}
+}
+
+// writeLineRun writes one run of a notebook whose cell (id, count)
+// fills a KV cache at its line 2, each layer's k and v reaching the
+// allocator by two Go lines; the leaky run keeps it past the cell.
+func writeLineRun(t *testing.T, path, cell string, count uint64, leaky bool) {
+	t.Helper()
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em := event.NewEmitter(w, event.EmitterOptions{})
+	sc := em.BeginCell(cell, event.CellRun{Count: count, Position: 1, Source: event.SourceHash("kept = e.generate(keep_cache=True).cache")})
+	var sites []event.SiteID
+	for _, line := range []int{88, 89} {
+		sites = append(sites, em.Site(event.Site{Cell: cell, Line: 2, Frames: []event.Frame{{Func: "linger/engine.(*KVCache).grow", File: "/src/linger/engine/kv.go", Line: line}}}))
+	}
+	var kv []uint64
+	for i := range 4 {
+		a := uint64(1+i) << 20
+		em.Emit(event.Event{Kind: event.KindAlloc, Addr: a, Size: runKVBlock, Requested: runKVBlock, Category: event.CategoryKVCache, Expect: event.ScopeCell, Site: sites[i%2]})
+		kv = append(kv, a)
+	}
+	if !leaky {
+		for _, a := range kv {
+			em.Emit(event.Event{Kind: event.KindFree, Addr: a})
+		}
+	}
+	em.End(sc)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCompareSitesByLine: the compare page lists a notebook line whose k
+// and v reach the allocator by two Go lines as one row, names the line
+// in each trace by that run's own execution count, and says durations
+// as a person reads them.
+func TestCompareSitesByLine(t *testing.T) {
+	dir := t.TempDir()
+	writeLineRun(t, filepath.Join(dir, "a.ltrace"), "7c01d2f9", 3, true)
+	writeLineRun(t, filepath.Join(dir, "b.ltrace"), "90ffee12", 2, false)
+	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
+	code, body := ts.do(t, "GET", "/compare?"+compareQuery("a.ltrace", "b.ltrace"), "")
+	if code != http.StatusOK {
+		t.Fatalf("page: %d %s", code, body)
+	}
+	page := string(body)
+	sites := page[strings.Index(page, `data-testid="compare-sites"`):]
+	if n := strings.Count(sites, `data-testid="compare-row" data-category="kv_cache"`); n != 1 {
+		t.Errorf("%d kv_cache site rows, want one for the line", n)
+	}
+	for _, want := range []string{
+		`data-name-a="In [3], cell 1, line 2" data-name-b="In [2], cell 1, line 2"`,
+		`(and 1 more Go path)`,
+		"engine/kv.go:88", "engine/kv.go:89", // both in the row's title
+	} {
+		if !strings.Contains(sites, want) {
+			t.Errorf("sites table lacks %s", want)
+		}
+	}
+	row := regexp.MustCompile(`(?s)data-label="Duration">.*?</tr>`).FindString(page)
+	cells := regexp.MustCompile(`data-testid="figure-(?:a|b|delta)">([^<]*)<`).FindAllStringSubmatch(row, -1)
+	human := regexp.MustCompile(`^[+−]?\d+(\.\d+)? (ms|µs|ns|s)$`)
+	if len(cells) != 3 {
+		t.Fatalf("duration row %q", row)
+	}
+	for _, c := range cells {
+		if !human.MatchString(c[1]) {
+			t.Errorf("duration %q, want it as a person reads it (12.3 µs, 0.58 s), not as Go spells it", c[1])
+		}
 	}
 }

@@ -92,7 +92,7 @@ func TestCompare(t *testing.T) {
 	for _, f := range figs {
 		got = append(got, text(one(t, f, "figure-a"))+" | "+text(one(t, f, "figure-b"))+" | "+text(one(t, f, "figure-delta")))
 	}
-	if want := []string{"66.0 KiB | 0 B | −66.0 KiB", "10 | 10 | 0", "allocated grows | flat | ", "1.5s | 2s | +500ms"}; !slices.Equal(got, want) {
+	if want := []string{"66.0 KiB | 0 B | −66.0 KiB", "10 | 10 | 0", "allocated grows | flat | ", "1.5 s | 2 s | +0.5 s"}; !slices.Equal(got, want) {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
 
@@ -203,5 +203,34 @@ func TestTimelineComparesWith(t *testing.T) {
 	doc := render(t, Timeline(TimelineView{Page: Page{Base: "/base/"}, Name: "leaky run.ltrace", TraceURL: "/base/api/timeline/traces/leaky%20run.ltrace"}))
 	if href, _ := attr(one(t, doc, "compare-link"), "href"); href != "/base/compare?a=leaky+run.ltrace" {
 		t.Errorf("compare link = %q", href)
+	}
+}
+
+// TestCompareSiteNames: a line the two runs name by other execution
+// counts shows both names, each with its side; one named alike shows one;
+// a row that adds up several Go paths says how many.
+func TestCompareSiteNames(t *testing.T) {
+	v := compareFixture()
+	site := "In [2], cell 1, line 4 ← linger/engine.(*KVCache).grow engine/kv.go:88 ← linger/engine.(*Engine).Generate engine/generate.go:290"
+	v.Sites = []DiffRowView{
+		{Category: "kv_cache", Site: site, NameA: "In [3], cell 1, line 4", NameB: "In [2], cell 1, line 4", Paths: 3, LingeringA: 67584},
+		{Category: "attn_mask", Site: "In [1], cell 1, line 2", NameA: "In [1], cell 1, line 2", NameB: "In [1], cell 1, line 2", LingeringA: 4096},
+	}
+	rows := rowsOf(t, render(t, Compare(v)), "compare-sites")
+	if len(rows) != 2 {
+		t.Fatalf("%d site rows", len(rows))
+	}
+	squash := func(n *html.Node) string { return strings.Join(strings.Fields(text(n)), " ") }
+	if a, b := squash(one(t, rows[0], "place-a")), squash(one(t, rows[0], "place-b")); a != "A In [3], cell 1, line 4" || b != "B In [2], cell 1, line 4" {
+		t.Errorf("places %q, %q; want each side's own count", a, b)
+	}
+	if n := len(byTestID(rows[0], "place")); n != 0 {
+		t.Errorf("%d single places beside both sides'", n)
+	}
+	if got := squash(rows[0]); !strings.Contains(got, "linger/engine.(*KVCache).grow engine/kv.go:88 ← … (and 2 more Go paths)") {
+		t.Errorf("row %q: want its largest site's Go frame and the paths it adds up", got)
+	}
+	if got := squash(one(t, rows[1], "place")); got != "In [1], cell 1, line 2" || len(byTestID(rows[1], "place-a")) != 0 {
+		t.Errorf("a line named alike: %q, want it once", got)
 	}
 }

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
+
+	"linger/internal/units"
 )
 
 // CompareView is the compare view of two saved traces: A the baseline
@@ -31,7 +32,35 @@ type CompareView struct {
 	// the comparison as JSON, which has them all.
 	SitesOmitted int
 	APIURL       string
+	// Axes is how the charts' time axes relate (an AxesModes value, from
+	// ?axes=); "" or an unknown one is the first.
+	Axes string
 }
+
+// AxesMode is one way the compare view's two charts relate their time
+// axes; web/ui/src/compare/linked.js draws each.
+type AxesMode struct {
+	Value, Label, Hint string
+}
+
+// AxesModes are the compare view's ways of relating the charts' time
+// axes, the default first.
+var AxesModes = []AxesMode{
+	{"fit", "Each run fitted", "Each chart frames its own run, idle stretches collapsed; both share the memory scale. A zoom or pan of either moves the other alike."},
+	{"align", "Starts aligned", "Both charts count time from their run's first event on one time scale, idle stretches collapsed; both share the memory scale."},
+	{"clock", "One clock", "Both charts show the same times from each trace's start, nothing collapsed; both share the memory scale."},
+}
+
+func axesMode(v string) AxesMode {
+	for _, m := range AxesModes {
+		if m.Value == v {
+			return m
+		}
+	}
+	return AxesModes[0]
+}
+
+func (v CompareView) axes() string { return axesMode(v.Axes).Value }
 
 // Ready reports whether the view has a comparison to show.
 func (v CompareView) Ready() bool {
@@ -60,7 +89,7 @@ func (f CompareFigure) format(n int64) string {
 	case UnitBytes:
 		return formatSize(n)
 	case UnitDuration:
-		return time.Duration(n).Round(time.Microsecond).String()
+		return units.FormatDuration(n)
 	}
 	return fmt.Sprint(n)
 }
@@ -99,11 +128,23 @@ func (f CompareFigure) textB() string {
 // traces: bytes left lingering, bytes at each trace's peak, and duplicate
 // copies.
 type DiffRowView struct {
+	// Site is the row's site as a person reads it: its notebook line (as
+	// B's user saw it, A's when only A has it), then the Go frames of its
+	// largest site.
 	Category, Site string
 	// Key is the site under which the two traces' rows were matched
-	// (cells by position, analyze.DiffRow.Site), Site if empty; Title
-	// the row's site in each trace with its cell ids, Site if empty.
-	Key, Title               string
+	// (the notebook line, its cell by source or position:
+	// analyze.DiffRow.Site), Site if empty; Title the row's sites in
+	// each trace with their cell ids, Site if empty.
+	Key, Title string
+	// NameA and NameB are the row's line as each trace's user saw it,
+	// by that run's own execution count ("In [3], cell 2, line 4" in A,
+	// "In [2], cell 2, line 4" in B); empty on the side without it. The
+	// row shows both, each with its side, when they differ.
+	NameA, NameB string
+	// Paths is how many sites of one trace the row adds up: a line that
+	// reached the allocator by several Go paths (a KV cache's k and v).
+	Paths                    int
 	LingeringA, LingeringB   int64
 	PeakA, PeakB             int64
 	DuplicatesA, DuplicatesB int64
@@ -156,13 +197,27 @@ func (r DiffRowView) place() string {
 }
 
 // frame is the site's next place (its innermost Go frame), with "← …"
-// when more follow; the whole site is the cell's title.
+// when more follow, and how many Go paths the row adds up when more than
+// one; the whole sites are the cell's title.
 func (r DiffRowView) frame() string {
 	_, rest, _ := strings.Cut(r.Site, " ← ")
 	if f, more, ok := strings.Cut(rest, " ← "); ok && more != "" {
-		return f + " ← …"
+		rest = f + " ← …"
+	}
+	switch {
+	case rest == "" || r.Paths < 2:
+	case r.Paths == 2:
+		rest += " (and 1 more Go path)"
+	default:
+		rest += fmt.Sprintf(" (and %d more Go paths)", r.Paths-1)
 	}
 	return rest
+}
+
+// sidesDiffer reports whether A and B name the row's line differently
+// (their runs' execution counts differ), so that the row shows both.
+func (r DiffRowView) sidesDiffer() bool {
+	return r.NameA != "" && r.NameB != "" && r.NameA != r.NameB
 }
 
 // signedSize is a byte delta, with its sign.

@@ -1,5 +1,6 @@
 // Package units reads and prints byte counts, the one vocabulary of sizes
-// that the command line, notebook cells, reports and pages share.
+// that the command line, notebook cells, reports and pages share, and
+// prints durations for pages (FormatDuration).
 //
 // Parse accepts binary (KiB … EiB and the short K, M, G, T, P) and
 // decimal (KB … EB) suffixes, upper or lower case, on a decimal or
@@ -109,4 +110,45 @@ func formatFloat(v float64, prec int) string {
 func roundsUp(v float64, prec int) bool {
 	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'f', prec, 64), 64)
 	return r >= 1024
+}
+
+// FormatDuration prints ns nanoseconds as a person reads a run's length,
+// never as time.Duration's String ("5m12.764359s"): "5 min 12.8 s",
+// "0.58 s", "12.3 ms", "850 µs", "1 h 2 min 5 s"; a negative one with a
+// minus sign (U+2212), "−5 min 12.2 s". Under a minute it keeps three
+// significant digits at most; from a minute, tenths of a second; from an
+// hour, whole seconds. Trailing zeros go: "2 s", not "2.00 s".
+func FormatDuration(ns int64) string {
+	if ns < 0 {
+		if ns == math.MinInt64 {
+			ns++ // its magnitude does not fit
+		}
+		return "−" + FormatDuration(-ns)
+	}
+	trim := func(v float64, prec int) string {
+		s := strconv.FormatFloat(v, 'f', prec, 64)
+		if strings.Contains(s, ".") {
+			s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+		}
+		return s
+	}
+	switch {
+	case ns < 1e3:
+		return strconv.FormatInt(ns, 10) + " ns"
+	case ns < 1e6:
+		return strconv.FormatFloat(float64(ns)/1e3, 'g', 3, 64) + " µs"
+	case ns < 1e8:
+		return strconv.FormatFloat(float64(ns)/1e6, 'g', 3, 64) + " ms"
+	case ns < 10e9:
+		return trim(float64(ns)/1e9, 2) + " s"
+	}
+	tenths := (ns + 5e7) / 1e8 // rounded first, so that 59.96 s reads 1 min
+	if tenths < 600 {
+		return trim(float64(tenths)/10, 1) + " s"
+	}
+	if tenths < 36000 {
+		return fmt.Sprintf("%d min %s s", tenths/600, trim(float64(tenths%600)/10, 1))
+	}
+	s := (ns + 5e8) / 1e9
+	return fmt.Sprintf("%d h %d min %d s", s/3600, s%3600/60, s%60)
 }

@@ -106,3 +106,35 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestFormatDuration: durations as a person reads them, never Go's
+// "5m12.764359s".
+func TestFormatDuration(t *testing.T) {
+	for _, c := range []struct {
+		ns   int64
+		want string
+	}{
+		{0, "0 ns"},
+		{999, "999 ns"},
+		{1000, "1 µs"},
+		{12_345, "12.3 µs"},
+		{850_000, "850 µs"},
+		{1_500_000, "1.5 ms"},
+		{12_300_000, "12.3 ms"},
+		{99_960_000, "100 ms"},
+		{100_000_000, "0.1 s"},
+		{580_000_000, "0.58 s"},
+		{1_500_000_000, "1.5 s"},
+		{2_000_000_000, "2 s"},
+		{12_840_000_000, "12.8 s"},
+		{59_960_000_000, "1 min 0 s"},
+		{312_764_359_000, "5 min 12.8 s"},
+		{-312_180_994_000, "−5 min 12.2 s"},
+		{-580_000_000, "−0.58 s"},
+		{3_725_400_000_000, "1 h 2 min 5 s"},
+	} {
+		if got := FormatDuration(c.ns); got != c.want {
+			t.Errorf("FormatDuration(%d) = %q, want %q", c.ns, got, c.want)
+		}
+	}
+}

@@ -95,8 +95,8 @@ func TestDiffMatchesCells(t *testing.T) {
 		key   string // the row's key: B's position of the cache's cell
 		nameB string
 	}{
-		{"fixed in place", []runCell{{"e4b0c3a1", 7, setupSource, -1, 0}, {"90ffee12", 8, cacheSource + "\nkept = None", keepB, 0}}, "cell #2:2 ← ", "In [8], cell 2, line 2 ← "},
-		{"moved down", []runCell{{"00000001", 1, "print(1)", -1, 0}, {"e4b0c3a1", 2, setupSource, -1, 0}, {"90ffee12", 3, cacheSource, keepB, 0}}, "cell #3:2 ← ", "In [3], cell 3, line 2 ← "},
+		{"fixed in place", []runCell{{"e4b0c3a1", 7, setupSource, -1, 0}, {"90ffee12", 8, cacheSource + "\nkept = None", keepB, 0}}, "cell #2:2", "In [8], cell 2, line 2"},
+		{"moved down", []runCell{{"00000001", 1, "print(1)", -1, 0}, {"e4b0c3a1", 2, setupSource, -1, 0}, {"90ffee12", 3, cacheSource, keepB, 0}}, "cell #3:2", "In [3], cell 3, line 2"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := notebookRun(t, tt.cells, layers, kvBytes)
@@ -104,8 +104,8 @@ func TestDiffMatchesCells(t *testing.T) {
 			if r.LingeringBytes.A != wantA || r.LingeringBytes.B != wantB || r.LingeringBytes.Delta != int64(wantB)-int64(wantA) {
 				t.Errorf("lingering bytes = %+v, want %d → %d", r.LingeringBytes, wantA, wantB)
 			}
-			if !strings.HasPrefix(r.Site, tt.key) {
-				t.Errorf("row key = %q, want %q first", r.Site, tt.key)
+			if r.Site != tt.key {
+				t.Errorf("row key = %q, want %q (the notebook line alone)", r.Site, tt.key)
 			}
 			if !strings.HasPrefix(r.SiteA, "cell 7c01d2f9:2") || !strings.HasPrefix(r.SiteB, "cell 90ffee12:2") {
 				t.Errorf("row sites = %q, %q", r.SiteA, r.SiteB)
@@ -113,8 +113,9 @@ func TestDiffMatchesCells(t *testing.T) {
 			if got := b.NameSite(r.SiteBID); !strings.HasPrefix(got, tt.nameB) {
 				t.Errorf("B names its site %q, want %q first", got, tt.nameB)
 			}
-			if !strings.HasPrefix(r.Name, tt.nameB) {
-				t.Errorf("row name = %q, want %q first", r.Name, tt.nameB)
+			// Each side names the line by its own run's count.
+			if r.Name != tt.nameB || r.NameB != tt.nameB || r.NameA != "In [2], cell 2, line 2" {
+				t.Errorf("row names = %q (A %q, B %q), want %q (A In [2], cell 2, line 2)", r.Name, r.NameA, r.NameB, tt.nameB)
 			}
 		})
 	}
@@ -203,7 +204,7 @@ func TestDiffKeysOnStructure(t *testing.T) {
 	if err := Diff(a, b).WriteText(&out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "at In [8], cell 2, line 2 ← ") {
+	if !strings.Contains(out.String(), "at In [8], cell 2, line 2\n") {
 		t.Errorf("diff text does not name the line as the page does:\n%s", out.String())
 	}
 }

@@ -21,28 +21,39 @@ type Change struct {
 func change(a, b uint64) Change { return Change{A: a, B: b, Delta: int64(b) - int64(a)} }
 
 // DiffRow compares a category (Site empty) or a (site, category) between
-// two traces. Sites are matched by their structure (Report.SiteTable),
-// each notebook cell's id replaced by a key that pairs the cells of the
-// two traces by source, then by position (see cellKeys): two runs of one
-// notebook, or of two copies of it (other cell ids), match line by line.
-// Site is that key ("cell #4:2 ← engine.(*KVCache).grow engine/kv.go:88"),
-// for machines; Name is the site as B's user saw it (A's when only A has
-// it), as CellNames names it ("In [8], cell 4, line 2 ← …"). SiteA and
-// SiteB are the site in each trace, in its trace form with its cell ids,
-// and SiteAID and SiteBID its id there: empty on the side without it.
+// two traces. Sites are matched by what the user wrote: a site's own code
+// (Site.Notebook: its notebook call stack, the cell and line; a
+// program's own frames), each notebook cell's id replaced by a key that
+// pairs the cells of the two traces by source, then by position (see
+// cellKeys): two runs of one notebook, or of two copies of it (other cell
+// ids), match line by line, and the sites of one line that reached the
+// allocator by other Go frames (a KV cache's k and v, say) are one row.
+// A site without such frames (outside cells) is matched by all of its
+// frames. Site is that key ("cell #4:2", for machines); NameA and NameB
+// the row's place as each trace's user saw it, as CellNames names it with
+// that trace's own execution counts ("In [3], cell 4, line 2" in A, "In
+// [8], cell 4, line 2" in B), empty on the side without it; Name is
+// NameB, else NameA. SiteAIDs and SiteBIDs are the sites of each trace
+// the row adds up, the largest first (lingering bytes, then peak, then
+// allocated bytes); SiteAID and SiteBID the first of them and SiteA and
+// SiteB its trace form, with its cell ids: empty on the side without it.
 type DiffRow struct {
-	Category       string       `json:"category"`
-	Site           string       `json:"site,omitempty"`
-	Name           string       `json:"name,omitempty"`
-	SiteA          string       `json:"site_a,omitempty"`
-	SiteB          string       `json:"site_b,omitempty"`
-	SiteAID        event.SiteID `json:"site_a_id,omitempty"`
-	SiteBID        event.SiteID `json:"site_b_id,omitempty"`
-	Allocs         Change       `json:"allocs"`
-	AllocBytes     Change       `json:"alloc_bytes"`
-	Lingering      Change       `json:"lingering"`
-	LingeringBytes Change       `json:"lingering_bytes"`
-	PeakBytes      Change       `json:"peak_bytes"` // contribution to each trace's peak
+	Category       string         `json:"category"`
+	Site           string         `json:"site,omitempty"`
+	Name           string         `json:"name,omitempty"`
+	NameA          string         `json:"name_a,omitempty"`
+	NameB          string         `json:"name_b,omitempty"`
+	SiteA          string         `json:"site_a,omitempty"`
+	SiteB          string         `json:"site_b,omitempty"`
+	SiteAID        event.SiteID   `json:"site_a_id,omitempty"`
+	SiteBID        event.SiteID   `json:"site_b_id,omitempty"`
+	SiteAIDs       []event.SiteID `json:"site_a_ids,omitempty"`
+	SiteBIDs       []event.SiteID `json:"site_b_ids,omitempty"`
+	Allocs         Change         `json:"allocs"`
+	AllocBytes     Change         `json:"alloc_bytes"`
+	Lingering      Change         `json:"lingering"`
+	LingeringBytes Change         `json:"lingering_bytes"`
+	PeakBytes      Change         `json:"peak_bytes"` // contribution to each trace's peak
 
 	short string // Name's first places (CellNames.Short), for WriteText
 }
@@ -101,12 +112,12 @@ func dupCopies(r *Report) uint64 {
 }
 
 // diffRows pairs the stats of a and b by (category, site), sites keyed
-// by their structure and their cells' keys when the reports ra and rb
-// (nil for categories) say them.
+// by their own code's frames and their cells' keys when the reports ra
+// and rb (nil for categories) say them.
 func diffRows(a, b []Stat, ra, rb *Report) []DiffRow {
 	type key struct{ cat, site string }
 	rows := make(map[key]*[2]Stat)
-	ids := make(map[key]*[2]event.SiteID)
+	sites := make(map[key]*[2][]Stat) // each side's sites of the row
 	var keys [2]map[string]string
 	var names [2]*CellNames
 	if ra != nil && rb != nil {
@@ -119,16 +130,17 @@ func diffRows(a, b []Stat, ra, rb *Report) []DiffRow {
 			k := key{s.Category, s.Site}
 			sited := reps[i] != nil && s.Site != ""
 			if sited {
-				k.site = siteKey(reps[i].Site(s.SiteID), s.Site, keys[i])
+				k.site = siteKey(reps[i].Site(s.SiteID).Notebook(), s.Site, keys[i])
 			}
 			if rows[k] == nil {
-				rows[k], ids[k] = new([2]Stat), new([2]event.SiteID)
+				rows[k], sites[k] = new([2]Stat), new([2][]Stat)
 			}
-			// Two sites of one trace may share a key (a cell the trace
-			// ran twice under one id has one position): add them up.
+			// Sites of one trace that share a key (one line reaching the
+			// allocator by two Go paths; a cell the trace ran twice under
+			// one id has one position): add them up.
 			rows[k][i] = addStat(rows[k][i], s)
 			if sited {
-				ids[k][i] = s.SiteID
+				sites[k][i] = append(sites[k][i], s)
 			}
 		}
 	}
@@ -142,13 +154,27 @@ func diffRows(a, b []Stat, ra, rb *Report) []DiffRow {
 		if !r.changed() {
 			continue
 		}
-		if x.Site != "" && ra != nil {
-			r.SiteA, r.SiteAID = x.Site, ids[k][0]
-			r.Name, r.short = names[0].Site(ra.Site(r.SiteAID)), names[0].Short(ra.Site(r.SiteAID))
-		}
-		if y.Site != "" && rb != nil {
-			r.SiteB, r.SiteBID = y.Site, ids[k][1]
-			r.Name, r.short = names[1].Site(rb.Site(r.SiteBID)), names[1].Short(rb.Site(r.SiteBID))
+		for i, rep := range reps {
+			ss := sites[k][i]
+			if rep == nil || len(ss) == 0 {
+				continue
+			}
+			slices.SortStableFunc(ss, func(x, y Stat) int {
+				return cmp.Or(cmp.Compare(y.LingeringBytes, x.LingeringBytes), cmp.Compare(y.PeakBytes, x.PeakBytes),
+					cmp.Compare(y.AllocBytes, x.AllocBytes), cmp.Compare(x.SiteID, y.SiteID))
+			})
+			ids := make([]event.SiteID, len(ss))
+			for j, s := range ss {
+				ids[j] = s.SiteID
+			}
+			own := rep.Site(ids[0]).Notebook()
+			name := names[i].Site(own)
+			r.Name, r.short = name, names[i].Short(own)
+			if i == 0 {
+				r.NameA, r.SiteA, r.SiteAID, r.SiteAIDs = name, ss[0].Site, ids[0], ids
+			} else {
+				r.NameB, r.SiteB, r.SiteBID, r.SiteBIDs = name, ss[0].Site, ids[0], ids
+			}
 		}
 		out = append(out, r)
 	}
@@ -162,11 +188,11 @@ func diffRows(a, b []Stat, ra, rb *Report) []DiffRow {
 	return out
 }
 
-// siteKey is the key under which Diff matches a site: its frames, each
-// notebook cell's id replaced by its key ("cell #4:2", cellKeys; a cell
-// without one, in a trace without cell scopes, keeps its id). A site the
-// report has no frames of (made without names) is keyed by its trace
-// form, s.
+// siteKey is the key under which Diff matches a site (Site.Notebook's
+// part of it): its frames, each notebook cell's id replaced by its key
+// ("cell #4:2", cellKeys; a cell without one, in a trace without cell
+// scopes, keeps its id). A site the report has no frames of (made
+// without names) is keyed by its trace form, s.
 func siteKey(site Site, s string, keys map[string]string) string {
 	if len(site.Stack) == 0 && len(site.Frames) == 0 {
 		return s
