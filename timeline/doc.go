@@ -28,10 +28,11 @@ length whole at once, before a pass over its events.
 A Reader tells how the trace ended: io.EOF and End's reason for an end
 frame ("" for a clean Close, "kernel killed: signal 9" after
 CloseWithReason); a *StopError wrapping ErrTruncated when the log stops
-without one (the writer died, or is still writing), or ErrCorrupt for a
-frame that fails its check. The events before the stop are returned
-first. Reader.Resume clears a truncation, so that reading goes on as the
-writer appends.
+without one (the writer died, or is still writing: Writing tells which,
+by the lock a writer holds on its file), or ErrCorrupt for a frame that
+fails its check. The events before the stop are returned first.
+Reader.Resume clears a truncation, so that reading goes on as the writer
+appends.
 
 # Recording live
 

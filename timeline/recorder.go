@@ -171,13 +171,15 @@ type request struct {
 
 // NewRecorder creates (or truncates) the trace log at path and returns a
 // Recorder writing to it. The log must stay where it is while the
-// Recorder is open: subscribers that fall behind re-open it by path.
+// Recorder is open: subscribers that fall behind re-open it by path. Until
+// it closes, the log is locked as being written (Writing).
 func NewRecorder(path string, opts RecorderOptions) (*Recorder, error) {
 	opts = opts.withDefaults()
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("create trace %q: %w", path, pathless(err))
 	}
+	lockWriting(f)
 	var out io.Writer = f
 	if opts.wrap != nil {
 		out = opts.wrap(f)

@@ -119,12 +119,14 @@ func NewWriter(w io.Writer) *Writer {
 }
 
 // Create creates (or truncates) the file path and returns a Writer to it
-// that closes the file on Close.
+// that closes the file on Close. Until then the file is locked as being
+// written (Writing).
 func Create(path string) (*Writer, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("create trace %q: %w", path, pathless(err))
 	}
+	lockWriting(f)
 	w := NewWriter(f)
 	w.closer = f
 	w.name = fmt.Sprintf("trace %q", path)

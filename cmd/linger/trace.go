@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"linger/cmd/internal/cli"
 	"linger/internal/units"
@@ -63,23 +64,43 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // openTrace opens a trace file and, when its tail is torn or corrupt, says
-// so on stderr: everything before the damage is still read.
-func openTrace(path string, stderr io.Writer) (*timeline.File, error) {
-	f, err := timeline.OpenFile(path)
-	if err != nil {
-		return nil, err
+// so on stderr: everything before the damage is still read. A trace still
+// being written (writing) has no end frame yet, and perhaps a frame half
+// written: not damage, and not said to be.
+func openTrace(path string, stderr io.Writer) (f *timeline.File, writing bool, err error) {
+	// Asked before the file is read: a writer that ends meanwhile has
+	// written its end frame by the time the read reaches it.
+	writing = stillWriting(path)
+	if f, err = timeline.OpenFile(path); err != nil {
+		return nil, false, err
 	}
-	if stop := f.Stop(); stop != nil {
+	_, ended := f.End()
+	writing = writing && !ended && !errors.Is(f.Stop(), timeline.ErrCorrupt)
+	if stop := f.Stop(); stop != nil && !writing {
 		fmt.Fprintf(stderr, "warning: %s: %v; using the %d events before it\n", path, stop, f.Events())
 	}
 	if n := f.Trailing(); n > 0 {
 		fmt.Fprintf(stderr, "warning: %s: %d bytes after the end frame (ignored)\n", path, n)
 	}
-	return f, nil
+	return f, writing, nil
 }
 
-func truncation(f *timeline.File) string {
-	if stop := f.Stop(); stop != nil {
+// stillWriting says whether the trace at path is still being written: its
+// writer holds it locked (timeline.Writing), or, where the lock cannot be
+// told, it changed in the last minute. A trace without its end frame whose
+// writer is gone (killed, or its machine down) was cut off.
+func stillWriting(path string) bool {
+	if w, known := timeline.Writing(path); known {
+		return w
+	}
+	fi, err := os.Stat(path)
+	return err == nil && time.Since(fi.ModTime()) < time.Minute
+}
+
+// truncation is why the trace f stops early, for analyze.Options: nothing
+// for one still being written.
+func truncation(f *timeline.File, writing bool) string {
+	if stop := f.Stop(); stop != nil && !writing {
 		return stop.Error()
 	}
 	return ""
@@ -96,16 +117,16 @@ func runTraceAnalyze(_ context.Context, args []string, stdout, stderr io.Writer)
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: trace analyze takes one trace file, got %d", errUsage, len(pos))
 	}
-	f, err := openTrace(pos[0], stderr)
+	f, writing, err := openTrace(pos[0], stderr)
 	if err != nil {
 		return err
 	}
-	rep, err := analyze.Run(f, analyze.Options{MaxObjects: *maxObjects, Truncated: truncation(f)})
+	rep, err := analyze.Run(f, analyze.Options{MaxObjects: *maxObjects, Truncated: truncation(f, writing)})
 	if err != nil {
 		return err
 	}
 	reason, ok := f.End()
-	rep.Ended = &analyze.Ended{Reason: reason, Clean: ok && reason == "", CutOff: !ok, TrailingBytes: f.Trailing()}
+	rep.Ended = &analyze.Ended{Reason: reason, Clean: ok && reason == "", CutOff: !ok && !writing, Writing: writing, TrailingBytes: f.Trailing()}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -135,11 +156,11 @@ func runTraceDiff(_ context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var reps [2]*analyze.Report
 	for i, p := range pos {
-		f, err := openTrace(p, stderr)
+		f, writing, err := openTrace(p, stderr)
 		if err != nil {
 			return err
 		}
-		if reps[i], err = analyze.Run(f, analyze.Options{Truncated: truncation(f)}); err != nil {
+		if reps[i], err = analyze.Run(f, analyze.Options{Truncated: truncation(f, writing)}); err != nil {
 			return err
 		}
 	}
@@ -185,7 +206,7 @@ func runTraceExport(_ context.Context, args []string, stdout, stderr io.Writer) 
 			return fmt.Errorf("%w: --at: %v", errUsage, err)
 		}
 	}
-	f, err := openTrace(pos[0], stderr)
+	f, _, err := openTrace(pos[0], stderr)
 	if err != nil {
 		return err
 	}

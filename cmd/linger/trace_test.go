@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
 
+	"linger/internal/testbin"
 	"linger/timeline"
 	"linger/timeline/analyze"
 	"linger/timeline/event"
@@ -227,5 +230,64 @@ func TestTraceAnalyzeEnded(t *testing.T) {
 		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Ended == nil || *rep.Ended != c.ended {
 			t.Errorf("%s --json: exit %d, ended %+v, want %+v", c.name, code, rep.Ended, c.ended)
 		}
+	}
+}
+
+// TestTraceAnalyzeLive: a trace its writer still holds (a Recorder open,
+// as a running kernel's is) has no end frame yet: analyze says it is
+// still being written and how far it read, with no warning of damage; a
+// writer killed mid-trace (SIGKILL, no end frame) left a trace cut off.
+func TestTraceAnalyzeLive(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.ltrace")
+	rec, err := timeline.NewRecorder(live, timeline.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	for i := range 3 {
+		rec.Emit(event.Event{Seq: uint64(i + 1), Kind: event.KindMark, Time: int64(i + 1)})
+	}
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI(t, "trace", "analyze", live)
+	if code != 0 || !strings.Contains(out, "still being written (no end frame yet): analyzed up to event 3") ||
+		strings.Contains(out, "cut off") || strings.Contains(out, "TRUNCATED") || strings.Contains(stderr, "truncated") {
+		t.Errorf("a live trace: exit %d, want it said to be still being written, up to event 3, nothing of damage:\n%s%s", code, out, stderr)
+	}
+	code, out, _ = runCLI(t, "trace", "analyze", "--json", live)
+	var rep struct {
+		Truncated string
+		Ended     *analyze.Ended
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Ended == nil || *rep.Ended != (analyze.Ended{Writing: true}) || rep.Truncated != "" {
+		t.Errorf("a live trace --json: exit %d, truncated %q, ended %+v; want ended {writing: true}", code, rep.Truncated, rep.Ended)
+	}
+
+	// A writer killed mid-trace: generate on a shape whose request takes
+	// seconds, killed once its trace has frames.
+	dead := filepath.Join(dir, "dead.ltrace")
+	cmd := exec.Command(testbin.Linger(t), "generate", "--model", "llama3-8b", "--device", "meta", "--prompt-tokens", "131072",
+		"--chunk-size", "1024", "--max-new-tokens", "64", "--trace", dead)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if fi, err := os.Stat(dead); err == nil && fi.Size() > 64<<10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the trace did not grow")
+		}
+	}
+	cmd.Process.Kill()
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("generate finished before it was killed")
+	}
+	code, out, stderr = runCLI(t, "trace", "analyze", dead)
+	if code != 0 || !strings.Contains(out, "ended: cut off (no end frame)") || strings.Contains(out, "still being written") {
+		t.Errorf("a killed writer's trace: exit %d, want it said to be cut off:\n%s%s", code, out, stderr)
 	}
 }

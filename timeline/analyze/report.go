@@ -11,12 +11,14 @@ import (
 )
 
 // Ended is how a trace ended: its end frame's reason ("" for a clean
-// close, e.g. "kernel died: signal: killed"), or no end frame at all (cut
-// off: the writer was killed, or is still writing).
+// close, e.g. "kernel died: signal: killed"), or no end frame at all:
+// cut off (its writer was killed) or, when its writer still holds it
+// (timeline.Writing), not yet.
 type Ended struct {
-	Reason string `json:"reason"`
-	Clean  bool   `json:"clean"`   // an end frame with no reason
-	CutOff bool   `json:"cut_off"` // no end frame
+	Reason  string `json:"reason"`
+	Clean   bool   `json:"clean"`             // an end frame with no reason
+	CutOff  bool   `json:"cut_off"`           // no end frame, and no writer
+	Writing bool   `json:"writing,omitempty"` // no end frame yet: still being written
 	// TrailingBytes is how many bytes follow the end frame: they belong
 	// to no trace and were ignored.
 	TrailingBytes int64 `json:"trailing_bytes,omitempty"`
@@ -40,7 +42,7 @@ type Report struct {
 	// the analysis covers every event up to there.
 	Truncated string `json:"truncated,omitempty"`
 	// Ended says how the trace ended, when the reader of its file knows
-	// (nil for a live trace, still being written).
+	// (nil for a live trace read from its Recorder; Writing for its file).
 	Ended *Ended `json:"ended,omitempty"`
 	// OOMs are the allocations that failed for lack of device memory,
 	// the first 16 (Anomalies.OOMs counts them all).

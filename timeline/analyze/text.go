@@ -26,6 +26,8 @@ func (rep *Report) WriteText(w io.Writer) error {
 	p("trace: %d events (seq %d–%d), %s", rep.Events, rep.FirstSeq, rep.LastSeq, fmtDuration(rep.DurationNS))
 	if e := rep.Ended; e != nil {
 		switch {
+		case e.Writing:
+			p("still being written (no end frame yet): analyzed up to event %d", rep.LastSeq)
 		case e.CutOff:
 			p("ended: cut off (no end frame)")
 		case e.Clean:
