@@ -8,9 +8,11 @@ import (
 	"linger/engine"
 	"linger/engine/alloc"
 	"linger/engine/device"
+	"linger/internal/units"
 	"linger/timeline"
 	"linger/timeline/analyze"
 	"linger/timeline/event"
+	"linger/timeline/export"
 )
 
 // The 128K-token stress test: a kept 131,072-token cache and more
@@ -66,11 +68,16 @@ func test07Stress128K(t *testing.T, tg target) {
 	initN, initB := liveTotal(atInit)
 	loadN, loadB := liveTotal(atLoad)
 	oomN, oomB := liveTotal(atOOM)
-	t.Logf("milestones (allocated, live blocks): after init %.2f GB, %d; after loading the 128K input %.2f GB, %d; at the OOM %.2f GB, %d (report: 1.2 → 9.7 → 15.9 GB, 8 → 42 → 137 tensors)",
-		float64(initB)/1e9, initN, float64(loadB)/1e9, loadN, float64(oomB)/1e9, oomN)
+	t.Logf("milestones (allocated, live blocks): after init %s, %d; after loading the 128K input %s, %d; at the OOM %s, %d (report: 1.2 → 9.7 → 15.9 GB, 8 → 42 → 137 tensors)",
+		units.FormatPrec(initB, 2), initN, units.FormatPrec(loadB, 2), loadN, units.FormatPrec(oomB, 2), oomN)
 	if initB != initial.Allocated || initN != initial.NumAllocs-initial.NumFrees {
 		t.Errorf("after init: %d bytes in %d blocks, want the engine's weights and workspace: %d bytes in %d blocks",
 			initB, initN, initial.Allocated, initial.NumAllocs-initial.NumFrees)
+	}
+	// The notebook prints them as the page does, in binary units, to the
+	// hundredth (issue 26: it printed "3.09 GB" beside the page's GiB).
+	if out, want := r.output("setup-init"), fmt.Sprintf("after init: allocated %s, reserved %s, live blocks %d", units.FormatPrec(initB, 2), units.FormatPrec(initial.Reserved, 2), initN); !strings.Contains(out, want) {
+		t.Errorf("setup-init prints %q, want %q", out, want)
 	}
 	if loadB-initB != docKV || loadN-initN != 2*uint64(cfg.Layers) {
 		t.Errorf("after loading: +%d bytes in %d blocks, want the kept cache: %d bytes in %d blocks", loadB-initB, loadN-initN, docKV, 2*cfg.Layers)
@@ -125,6 +132,27 @@ func test07Stress128K(t *testing.T, tg target) {
 		f.DeviceFree > room-used || f.DeviceFree+tg.StagingMax < room-used {
 		t.Errorf("OOM finding: seq %d, %d bytes of %s at %s, %d free; want seq %d, %d bytes of %s at %s, the limit's %d − %d used = %d free (less at most %d of staging)",
 			f.Seq, f.Size, f.Category, innermost(f.Site), f.DeviceFree, oom.e.Seq, oom.e.Size, cat, step, room, used, room-used, tg.StagingMax)
+	}
+	// The allocator panel at the OOM (GET …/segments, export.Allocator;
+	// issue 26, point 6): the same free bytes, what the 16 GiB card's
+	// limit left of the segments it had reserved (and the context), less
+	// than the segment of the K or V tensor it refused; never the meta
+	// device's own free bytes (its 80 GiB less what was used: 64 GiB).
+	tf, err := timeline.OpenFile(r.TracePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := export.Allocator(tf, export.AtSeq(oom.e.Seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := roundLarge(kvTensor(n + newT))
+	if st.Reserved != atOOM.Tracks.End.Reserved || st.OOM == nil {
+		t.Fatalf("allocator at the oom: reserved %d (the trace's track %d), OOM %+v", st.Reserved, atOOM.Tracks.End.Reserved, st.OOM)
+	}
+	if left := room - (st.Reserved + tg.Context); st.OOM.DeviceFree > left || st.OOM.DeviceFree+tg.StagingMax < left || st.OOM.DeviceFree >= refused {
+		t.Errorf("allocator at the oom: the device had %d bytes free; want the %d-byte limit less %d reserved and %d of context: %d (less at most %d of staging), under the %d-byte segment refused",
+			st.OOM.DeviceFree, room, st.Reserved, tg.Context, left, tg.StagingMax, refused)
 	}
 	if len(f.Live) != len(oom.live) {
 		t.Errorf("OOM finding: alive %+v, the counters %v", f.Live, oom.live)

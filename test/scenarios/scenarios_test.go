@@ -113,6 +113,7 @@ func runNotebook(t *testing.T, tg target, name string) *result {
 		t.Fatalf("holders: %s", rep.HoldersError)
 	}
 	r.Report, r.Holders = rep.Report, rep.Holders
+	r.checkUnits(t)
 	r.replay(t)
 	if tg.Name != meta.Name {
 		r.checkTarget(t, tg)
@@ -377,6 +378,23 @@ func (r *result) output(cellID string) string {
 		}
 	}
 	return b.String()
+}
+
+// decimalBytes is a byte figure in decimal units, as a notebook's own
+// arithmetic might print it ("3.09 GB", "512 MB").
+var decimalBytes = regexp.MustCompile(`\b[0-9]+(\.[0-9]+)? ?[kKMGTP]B\b`)
+
+// checkUnits fails a notebook whose outputs print memory in decimal
+// units: the timeline and the kernel print binary ones (GiB, MiB), and a
+// notebook beside them says the same (issue 26: 07 printed GB while the
+// page printed GiB).
+func (r *result) checkUnits(t *testing.T) {
+	t.Helper()
+	for _, c := range r.Notebook.Cells {
+		if m := decimalBytes.FindString(r.output(c.ID)); m != "" {
+			t.Errorf("cell %s prints %q: say GiB, MiB or KiB, as the timeline does", c.ID, m)
+		}
+	}
 }
 
 // inCell reports whether a site string's notebook place is in a cell

@@ -48,12 +48,16 @@ type AllocatorState struct {
 
 // AllocatorSegment is one reserved segment and its blocks, by address.
 type AllocatorSegment struct {
-	Address   uint64           `json:"address"`
-	Size      uint64           `json:"size"`
-	Pool      string           `json:"pool"` // "small" or "large"
-	Allocated uint64           `json:"allocated"`
-	Requested uint64           `json:"requested"`
-	Blocks    []AllocatorBlock `json:"blocks"`
+	Address   uint64 `json:"address"`
+	Size      uint64 `json:"size"`
+	Pool      string `json:"pool"` // "small" or "large"
+	Allocated uint64 `json:"allocated"`
+	Requested uint64 `json:"requested"`
+	// Category is the category holding most of its allocated bytes (the
+	// first by name of a tie), empty when it holds nothing: what the
+	// panel groups segments by, known past MaxAllocatorBlocks too.
+	Category string           `json:"category,omitempty"`
+	Blocks   []AllocatorBlock `json:"blocks"`
 }
 
 // AllocatorBlock is a live object's block, or free space (Free).
@@ -168,8 +172,12 @@ func Allocator(tr Trace, at At) (*AllocatorState, error) {
 			}
 		}
 		cur := g.addr
+		var held [event.NumCategories]uint64
 		for _, o := range objsIn {
 			inSegs[o] = true
+			if int(o.cat) < len(held) {
+				held[o.cat] += o.size
+			}
 			if o.addr > cur {
 				free(cur, o.addr-cur)
 			}
@@ -189,6 +197,7 @@ func Allocator(tr Trace, at At) (*AllocatorState, error) {
 		if end := g.addr + g.size; cur < end {
 			free(cur, end-cur)
 		}
+		seg.Category = mostHeld(&held)
 		if !list {
 			s.Truncated = true
 		}
@@ -203,6 +212,21 @@ func Allocator(tr Trace, at At) (*AllocatorState, error) {
 		}
 	}
 	return s, nil
+}
+
+// mostHeld names the category holding the most bytes of held, the first
+// by name of a tie; "" when it holds none.
+func mostHeld(held *[event.NumCategories]uint64) string {
+	best, name := uint64(0), ""
+	for c, n := range held {
+		if n == 0 {
+			continue
+		}
+		if cn := categoryName(event.Category(c)); n > best || n == best && cn < name {
+			best, name = n, cn
+		}
+	}
+	return name
 }
 
 func sortCategories(cs []CategoryBytes) {

@@ -47,6 +47,11 @@ func TestAllocatorState(t *testing.T) {
 	if seg.Blocks[0].Site == "" {
 		t.Error("a block without its site")
 	}
+	// Each segment's category is the one holding most of it: the small
+	// one's 1 KiB of KV over its 512-byte mask, the large one's KV block.
+	if c0, c1 := s.Segments[0].Category, s.Segments[1].Category; c0 != "kv_cache" || c1 != "kv_cache" {
+		t.Errorf("segment categories %q, %q; want kv_cache for both", c0, c1)
+	}
 	if s.ByCategory[0].Category != "kv_cache" || s.ByCategory[0].Bytes != big+1024 || s.ByCategory[0].Blocks != 2 || s.ByCategory[1].Bytes != 512 {
 		t.Errorf("by category %+v", s.ByCategory)
 	}
@@ -56,7 +61,7 @@ func TestAllocatorState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Seq != 6 || s.LargestFree != large || s.Segments[1].Allocated != 0 {
+	if s.Seq != 6 || s.LargestFree != large || s.Segments[1].Allocated != 0 || s.Segments[1].Category != "" {
 		t.Errorf("at 5200 ns: seq %d, largest free %d, large segment %+v", s.Seq, s.LargestFree, s.Segments[1])
 	}
 	// Before the first event: the first.

@@ -521,6 +521,7 @@ export class TimelineView {
     this.drawObjects();
     this.drawBreaks();
     this.relabel();
+    this.segments.drawInstant(ctx); // the allocator panel's instant, its slider's cursor
     if (this.box) {
       ctx.fillStyle = "rgba(0,119,187,0.15)";
       ctx.fillRect(Math.min(this.box.x0, this.box.x1), 0, Math.abs(this.box.x1 - this.box.x0), H);
