@@ -100,10 +100,24 @@ func (s *Server) handleTraceDelete(w http.ResponseWriter, r *http.Request) {
 
 // renameNoReplace renames from to to, or fails with os.ErrExist when to
 // exists: a hard link, which never replaces, then the old name removed
-// (a rename would replace a trace that appeared meanwhile).
+// (a rename would replace a trace that appeared meanwhile). Where the
+// file system has no hard links (exFAT, some network mounts), a rename
+// once to is seen not to exist; if the old name cannot be removed, the
+// new one goes again, so the trace is never left under both.
 func renameNoReplace(from, to string) error {
-	if err := os.Link(from, to); err != nil {
+	err := os.Link(from, to)
+	switch {
+	case errors.Is(err, os.ErrExist):
+		return err
+	case err != nil:
+		if _, err := os.Lstat(to); err == nil {
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: os.ErrExist}
+		}
+		return os.Rename(from, to)
+	}
+	if err := os.Remove(from); err != nil {
+		os.Remove(to)
 		return err
 	}
-	return os.Remove(from)
+	return nil
 }

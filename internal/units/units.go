@@ -132,13 +132,24 @@ func FormatDuration(ns int64) string {
 		}
 		return s
 	}
+	// Three significant digits, never an exponent: a value that rounds up
+	// to 1000 of a unit (999.6 µs) is the next unit's (1 ms).
+	sig3 := func(v float64) string {
+		switch {
+		case v >= 100:
+			return trim(v, 0)
+		case v >= 10:
+			return trim(v, 1)
+		}
+		return trim(v, 2)
+	}
 	switch {
 	case ns < 1e3:
 		return strconv.FormatInt(ns, 10) + " ns"
-	case ns < 1e6:
-		return strconv.FormatFloat(float64(ns)/1e3, 'g', 3, 64) + " µs"
+	case ns < 999_500:
+		return sig3(float64(ns)/1e3) + " µs"
 	case ns < 1e8:
-		return strconv.FormatFloat(float64(ns)/1e6, 'g', 3, 64) + " ms"
+		return sig3(float64(ns)/1e6) + " ms"
 	case ns < 10e9:
 		return trim(float64(ns)/1e9, 2) + " s"
 	}

@@ -37,11 +37,13 @@ type allocationsAnswer struct {
 	Bytes       uint64            `json:"bytes"`       // their bytes
 	Sites       []siteAllocations `json:"sites"`       // by count, the most first; n of them
 	More        int               `json:"more"`        // sites left out past n
-	// Partial: the answer stops before t1, at Until, for the trace's file
-	// ends there (a live trace's last frame not yet written whole) or
-	// MaxAllocationsScan events were read.
-	Partial bool  `json:"partial,omitempty"`
-	Until   int64 `json:"until,omitempty"`
+	// Partial: the answer stops before t1, after the event at Until, for
+	// Reason: "file_end" (the trace's file ends there: torn, or a live
+	// trace's frame not yet written whole) or "scan_limit"
+	// (MaxAllocationsScan events were read).
+	Partial bool   `json:"partial,omitempty"`
+	Until   int64  `json:"until,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // siteAllocations are the allocations of one site and category in the
@@ -115,7 +117,14 @@ func (h *Handler) serveAllocations(w http.ResponseWriter, r *http.Request) {
 			before += b.Events
 		}
 	}
-	rd, err := timeline.Open(path)
+	// A saved trace's file as its other routes read it: a regular file,
+	// not a link or a FIFO put in its place since; a live trace's is the
+	// recorder's own.
+	open := timeline.Open
+	if r.PathValue("name") != "" {
+		open = timeline.OpenRegular
+	}
+	rd, err := open(path)
 	if err != nil {
 		h.writeError(w, r, fmt.Errorf("read the trace's allocations: %w", err))
 		return
@@ -127,6 +136,7 @@ func (h *Handler) serveAllocations(w http.ResponseWriter, r *http.Request) {
 	live := map[uint64]siteKey{} // addr → what allocated it, inside the window
 	err = rd.SkipTo(before + 1)
 	var seq uint64 // the last event read
+	last := q.t0   // its time, in the window
 	for err == nil {
 		var e event.Event
 		if e, err = rd.ReadEvent(); err != nil {
@@ -143,10 +153,12 @@ func (h *Handler) serveAllocations(w http.ResponseWriter, r *http.Request) {
 		if a.Events%(1<<16) == 0 && r.Context().Err() != nil {
 			return // the page asked for another window
 		}
-		if a.Events >= MaxAllocationsScan {
-			a.Partial, a.Until = true, e.Time
+		if a.Events > MaxAllocationsScan {
+			a.Events--
+			a.Partial, a.Until, a.Reason = true, last, "scan_limit"
 			break
 		}
+		last = e.Time
 		switch e.Kind {
 		case event.KindAlloc:
 			k := siteKey{e.Site, e.Category}
@@ -176,11 +188,7 @@ func (h *Handler) serveAllocations(w http.ResponseWriter, r *http.Request) {
 		// A torn file, or a live trace's frame not yet written whole
 		// (its end, past what the index had seen, is no loss): what was
 		// read is answered, and says where it stops.
-		a.Partial = true
-		a.Until = q.t0
-		for _, s := range sites {
-			a.Until = max(a.Until, s.Last)
-		}
+		a.Partial, a.Until, a.Reason = true, last, "file_end"
 	}
 	out := make([]siteAllocations, 0, len(sites))
 	for k, s := range sites {

@@ -15,8 +15,9 @@ import (
 // churnTrace writes scenario 02's shape to sink: a cell whose line 4
 // makes an attention mask each chunk, freed before the next (masks masks
 // of chunk×(chunk·(i+1)) bf16 elements, at most 256 KiB), then the fix's
-// line 9: one mask of 512 MiB. It returns the events, for brute force.
-func churnTrace(sink event.Sink, masks int) []event.Event {
+// line 9: one mask of 512 MiB, an event every step ns. It returns the
+// events, for brute force.
+func churnTrace(sink event.Sink, masks int, step int64) []event.Event {
 	sink.DefineString(1, "mask")
 	sink.DefineString(2, "mask.whole")
 	sink.DefineSite(1, event.Site{Cell: "leaky", Line: 4})
@@ -25,7 +26,7 @@ func churnTrace(sink event.Sink, masks int) []event.Event {
 	seq, now := uint64(0), int64(1000)
 	emit := func(e event.Event) {
 		seq++
-		now += 1000
+		now += step
 		e.Seq, e.Time = seq, now
 		evs = append(evs, e)
 		sink.Emit(e)
@@ -103,7 +104,8 @@ func TestAllocationsBySite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := churnTrace(w, masks)
+	// Ten events to an index bucket of 1 µs: a window's edge cuts buckets.
+	evs := churnTrace(w, masks, 100)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +122,15 @@ func TestAllocationsBySite(t *testing.T) {
 	// Windows that cut the churn anywhere, the trace's index bucketing
 	// them as it will.
 	last := evs[len(evs)-1].Time
-	for _, win := range [][2]int64{{0, last / 3}, {last / 3, 2 * last / 3}, {evs[1001].Time, evs[1001].Time + 1}, {last, last + 1}, {last + 1, last + 10}} {
+	// Windows cut inside the index's buckets too, so that the events
+	// skipped by bucket and those read and skipped by time meet.
+	wins := [][2]int64{{0, last / 3}, {last / 3, 2 * last / 3}, {evs[1001].Time, evs[1001].Time + 1}, {last, last + 1}, {last + 1, last + 10}}
+	for _, k := range []int{1, 2047, 2048, 3001, 4095, 4096} {
+		for _, off := range []int64{-1, 1, 33, 99} {
+			wins = append(wins, [2]int64{evs[k].Time + off, evs[k].Time + off + 2345})
+		}
+	}
+	for _, win := range wins {
 		var a allocationsAnswer
 		get(t, fmt.Sprintf("%s?t0=%d&t1=%d", base, win[0], win[1]), 200, &a)
 		checkAllocations(t, fmt.Sprintf("[%d, %d)", win[0], win[1]), a, bySite(evs, win[0], win[1]))
@@ -150,7 +160,7 @@ func TestAllocationsBySite(t *testing.T) {
 	h.Register(mux, "")
 	ls := httptest.NewServer(mux)
 	defer ls.Close()
-	levs := churnTrace(rec, 300)
+	levs := churnTrace(rec, 300, 1000)
 	var live allocationsAnswer
 	get(t, ls.URL+"/api/timeline/kernels/k1/allocations", 200, &live)
 	checkAllocations(t, "a live trace", live, bySite(levs, 0, 1<<62))

@@ -110,7 +110,10 @@ export class AllocationsPanel {
     const names = this.view.names;
     this.title.textContent = `Allocations from ${duration(a.t0)} to ${duration(a.t1)}: ${a.allocations.toLocaleString("en-US")}, ${bytes(a.bytes)}`;
     const kids = [];
-    if (a.partial) kids.push(el("p", { class: "lt-hint", role: "status" }, `Counted up to ${duration(a.until)}: the rest of the window is not in the trace's file yet.`));
+    if (a.partial) {
+      const why = a.reason === "scan_limit" ? "the rest of the window is more events than one count reads: zoom in for it" : "the rest of the window is not in the trace's file (yet)";
+      kids.push(el("p", { class: "lt-hint", role: "status", "data-testid": "allocations-partial" }, `Counted up to ${duration(a.until)}: ${why}.`));
+    }
     if (!a.sites.length) {
       kids.push(el("p", { class: "lt-hint", "data-testid": "allocations-none" }, "No allocations in this window."));
       this.body.replaceChildren(...kids);

@@ -127,12 +127,13 @@ export class Axis {
   }
 }
 
-// busy says whether a bucket has memory events: an allocation or a free.
-// An idle kernel may still emit counter samples (the Go heap, when it
-// moved; one every 0.8 s for as long as a page stayed open, before issue
-// 26) and a scope's begin or end: however many, those alone do not make
-// its idle time busy.
-const busyBucket = (b) => (b.allocs || 0) + (b.frees || 0) > 0;
+// busy says whether a bucket has memory events: an allocation or a free,
+// or more than a few events (a cell that moves host memory alone: its
+// scope's bounds and Go heap samples). A counter sample now and then (an
+// idle kernel's Go heap, before issue 26 one every 0.8 s for as long as
+// a page stayed open) or a scope's begin or end alone does not make idle
+// time busy.
+const busyBucket = (b) => (b.allocs || 0) + (b.frees || 0) > 0 || b.events >= 4;
 
 /**
  * idleSpans finds where a trace's events are, from buckets ({t0, t1,

@@ -110,12 +110,14 @@ test("counter samples and scope bounds alone do not make idle time busy", () => 
   const s = idleSpans([b(0, 1e9, 1, 0), b(1e9, 2e9, 50, 20), b(2e9, 100e9, 0, 0), b(100e9, 101e9, 1, 0), b(101e9, 200e9, 0, 0), b(200e9, 201e9, 30, 10)]);
   assert.equal(s.first, 1e9);
   assert.deepEqual(s.gaps.map((g) => [g.t0, g.t1]), [[2e9, 200e9]]);
-  // Samples every 0.8 s for 20 s after the run (the buckets of a long
-  // trace hold many): still idle.
+  // Samples every 0.8 s for 20 s after the run, a bucket of 2 s each:
+  // still idle; a cell that moves the Go heap alone (its scope's bounds
+  // and four samples in a bucket) is busy.
   const after = [b(0, 1e9, 40, 12)];
-  for (let t = 1e9; t < 21e9; t += 4e9) after.push(b(t, t + 4e9, 5, 0));
-  const a = idleSpans(after);
-  assert.equal(a.last, 1e9, "Fit ends with the run, not its samples");
+  for (let t = 1e9; t < 21e9; t += 2e9) after.push(b(t, t + 2e9, 2 + (t / 1e9) % 2, 0));
+  assert.equal(idleSpans(after).last, 1e9, "Fit ends with the run, not its samples");
+  after.push(b(21e9, 23e9, 6, 0));
+  assert.equal(idleSpans(after).last, 23e9, "a host-only cell is activity");
   // Without an allocation anywhere, every event counts.
   assert.equal(idleSpans([b(0, 1e9, 0, 0), b(1e9, 2e9, 2, 0)]).first, 1e9);
 });

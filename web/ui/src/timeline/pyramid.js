@@ -21,6 +21,10 @@ import { KIND, CATEGORY, NUM_CATEGORIES, POOL, COUNTER, SCOPE } from "./wire.gen
 // its order, as timeline/lod indexes them.
 export const V_ALLOCATED = NUM_CATEGORIES, V_RESERVED = V_ALLOCATED + 1, V_DEVICE = V_ALLOCATED + 2, V_GOHEAP = V_ALLOCATED + 3, NUM_VALUES = V_ALLOCATED + 4;
 
+// The least move of the Go heap inside a cell that makes the cell active
+// for a view that follows (Pyramid.hostMoved).
+const HOST_STEP = 1 << 20;
+
 // Each bucket: Float64Array of max[NUM_VALUES], last[NUM_VALUES], events, allocs, frees.
 const B_LAST = NUM_VALUES, B_EVENTS = 2 * NUM_VALUES, B_ALLOCS = B_EVENTS + 1, B_FREES = B_EVENTS + 2, B_SIZE = B_FREES + 1;
 
@@ -48,12 +52,26 @@ export class Pyramid {
     this.activeEnd = 0;
     this.activeCell = -1;
     this.cellBegin = -1; // the latest cell scope's start
+    this.cellOpen = false; // a cell scope has begun and not ended
+    this.cellHeap = -1; // the Go heap's first sample in it (-1: none yet)
   }
 
-  // active notes an event of kind k at t (cell: whether a scope_begin is a cell's).
-  active(k, t, cell) {
-    if (k === KIND.scopeBegin) { if (cell) this.cellBegin = t; }
-    else if (k !== KIND.scopeEnd && k !== KIND.counter) { this.activeEnd = t; this.activeCell = this.cellBegin; }
+  // hostMoved reports, for a counter sample (label, value), whether it is
+  // the Go heap inside a cell, moved by HOST_STEP or more since the cell's
+  // first sample: a cell that moves host memory alone is activity; the
+  // samples every cell makes at its ends, or an idle kernel's, are not.
+  hostMoved(label, v) {
+    if (!this.cellOpen || this.counters.get(label) !== V_GOHEAP) return false;
+    if (this.cellHeap < 0) { this.cellHeap = v; return false; }
+    return Math.abs(v - this.cellHeap) >= HOST_STEP;
+  }
+
+  // active notes an event of kind k at t (cell: whether a scope's begin or
+  // end is a cell's; label and v: a counter's name and value).
+  active(k, t, cell, label, v) {
+    if (k === KIND.scopeBegin) { if (cell) { this.cellBegin = t; this.cellOpen = true; this.cellHeap = -1; } }
+    else if (k === KIND.scopeEnd) { if (cell) this.cellOpen = false; }
+    else if (k !== KIND.counter || this.hostMoved(label, v)) { this.activeEnd = t; this.activeCell = this.cellBegin; }
   }
 
   /** Tells the pyramid a string definition (it follows two counters). */
@@ -75,7 +93,7 @@ export class Pyramid {
     if (kind === KIND.alloc) { b[B_ALLOCS]++; memAlloc(this.cur, b, true, cat, size); }
     else if (kind === KIND.free) { b[B_FREES]++; memFree(this.cur, b, true, cat, size); }
     else memDevice(this.mem, this.counters, b, true, kind, size, label, extra);
-    this.active(kind, t, e[4] === SCOPE.cell);
+    this.active(kind, t, e[4] === SCOPE.cell, label, size);
   }
 
   /**
@@ -106,12 +124,12 @@ export class Pyramid {
       else if (k === KIND.free) { b[B_FREES]++; memFree(cur, b, true, category[i], size[i]); actT = t; }
       else {
         memDevice(mem, counters, b, true, k, size[i], label[i], extra[i]);
-        if (k === KIND.scopeBegin) {
+        if (k === KIND.scopeBegin || k === KIND.scopeEnd) {
           if (expect !== undefined && expect[i] === SCOPE.cell) {
             if (actT >= 0) { this.activeEnd = actT; this.activeCell = this.cellBegin; actT = -1; }
-            this.cellBegin = t;
+            if (k === KIND.scopeBegin) { this.cellBegin = t; this.cellOpen = true; this.cellHeap = -1; } else this.cellOpen = false;
           }
-        } else if (k !== KIND.scopeEnd && k !== KIND.counter) actT = t;
+        } else if (k !== KIND.counter || this.hostMoved(label[i], size[i])) actT = t;
       }
     }
     if (actT >= 0) { this.activeEnd = actT; this.activeCell = this.cellBegin; }

@@ -4,7 +4,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { Pyramid } from "./pyramid.js";
-import { KIND, SCOPE } from "./wire.gen.js";
+import { KIND, SCOPE, COUNTER } from "./wire.gen.js";
 
 function synth(n) {
   let seed = 42;
@@ -195,17 +195,27 @@ test("the column form follows the same rules", () => {
 test("the activity a view follows: the last memory event and its cell, not samples or scope bounds", () => {
   // [seq, time, kind, category, expect, addr, size, requested, scope, site, label, extra]
   const ev = (seq, ms, kind, expect = 0) => [seq, ms * 1e6, kind, kind === KIND.alloc || kind === KIND.free ? 2 : 0, expect, seq, 4096, 4096, 0, 0, 0, 0];
+  // A Go heap sample of 100 MiB + d (label 7, defined below as the counter).
+  const heap = (seq, ms, d) => [seq, ms * 1e6, KIND.counter, 0, 0, 0, (100 << 20) + d, 0, 0, 0, 7, 0];
   const evs = [
     ev(1, 1, KIND.scopeBegin, SCOPE.cell), ev(2, 2, KIND.alloc), ev(3, 3, KIND.free), ev(4, 3.5, KIND.scopeEnd, SCOPE.cell),
     ev(5, 5, KIND.counter), ev(6, 9, KIND.counter), // an idle kernel's samples
     ev(7, 10, KIND.scopeBegin, SCOPE.cell), ev(8, 10.1, KIND.scopeBegin, SCOPE.request), ev(9, 10.2, KIND.scopeEnd, SCOPE.request), ev(10, 10.3, KIND.scopeEnd, SCOPE.cell), // a cell that allocates nothing
-    ev(11, 12, KIND.scopeBegin, SCOPE.cell), ev(12, 12.5, KIND.alloc), ev(13, 12.6, KIND.mark), ev(14, 13, KIND.counter),
+    ev(11, 12, KIND.scopeBegin, SCOPE.cell), ev(12, 12.5, KIND.alloc), ev(13, 12.6, KIND.mark), ev(14, 13, KIND.scopeEnd, SCOPE.cell), ev(15, 14, KIND.counter),
+    // A cell that samples the Go heap at its ends, moved a little: not activity.
+    heap(16, 15, 0), heap(17, 15.5, 0), heap(18, 15.6, 40 << 10), ev(19, 16, KIND.scopeEnd, SCOPE.cell),
+    // A cell that moves the Go heap alone, by 16 MiB: activity.
+    ev(20, 20, KIND.scopeBegin, SCOPE.cell), heap(21, 20.1, 0), heap(22, 20.5, 16 << 20), ev(23, 21, KIND.scopeEnd, SCOPE.cell),
   ];
+  evs.splice(15, 0, ev(0, 15, KIND.scopeBegin, SCOPE.cell));
+  evs.forEach((e, i) => { e[0] = i + 1; });
   // What a view follows after each event: [activeEnd, activeCell] in ms.
-  const want = [[0, -1], [2, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [12.5, 12], [12.6, 12], [12.6, 12]];
+  const want = [[0, -1], [2, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [3, 1], [12.5, 12], [12.6, 12], [12.6, 12], [12.6, 12],
+    [12.6, 12], [12.6, 12], [12.6, 12], [12.6, 12], [12.6, 12], [12.6, 12], [12.6, 12], [20.5, 20], [20.5, 20]];
   const got = (p) => [p.activeEnd / 1e6, p.activeCell < 0 ? -1 : p.activeCell / 1e6];
   // One event at a time, as columns and as arrays.
   const pc = new Pyramid(), pa = new Pyramid();
+  for (const p of [pc, pa]) p.defineString(7, COUNTER.goHeap);
   evs.forEach((e, i) => {
     pc.addColumns(columns(evs, i, i + 1));
     pa.add(e);
@@ -215,6 +225,7 @@ test("the activity a view follows: the last memory event and its cell, not sampl
   // In frames that split anywhere: a frame's last activity is its cell's.
   for (let cut = 1; cut < evs.length; cut++) {
     const p = new Pyramid();
+    p.defineString(7, COUNTER.goHeap);
     p.addColumns(columns(evs, 0, cut));
     assert.deepEqual(got(p), want[cut - 1], `first ${cut} events in one frame`);
     p.addColumns(columns(evs, cut, evs.length));

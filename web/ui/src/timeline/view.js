@@ -96,16 +96,18 @@ export class TimelineView {
       exports.append(el("a", { href: `${this.source.prefix}/file`, download: "", "data-testid": "export-ltrace", class: "lt-link", title: "Download the trace file, for linger trace analyze" }, "trace file"), " ");
     }
     // One row in a notebook's dock (1366 px wide screens): what changes
+    // What the view listens to outside its own elements goes with it.
+    this.life = new AbortController();
     // how the chart is drawn, and the exports, are menus.
     this.toolbar = el("div", { class: "lt-toolbar", role: "toolbar", "aria-label": "Timeline" },
       btn("Fit", "Show every event, first to last, idle stretches collapsed (0)", () => this.fit()),
       btn("−", "Zoom out (-)", () => this.zoom(2), "Zoom out"),
       btn("+", "Zoom in (+)", () => this.zoom(0.5), "Zoom in"),
       ...(this.source.live ? [this.followBtn] : []),
-      menu("Display", "timeline-display", "How the chart is drawn: weights folded, log scale, baseline, event axis, the Go heap lane", displayControls(this)),
+      menu("Display", "timeline-display", "How the chart is drawn: weights folded, log scale, baseline, event axis, the Go heap lane", displayControls(this), this.life.signal),
       btn("Allocator", "The allocator's segments and free space at the cursor, the selected object's allocation or the end (s)", () => this.openSegments()),
       btn("Allocations", "The allocations in view by the line that made them, freed or not: churn the memory chart does not show", () => this.allocations.open()),
-      menu("Export", "timeline-export-menu", "Download the trace for Perfetto, memory_viz or pprof", [exports]),
+      menu("Export", "timeline-export-menu", "Download the trace for Perfetto, memory_viz or pprof", [exports], this.life.signal),
       this.status);
     this.segments = new SegmentsPanel(this);
     this.allocations = new AllocationsPanel(this);
@@ -626,10 +628,10 @@ export class TimelineView {
     let ymax = 1;
     const hidden = this.hidden, { n, nc, cat } = this.columns(), fold = this.folds();
     const shown = [];
-    for (let c = 1; c < nc; c++) if (!hidden.has(c) && !(fold && c === WEIGHTS)) shown.push(c);
+    for (let c = 1; c < nc; c++) if (!hidden.has(c)) shown.push(c);
     for (let i = 0; i < n; i++) {
       let sum = 0;
-      for (const c of shown) if (cat[i * nc + c]) sum += this.catValue(i, c);
+      for (const c of shown) if (cat[i * nc + c]) sum += this.catValue(i, c, fold);
       ymax = Math.max(ymax, sum); // the Go heap has its own lane
     }
     // The tracks sum every category: with some hidden they are not drawn.
@@ -642,29 +644,33 @@ export class TimelineView {
   }
 
   /**
-   * folds says whether the chart folds the weights out: the display choice
-   * (on unless the person turned it off), with weights in view, none of
-   * the categories hidden by hand.
+   * folds is what the chart folds out of the weights: the least they hold
+   * in view once loaded (0: nothing folded), when the display choice is
+   * on (unless the person turned it off) and the weights are not hidden.
+   * A baseline, not each column's weights: weights that grow (an engine
+   * made again without closing the first) are drawn above it.
    */
   folds() {
-    if (!this.foldWeights || this.hidden.has(WEIGHTS)) return false;
-    const { n, nc, cat } = this.columns();
-    for (let i = 0; i < n; i++) if (cat[i * nc + WEIGHTS] > 0) return true;
-    return false;
+    if (!this.foldWeights || this.hidden.has(WEIGHTS)) return 0;
+    const { n } = this.columns();
+    let least = Infinity;
+    for (let i = 0; i < n; i++) { const w = this.catValue(i, WEIGHTS, 0); if (w > 0) least = Math.min(least, w); }
+    return least < Infinity ? least : 0;
   }
 
-  /** catValue is category c's bytes in column i, less the baseline's. */
-  catValue(i, c) {
+  /** catValue is category c's bytes in column i, less the baseline's, and for the weights less fold (what folds answered). */
+  catValue(i, c, fold) {
     const { nc, cat } = this.columns(), raw = cat[i * nc + c];
-    return raw ? this.memValue(raw, this.baseline?.category[c]) : 0;
+    const v = raw ? this.memValue(raw, this.baseline?.category[c]) : 0;
+    return c === WEIGHTS && fold ? v - Math.min(v, fold) : v;
   }
 
-  /** trackValue is track k's value in column i (NaN: none), less the baseline's, and less the weights' when folded. */
+  /** trackValue is track k's value in column i (NaN: none), less the baseline's, and less the weights folded out there. */
   trackValue(i, k, fold) {
     const v = this.columns().lines[k][i];
     if (v !== v) return v;
     const w = this.memValue(v, this.baseline?.[k]);
-    return fold ? Math.max(0, w - this.catValue(i, WEIGHTS)) : w;
+    return fold ? Math.max(0, w - Math.min(this.catValue(i, WEIGHTS, 0), fold)) : w;
   }
 
   /** columns are the buckets binned into the view's pixel columns (columns.js), made again when the buckets, the axis or the width change. */
@@ -711,13 +717,10 @@ export class TimelineView {
     // of simple outlines however many buckets.
     const { n, nc, cat } = this.columns(), fold = this.folds();
     const under = new Float64Array(n), upper = new Float64Array(n), lower = new Float64Array(n);
-    let weights = 0; // the most the weights folded out hold in view
     for (let c = 1; c < CATEGORIES.length; c++) {
       if (hidden.has(c)) continue;
-      if (fold && c === WEIGHTS) { for (let i = 0; i < n; i++) weights = Math.max(weights, this.catValue(i, c)); continue; }
-      const b = base?.category[c];
       for (let i = 0; i < n; i++) {
-        const raw = cat[i * nc + c], v = raw ? this.memValue(raw, b) : 0;
+        const v = cat[i * nc + c] ? this.catValue(i, c, fold) : 0;
         if (v) { lower[i] = y(under[i]); upper[i] = y(under[i] + v); under[i] += v; } else { upper[i] = Infinity; lower[i] = 0; }
       }
       ctx.beginPath();
@@ -751,7 +754,7 @@ export class TimelineView {
     ctx.fillStyle = "#333"; ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "top";
     const what = (base ? `growth since ${duration(base.t)}` : "memory") + (fold ? " above the weights" : "");
     const hid = hidden.size ? `, ${hidden.size} hidden` : "";
-    const folded = fold ? `; weights ${bytes(weights)} folded out` : "";
+    const folded = fold ? `; weights ${bytes(fold)} folded out` : "";
     this.memLabel = `${what} (max ${bytes(ymax)}${this.logScale ? ", log scale" : ""}${hid}${folded})`;
     this.laneLabel(this.memLabel, 4, top + 2);
   }
@@ -1035,6 +1038,7 @@ export class TimelineView {
    */
   async openGroup(g, title, end) {
     const os = g.objects;
+    const gen = this.groupGen = (this.groupGen || 0) + 1; // a later click's jump wins
     if (!os.length) { this.fit(); return; }
     let t0 = Math.min(...os.map((o) => o.alloc_time_ns));
     let t1 = Math.max(...os.map((o) => o.linger_time_ns || (o.leaked ? end : (o.free_time_ns || end))), ...os.map((o) => o.alloc_time_ns));
@@ -1052,6 +1056,7 @@ export class TimelineView {
       }
     } catch { /* the objects' own span, then */ }
     this.jump(t0, t1, g.first);
+    if (gen !== this.groupGen || this.destroyed) return;
   }
 
   /**
@@ -1283,7 +1288,11 @@ export class TimelineView {
     this.findingsBody.replaceChildren(list, ...(sites ? [sites] : []));
   }
 
-  destroy() { this.destroyed = true; clearTimeout(this.findingsTimer); clearTimeout(this.readTimer); this.slowAbort?.abort(); this.unsub(); this.source.close(); this.root.replaceChildren(); }
+  destroy() {
+    this.destroyed = true; clearTimeout(this.findingsTimer); clearTimeout(this.readTimer); this.slowAbort?.abort();
+    this.life.abort(); this.allocations.close();
+    this.unsub(); this.source.close(); this.root.replaceChildren();
+  }
 }
 
 function esc(s) { return String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`); }
@@ -1292,9 +1301,10 @@ let styled = false;
 /**
  * menu is a toolbar disclosure: a button that opens a group of controls
  * below it (a details element: keyboard and screen readers know it),
- * closed again by Escape, a click outside, or opening another.
+ * closed again by Escape, a click outside, or opening another; its
+ * listener on the document goes when signal aborts (the view's destroy).
  */
-function menu(label, testid, title, kids) {
+function menu(label, testid, title, kids, signal) {
   const body = el("div", { class: "lt-menu-body", role: "group", "aria-label": label }, ...kids);
   const d = el("details", { class: "lt-menu", "data-testid": testid }, el("summary", { class: "lt-btn button", title }, label), body);
   d.addEventListener("toggle", () => {
@@ -1302,7 +1312,7 @@ function menu(label, testid, title, kids) {
     for (const o of d.closest(".lt-toolbar")?.querySelectorAll("details.lt-menu[open]") || []) if (o !== d) o.open = false;
   });
   d.addEventListener("keydown", (ev) => { if (ev.key === "Escape" && d.open) { d.open = false; d.querySelector("summary").focus(); ev.stopPropagation(); } });
-  document.addEventListener("pointerdown", (ev) => { if (d.open && !d.contains(ev.target)) d.open = false; });
+  document.addEventListener("pointerdown", (ev) => { if (d.open && !d.contains(ev.target)) d.open = false; }, { signal });
   return d;
 }
 
