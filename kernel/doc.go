@@ -134,6 +134,7 @@
 //	  "record NNNNNN title=... | body ...") built as one string on the Go heap; a slice s[i:j] of it shares
 //	  its memory, so keeping any slice keeps the whole document
 //	host.clone(s) → a copy of s in fresh memory (strings.Clone): keeps only its own bytes
+//	  (what read_document and clone return is counted at the calling line while it lives: "go_heap_site N")
 //	host.gc() → Go heap in use after a full collection (and a go_heap_inuse sample); host.heap() → it now
 //	timeline.mark(label)
 //	timeline.lingering() → lingering: the live lingering objects, largest first, a sequence (len, index,
@@ -214,7 +215,7 @@
 //
 // # Counters
 //
-// The kernel samples two counters through its Emitter, each emitted only
+// The kernel samples these counters through its Emitter, each emitted only
 // when its value changed: "device_used", the devices' own view (MemInfo
 // total minus free, summed over the kernel's devices: the allocators'
 // segments plus memory taken outside them), after every allocator call
@@ -230,6 +231,17 @@
 // is the kernel serving Linger itself (a report, who holds what), and an
 // idle kernel's trace stays quiet. The analyzer and the timeline follow
 // both.
+//
+// Beside go_heap_inuse, at the same instants, "go_heap_site N" says how
+// many bytes of the host buffers site N made are still alive
+// (hostsites.go): host.read_document and host.clone note each string they
+// return with the notebook place that called them and a cleanup
+// (runtime.AddCleanup) that takes it off when the collector finds it
+// unreachable, so a slice that keeps a document whole keeps it counted at
+// the line that read it. host.gc() waits for the cleanups of what its
+// collection found dead before it samples. Buffers under 64 KiB are
+// sampled, as Go's heap profile samples. What the interpreter builds
+// itself (concatenation, join, formatting) is not seen.
 //
 // # Who holds it
 //

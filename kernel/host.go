@@ -4,14 +4,19 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"time"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
+
+	"linger/timeline/event"
 )
 
 // Host-side bindings: memory on the kernel's own Go heap rather than on
 // the device, for the leaks a device timeline cannot see (a small string
-// that keeps a whole input buffer alive).
+// that keeps a whole input buffer alive). The buffers read_document and
+// clone return are followed to their end, by the line that made them
+// (hostsites.go).
 
 // MaxDocument is the largest document host.read_document makes.
 const MaxDocument = 1 << 30
@@ -71,8 +76,15 @@ func hostReadDocument(thread *starlark.Thread, b *starlark.Builtin, args starlar
 	if n == 0 || n > MaxDocument {
 		return nil, fmt.Errorf("%s: size %d out of range (1 byte to 1 GiB)", b.Name(), n)
 	}
-	return starlark.String(makeDocument(int(n), seed)), nil
+	doc := makeDocument(int(n), seed)
+	if s, ok := thread.Local(threadSession).(*session); ok { // not a bare thread (tests)
+		s.samp.host.follow(s.em, &siteReadDocument, doc)
+	}
+	return starlark.String(doc), nil
 }
+
+// The Go places of the buffers the host builtins make (hostsites.go).
+var siteReadDocument, siteClone event.Callsite
 
 // hostClone copies a string into a fresh allocation: a slice s[i:j] of a
 // Starlark string shares the whole string's memory, its clone does not.
@@ -81,7 +93,11 @@ func hostClone(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "s", &s); err != nil {
 		return nil, err
 	}
-	return starlark.String(strings.Clone(s)), nil
+	c := strings.Clone(s)
+	if sess, ok := thread.Local(threadSession).(*session); ok {
+		sess.samp.host.follow(sess.em, &siteClone, c)
+	}
+	return starlark.String(c), nil
 }
 
 // hostGC runs a full garbage collection, samples the Go heap at once and
@@ -91,6 +107,7 @@ func hostGC(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 		return nil, err
 	}
 	runtime.GC()
+	awaitCleanups(100 * time.Millisecond) // the host buffers it found dead (hostsites.go)
 	return starlark.MakeUint64(sessionOf(thread).samp.goHeap(1)), nil
 }
 

@@ -23,13 +23,14 @@ var heapMetrics = [...]string{"/memory/classes/heap/objects:bytes", "/memory/cla
 // boundaries and host.gc() emit any change.
 const heapStep = 64 << 10
 
-// sampler emits the kernel's two sampled counters through its Emitter:
+// sampler emits the kernel's sampled counters through its Emitter:
 // "device_used", the device's own view of the memory in use (MemInfo total
 // minus free, summed over the kernel's devices: the allocators' segments
 // plus what was taken outside them), after every call that took or
 // returned a segment; and "go_heap_inuse" (see heapMetrics) at cell begin
 // and end, at every event flush while a cell runs (periodic), and after
-// host.gc(). Each is emitted only when it changed.
+// host.gc(), with the host buffers alive by site beside it
+// ("go_heap_site N", hostsites.go). Each is emitted only when it changed.
 //
 // Between cells the heap is not sampled: what moves it then is the
 // kernel serving Linger itself (a findings report, who holds an object),
@@ -49,10 +50,12 @@ type sampler struct {
 	heap     uint64
 	heapSent bool
 	samples  []metrics.Sample
+
+	host *hostBuffers // the Go heap by site (hostsites.go), sampled with it
 }
 
 func newSampler(em *event.Emitter) *sampler {
-	s := &sampler{em: em, samples: make([]metrics.Sample, len(heapMetrics))}
+	s := &sampler{em: em, samples: make([]metrics.Sample, len(heapMetrics)), host: newHostBuffers()}
 	for i, name := range heapMetrics {
 		s.samples[i].Name = name
 	}
@@ -95,8 +98,9 @@ func (s *sampler) periodic() {
 }
 
 // goHeap reads the Go heap and emits go_heap_inuse when it changed by at
-// least minStep bytes since the last value emitted (any change: 1). It
-// returns the value read.
+// least minStep bytes since the last value emitted (any change: 1), then
+// the host buffers' counters by site that changed (hostBuffers.sample).
+// It returns the value read.
 func (s *sampler) goHeap(minStep uint64) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -105,11 +109,11 @@ func (s *sampler) goHeap(minStep uint64) uint64 {
 	if v < s.heap {
 		d = s.heap - v
 	}
-	if s.heapSent && (d == 0 || d < minStep) {
-		return v
+	if !s.heapSent || (d != 0 && d >= minStep) {
+		s.heap, s.heapSent = v, true
+		s.em.Counter(event.CounterGoHeap, v)
 	}
-	s.heap, s.heapSent = v, true
-	s.em.Counter(event.CounterGoHeap, v)
+	s.host.sample(s.em)
 	return v
 }
 

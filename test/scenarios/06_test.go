@@ -146,4 +146,27 @@ func test06SubstringRetention(t *testing.T, tg target) {
 	if out := r.output("leaky-parse"); !strings.Contains(out, "verdict: go_heap_grows") {
 		t.Errorf("leaky-parse printed %q", out)
 	}
+	// The leaky cell's run is a phase of the whole trace whose Go heap
+	// grows, held by the line that read the documents, every one of them
+	// alive at its end; the fixed cell's run names no line.
+	read := r.line(t, "leaky-parse", "host.read_document")
+	var held []analyze.HostSite
+	for _, p := range r.Report.Tracks.Phases {
+		if strings.HasPrefix(p.Cell, "fixed-") && len(p.HostSites) > 0 {
+			t.Errorf("the fixed cell's run names host lines: %+v", p.HostSites)
+		}
+		if p.Cell == "leaky-parse" && p.GoHeapGrows {
+			held = p.HostSites
+		}
+	}
+	if len(held) == 0 {
+		t.Fatalf("no phase of the leaky cell with the Go heap growing: %+v", r.Report.Tracks.Phases)
+	}
+	h := held[0]
+	inner := h.Stack[len(h.Stack)-1]
+	t.Logf("leaky: held by %s:%d (%s): %.1f MiB", inner.Cell, inner.Line, inner.Func, mib(h.Bytes))
+	if inner.Cell != "leaky-parse" || inner.Line != read || inner.Func != "parse_leaky" || h.Bytes != want || h.Grown != want {
+		t.Errorf("the leaky growth held by %s:%d (%s), %d bytes (%d grown); want leaky-parse:%d (parse_leaky), %d documents × %d = %d",
+			inner.Cell, inner.Line, inner.Func, h.Bytes, h.Grown, read, docs, doc, want)
+	}
 }

@@ -286,6 +286,8 @@ type Analyzer struct {
 	ooms []oomRec // the first maxOOMs oom events (oom.go)
 
 	svc service // a watched service's counters and marks (service.go)
+
+	host hostSites // the host buffers' counters by site (hostsites.go)
 }
 
 // leak is a leaked object the teardown freed, as Lingering.Held lists it.
@@ -749,6 +751,7 @@ func (a *Analyzer) begin(e *event.Event) {
 	}
 	if s.kind == event.ScopeCell {
 		a.cells.Add(e)
+		a.host.cellBegin()
 	}
 	if int(s.kind) < len(a.byKind) {
 		a.byKind[s.kind] = append(a.byKind[s.kind], s)
@@ -909,11 +912,13 @@ func (a *Analyzer) counter(e *event.Event) {
 		name := a.opts.Names.String(e.Label)
 		a.mem.Learn(e.Label, name)
 		a.learnBudget(e.Label, name)
+		a.host.define(e.Label, name)
 	}
 	if e.Label == a.budgetID && a.budgetID != 0 {
 		a.budget = e.Size
 	}
 	a.mem.Apply(e)
+	a.host.counter(e, a.started)
 	if a.svc.on {
 		a.svc.counter(e, a.opts.Names)
 	}
@@ -934,6 +939,7 @@ func (a *Analyzer) DefineString(id event.StringID, s string) {
 	a.mem.Define(id, s)
 	a.learnBudget(id, s)
 	a.svc.define(id, s)
+	a.host.define(id, s)
 }
 
 // DefineSite does nothing: sites are resolved by Report.
@@ -969,10 +975,12 @@ func (a *Analyzer) sample(k event.ScopeKind, t int64) {
 		g.fit.add(x, ts, float64(g.live))
 		g.reqFit.add(x, ts, float64(g.liveReq))
 	}
-	if !a.started {
+	first := !a.started
+	if first {
 		a.started = true
 		a.trackStart = a.mem.Tracks
 	}
+	a.host.sample(first)
 	for i := range a.trackFit {
 		a.trackFit[i].add(x, ts, float64(a.mem.Tracks[i]))
 	}

@@ -171,7 +171,12 @@
 // substring keeping its whole input buffer alive), whose fitted growth
 // must also reach the heap it started from (GoHeapGCShare):
 // the heap in use counts garbage until the next collection, which moves
-// it that much with nothing kept. The allocated track at
+// it that much with nothing kept. Where the Go heap grows, the report
+// names the notebook places whose host buffers hold the growth
+// (Tracks.HostSites, from a kernel's "go_heap_site N" counters); a cell
+// run whose Go heap grows is a phase (go_heap_grows) when those buffers
+// hold half its growth or more, a kernel's own bookkeeping not being a
+// cell's leak (hostsites.go). The allocated track at
 // every sample is kept too, bounded (Tracks.Steps, a StepSeries of at most
 // MaxStepPoints points, a point every Stride samples), with its value when
 // the first sampled scope began: what traces are compared by step by step.

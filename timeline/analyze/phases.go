@@ -1,6 +1,8 @@
 package analyze
 
 import (
+	"slices"
+
 	"linger/timeline/event"
 	"linger/timeline/memstate"
 )
@@ -36,8 +38,15 @@ type Phase struct {
 	AllocatedPerStep float64     `json:"allocated_per_step"` // per sample (Unit)
 	ReservedPerStep  float64     `json:"reserved_per_step"`
 	DevicePerStep    float64     `json:"device_used_per_step"`
+	GoHeapPerStep    float64     `json:"go_heap_per_step,omitempty"`
 	Start            TrackValues `json:"start"` // at the first sample
 	Last             TrackValues `json:"last"`  // at the last
+	// GoHeapGrows says that the Go heap grows over the run, as
+	// Tracks.GoHeapGrows over the trace, and that host buffers by site
+	// hold at least half of it (hostSites.holdCell); HostSites are then
+	// the places whose host buffers hold the growth when the run ends.
+	GoHeapGrows bool       `json:"go_heap_grows,omitempty"`
+	HostSites   []HostSite `json:"host_sites,omitempty"`
 
 	cellID event.StringID
 }
@@ -67,8 +76,12 @@ func (a *Analyzer) cellTracks(s *scope, e *event.Event) {
 	}
 	if p, ok := a.phase(c); ok && len(a.wide.phases) < maxPhases {
 		p.cellID, p.EndNS = s.label, e.Time
+		if p.GoHeapGrows {
+			p.HostSites = a.host.cell(a.opts.Growth.MinBytes)
+		}
 		a.wide.phases = append(a.wide.phases, p)
 	}
+	a.host.cellEnd()
 	*c = cellTracks{}
 }
 
@@ -82,6 +95,7 @@ func (a *Analyzer) phase(c *cellTracks) (Phase, bool) {
 			continue
 		}
 		var v string
+		goHeap := a.mem.Counted(memstate.GoHeap) && goHeapGrows(&f[memstate.GoHeap], rule) && a.host.holdCell(&f[memstate.GoHeap])
 		switch {
 		case f[memstate.Allocated].growing(rule):
 			v = VerdictAllocated
@@ -89,6 +103,8 @@ func (a *Analyzer) phase(c *cellTracks) (Phase, bool) {
 			v = VerdictReserved
 		case f[memstate.DeviceUsed].growing(rule):
 			v = VerdictDevice
+		case goHeap:
+			v = VerdictGoHeap // as hostVerdict
 		default:
 			return Phase{}, false
 		}
@@ -100,6 +116,8 @@ func (a *Analyzer) phase(c *cellTracks) (Phase, bool) {
 		p.AllocatedPerStep, _, _ = f[memstate.Allocated].slope()
 		p.ReservedPerStep, _, _ = f[memstate.Reserved].slope()
 		p.DevicePerStep, _, _ = f[memstate.DeviceUsed].slope()
+		p.GoHeapPerStep, _, _ = f[memstate.GoHeap].slope()
+		p.GoHeapGrows = goHeap
 		return p, true
 	}
 	return Phase{}, false
@@ -109,6 +127,7 @@ func (a *Analyzer) reportPhases(rep *Report, r *resolver) {
 	rep.Tracks.Phases = make([]Phase, len(a.wide.phases))
 	for i, p := range a.wide.phases {
 		p.Cell = r.str(p.cellID)
+		p.HostSites = namedHostSites(slices.Clone(p.HostSites), r)
 		rep.Tracks.Phases[i] = p
 	}
 }

@@ -362,6 +362,11 @@ type Tracks struct {
 	// Phases are the cell runs over which a track grows, each with its
 	// verdict (phases.go): a notebook's phases, where Verdict is one.
 	Phases []Phase `json:"phases"`
+	// HostSites are, when the Go heap grows (GoHeapGrows), the notebook
+	// places whose host buffers hold the growth at the last sample
+	// (hostsites.go); empty for a trace without the kernel's counters
+	// by site.
+	HostSites []HostSite `json:"host_sites,omitempty"`
 }
 
 // Verdicts of Tracks.
@@ -825,6 +830,9 @@ func (a *Analyzer) reportTracks(rep *Report, r *resolver) {
 		t.Verdict = VerdictFlat
 	}
 	t.GoHeapGrows = t.HasGoHeap && goHeapGrows(&a.trackFit[memstate.GoHeap], rule)
+	if t.GoHeapGrows {
+		t.HostSites = namedHostSites(a.host.trace(rule.MinBytes), r)
+	}
 	hostVerdict(t)
 }
 

@@ -333,8 +333,21 @@ func writeTracks(p printer, n reportSites, t *Tracks, unit string) {
 			state = "grows " + fmtSigned(t.GoHeapPerStep) + "/" + unit
 		}
 		p("  go heap %s → %s: %s", fmtBytes(t.Start.GoHeap), fmtBytes(t.Last.GoHeap), state)
+		writeHostSites(p, n, t.HostSites, "    ")
 	}
 	writePhases(p, n, t.Phases)
+}
+
+// writeHostSites writes the places whose host buffers hold a Go heap's
+// growth, each with its bytes alive and how many of them are new.
+func writeHostSites(p printer, n reportSites, hs []HostSite, indent string) {
+	for _, h := range hs {
+		grown := ""
+		if h.Grown != h.Bytes {
+			grown = fmt.Sprintf(" (%s of them since the first sample)", fmtSigned(float64(h.Grown)))
+		}
+		p("%sheld by host buffers made at %s: %s alive%s", indent, n.short(h.SiteID), fmtBytes(h.Bytes), grown)
+	}
 }
 
 // writeServiceTracks writes a watched service's tracks: its heap in use
@@ -367,8 +380,14 @@ func writePhases(p printer, n reportSites, phases []Phase) {
 			track, per, from, to = "reserved", ph.ReservedPerStep, ph.Start.Reserved, ph.Last.Reserved
 		case VerdictDevice:
 			track, per, from, to = "device used", ph.DevicePerStep, ph.Start.DeviceUsed, ph.Last.DeviceUsed
+		case VerdictGoHeap:
+			track, per, from, to = "go heap", ph.GoHeapPerStep, ph.Start.GoHeap, ph.Last.GoHeap
 		}
 		p("  in %s: %s; %s %s/%s over %d %ss, %s → %s", n.names.Cell(ph.Cell, 0), verdictText(ph.Verdict), track, fmtSigned(per), ph.Unit, ph.Samples, ph.Unit, fmtBytes(from), fmtBytes(to))
+		if ph.GoHeapGrows && ph.Verdict != VerdictGoHeap {
+			p("    and the go heap grows %s/%s", fmtSigned(ph.GoHeapPerStep), ph.Unit)
+		}
+		writeHostSites(p, n, ph.HostSites, "    ")
 	}
 	if len(phases) > textRows {
 		p("  … and %d more cell runs whose tracks grow", len(phases)-textRows)

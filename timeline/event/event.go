@@ -211,6 +211,35 @@ const (
 	CounterMemoryBudget = "memory_budget"
 )
 
+// CounterGoHeapSite, followed by a site's id in decimal ("go_heap_site
+// 12"), names the counter of the host buffers a notebook place made that
+// are still alive: the bytes of the large strings a kernel's host
+// builtins returned at that site (host.read_document, host.clone), each
+// counted until the garbage collector finds it unreachable, a slice of
+// it keeping it whole. The kernel emits it at its Go heap samples, when
+// the site's bytes changed. It is a part of go_heap_inuse the trace can
+// name a line for (GoHeapSiteCounter, GoHeapSite).
+const CounterGoHeapSite = "go_heap_site "
+
+// GoHeapSiteCounter is the name of site's CounterGoHeapSite counter.
+func GoHeapSiteCounter(site SiteID) string {
+	return CounterGoHeapSite + strconv.FormatUint(uint64(site), 10)
+}
+
+// GoHeapSite returns the site a CounterGoHeapSite counter's name names,
+// and false for any other name.
+func GoHeapSite(name string) (SiteID, bool) {
+	rest, ok := strings.CutPrefix(name, CounterGoHeapSite)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(rest, 10, 32)
+	if err != nil || n == 0 {
+		return 0, false
+	}
+	return SiteID(n), true
+}
+
 // Scope flags, the value of Event.Size on scope_begin events (0 for an
 // ordinary scope). A reader that does not know a flag reads an ordinary
 // scope of the kind in Expect.

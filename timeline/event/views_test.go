@@ -40,3 +40,16 @@ func TestViews(t *testing.T) {
 		}()
 	}
 }
+
+// TestGoHeapSiteName: a host site's counter name round-trips; other
+// names are no site's.
+func TestGoHeapSiteName(t *testing.T) {
+	if id, ok := GoHeapSite(GoHeapSiteCounter(12)); !ok || id != 12 {
+		t.Errorf("round trip: %d, %v", id, ok)
+	}
+	for _, name := range []string{CounterGoHeap, "go_heap_site ", "go_heap_site x", "go_heap_site 0", "go_heap_site -1"} {
+		if id, ok := GoHeapSite(name); ok {
+			t.Errorf("%q names site %d", name, id)
+		}
+	}
+}

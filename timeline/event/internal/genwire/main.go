@@ -62,9 +62,10 @@ func module() []byte {
 		{"large", fmt.Sprint(event.PoolLarge)},
 		{"outside", fmt.Sprint(event.PoolOutside)},
 	})
-	object(&b, "Counter names the memory tracks follow (timeline/memstate).", "COUNTER", []entry{
+	object(&b, "Counter names the memory tracks follow (timeline/memstate), and the prefix of the Go heap's counters by site (\"go_heap_site 12\": the host buffers site 12 made, still alive).", "COUNTER", []entry{
 		{"device_used", fmt.Sprintf("%q", event.CounterDeviceUsed)},
 		{"go_heap", fmt.Sprintf("%q", event.CounterGoHeap)},
+		{"go_heap_site", fmt.Sprintf("%q", event.CounterGoHeapSite)},
 	})
 	return b.Bytes()
 }

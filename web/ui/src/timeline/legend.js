@@ -34,6 +34,19 @@ export function applyPrefs(view) {
   view.baseline = null;
 }
 
+/** setHostCollapsed collapses or expands the Go heap lane, as its toggle does. */
+function setHostCollapsed(view, collapsed) {
+  view.hostCollapsed = collapsed;
+  view.hostToggle?.setAttribute("aria-expanded", String(!collapsed));
+  savePrefs(view);
+  view.resize();
+}
+
+/** expandHost shows the Go heap lane whole, if collapsed (a finding about the Go heap leads there). */
+export function expandHost(view) {
+  if (view.hostCollapsed) setHostCollapsed(view, false);
+}
+
 /** buildLegend fills view.legend: category buttons, then the tracks' and lingering keys. */
 export function buildLegend(view) {
   const legend = view.legend;
@@ -75,12 +88,8 @@ export function displayControls(view) {
     view.displayChanged();
   });
   const host = el("button", { type: "button", class: "lt-btn", "data-testid": "timeline-host-toggle", "aria-expanded": String(!view.hostCollapsed), title: "Collapse or expand the Go heap lane" }, "Go heap lane");
-  host.addEventListener("click", () => {
-    view.hostCollapsed = !view.hostCollapsed;
-    host.setAttribute("aria-expanded", String(!view.hostCollapsed));
-    savePrefs(view);
-    view.resize();
-  });
+  host.addEventListener("click", () => setHostCollapsed(view, !view.hostCollapsed));
+  view.hostToggle = host;
   const events = el("button", { type: "button", class: "lt-btn lt-toggle", "data-testid": "timeline-event-axis", "aria-pressed": String(view.eventAxis), title: "Event-indexed time axis, as memory_viz: every event the same room, idle time none" }, "Event axis");
   events.addEventListener("click", () => {
     view.eventAxis = !view.eventAxis;

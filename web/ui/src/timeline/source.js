@@ -218,7 +218,7 @@ export class KernelSource extends Source {
     const { kind } = c;
     for (let i = 0; i < c.n; i++) {
       const k = kind[i];
-      if (k !== KIND.alloc && k !== KIND.free && k !== KIND.scopeBegin && k !== KIND.scopeEnd) continue;
+      if (k !== KIND.alloc && k !== KIND.free && k !== KIND.scopeBegin && k !== KIND.scopeEnd && k !== KIND.counter) continue;
       if (queue && q.length < MAX_LINE_QUEUE) q.push(eventAt(c, i));
       else this.lines.add(eventAt(c, i));
     }

@@ -17,6 +17,7 @@ import { SegmentsPanel } from "./segments.js";
 import { AllocationsPanel } from "./allocations.js";
 import { CellNames } from "./cellnames.js";
 import { renderDetail, renderGroup, starlarkFrames, frameText, holderGroup } from "./detail.js";
+import { toHost, toSite, toTracks } from "./leads.js";
 import { el } from "./dom.js";
 import { warmUp } from "./warmup.js";
 import { ExportLinks } from "./exports.js";
@@ -1197,7 +1198,7 @@ export class TimelineView {
     const group = (leaked, category, row) => {
       const where = short(row), key = `${leaked}\0${category}\0${where}`;
       let g = groups.get(key);
-      if (!g) groups.set(key, (g = { leaked, category, site: row.site, where, first: null, objects: [], count: 0, bytes: 0, requested: 0, labels: new Set() }));
+      if (!g) groups.set(key, (g = { leaked, category, site: row.site, site_id: row.site_id, where, first: null, objects: [], count: 0, bytes: 0, requested: 0, labels: new Set() }));
       return g;
     };
     for (const t of r.lingering?.by_site || []) {
@@ -1222,7 +1223,7 @@ export class TimelineView {
       const text = `${g.leaked ? "∞ leak" : "▲ lingering"}: ${g.category}${what} (${g.where || "unknown site"})`;
       // Opens the group and shows its whole episode: from its first
       // allocation to when the last should have died (its scope's end).
-      item(text, o ? () => this.openGroup(g, text, end) : () => this.fit(), g.site);
+      item(text, o ? () => this.openGroup(g, text, end) : () => toSite(this, table, g), g.site);
     }
     if (ranked.length > 50) item(`… and ${ranked.length - 50} more places (${sizes(r.lingering.requested, r.lingering.bytes)} lingered in all)`);
     // Who holds them, once per cause (the objects of one list are one
@@ -1242,7 +1243,7 @@ export class TimelineView {
     for (const g of r.growth || []) {
       const per = (g.per || []).map((p) => `, ${rate(p.requested_per, p.bytes_per, p.unit)} over ${p.samples} ${p.unit}s`).join("");
       const unit = r.service ? "sample" : g.unit || r.growth_unit || "step"; // a service's steps are its samples
-      item(`growth: ${g.category}${g.site ? ` at ${short(g)}` : ""} ${rate(g.requested_per_step, g.bytes_per_step, unit)} over ${g.samples} ${unit}s${per}`, () => this.fit(), g.site);
+      item(`growth: ${g.category}${g.site ? ` at ${short(g)}` : ""} ${rate(g.requested_per_step, g.bytes_per_step, unit)} over ${g.samples} ${unit}s${per}`, () => toSite(this, table, g), g.site);
     }
     // Which track grows tells which kind of growth it is (two-track
     // monitoring): the analyzer's verdict over the whole trace.
@@ -1255,14 +1256,19 @@ export class TimelineView {
     // And over each cell run whose tracks grow (a notebook's phases, each
     // its own kind of growth, which the whole trace's one verdict misses);
     // the whole trace's verdict when no phase says it.
+    // A growing Go heap names the lines whose host buffers hold it
+    // (host_sites) and leads to the first, its lane and its growth.
     const phases = r.tracks?.phases || [];
-    if (verdicts[r.tracks?.verdict] && !phases.some((p) => p.verdict === r.tracks.verdict)) item(`tracks: ${verdicts[r.tracks.verdict]}`, () => this.fit());
-    const growing = { allocated_grows: ["allocated", "allocated_per_step"], reserved_grows: ["reserved", "reserved_per_step"], device_grows: ["device used", "device_used_per_step"] };
+    const line = (h) => { const st = table.get(h.site_id)?.stack; return st?.length ? this.names.frame(st[st.length - 1]) : short(h); };
+    const held = (hs) => (hs?.length ? `; held by host buffers made at ${hs.map((h) => `${line(h)} (${bytes(h.bytes)} alive)`).join(", ")}` : "");
+    if (verdicts[r.tracks?.verdict] && !phases.some((p) => p.verdict === r.tracks.verdict)) item(`tracks: ${verdicts[r.tracks.verdict]}${held(r.tracks.host_sites)}`, () => toTracks(this, table, r));
+    const growing = { allocated_grows: ["allocated", "allocated_per_step"], reserved_grows: ["reserved", "reserved_per_step"], device_grows: ["device used", "device_used_per_step"], go_heap_grows: ["Go heap", "go_heap_per_step"] };
     for (const p of phases) {
       const [track, key] = growing[p.verdict] || [];
       if (!track) continue;
       const by = p[key] > 0 ? ` (${track} +${bytes(p[key])}/${p.unit} over ${p.samples} ${p.unit}s)` : "";
-      item(`tracks in ${this.names.cell(p.cell)}: ${verdicts[p.verdict]}${by}`, () => this.jump(p.begin_ns, p.end_ns), this.names.title(p.cell));
+      item(`tracks in ${this.names.cell(p.cell)}: ${verdicts[p.verdict]}${by}${held(p.host_sites)}`,
+        p.host_sites?.length ? () => toHost(this, table, p.host_sites, p.begin_ns, p.end_ns) : () => this.jump(p.begin_ns, p.end_ns), this.names.title(p.cell));
     }
     // A duplicates family: the same thing (a mask) built again and again,
     // or copies alive at once; the label tells families of one site apart.

@@ -53,8 +53,9 @@ export const POOL = Object.freeze({
   outside: 2,
 });
 
-/** Counter names the memory tracks follow (timeline/memstate). */
+/** Counter names the memory tracks follow (timeline/memstate), and the prefix of the Go heap's counters by site ("go_heap_site 12": the host buffers site 12 made, still alive). */
 export const COUNTER = Object.freeze({
   deviceUsed: "device_used",
   goHeap: "go_heap_inuse",
+  goHeapSite: "go_heap_site ",
 });
