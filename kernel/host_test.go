@@ -359,7 +359,10 @@ func TestIdleHeapQuiet(t *testing.T) {
 	start := time.Now()
 	c.exec("for i in range(300):\n    d = host.read_document(1024 * 1024)")
 	took := time.Since(start)
-	if got := heapSamples() - before; took > 4*flushInterval && got < 3 {
+	if took <= 4*flushInterval {
+		t.Fatalf("the cell ran %s, too short for periodic samples to be seen: make it longer", took)
+	}
+	if got := heapSamples() - before; got < 3 {
 		t.Errorf("%d go_heap_inuse samples in a %s cell that made 300 MiB of documents (want more than its two ends)", got, took)
 	}
 }

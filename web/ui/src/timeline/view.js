@@ -96,9 +96,9 @@ export class TimelineView {
     if (/\/api\/timeline\/traces\/[^/]+$/.test(this.source.prefix)) {
       exports.append(el("a", { href: `${this.source.prefix}/file`, download: "", "data-testid": "export-ltrace", class: "lt-link", title: "Download the trace file, for linger trace analyze" }, "trace file"), " ");
     }
-    // One row in a notebook's dock (1366 px wide screens): what changes
     // What the view listens to outside its own elements goes with it.
     this.life = new AbortController();
+    // One row in a notebook's dock (1366 px wide screens): what changes
     // how the chart is drawn, and the exports, are menus.
     this.toolbar = el("div", { class: "lt-toolbar", role: "toolbar", "aria-label": "Timeline" },
       btn("Fit", "Show every event, first to last, idle stretches collapsed (0)", () => this.fit()),
@@ -1038,8 +1038,8 @@ export class TimelineView {
    * selecting the first so that Enter opens it.
    */
   async openGroup(g, title, end) {
-    const os = g.objects;
     const gen = this.groupGen = (this.groupGen || 0) + 1; // a later click's jump wins
+    const os = g.objects;
     if (!os.length) { this.fit(); return; }
     let t0 = Math.min(...os.map((o) => o.alloc_time_ns));
     let t1 = Math.max(...os.map((o) => o.linger_time_ns || (o.leaked ? end : (o.free_time_ns || end))), ...os.map((o) => o.alloc_time_ns));
@@ -1056,8 +1056,8 @@ export class TimelineView {
         t1 = Math.max(t1, c.end >= 0 ? c.end : end);
       }
     } catch { /* the objects' own span, then */ }
-    this.jump(t0, t1, g.first);
     if (gen !== this.groupGen || this.destroyed) return;
+    this.jump(t0, t1, g.first);
   }
 
   /**
