@@ -192,7 +192,7 @@ clean:
 # temporary directory and fails when the committed ones differ.
 # The README's gallery: each scenario notebook run in the notebook page by
 # the browser test, its page saved to docs/gallery (committed) at 1600x1000
-# and 1024x768, with a trace reopened after idle time and a notebook after
+# and 1366x768, with a trace reopened after idle time and a notebook after
 # a restart.
 .PHONY: gallery
 gallery: browser

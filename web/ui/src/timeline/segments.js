@@ -226,8 +226,11 @@ export class SegmentsPanel {
     const v = this.view, w = Math.max(1, Math.round(v.W || 1));
     if (+this.slider.max !== w) this.slider.max = String(w);
     if (this.time === undefined) return;
+    // Within a pixel it stays where the person put it: an axis with idle
+    // breaks maps a pixel to a time and back to its neighbour, which set
+    // here took each arrow key's step back.
     const x = Math.round(Math.min(w, Math.max(0, v.x(this.time))));
-    if (+this.slider.value !== x) this.slider.value = String(x);
+    if (Math.abs(+this.slider.value - x) > 1) this.slider.value = String(x);
   }
 
   /** slid: the slider moved; the cursor follows at once, the allocator once it rests. */
@@ -236,6 +239,10 @@ export class SegmentsPanel {
     // An OOM mark within the pixel is the failed allocation itself.
     const oom = v.marks?.find((m) => m.oom && Math.abs(v.x(m.time) - x) < 1);
     const t = oom ? oom.time : Math.max(0, v.t(x));
+    // An answer still on its way (the instant the panel opened at) is
+    // stale now: it must not take the instant back from the slider.
+    this.gen++;
+    this.abort?.abort();
     this.setTime(t);
     clearTimeout(this.slideTimer);
     this.slideTimer = setTimeout(() => this.load({ time: t }, oom ? "at the OOM" : ""), SLIDE_MS);

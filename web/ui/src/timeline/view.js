@@ -74,6 +74,10 @@ export class TimelineView {
     this.build();
     this.unsub = source.onChange((what) => this.sourceChanged(what));
     new ResizeObserver(() => this.resize()).observe(this.body);
+    // A window made shorter or taller than a short screen's (resize's
+    // lanes) changes no width the observer sees.
+    let wasShort = window.innerHeight < 900;
+    window.addEventListener("resize", () => { const short = window.innerHeight < 900; if (short !== wasShort) { wasShort = short; this.resize(); } }, { signal: this.life.signal });
     this.resize();
     this.refresh(true);
     this.loadFindings();
@@ -147,7 +151,11 @@ export class TimelineView {
     // under the chart: shorter memory and object lanes.
     const short = window.innerHeight < 900;
     const MEM = this.memH = short ? MEM_SHORT_H : MEM_H, MIN_OBJ = short ? MIN_OBJ_SHORT_H : MIN_OBJ_H;
-    const h = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM + GAP + ALLOC_H + GAP + HOST_H + GAP + SVC_H + Math.max(MIN_OBJ, this.body.clientHeight - (AXIS + SCOPE_KINDS.length * SCOPE_ROW + MEM + ALLOC_H + HOST_H + SVC_H + 4 * GAP));
+    // The body holds the canvas, so its height is the canvas's own once
+    // drawn: on a short screen the objects lane keeps to its least, or a
+    // canvas made on a taller one would never shrink.
+    const room = short ? 0 : this.body.clientHeight - (AXIS + SCOPE_KINDS.length * SCOPE_ROW + MEM + ALLOC_H + HOST_H + SVC_H + 4 * GAP);
+    const h = AXIS + SCOPE_KINDS.length * SCOPE_ROW + GAP + MEM + GAP + ALLOC_H + GAP + HOST_H + GAP + SVC_H + Math.max(MIN_OBJ, room);
     const dpr = window.devicePixelRatio || 1;
     this.W = w; this.H = h;
     this.canvas.width = Math.round(w * dpr); this.canvas.height = Math.round(h * dpr);
@@ -648,14 +656,22 @@ export class TimelineView {
    * folds is what the chart folds out of the weights: the least they hold
    * in view once loaded (0: nothing folded), when the display choice is
    * on (unless the person turned it off) and the weights are not hidden.
-   * A baseline, not each column's weights: weights that grow (an engine
-   * made again without closing the first) are drawn above it.
+   * Loaded is a level the weights keep (a value of a fiftieth of the
+   * view's columns, three at least), not a column of their loading. A
+   * baseline, not each column's weights: weights that grow (an engine made
+   * again without closing the first) are drawn above it.
    */
   folds() {
     if (!this.foldWeights || this.hidden.has(WEIGHTS)) return 0;
-    const { n } = this.columns();
+    const { n } = this.columns(), seen = new Map(), need = Math.max(3, Math.ceil(n / 50));
     let least = Infinity;
-    for (let i = 0; i < n; i++) { const w = this.catValue(i, WEIGHTS, 0); if (w > 0) least = Math.min(least, w); }
+    for (let i = 0; i < n; i++) {
+      const w = this.catValue(i, WEIGHTS, 0);
+      if (!(w > 0)) continue;
+      const k = (seen.get(w) || 0) + 1;
+      seen.set(w, k);
+      if (k >= need) least = Math.min(least, w);
+    }
     return least < Infinity ? least : 0;
   }
 
