@@ -41,6 +41,11 @@ var policy = map[string][]string{
 	// server may import.
 	"kernel":      {"engine/...", "kernel/wire", "notebooks/msg", "timeline/..."},
 	"kernel/wire": {"notebooks/msg", "timeline/event"},
+	// The Jupyter kernel over ZeroMQ (linger kernel --connection-file):
+	// a bridge between the sockets and the kernel's pipe, writing the
+	// trace. It runs beside the kernel, not the engine: cmd hands it
+	// kernel.Serve, so it reaches neither the engine nor Starlark.
+	"kernel/zmqkernel": {"kernel/wire", "notebooks/msg", "timeline", "timeline/event"},
 	// The engine knows nothing of the server, and of the timeline only
 	// its events. The cuda device: gorgonia.org/cu and the Device
 	// interface, built only with the cuda tag (see cudaOnly).

@@ -12,7 +12,7 @@
 //	linger trace diff A B [--json]
 //	linger singleuser [--kernel-memory SIZE] [--trace-dir DIR] [--metrics-addr HOST:PORT]
 //	linger load URL [--concurrency N] [--duration D] [--requests N] [--prompt-tokens T] [--distinct K] [--tenants K] [--json] [--allow-remote]
-//	linger kernel
+//	linger kernel [--connection-file FILE]
 //	linger help [COMMAND]
 //
 // generate runs one request through the engine and writes its trace; serve
@@ -24,7 +24,8 @@
 // finding's saving, a growth finding's slope, the peak or the memory held
 // outside the allocator over its limit; trace
 // analyzes, exports or compares traces; kernel is the kernel process that
-// serve and run start, not a command for people.
+// serve and run start, not a command for people, or with --connection-file
+// a Jupyter kernel over ZeroMQ that a frontend starts.
 //
 // Run "linger help generate" for the flags of a command.
 package main

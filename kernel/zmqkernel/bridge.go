@@ -1,0 +1,295 @@
+package zmqkernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+
+	"linger/kernel/wire"
+	"linger/notebooks/msg"
+	"linger/timeline"
+)
+
+// TraceDirEnv names the directory the kernel writes its trace in.
+const TraceDirEnv = "LINGER_TRACE_DIR"
+
+// ServeFunc runs a kernel over Linger's framed pipe (kernel.Serve with
+// its options): it reads frames from in and writes frames to out.
+type ServeFunc func(ctx context.Context, in io.Reader, out io.Writer) error
+
+// Options configures Run.
+type Options struct {
+	// TraceDir is where the trace goes; "": $LINGER_TRACE_DIR, else
+	// DefaultTraceDir.
+	TraceDir string
+	// Notebook names the trace; "": $JPY_SESSION_NAME (Jupyter Server
+	// sets it to the notebook's path), else the trace is "kernel-<time>".
+	Notebook string
+	// Log receives what the bridge drops and why; nil: os.Stderr.
+	Log io.Writer
+	// Ready, if not nil, is called with the trace's path once every
+	// socket is bound.
+	Ready func(trace string)
+}
+
+// DefaultTraceDir is the traces directory under the user's data
+// directory: $XDG_DATA_HOME/linger/traces, or ~/.local/share/linger/traces.
+func DefaultTraceDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "linger", "traces")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "linger", "traces")
+	}
+	return filepath.Join(home, ".local", "share", "linger", "traces")
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// traceName is the trace's file name, as the server names its kernels'
+// traces: the notebook's name without its extension (or "kernel") and the
+// start time.
+func traceName(notebook string, t time.Time) string {
+	base := ""
+	if notebook != "" {
+		base = strings.TrimSuffix(filepath.Base(notebook), filepath.Ext(notebook))
+		base = strings.Trim(unsafeName.ReplaceAllString(base, "_"), "._-")
+	}
+	if base == "" {
+		base = "kernel"
+	}
+	return base + "-" + t.Format("2006-01-02T15-04-05") + ".ltrace"
+}
+
+// bridge is one kernel behind its ZeroMQ sockets.
+type bridge struct {
+	sig   signer
+	log   io.Writer
+	shell zmq4.Socket
+	ctrl  zmq4.Socket
+	stdin zmq4.Socket
+	iopub zmq4.Socket
+	hb    zmq4.Socket
+	rec   *timeline.Recorder
+
+	inMu sync.Mutex
+	in   *io.PipeWriter
+
+	idsMu sync.Mutex
+	ids   map[string][][]byte // the requester's identities, by request msg_id
+}
+
+// Run binds the sockets the connection file at connFile names and runs
+// serve behind them until it returns (a shutdown_request) or ctx is done.
+func Run(ctx context.Context, connFile string, serve ServeFunc, opts Options) error {
+	conn, err := ReadConn(connFile)
+	if err != nil {
+		return err
+	}
+	if opts.Log == nil {
+		opts.Log = os.Stderr
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b := &bridge{sig: signer{key: []byte(conn.Key)}, log: opts.Log, ids: map[string][][]byte{},
+		shell: zmq4.NewRouter(ctx), ctrl: zmq4.NewRouter(ctx), stdin: zmq4.NewRouter(ctx),
+		iopub: zmq4.NewPub(ctx), hb: zmq4.NewRep(ctx)}
+	socks := []struct {
+		name string
+		s    zmq4.Socket
+		port int
+	}{{"shell", b.shell, conn.ShellPort}, {"iopub", b.iopub, conn.IOPubPort}, {"stdin", b.stdin, conn.StdinPort},
+		{"control", b.ctrl, conn.ControlPort}, {"heartbeat", b.hb, conn.HBPort}}
+	defer func() {
+		for _, s := range socks {
+			s.s.Close()
+		}
+	}()
+	for _, s := range socks {
+		if err := s.s.Listen(conn.addr(s.port)); err != nil {
+			return fmt.Errorf("linger kernel: cannot bind the %s socket to %s (is the port in use?): %w", s.name, conn.addr(s.port), err)
+		}
+	}
+
+	dir := opts.TraceDir
+	if dir == "" {
+		dir = os.Getenv(TraceDirEnv)
+	}
+	if dir == "" {
+		dir = DefaultTraceDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("linger kernel: trace directory: %w", err)
+	}
+	nb := opts.Notebook
+	if nb == "" {
+		nb = os.Getenv("JPY_SESSION_NAME")
+	}
+	trace := filepath.Join(dir, traceName(nb, time.Now()))
+	b.rec, err = timeline.NewRecorder(trace, timeline.RecorderOptions{})
+	if err != nil {
+		return fmt.Errorf("linger kernel: %w", err)
+	}
+	if opts.Ready != nil {
+		opts.Ready(trace)
+	}
+
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	b.in = inW
+	served := make(chan error, 1)
+	go func() {
+		err := serve(ctx, inR, outW)
+		outW.Close()
+		inR.Close()
+		served <- err
+	}()
+	outDone := make(chan struct{})
+	go func() { defer close(outDone); b.output(outR) }()
+	go b.heartbeat()
+	go b.receive(b.shell, msg.Shell)
+	go b.receive(b.ctrl, msg.Control)
+	go b.receive(b.stdin, msg.Stdin)
+
+	var serr error
+	select {
+	case serr = <-served:
+	case <-ctx.Done():
+		inW.Close()
+		serr = <-served
+	}
+	<-outDone
+	reason := ""
+	if serr != nil {
+		reason = serr.Error()
+	}
+	if err := b.rec.CloseWithReason(reason); err != nil && serr == nil {
+		serr = fmt.Errorf("linger kernel: trace: %w", err)
+	}
+	return serr
+}
+
+// receive feeds the messages of one ROUTER socket to the kernel.
+func (b *bridge) receive(s zmq4.Socket, channel string) {
+	for {
+		zm, err := s.Recv()
+		if err != nil {
+			return
+		}
+		ids, m, err := b.sig.decode(zm.Frames, channel)
+		if err != nil {
+			fmt.Fprintf(b.log, "linger kernel: dropped a message on %s: %v\n", channel, err)
+			continue
+		}
+		if m.Header.MsgID != "" {
+			b.idsMu.Lock()
+			b.ids[m.Header.MsgID] = ids
+			b.idsMu.Unlock()
+		}
+		p, err := json.Marshal(m)
+		if err != nil {
+			continue
+		}
+		b.inMu.Lock()
+		err = wire.WriteFrame(b.in, wire.FrameMessage, p)
+		b.inMu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// heartbeat echoes every ping.
+func (b *bridge) heartbeat() {
+	for {
+		m, err := b.hb.Recv()
+		if err != nil {
+			return
+		}
+		if err := b.hb.Send(m); err != nil {
+			return
+		}
+	}
+}
+
+// output routes the kernel's frames: messages to their socket, events
+// and holders into the trace.
+func (b *bridge) output(r io.Reader) {
+	for {
+		typ, p, err := wire.ReadFrame(r)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+				fmt.Fprintf(b.log, "linger kernel: read the kernel's frames: %v\n", err)
+			}
+			return
+		}
+		switch typ {
+		case wire.FrameMessage:
+			m, err := wire.DecodeMessage(p)
+			if err != nil {
+				fmt.Fprintf(b.log, "linger kernel: bad message from the kernel: %v\n", err)
+				continue
+			}
+			b.route(m)
+		case wire.FrameEvents:
+			if err := wire.DecodeEvents(p, b.rec); err != nil {
+				fmt.Fprintf(b.log, "linger kernel: bad event batch: %v\n", err)
+			}
+		case wire.FrameControl:
+			var c wire.Control
+			if json.Unmarshal(p, &c) == nil && c.Op == wire.OpHolders {
+				h := timeline.Holders{Seq: c.Seq, Reason: c.Reason, Held: make([]timeline.Held, len(c.Holders))}
+				for i, x := range c.Holders {
+					h.Held[i] = timeline.Held{AllocSeq: x.AllocSeq, Addr: x.Addr, Path: x.Path}
+				}
+				b.rec.Holders(h)
+			}
+		}
+	}
+}
+
+// route sends one of the kernel's messages: a reply to the identities of
+// the request it answers, on the request's socket; iopub to every
+// subscriber, under the topic kernel.<session>.<msg_type>.
+func (b *bridge) route(m *msg.Message) {
+	var s zmq4.Socket
+	var ids [][]byte
+	switch m.Channel {
+	case msg.IOPub:
+		ids = [][]byte{[]byte("kernel." + m.Header.Session + "." + m.Header.MsgType)}
+		s = b.iopub
+	case msg.Shell, msg.Control, msg.Stdin:
+		s = map[string]zmq4.Socket{msg.Shell: b.shell, msg.Control: b.ctrl, msg.Stdin: b.stdin}[m.Channel]
+		b.idsMu.Lock()
+		ids = b.ids[m.ParentHeader.MsgID]
+		if strings.HasSuffix(m.Header.MsgType, "_reply") {
+			delete(b.ids, m.ParentHeader.MsgID)
+		}
+		b.idsMu.Unlock()
+		if len(ids) == 0 {
+			fmt.Fprintf(b.log, "linger kernel: %s answers no known request: dropped\n", m.Header.MsgType)
+			return
+		}
+	default:
+		return
+	}
+	frames, err := b.sig.encode(ids, m)
+	if err != nil {
+		fmt.Fprintf(b.log, "linger kernel: encode %s: %v\n", m.Header.MsgType, err)
+		return
+	}
+	if err := s.Send(zmq4.NewMsgFrom(frames...)); err != nil {
+		fmt.Fprintf(b.log, "linger kernel: send %s on %s: %v\n", m.Header.MsgType, m.Channel, err)
+	}
+}
