@@ -200,7 +200,7 @@ func TestUsage(t *testing.T) {
 	if code, _, stderr := runCLI(t, "frobnicate"); code != 2 || !strings.Contains(stderr, `unknown command "frobnicate"`) {
 		t.Errorf("unknown command: exit %d, %q", code, stderr)
 	}
-	if code, out, _ := runCLI(t, "help"); code != 0 || !strings.Contains(out, "generate") {
+	if code, out, _ := runCLI(t, "help"); code != 0 || !strings.Contains(out, "generate") || !strings.Contains(out, "kernelspec") {
 		t.Errorf("help: exit %d, %q", code, out)
 	}
 }

@@ -12,7 +12,8 @@
 //	linger trace diff A B [--json]
 //	linger singleuser [--kernel-memory SIZE] [--trace-dir DIR] [--metrics-addr HOST:PORT]
 //	linger load URL [--concurrency N] [--duration D] [--requests N] [--prompt-tokens T] [--distinct K] [--tenants K] [--json] [--allow-remote]
-//	linger kernel [--connection-file FILE]
+//	linger kernel [--connection-file FILE] [--device meta|cpu]
+//	linger kernelspec install [--user | --prefix P | --sys-prefix] [--name linger] [--device meta|cpu] | list
 //	linger help [COMMAND]
 //
 // generate runs one request through the engine and writes its trace; serve
@@ -25,7 +26,8 @@
 // outside the allocator over its limit; trace
 // analyzes, exports or compares traces; kernel is the kernel process that
 // serve and run start, not a command for people, or with --connection-file
-// a Jupyter kernel over ZeroMQ that a frontend starts.
+// a Jupyter kernel over ZeroMQ that a frontend starts; kernelspec installs
+// the kernelspec that starts it.
 //
 // Run "linger help generate" for the flags of a command.
 package main
@@ -51,6 +53,7 @@ var commands = map[string]cli.Command{
 	"singleuser": {Summary: "the notebook server as a JupyterHub single-user server (configured by the hub's environment)", Run: runSingleuser},
 	"run":        {Summary: "execute a notebook headless in a fresh kernel; fail on errors or a gate (lingering, duplicates, growth, peak, outside memory)", Run: runNotebook},
 	"kernel":     {Summary: "a kernel process (started by the server)", Run: runKernel},
+	"kernelspec": {Summary: "install or list the kernelspec that lets Jupyter frontends (JupyterLab, VS Code, nbconvert) start linger kernel", Run: runKernelspec},
 	"load":       {Summary: "concurrent long prompts at a service on this machine, for a bounded time: progress, then requests, errors and latency percentiles", Run: runLoad},
 }
 

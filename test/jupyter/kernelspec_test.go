@@ -1,0 +1,223 @@
+package jupyter_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"linger/internal/testbin"
+)
+
+// nbOutput is an output of an executed notebook's code cell, as nbformat
+// writes it.
+type nbOutput struct {
+	OutputType string `json:"output_type"`
+	Name       string `json:"name"`
+	Text       any    `json:"text"`
+	Ename      string `json:"ename"`
+	Evalue     string `json:"evalue"`
+}
+
+type nbCell struct {
+	CellType       string     `json:"cell_type"`
+	ExecutionCount *int       `json:"execution_count"`
+	Outputs        []nbOutput `json:"outputs"`
+}
+
+func readNotebookCells(t *testing.T, path string) []nbCell {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nb struct {
+		Cells []nbCell `json:"cells"`
+	}
+	if err := json.Unmarshal(b, &nb); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return nb.Cells
+}
+
+func joinText(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case []any:
+		var b strings.Builder
+		for _, s := range v {
+			b.WriteString(s.(string))
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// streams is each code cell's stream text, stdout and stderr apart, as a
+// frontend shows it (however the kernel chunked it).
+func streams(cells []nbCell) []string {
+	var out []string
+	for _, c := range cells {
+		if c.CellType != "code" {
+			continue
+		}
+		var so, se strings.Builder
+		for _, o := range c.Outputs {
+			if o.OutputType == "stream" && o.Name == "stderr" {
+				se.WriteString(joinText(o.Text))
+			} else if o.OutputType == "stream" {
+				so.WriteString(joinText(o.Text))
+			}
+		}
+		out = append(out, so.String()+"\x00"+se.String())
+	}
+	return out
+}
+
+// installKernelspec runs linger kernelspec install --prefix into a
+// temporary directory and returns the environment that makes Jupyter
+// find it (JUPYTER_PATH) and the kernel write its trace in traces.
+func installKernelspec(t *testing.T, bin, dir, traces string) []string {
+	t.Helper()
+	prefix := filepath.Join(dir, "prefix")
+	if out, err := exec.Command(bin, "kernelspec", "install", "--prefix", prefix, "--device", "meta").CombinedOutput(); err != nil {
+		t.Fatalf("linger kernelspec install: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(prefix, "share", "jupyter", "kernels", "linger", "kernel.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		Argv          []string `json:"argv"`
+		DisplayName   string   `json:"display_name"`
+		Language      string   `json:"language"`
+		InterruptMode string   `json:"interrupt_mode"`
+	}
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(spec.Argv[0]) || !reflect.DeepEqual(spec.Argv[1:], []string{"kernel", "--connection-file", "{connection_file}", "--device", "meta"}) ||
+		spec.DisplayName != "Linger (Starlark)" || spec.Language != "starlark" || spec.InterruptMode != "message" {
+		t.Fatalf("kernel.json: %s", b)
+	}
+	env := append(os.Environ(), "JUPYTER_PATH="+filepath.Join(prefix, "share", "jupyter"), "LINGER_TRACE_DIR="+traces,
+		"JUPYTER_DATA_DIR="+filepath.Join(dir, "data"), "JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "runtime"), "JUPYTER_CONFIG_DIR="+filepath.Join(dir, "config"))
+	cmd := exec.Command(bin, "kernelspec", "list")
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), filepath.Join(prefix, "share", "jupyter", "kernels", "linger")) {
+		t.Fatalf("linger kernelspec list: %v\n%s", err, out)
+	}
+	return env
+}
+
+// nbconvertExecute runs Debian's nbconvert on in with the linger
+// kernelspec and returns the executed notebook's path.
+func nbconvertExecute(t *testing.T, env []string, in, outDir string) string {
+	t.Helper()
+	cmd := exec.Command(debianPython, "-m", "nbconvert", "--to", "notebook", "--execute",
+		"--ExecutePreprocessor.kernel_name=linger", "--ExecutePreprocessor.timeout=120", "--allow-errors",
+		"--output-dir", outDir, "--output", "executed.ipynb", in)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("jupyter nbconvert --execute: %v\n%s", err, out)
+	}
+	return filepath.Join(outDir, "executed.ipynb")
+}
+
+// TestKernelspecNbconvert installs the kernelspec with `linger
+// kernelspec install --prefix` and has Debian's nbconvert (nbclient's
+// ExecutePreprocessor) find it through JUPYTER_PATH, start the kernel
+// and execute a notebook: an engine on meta generating, a print, an
+// error cell. Then it runs scenario 01 the same way and with `linger
+// run`: the cells' streams are the same.
+func TestKernelspecNbconvert(t *testing.T) {
+	if out, err := exec.Command(debianPython, "-c", "import nbclient, nbconvert").CombinedOutput(); err != nil {
+		t.Fatalf("Debian's nbclient and nbconvert are not installed for %s (%v: %s): apt-get install -y python3-nbclient python3-nbconvert (.ci/run installs them)", debianPython, err, out)
+	}
+	bin := testbin.Linger(t)
+	dir := t.TempDir()
+	traces := filepath.Join(dir, "traces")
+	env := installKernelspec(t, bin, dir, traces)
+
+	src := func(s string) []string { return strings.SplitAfter(s, "\n") }
+	nb := map[string]any{
+		"nbformat": 4, "nbformat_minor": 5,
+		"metadata": map[string]any{"kernelspec": map[string]any{"name": "linger", "display_name": "Linger (Starlark)", "language": "starlark"}},
+		"cells": []any{
+			map[string]any{"cell_type": "code", "id": "a", "metadata": map[string]any{}, "outputs": []any{}, "execution_count": nil,
+				"source": src("e = engine(model=\"qwen2-1.5b\", device=\"meta\")\nr = e.generate(prompt_tokens=64, max_new_tokens=4)")},
+			map[string]any{"cell_type": "code", "id": "b", "metadata": map[string]any{}, "outputs": []any{}, "execution_count": nil,
+				"source": src("print(\"tokens\", 64 + 4)")},
+			map[string]any{"cell_type": "code", "id": "c", "metadata": map[string]any{}, "outputs": []any{}, "execution_count": nil,
+				"source": src("fail(\"on purpose\")")},
+		},
+	}
+	b, _ := json.Marshal(nb)
+	in := filepath.Join(dir, "small.ipynb")
+	if err := os.WriteFile(in, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cells := readNotebookCells(t, nbconvertExecute(t, env, in, filepath.Join(dir, "out")))
+	if len(cells) != 3 {
+		t.Fatalf("%d cells, want 3", len(cells))
+	}
+	for i, c := range cells {
+		if c.ExecutionCount == nil || *c.ExecutionCount != i+1 {
+			t.Errorf("cell %d: execution_count %v, want %d", i, c.ExecutionCount, i+1)
+		}
+	}
+	for _, o := range cells[0].Outputs {
+		if o.OutputType == "error" {
+			t.Errorf("the engine's cell failed: %s: %s", o.Ename, o.Evalue)
+		}
+	}
+	if got := streams(cells)[1]; got != "tokens 68\n\x00" {
+		t.Errorf("the print's stream: %q", got)
+	}
+	var ename, evalue string
+	for _, o := range cells[2].Outputs {
+		if o.OutputType == "error" {
+			ename, evalue = o.Ename, o.Evalue
+		}
+	}
+	if ename != "Error" || !strings.Contains(evalue, "on purpose") {
+		t.Errorf("the error cell has no error output: %+v", cells[2].Outputs)
+	}
+	if names, _ := filepath.Glob(filepath.Join(traces, "*.ltrace")); len(names) == 0 {
+		t.Errorf("no trace in LINGER_TRACE_DIR %s", traces)
+	}
+
+	// Scenario 01 through nbconvert and through linger run: the same streams.
+	scenario, _ := filepath.Abs(filepath.Join("..", "..", "examples", "01-kv-cache-reference.ipynb"))
+	viaJupyter := readNotebookCells(t, nbconvertExecute(t, env, scenario, filepath.Join(dir, "scenario")))
+	runOut := filepath.Join(dir, "run.ipynb")
+	cmd := exec.Command(bin, "run", scenario, "--out", runOut, "--trace", filepath.Join(dir, "run.ltrace"))
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if _, serr := os.Stat(runOut); serr != nil {
+		t.Fatalf("linger run: %v\n%s", err, out)
+	}
+	got, want := streams(viaJupyter), streams(readNotebookCells(t, runOut))
+	printed := 0
+	for _, s := range want {
+		if s != "\x00" {
+			printed++
+		}
+	}
+	if printed < 3 {
+		t.Fatalf("scenario 01 through linger run printed in %d cells, want 3 or more: %q\n%s", printed, want, out)
+	}
+	t.Logf("scenario 01: %d code cells, %d with streams, the same through nbconvert and linger run; the error cell's %s: %s", len(want), printed, ename, evalue)
+	if len(got) != len(want) {
+		t.Fatalf("scenario 01: %d code cells through nbconvert, %d through linger run", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("scenario 01, code cell %d: nbconvert's streams\n%q\nlinger run's\n%q", i, got[i], want[i])
+		}
+	}
+}
