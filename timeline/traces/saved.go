@@ -78,7 +78,7 @@ func (s *Set) entry(path string) (*Trace, error) {
 		// Every event indexed, or none more to come: the index's own
 		// buckets answer by the time the pass is seen to be over.
 		defer close(t.done)
-		defer t.ix.Seal()
+		defer func() { t.ix.Seal(); t.sealed.Store(true) }()
 		t.err = s.read(t, path)
 	})
 	return t, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"linger/timeline"
@@ -28,8 +29,12 @@ type Trace struct {
 
 	// Set before done is closed.
 	done chan struct{}
-	err  error  // the pass failed: the trace could not be read or followed
-	end  Ending // how it ended, when it did
+	// sealed: its pass is over and its index sealed (lod.Index.Seal),
+	// done about to be closed. Progress reports it done from then: the
+	// index's own buckets are whole, though done is not yet closed.
+	sealed atomic.Bool
+	err    error  // the pass failed: the trace could not be read or followed
+	end    Ending // how it ended, when it did
 
 	// The version of the file a saved trace was read from.
 	size    int64
@@ -53,6 +58,7 @@ func (t *Trace) Progress() (read, size int64, done bool) {
 	case <-t.done:
 		done = true
 	default:
+		done = t.sealed.Load()
 	}
 	if !t.file {
 		return 0, 0, done
