@@ -9,7 +9,6 @@ import (
 
 	"linger/timeline"
 	"linger/timeline/event"
-	"linger/timeline/traces"
 )
 
 // churnTrace writes scenario 02's shape to sink: a cell whose line 4
@@ -150,14 +149,7 @@ func TestAllocationsBySite(t *testing.T) {
 	}
 
 	// Live: the Recorder's file as written so far.
-	rec, err := timeline.NewRecorder(filepath.Join(dir, "live.ltrace"), timeline.RecorderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := New(Options{Source: func(string) (traces.Source, error) { return traces.FromRecorder(rec), nil }})
-	t.Cleanup(func() { h.Close(); rec.Close() })
-	mux := http.NewServeMux()
-	h.Register(mux, "")
+	rec, mux := liveRoutes(t, dir)
 	ls := httptest.NewServer(mux)
 	defer ls.Close()
 	levs := churnTrace(rec, 300, 1000)

@@ -411,14 +411,7 @@ func TestBrowserLive(t *testing.T) {
 func liveServer(t *testing.T, dir string) (*timeline.Recorder, *http.ServeMux) {
 	t.Helper()
 	browsertest.BundleUI(t, dir, false, "timeline.js", "timeline-worker.js")
-	rec, err := timeline.NewRecorder(filepath.Join(dir, "live.ltrace"), timeline.RecorderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := New(Options{Source: func(string) (traces.Source, error) { return traces.FromRecorder(rec), nil }})
-	t.Cleanup(func() { h.Close(); rec.Close() })
-	mux := http.NewServeMux()
-	h.Register(mux, "")
+	rec, mux := liveRoutes(t, dir)
 	mux.HandleFunc("GET /{script}", func(w http.ResponseWriter, r *http.Request) {
 		if s := r.PathValue("script"); s == "timeline.js" || s == "timeline-worker.js" {
 			w.Header().Set("Content-Type", "text/javascript")
@@ -427,6 +420,21 @@ func liveServer(t *testing.T, dir string) (*timeline.Recorder, *http.ServeMux) {
 		}
 		http.NotFound(w, r)
 	})
+	return rec, mux
+}
+
+// liveRoutes serves the routes of a kernel "k1" whose trace is the
+// Recorder it returns (live.ltrace in dir); both close with the test.
+func liveRoutes(t *testing.T, dir string) (*timeline.Recorder, *http.ServeMux) {
+	t.Helper()
+	rec, err := timeline.NewRecorder(filepath.Join(dir, "live.ltrace"), timeline.RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(Options{Source: func(string) (traces.Source, error) { return traces.FromRecorder(rec), nil }})
+	t.Cleanup(func() { h.Close(); rec.Close() })
+	mux := http.NewServeMux()
+	h.Register(mux, "")
 	return rec, mux
 }
 

@@ -110,3 +110,10 @@ export function duration(ns) {
   if (a < 1e9) return `${(ns / 1e6).toFixed(a < 1e7 ? 1 : 0)} ms`;
   return `${(ns / 1e9).toFixed(a < 1e10 ? 2 : 1)} s`;
 }
+
+/** perSecond is a rate, short: 950, 12.3 k, 4.1 M. */
+export function perSecond(r) {
+  if (r < 1000) return r < 10 ? r.toFixed(1) : String(Math.round(r));
+  if (r < 1e6) return `${(r / 1e3).toFixed(r < 1e4 ? 1 : 0)} k`;
+  return `${(r / 1e6).toFixed(r < 1e7 ? 1 : 0)} M`;
+}

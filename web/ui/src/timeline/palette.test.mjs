@@ -81,3 +81,8 @@ test("sizeRange and rate: requested first, the blocks beside them", async () => 
   assert.equal(rate(28800, 36864, "step"), "+28 KiB/step (+36 KiB allocated)");
   assert.equal(rate(0, 36864, "cell"), "+36 KiB/cell");
 });
+
+test("perSecond is short, three figures at most", async () => {
+  const { perSecond } = await import("./palette.js");
+  assert.deepEqual([0.5, 12, 950, 1234, 64000, 1.2e6, 45e6].map(perSecond), ["0.5", "12", "950", "1.2 k", "64 k", "1.2 M", "45 M"]);
+});

@@ -4,7 +4,7 @@
 // tooltip, a detail panel and a findings panel. Large data never becomes
 // DOM nodes: everything per event or per bucket is drawn on the canvas.
 
-import { CATEGORIES, CATEGORY_COLOURS, SITE_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, sizes, sizeRange, rate, duration } from "./palette.js";
+import { CATEGORIES, CATEGORY_COLOURS, SITE_COLOURS, TRACKS, LINGERING, SCOPE_COLOURS, hatch, bytes, sizes, sizeRange, rate, duration, perSecond } from "./palette.js";
 import { stack } from "./layout.js";
 import { columns, areaPath, linePath } from "./columns.js";
 import { HOST_H as HOST_LANE_H, drawHostLane, hostTooltip } from "./hostlane.js";
@@ -18,7 +18,7 @@ import { AllocationsPanel } from "./allocations.js";
 import { CellNames } from "./cellnames.js";
 import { renderDetail, renderGroup, starlarkFrames, frameText, holderGroup } from "./detail.js";
 import { toHost, toSite, toTracks } from "./leads.js";
-import { el } from "./dom.js";
+import { el, menu } from "./dom.js";
 import { warmUp } from "./warmup.js";
 import { ExportLinks } from "./exports.js";
 
@@ -1320,30 +1320,7 @@ export class TimelineView {
 function esc(s) { return String(s ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`); }
 
 let styled = false;
-/**
- * menu is a toolbar disclosure: a button that opens a group of controls
- * below it (a details element: keyboard and screen readers know it),
- * closed again by Escape, a click outside, or opening another; its
- * listener on the document goes when signal aborts (the view's destroy).
- */
-function menu(label, testid, title, kids, signal) {
-  const body = el("div", { class: "lt-menu-body", role: "group", "aria-label": label }, ...kids);
-  const d = el("details", { class: "lt-menu", "data-testid": testid }, el("summary", { class: "lt-btn button", title }, label), body);
-  d.addEventListener("toggle", () => {
-    if (!d.open) return;
-    for (const o of d.closest(".lt-toolbar")?.querySelectorAll("details.lt-menu[open]") || []) if (o !== d) o.open = false;
-  });
-  d.addEventListener("keydown", (ev) => { if (ev.key === "Escape" && d.open) { d.open = false; d.querySelector("summary").focus(); ev.stopPropagation(); } });
-  document.addEventListener("pointerdown", (ev) => { if (d.open && !d.contains(ev.target)) d.open = false; }, { signal });
-  return d;
-}
 
-/** perSecond is a rate, short: 950, 12.3 k, 4.1 M. */
-function perSecond(r) {
-  if (r < 1000) return r < 10 ? r.toFixed(1) : String(Math.round(r));
-  if (r < 1e6) return `${(r / 1e3).toFixed(r < 1e4 ? 1 : 0)} k`;
-  return `${(r / 1e6).toFixed(r < 1e7 ? 1 : 0)} M`;
-}
 
 function injectStyle() {
   if (styled) return;
