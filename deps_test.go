@@ -30,10 +30,11 @@ const module = "linger"
 // engine/tokenizer/internal/gen need no line of their own unless they are
 // narrower than their room.
 var policy = map[string][]string{
-	// The binaries, and what they share (dispatch, flags, generate): the
-	// engine and the trace writer, never the server.
+	// The binaries, and what they share (dispatch, flags, generate, the
+	// kernel command and its kernelspec): the engine, the kernel and the
+	// trace writer, never the server.
 	"cmd":              {"*"},
-	"cmd/internal/cli": {"engine/...", "timeline", "timeline/event"},
+	"cmd/internal/cli": {"engine/...", "kernel", "kernel/zmqkernel", "timeline", "timeline/event"},
 	"test":             {"*"}, // end-to-end tests driving the built binary and a browser
 	"deploy":           {},    // the image and the JupyterHub values (docs/deploy.md): tests only
 	// The kernel process: the only code that runs the engine and

@@ -77,6 +77,11 @@ type Options struct {
 	// cpu device's segments together (see budget). 0: the MemoryEnv
 	// environment variable, or DefaultMemory of the host.
 	Memory uint64
+	// Interrupt, if not nil, interrupts the running cell on every
+	// receive, as an interrupt_request does: a kernel process sends its
+	// SIGINTs here (a Jupyter kernelspec's interrupt_mode "signal", a
+	// terminal's Ctrl-C).
+	Interrupt <-chan struct{}
 }
 
 // A Device is a device a kernel offers its cells: New makes it, once per
@@ -134,6 +139,18 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); k.watch(k.stop) }()
+	if opts.Interrupt != nil {
+		go func() {
+			for {
+				select {
+				case <-opts.Interrupt:
+					k.interrupt()
+				case <-k.stop:
+					return
+				}
+			}
+		}()
+	}
 	go func() { // flusher
 		defer wg.Done()
 		t := time.NewTicker(flushInterval)
@@ -262,6 +279,15 @@ func (k *kernelProc) readLoop(in io.Reader) error {
 				} else {
 					fmt.Fprintf(k.log, "kernel: dropped a bad message: %v\n", err)
 				}
+				continue
+			}
+			if v := m.Header.Version; v != "" && !strings.HasPrefix(v, "5.") && v != "5" && m.Channel != msg.Stdin {
+				// Protocol 5's replies would not be what a client of
+				// another major version reads.
+				if m.Channel == "" {
+					m.Channel = msg.Shell
+				}
+				k.errorReply(m, "UnsupportedProtocol", fmt.Sprintf("protocol version %q: this kernel speaks %s", v, msg.ProtocolVersion))
 				continue
 			}
 			if m.Channel == msg.Control {

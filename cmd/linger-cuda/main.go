@@ -8,7 +8,8 @@
 //
 // Usage:
 //
-//	linger-cuda kernel
+//	linger-cuda kernel [--connection-file FILE] [--device meta|cpu|cuda]
+//	linger-cuda kernelspec install|list   (as linger kernelspec, named linger-cuda)
 //	linger-cuda generate --device meta|cpu|cuda [flags]   (as linger generate)
 //	linger-cuda probe
 //	linger-cuda check [--models tiny,small] [--json]
@@ -33,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"os/signal"
 
@@ -40,18 +42,34 @@ import (
 	"linger/engine/device"
 	"linger/engine/device/cuda"
 	"linger/kernel"
+	"linger/web"
 )
 
 var commands = map[string]cli.Command{
-	"generate": {Summary: "run one request through the engine (devices meta, cpu, cuda) and write its trace", Run: runGenerate},
-	"kernel":   {Summary: "a kernel process with the cuda device (started by the server)", Run: runKernel},
-	"probe":    {Summary: "print the GPU as one JSON line, or why there is none (exit 1)", Run: runProbe},
-	"check":    {Summary: "compare the GPU's logits with the cpu device's on small models", Run: runCheck},
+	"generate":   {Summary: "run one request through the engine (devices meta, cpu, cuda) and write its trace", Run: runGenerate},
+	"kernel":     {Summary: "a kernel process with the cuda device (started by the server, or by a Jupyter frontend from the kernelspec)", Run: kernelProgram.RunKernel},
+	"kernelspec": {Summary: "install or list the kernelspec \"linger-cuda\" that lets Jupyter frontends start linger-cuda kernel", Run: kernelProgram.RunKernelspec},
+	"probe":      {Summary: "print the GPU as one JSON line, or why there is none (exit 1)", Run: runProbe},
+	"check":      {Summary: "compare the GPU's logits with the cpu device's on small models", Run: runCheck},
+}
+
+// kernelProgram is linger-cuda's kernel: meta, cpu and cuda, under the
+// kernelspec "linger-cuda" ("Linger (CUDA)").
+var kernelProgram = cli.KernelProgram{Prog: "linger-cuda", Devices: kernelDevices(), SpecName: "linger-cuda", DisplayName: "Linger (CUDA)", Logo: logo()}
+
+func logo() []byte {
+	b, _ := iofs.ReadFile(web.Static, web.FaviconSVG)
+	return b
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	ctx := context.Background()
+	// A kernel takes its own signals: SIGINT interrupts its cell.
+	if len(os.Args) < 2 || os.Args[1] != "kernel" {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt)
+		defer stop()
+	}
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -103,17 +121,6 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 // runKernel is a kernel process, started by the server: the framed pipe
 // protocol of package wire on stdin and stdout; stderr is for logs.
-func runKernel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := cli.NewFlagSet("linger-cuda", "kernel", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: linger-cuda kernel\n\nA kernel process with the meta, cpu and cuda devices, started by 'linger serve' or 'linger run'; it reads frames on stdin and writes frames on stdout.")
-	}
-	if err := cli.ParseFlags(fs, args); err != nil {
-		return err
-	}
-	return kernel.Serve(ctx, os.Stdin, stdout, kernel.Options{Devices: kernelDevices()})
-}
-
 // runProbe prints the GPU as one JSON line, or fails naming why there is
 // none.
 func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -425,3 +425,41 @@ func TestGPUCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelspec: linger-cuda installs a kernelspec of its own,
+// "linger-cuda" ("Linger (CUDA)"), whose argv runs this binary's kernel
+// over ZeroMQ, and whose --device may name cuda; linger kernelspec list
+// finds it.
+func TestKernelspec(t *testing.T) {
+	prefix := t.TempDir()
+	code, out, stderr := runCLI(t, "kernelspec", "install", "--prefix", prefix, "--device", "cuda")
+	if code != 0 || !strings.Contains(out, "installed kernelspec linger-cuda") {
+		t.Fatalf("install: exit %d, %q %q", code, out, stderr)
+	}
+	dir := filepath.Join(prefix, "share", "jupyter", "kernels", "linger-cuda")
+	b, err := os.ReadFile(filepath.Join(dir, "kernel.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		Argv        []string `json:"argv"`
+		DisplayName string   `json:"display_name"`
+	}
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.Argv) != 6 || filepath.Base(spec.Argv[0]) == "linger" || strings.Join(spec.Argv[1:], " ") != "kernel --connection-file {connection_file} --device cuda" ||
+		spec.DisplayName != "Linger (CUDA)" {
+		t.Errorf("kernel.json: %s", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logo-svg.svg")); err != nil {
+		t.Errorf("no logo: %v", err)
+	}
+	t.Setenv("JUPYTER_PATH", filepath.Join(prefix, "share", "jupyter"))
+	if code, out, _ := runCLI(t, "kernelspec", "list"); code != 0 || !strings.Contains(out, dir) || !strings.Contains(out, "Linger (CUDA)") {
+		t.Errorf("list: exit %d, %q", code, out)
+	}
+	if code, _, stderr := runCLI(t, "kernelspec", "install", "--prefix", prefix, "--device", "tpu"); code != 2 || !strings.Contains(stderr, `unknown device "tpu": meta or cpu or cuda`) {
+		t.Errorf("--device tpu: exit %d, %q", code, stderr)
+	}
+}

@@ -36,12 +36,15 @@ import (
 	"context"
 	"flag"
 	"io"
+	iofs "io/fs"
 	"os"
 	"os/signal"
 	"strings"
 
 	"linger/cmd/internal/cli"
+	"linger/kernel"
 	"linger/server/hub"
+	"linger/web"
 )
 
 var commands = map[string]cli.Command{
@@ -52,17 +55,32 @@ var commands = map[string]cli.Command{
 	"serve":      {Summary: "the notebook server (Jupyter Server API, kernels, timelines)", Run: runServe},
 	"singleuser": {Summary: "the notebook server as a JupyterHub single-user server (configured by the hub's environment)", Run: runSingleuser},
 	"run":        {Summary: "execute a notebook headless in a fresh kernel; fail on errors or a gate (lingering, duplicates, growth, peak, outside memory)", Run: runNotebook},
-	"kernel":     {Summary: "a kernel process (started by the server)", Run: runKernel},
-	"kernelspec": {Summary: "install or list the kernelspec that lets Jupyter frontends (JupyterLab, VS Code, nbconvert) start linger kernel", Run: runKernelspec},
+	"kernel":     {Summary: "a kernel process (started by the server, or by a Jupyter frontend from the kernelspec)", Run: kernelProgram.RunKernel},
+	"kernelspec": {Summary: "install or list the kernelspec that lets Jupyter frontends (JupyterLab, VS Code, nbconvert) start linger kernel", Run: kernelProgram.RunKernelspec},
 	"load":       {Summary: "concurrent long prompts at a service on this machine, for a bounded time: progress, then requests, errors and latency percentiles", Run: runLoad},
+}
+
+// kernelProgram is linger's kernel: the meta and cpu devices, under the
+// kernelspec "linger", with the page's logo.
+var kernelProgram = cli.KernelProgram{Prog: "linger", Devices: kernel.DefaultDevices, SpecName: "linger", DisplayName: "Linger (Starlark)", Logo: logo()}
+
+func logo() []byte {
+	b, _ := iofs.ReadFile(web.Static, web.FaviconSVG)
+	return b
 }
 
 // errUsage marks an error caused by the command line; main exits 2 for it.
 var errUsage = cli.ErrUsage
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	ctx := context.Background()
+	// A kernel takes its own signals (kernelSignals): SIGINT interrupts
+	// its cell rather than ending it.
+	if len(os.Args) < 2 || os.Args[1] != "kernel" {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt)
+		defer stop()
+	}
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -40,6 +41,10 @@ type Options struct {
 	// Ready, if not nil, is called with the trace's path once every
 	// socket is bound.
 	Ready func(trace string)
+	// ParentPoll is how often the kernel looks whether the process that
+	// started it is still there, when $JPY_PARENT_PID says it was started
+	// by a frontend's kernel manager; 0: a second.
+	ParentPoll time.Duration
 }
 
 // DefaultTraceDir is the traces directory under the user's data
@@ -100,8 +105,8 @@ func Run(ctx context.Context, connFile string, serve ServeFunc, opts Options) er
 	if opts.Log == nil {
 		opts.Log = os.Stderr
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	b := &bridge{sig: signer{key: []byte(conn.Key)}, log: opts.Log, ids: map[string][][]byte{},
 		shell: zmq4.NewRouter(ctx), ctrl: zmq4.NewRouter(ctx), stdin: zmq4.NewRouter(ctx),
 		iopub: zmq4.NewPub(ctx), hb: zmq4.NewRep(ctx)}
@@ -118,7 +123,10 @@ func Run(ctx context.Context, connFile string, serve ServeFunc, opts Options) er
 	}()
 	for _, s := range socks {
 		if err := s.s.Listen(conn.addr(s.port)); err != nil {
-			return fmt.Errorf("linger kernel: cannot bind the %s socket to %s (is the port in use?): %w", s.name, conn.addr(s.port), err)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("cannot bind the %s socket to %s: the port is in use (another kernel's, or a stale connection file's): %w", s.name, conn.addr(s.port), err)
+			}
+			return fmt.Errorf("cannot bind the %s socket to %s: %w", s.name, conn.addr(s.port), err)
 		}
 	}
 
@@ -130,16 +138,19 @@ func Run(ctx context.Context, connFile string, serve ServeFunc, opts Options) er
 		dir = DefaultTraceDir()
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("linger kernel: trace directory: %w", err)
+		return fmt.Errorf("trace directory: %w", err)
 	}
 	nb := opts.Notebook
 	if nb == "" {
 		nb = os.Getenv("JPY_SESSION_NAME")
 	}
-	trace := filepath.Join(dir, traceName(nb, time.Now()))
+	trace, err := reserveTrace(dir, traceName(nb, time.Now()))
+	if err != nil {
+		return err
+	}
 	b.rec, err = timeline.NewRecorder(trace, timeline.RecorderOptions{})
 	if err != nil {
-		return fmt.Errorf("linger kernel: %w", err)
+		return err
 	}
 	if opts.Ready != nil {
 		opts.Ready(trace)
@@ -158,26 +169,86 @@ func Run(ctx context.Context, connFile string, serve ServeFunc, opts Options) er
 	outDone := make(chan struct{})
 	go func() { defer close(outDone); b.output(outR) }()
 	go b.heartbeat()
+	if os.Getenv("JPY_PARENT_PID") != "" {
+		go watchParent(ctx, opts.ParentPoll, cancel)
+	}
 	go b.receive(b.shell, msg.Shell)
 	go b.receive(b.ctrl, msg.Control)
 	go b.receive(b.stdin, msg.Stdin)
 
 	var serr error
+	reason := ""
 	select {
 	case serr = <-served:
 	case <-ctx.Done():
+		// Ended from outside (SIGTERM, the parent gone): the trace says
+		// why, and the kernel's teardown still goes into it.
+		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+			reason = c.Error()
+			fmt.Fprintf(b.log, "linger kernel: ending: %s\n", reason)
+		}
 		inW.Close()
 		serr = <-served
 	}
 	<-outDone
-	reason := ""
 	if serr != nil {
 		reason = serr.Error()
 	}
 	if err := b.rec.CloseWithReason(reason); err != nil && serr == nil {
-		serr = fmt.Errorf("linger kernel: trace: %w", err)
+		serr = fmt.Errorf("trace: %w", err)
 	}
 	return serr
+}
+
+// reserveTrace creates the trace file name in dir, or name with -2, -3…
+// before its extension when that exists (a kernel restarted within the
+// second, two notebooks of one name): a kernel never writes over
+// another's trace.
+func reserveTrace(dir, name string) (string, error) {
+	ext := filepath.Ext(name)
+	stem := strings.TrimSuffix(name, ext)
+	for i := 1; ; i++ {
+		path := filepath.Join(dir, name)
+		if i > 1 {
+			path = filepath.Join(dir, fmt.Sprintf("%s-%d%s", stem, i, ext))
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			return path, f.Close()
+		}
+		if !errors.Is(err, os.ErrExist) || i >= 1000 {
+			return "", fmt.Errorf("trace: %w", err)
+		}
+	}
+}
+
+// ErrParentGone is the cause of a kernel's end when the process that
+// started it (its frontend's kernel manager) ended without shutting it
+// down: nothing could reach the kernel again.
+var ErrParentGone = errors.New("the frontend that started the kernel ended without shutting it down")
+
+// watchParent ends the kernel (cancel) when its parent process is gone,
+// as ipykernel's parent poller does: a frontend's kernel manager sets
+// $JPY_PARENT_PID, and when it dies the kernel is handed to another
+// parent (init, or a subreaper), so the parent's pid changes.
+func watchParent(ctx context.Context, every time.Duration, cancel context.CancelCauseFunc) {
+	if every <= 0 {
+		every = time.Second
+	}
+	ppid := os.Getppid()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if p := os.Getppid(); p != ppid {
+				cancel(fmt.Errorf("%w (pid %d)", ErrParentGone, ppid))
+				return
+			}
+		}
+	}
 }
 
 // receive feeds the messages of one ROUTER socket to the kernel.

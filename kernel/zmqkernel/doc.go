@@ -18,11 +18,12 @@
 // $LINGER_TRACE_DIR, or DefaultTraceDir, named after the notebook
 // ($JPY_SESSION_NAME) or "kernel-<time>".
 //
-// Not done yet (issue 27's later steps): restart in place (a
-// shutdown_request with restart ends the process, and the frontend's
-// kernel manager starts a new one), interrupt by signal (SIGINT ends the
-// process), the end of a kernel whose frontend vanished (nothing watches
-// the heartbeat or the parent process), a second frontend's defined
-// behaviour, the kernelspec install, and input_request on stdin (cells
-// never ask for input).
+// Run ends when the kernel does (a shutdown_request, with or without
+// restart: a restart is the frontend's kernel manager starting a new
+// process), when ctx is done (the cause, such as SIGTERM, is the trace's
+// end reason), or when the process that started it is gone: a frontend's
+// kernel manager sets $JPY_PARENT_PID, and the kernel watches its parent
+// as ipykernel's parent poller does (ErrParentGone). Several clients may
+// share the kernel: replies go to the identities that asked, iopub to
+// all. Cells never ask for input: nothing is sent on stdin.
 package zmqkernel

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -124,8 +125,18 @@ func TestRenameFromTitle(t *testing.T) {
 		t.Errorf("a refused rename moved the notebook: %v", err)
 	}
 	checkAxe(t, p, "rename refused", axe)
-	p.do(t, "a free name", chromedp.SetValue(css(input), "renamed"), chromedp.KeyEvent(kb.Enter), chromedp.WaitNotPresent(css(input)),
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	err := chromedp.Do(ctx, chromedp.SetValue(css(input), "renamed"), chromedp.KeyEvent(kb.Enter), chromedp.WaitNotPresent(css(input)),
 		void(chromedp.Poll[bool](`document.querySelector("[data-testid=notebook-title]").textContent === "renamed.ipynb"`)))
+	cancel()
+	if err != nil {
+		// What the page shows, for a failure that once came only on CI.
+		state := eval[string](t, p, "the page", `JSON.stringify({field: document.querySelector("[data-testid=notebook-title-input]")?.value ?? null,
+			focus: document.activeElement?.dataset?.testid ?? document.activeElement?.tagName, error: document.querySelector("[data-testid=rename-error]").textContent,
+			title: document.querySelector("[data-testid=notebook-title]").textContent, path: location.pathname})`)
+		screenshot(t, p.ctx, "TestRenameFromTitle-failed.png")
+		t.Fatalf("a free name: %v; the page: %s", err, state)
+	}
 	if e := p.text(t, `[data-testid=rename-error]`); e != "" {
 		t.Errorf("rename error %q after a rename", e)
 	}

@@ -40,21 +40,7 @@ func TestZMQKernel(t *testing.T) {
 	bin := testbin.Linger(t)
 	dir := t.TempDir()
 	traces := filepath.Join(dir, "traces")
-	ports := map[string]int{}
-	for _, name := range []string{"shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"} {
-		p, _ := strconv.Atoi(freePort(t))
-		ports[name] = p
-	}
-	key := msg.NewID()
-	conn := map[string]any{"transport": "tcp", "ip": "127.0.0.1", "signature_scheme": "hmac-sha256", "key": key, "kernel_name": "linger"}
-	for k, v := range ports {
-		conn[k] = v
-	}
-	connFile := filepath.Join(dir, "kernel-test.json")
-	b, _ := json.Marshal(conn)
-	if err := os.WriteFile(connFile, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	connFile, ports := writeConnFile(t, dir)
 
 	cmd := exec.Command(bin, "kernel", "--connection-file", connFile)
 	cmd.Env = append(os.Environ(), "LINGER_TRACE_DIR="+traces, "JPY_SESSION_NAME=notebooks/zmq test.ipynb")
@@ -236,6 +222,28 @@ func TestZMQKernel(t *testing.T) {
 		t.Errorf("the trace did not end (reason %q)", reason)
 	}
 	t.Logf("trace %s: %d cells, %d allocations, %d events", filepath.Base(names[0]), cells, allocs, r.Events())
+}
+
+// writeConnFile writes a connection file of free loopback ports and a
+// fresh key in dir, as a kernel manager does, and returns its path and
+// the ports by name.
+func writeConnFile(t *testing.T, dir string) (string, map[string]int) {
+	t.Helper()
+	ports := map[string]int{}
+	for _, name := range []string{"shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"} {
+		p, _ := strconv.Atoi(freePort(t))
+		ports[name] = p
+	}
+	conn := map[string]any{"transport": "tcp", "ip": "127.0.0.1", "signature_scheme": "hmac-sha256", "key": msg.NewID(), "kernel_name": "linger"}
+	for k, v := range ports {
+		conn[k] = v
+	}
+	connFile := filepath.Join(dir, "kernel-"+msg.NewID()[:8]+".json")
+	b, _ := json.Marshal(conn)
+	if err := os.WriteFile(connFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return connFile, ports
 }
 
 func containsAny(xs []any, s string) bool {

@@ -60,7 +60,13 @@ export class Title {
   }
 
   async commit() {
-    if (!this.input || this.busy) return;
+    if (!this.input) return;
+    if (this.busy) {
+      // An Enter while a rename is on its way (one a blur began, say):
+      // tried again once that one is answered, if the name changed.
+      this.again = true;
+      return;
+    }
     const old = this.nb.path;
     let to;
     try {
@@ -73,11 +79,15 @@ export class Title {
       return this.close();
     }
     this.busy = true;
+    this.again = false;
+    const tried = this.input.value;
     try {
       await contents.rename(old, to);
     } catch (e) {
       this.busy = false;
-      return this.fail(e.status === 409 ? `Could not rename: ${to.split("/").pop()} already exists.` : `Could not rename: ${e.message}`);
+      this.fail(e.status === 409 ? `Could not rename: ${to.split("/").pop()} already exists.` : `Could not rename: ${e.message}`);
+      if (this.again && this.input && this.input.value !== tried) return this.commit();
+      return;
     }
     this.busy = false;
     this.renamed(to);

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -6,22 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
-
-	"linger/kernel"
-	"linger/web"
 )
 
-// runKernelspec is linger kernelspec install|list: the kernelspec that
+// RunKernelspec is PROG kernelspec install|list: the kernelspec that
 // lets a Jupyter frontend (JupyterLab, VS Code, nbconvert, nbclient)
-// start `linger kernel --connection-file {connection_file}`.
-func runKernelspec(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	help := "Usage: linger kernelspec install [--user | --prefix P | --sys-prefix] [--name linger] [--device meta|cpu]\n       linger kernelspec list\n\n" +
+// start `PROG kernel --connection-file {connection_file}`.
+func (p KernelProgram) RunKernelspec(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	help := fmt.Sprintf("Usage: %s kernelspec install [--user | --prefix P | --sys-prefix] [--name %s] [--device %s]\n       %s kernelspec list\n\n", p.Prog, p.SpecName, p.deviceNames("|"), p.Prog) +
 		"install writes NAME/kernel.json (and a logo) under a Jupyter kernels directory: --user (the default)\n" +
 		"$JUPYTER_DATA_DIR/kernels or ~/.local/share/jupyter/kernels, --prefix P P/share/jupyter/kernels,\n" +
 		"--sys-prefix /usr/local/share/jupyter/kernels (no Python is involved: the system prefix).\n" +
@@ -29,36 +25,36 @@ func runKernelspec(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stderr, help)
 		if len(args) == 0 {
-			return fmt.Errorf("%w: kernelspec needs install or list", errUsage)
+			return fmt.Errorf("%w: kernelspec needs install or list", ErrUsage)
 		}
 		return nil
 	}
 	switch args[0] {
 	case "install":
-		return kernelspecInstall(args[1:], stdout, stderr, help)
+		return p.kernelspecInstall(args[1:], stdout, stderr, help)
 	case "list":
-		fs := newFlagSet("kernelspec list", stderr)
+		fs := NewFlagSet(p.Prog, "kernelspec list", stderr)
 		fs.Usage = func() { fmt.Fprintln(stderr, help) }
-		if err := parseFlags(fs, args[1:]); err != nil {
+		if err := ParseFlags(fs, args[1:]); err != nil {
 			return err
 		}
 		return kernelspecList(stdout)
 	}
 	fmt.Fprintln(stderr, help)
-	return fmt.Errorf("%w: unknown kernelspec command %q (install or list)", errUsage, args[0])
+	return fmt.Errorf("%w: unknown kernelspec command %q (install or list)", ErrUsage, args[0])
 }
 
 var kernelspecName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
-func kernelspecInstall(args []string, stdout, stderr io.Writer, help string) error {
-	fs := newFlagSet("kernelspec install", stderr)
+func (p KernelProgram) kernelspecInstall(args []string, stdout, stderr io.Writer, help string) error {
+	fs := NewFlagSet(p.Prog, "kernelspec install", stderr)
 	user := fs.Bool("user", false, "install for this user: $JUPYTER_DATA_DIR/kernels or ~/.local/share/jupyter/kernels (the default)")
 	prefix := fs.String("prefix", "", "install under `P`/share/jupyter/kernels")
 	sysPrefix := fs.Bool("sys-prefix", false, "install under /usr/local/share/jupyter/kernels")
-	name := fs.String("name", "linger", "the kernelspec's name (letters, digits, '.', '_', '-')")
-	dev := fs.String("device", "", "the kernel's default device, meta or cpu (default: meta)")
+	name := fs.String("name", p.SpecName, "the kernelspec's name (letters, digits, '.', '_', '-')")
+	dev := fs.String("device", "", "the kernel's default device, "+p.deviceNames(" or ")+" (default: "+p.Devices[0].Name+")")
 	fs.Usage = func() { fmt.Fprintln(stderr, help); fs.PrintDefaults() }
-	if err := parseFlags(fs, args); err != nil {
+	if err := ParseFlags(fs, args); err != nil {
 		return err
 	}
 	n := 0
@@ -68,13 +64,13 @@ func kernelspecInstall(args []string, stdout, stderr io.Writer, help string) err
 		}
 	}
 	if n > 1 {
-		return fmt.Errorf("%w: --user, --prefix and --sys-prefix exclude each other", errUsage)
+		return fmt.Errorf("%w: --user, --prefix and --sys-prefix exclude each other", ErrUsage)
 	}
 	if !kernelspecName.MatchString(*name) {
-		return fmt.Errorf("%w: bad kernelspec name %q: use letters, digits, '.', '_' and '-'", errUsage, *name)
+		return fmt.Errorf("%w: bad kernelspec name %q: use letters, digits, '.', '_' and '-'", ErrUsage, *name)
 	}
-	if *dev != "" && !validDevice(*dev) {
-		return fmt.Errorf("%w: unknown device %q: meta or cpu", errUsage, *dev)
+	if *dev != "" && !p.validDevice(*dev) {
+		return fmt.Errorf("%w: unknown device %q: %s", ErrUsage, *dev, p.deviceNames(" or "))
 	}
 	var root string
 	switch {
@@ -95,7 +91,7 @@ func kernelspecInstall(args []string, stdout, stderr io.Writer, help string) err
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("the path of the linger binary: %w", err)
+		return fmt.Errorf("the path of the %s binary: %w", p.Prog, err)
 	}
 	if s, err := filepath.EvalSymlinks(self); err == nil {
 		self = s
@@ -105,7 +101,7 @@ func kernelspecInstall(args []string, stdout, stderr io.Writer, help string) err
 		argv = append(argv, "--device", *dev)
 	}
 	spec := map[string]any{
-		"argv": argv, "display_name": "Linger (Starlark)", "language": "starlark",
+		"argv": argv, "display_name": p.DisplayName, "language": "starlark",
 		"interrupt_mode": "message", "env": map[string]string{},
 		"metadata": map[string]any{"linger": map[string]any{"device": *dev}},
 	}
@@ -117,8 +113,8 @@ func kernelspecInstall(args []string, stdout, stderr io.Writer, help string) err
 	if err := os.WriteFile(filepath.Join(dir, "kernel.json"), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("cannot install the kernelspec in %s: %w", root, err)
 	}
-	if logo, err := iofs.ReadFile(web.Static, "favicon.svg"); err == nil {
-		if err := os.WriteFile(filepath.Join(dir, "logo-svg.svg"), logo, 0o644); err != nil {
+	if p.Logo != nil {
+		if err := os.WriteFile(filepath.Join(dir, "logo-svg.svg"), p.Logo, 0o644); err != nil {
 			return fmt.Errorf("cannot install the kernelspec in %s: %w", root, err)
 		}
 	}
@@ -126,13 +122,22 @@ func kernelspecInstall(args []string, stdout, stderr io.Writer, help string) err
 	return nil
 }
 
-func validDevice(name string) bool {
-	for _, d := range kernel.DefaultDevices {
+func (p KernelProgram) validDevice(name string) bool {
+	for _, d := range p.Devices {
 		if d.Name == name {
 			return true
 		}
 	}
 	return false
+}
+
+// deviceNames are the program's devices, joined by sep.
+func (p KernelProgram) deviceNames(sep string) string {
+	var n []string
+	for _, d := range p.Devices {
+		n = append(n, d.Name)
+	}
+	return strings.Join(n, sep)
 }
 
 // jupyterDataDir is Jupyter's user data directory: $JUPYTER_DATA_DIR, or
@@ -199,7 +204,7 @@ func kernelspecList(stdout io.Writer) error {
 		}
 	}
 	if found == 0 {
-		return errors.New("no Linger kernelspec found: run linger kernelspec install")
+		return errors.New("no Linger kernelspec found: run linger kernelspec install (or linger-cuda kernelspec install)")
 	}
 	return nil
 }
