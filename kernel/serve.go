@@ -262,7 +262,8 @@ func (k *kernelProc) readLoop(in io.Reader) error {
 	for {
 		typ, p, err := wire.ReadFrame(in)
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
+			// A closed pipe is the ZeroMQ bridge's end after a shutdown.
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
 				fmt.Fprintf(k.log, "kernel: read: %v\n", err)
 			}
 			return err

@@ -41,6 +41,9 @@ type Options struct {
 	// Ready, if not nil, is called with the trace's path once every
 	// socket is bound.
 	Ready func(trace string)
+	// Interrupt, if not nil, interrupts the kernel's running cell on
+	// every receive (the process's SIGINTs), as an interrupt_request does.
+	Interrupt <-chan struct{}
 	// ParentPoll is how often the kernel looks whether the process that
 	// started it is still there, when $JPY_PARENT_PID says it was started
 	// by a frontend's kernel manager; 0: a second.
@@ -169,6 +172,9 @@ func Run(ctx context.Context, connFile string, serve ServeFunc, opts Options) er
 	outDone := make(chan struct{})
 	go func() { defer close(outDone); b.output(outR) }()
 	go b.heartbeat()
+	if opts.Interrupt != nil {
+		go b.interrupts(ctx, opts.Interrupt)
+	}
 	if os.Getenv("JPY_PARENT_PID") != "" {
 		go watchParent(ctx, opts.ParentPoll, cancel)
 	}
@@ -276,6 +282,25 @@ func (b *bridge) receive(s zmq4.Socket, channel string) {
 		err = wire.WriteFrame(b.in, wire.FrameMessage, p)
 		b.inMu.Unlock()
 		if err != nil {
+			return
+		}
+	}
+}
+
+// interrupts hands each of the process's interrupts to the kernel over
+// its pipe, as the server's kernel manager does.
+func (b *bridge) interrupts(ctx context.Context, c <-chan struct{}) {
+	p, _ := json.Marshal(wire.Control{Op: wire.OpInterrupt})
+	for {
+		select {
+		case <-c:
+			b.inMu.Lock()
+			err := wire.WriteFrame(b.in, wire.FrameControl, p)
+			b.inMu.Unlock()
+			if err != nil {
+				return
+			}
+		case <-ctx.Done():
 			return
 		}
 	}

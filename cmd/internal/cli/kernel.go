@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"linger/kernel"
 	"linger/kernel/zmqkernel"
@@ -62,14 +64,80 @@ func (p KernelProgram) RunKernel(ctx context.Context, args []string, stdout, std
 		}
 		opts.Devices = devs
 	}
-	ctx, stop := kernelSignals(ctx, &opts)
+	ctx, interrupts, stop := kernelSignals(ctx)
 	defer stop()
 	if *connFile != "" {
-		return zmqkernel.Run(ctx, *connFile, func(ctx context.Context, in io.Reader, out io.Writer) error {
-			return kernel.Serve(ctx, in, out, opts)
-		}, zmqkernel.Options{Log: stderr})
+		// The kernel itself runs in a process of its own behind the
+		// bridge, as under linger serve: its Go heap (which cells' host
+		// memory and the memory budget measure) holds no trace writer
+		// and no sockets, and a kernel that dies (the OOM killer, a
+		// crash) leaves a trace that says so.
+		child := []string{"kernel"}
+		if *dev != "" {
+			child = append(child, "--device", *dev)
+		}
+		return zmqkernel.Run(ctx, *connFile, kernelProcess(child, stderr), zmqkernel.Options{Log: stderr, Interrupt: interrupts})
 	}
+	opts.Interrupt = interrupts
 	return kernel.Serve(ctx, os.Stdin, stdout, opts)
+}
+
+// ErrKernelDied is the end of a kernel process that was not asked to
+// stop; the trace's end reason says how ("kernel died: signal: killed").
+var ErrKernelDied = errors.New("kernel died")
+
+// kernelProcess runs this binary's kernel command with args as a child
+// process speaking Linger's pipe on its stdin and stdout, its stderr
+// ours, in a process group of its own: a frontend's SIGINT to the
+// bridge's group reaches the cell once, through the pipe. It ends when
+// its input does (the bridge closes it after a shutdown or on ctx's
+// end) or when the process dies.
+func kernelProcess(args []string, stderr io.Writer) zmqkernel.ServeFunc {
+	return func(ctx context.Context, in io.Reader, out io.Writer) error {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("the kernel binary: %w", err)
+		}
+		cmd := exec.Command(self, args...)
+		cmd.Stderr = stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			return err
+		}
+		r, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start the kernel process: %w", err)
+		}
+		go func() {
+			_, _ = io.Copy(w, in)
+			w.Close() // the kernel's end of input: it ends its session
+		}()
+		// A kernel that does not end within 10 s of its input's end is
+		// killed: the trace must end.
+		done := make(chan struct{})
+		go func() {
+			select {
+			case <-ctx.Done():
+				select {
+				case <-time.After(10 * time.Second):
+					_ = cmd.Process.Kill()
+				case <-done:
+				}
+			case <-done:
+			}
+		}()
+		_, cerr := io.Copy(out, r)
+		err = cmd.Wait()
+		close(done)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrKernelDied, err)
+		}
+		return cerr
+	}
 }
 
 // ErrTerminated is a kernel's end by SIGTERM, as its trace says: a
@@ -79,9 +147,10 @@ var ErrTerminated = errors.New("ended by SIGTERM")
 
 // kernelSignals gives the kernel its signals: SIGINT interrupts the
 // running cell (a kernelspec's interrupt_mode "signal", Ctrl-C in a
-// terminal) and the kernel goes on, as ipykernel does; SIGTERM ends it,
-// ErrTerminated the cause in ctx. stop gives them back.
-func kernelSignals(ctx context.Context, opts *kernel.Options) (context.Context, func()) {
+// terminal), sent on interrupts, and the kernel goes on, as ipykernel
+// does; SIGTERM ends it, ErrTerminated the cause in ctx. stop gives them
+// back.
+func kernelSignals(ctx context.Context) (_ context.Context, interrupts <-chan struct{}, stop func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	// A frontend that vanished leaves the kernel's stdout and stderr
 	// pipes without a reader: the kernel's last log line must not kill
@@ -91,7 +160,6 @@ func kernelSignals(ctx context.Context, opts *kernel.Options) (context.Context, 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	interrupt := make(chan struct{}, 1)
-	opts.Interrupt = interrupt
 	done := make(chan struct{})
 	go func() {
 		for {
@@ -110,5 +178,5 @@ func kernelSignals(ctx context.Context, opts *kernel.Options) (context.Context, 
 			}
 		}
 	}()
-	return ctx, func() { signal.Stop(sigs); close(done); cancel(nil) }
+	return ctx, interrupt, func() { signal.Stop(sigs); close(done); cancel(nil) }
 }

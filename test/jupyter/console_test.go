@@ -1,0 +1,54 @@
+package jupyter_test
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"linger/internal/testbin"
+)
+
+// TestJupyterConsole runs Debian's `jupyter console --kernel linger
+// --simple-prompt` on a terminal (pexpect; testdata/console.py): a print,
+// a function and its Out[n], an error's traceback, Ctrl-C on an endless
+// loop (KeyboardInterrupt, the loop's variable kept) and Ctrl-D, on
+// which the console shuts its kernel down and the trace ends cleanly.
+func TestJupyterConsole(t *testing.T) {
+	if out, err := exec.Command(debianPython, "-c", "import jupyter_console, pexpect").CombinedOutput(); err != nil {
+		t.Fatalf("Debian's jupyter-console and pexpect are not installed for %s (%v: %s): apt-get install -y jupyter-console python3-pexpect (.ci/run installs them)", debianPython, err, out)
+	}
+	bin := testbin.Linger(t)
+	dir := t.TempDir()
+	traces := filepath.Join(dir, "traces")
+	env := installKernelspec(t, bin, dir, traces)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, debianPython, "testdata/console.py", "linger")
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("jupyter console: %v\n%s%s", err, out, stderr.String())
+	}
+	transcript := strings.ReplaceAll(string(out), "\r", "")
+	for _, want := range []string{"In [1]: print(6 * 7)\n42\n", "Out[3]: 42", "ZeroDivisionError", "Cell In[4], line 1", "KeyboardInterrupt", "In [7]: print(n > 0)\nTrue\n"} {
+		if !strings.Contains(transcript, want) {
+			t.Errorf("the console's transcript lacks %q:\n%s", want, transcript)
+		}
+	}
+	if strings.Contains(transcript, "closed pipe") {
+		t.Errorf("the kernel complained as the console shut it down:\n%s", transcript)
+	}
+	names, _ := filepath.Glob(filepath.Join(traces, "*.ltrace"))
+	if len(names) != 1 {
+		t.Fatalf("traces %v, want the console's kernel's", names)
+	}
+	if reason := traceEnd(t, names[0]); reason != "" {
+		t.Errorf("the trace ended with %q, want a clean end", reason)
+	}
+}
