@@ -285,6 +285,76 @@ func TestKernelEndsAlone(t *testing.T) {
 	}
 }
 
+// TestKernelProcessDies kills the kernel process behind the ZeroMQ
+// bridge, as the OOM killer does: the trace ends with
+// the reason, and the bridge exits with an error, so that the frontend's
+// kernel manager sees a dead kernel (and restarts it) rather than one
+// that never answers.
+func TestKernelProcessDies(t *testing.T) {
+	bin := testbin.Linger(t)
+	dir := t.TempDir()
+	traces := filepath.Join(dir, "traces")
+	connFile, _ := writeConnFile(t, dir)
+	k := exec.Command(bin, "kernel", "--connection-file", connFile)
+	k.Env = append(os.Environ(), "LINGER_TRACE_DIR="+traces)
+	var stderr lockedBuffer
+	k.Stderr = &stderr
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- k.Wait() }()
+	t.Cleanup(func() { _ = k.Process.Kill() })
+	var child int
+	deadline := time.Now().Add(15 * time.Second)
+	for child == 0 {
+		child = childOf(k.Process.Pid)
+		if time.Now().After(deadline) {
+			t.Fatal("the bridge started no kernel process")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Error("the bridge exited 0 after its kernel was killed")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the bridge did not end after its kernel was killed")
+	}
+	names, _ := filepath.Glob(filepath.Join(traces, "*.ltrace"))
+	if len(names) != 1 {
+		t.Fatalf("traces %v", names)
+	}
+	if reason := traceEnd(t, names[0]); reason != "kernel died: signal: killed" {
+		t.Errorf("the trace ended with %q, want kernel died: signal: killed\n%s", reason, stderr.String())
+	}
+}
+
+// childOf is a child process of pid, 0 if it has none.
+func childOf(pid int) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			return n
+		}
+	}
+	return 0
+}
+
 // traceEnd reads the trace at path to its end and returns the reason it
 // ended with; it fails t when the trace did not end.
 func traceEnd(t *testing.T, path string) string {
