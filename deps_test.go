@@ -68,6 +68,7 @@ var policy = map[string][]string{
 	"timeline/analyze":                {"timeline/event", "timeline/memstate"},
 	"timeline/lod":                    {"timeline", "timeline/event", "timeline/pyramid"},
 	"timeline/export":                 {"timeline/event", "timeline/memstate", "timeline/analyze"},
+	"timeline/plot":                   {"timeline/event", "timeline/memstate"}, // a kernel's memory history, drawn as SVG and PNG (timeline.plot())
 	"timeline/traces":                 {"timeline", "timeline/event", "timeline/lod", "timeline/analyze"},
 	"timeline/pickle":                 {},                                                // Python pickles of plain data, read as a stream, never run
 	"timeline/torchsnap":              {"timeline", "timeline/event", "timeline/pickle"}, // PyTorch's memory snapshots, read as a stream

@@ -149,6 +149,8 @@
 //	  device_used_per_step, go_heap_per_step, go_heap_grows, allocated, reserved, device_used, go_heap, result):
 //	  the analyzer's tracks verdict over fn's run alone (a fresh analyzer watches its events; the four
 //	  values are the tracks' change over the run), e.g. one verdict per phase of a notebook
+//	timeline.plot(cell=False, width=800, height=300) → plot: the kernel's memory over the session, the cell
+//	  running it (cell=True) or the latest run of In [N] (cell=N), as a picture (see Results)
 //	struct(**kwargs)
 //	pow(base, exp, mod=None), math.sqrt(x), math.log(x, base), math.floor(x), math.pi, ... (go.starlark.net/lib/math)
 //	help(obj): prints obj's signature and doc; help() lists the bindings
@@ -291,4 +293,19 @@
 // 280 lingering tensors are an 8 KB result, where their list's repr was
 // 300 KB. A text/plain over the kernel's per-output cap is cut with a
 // notice; a larger HTML is left out.
+//
+// timeline.plot() is another, for frontends without Linger's timeline
+// (JupyterLab, VS Code, nbconvert): image/svg+xml and image/png of the
+// kernel's memory over the session or a cell, and a summary line as
+// text/plain ("memory over In [4]: peak 3.2 GiB allocated, 448 lingering
+// objects (227.5 MiB)"). It is drawn when shown, by package timeline/plot,
+// from the plot.Series the sink feeds with every event: a bounded history
+// of live bytes by category, allocated, reserved and device used (the
+// session's points and the last two cells' finer ones, merging in pairs
+// as they fill: about 1 MiB at most), the cells' spans and the idle
+// stretches; the lingering objects come from the kernel's analyzer. Drawn
+// when the cell's result is sent, after its scope ended, a plot that ends
+// a cell marks what the cell left lingering. It has no text/html link to
+// the trace in linger serve: the kernel knows neither the trace's path
+// (the server or the ZeroMQ bridge writes it) nor a server's URL.
 package kernel

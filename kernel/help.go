@@ -83,9 +83,9 @@ document.`},
 	"host.gc":    {`() → int`, `Runs a full collection and returns the Go heap in use after it.`},
 	"host.heap":  {`() → int`, `The Go heap in use now.`},
 
-	"timeline": {"", `The trace: marks, lingering objects, scopes and tracks.
+	"timeline": {"", `The trace: marks, lingering objects, scopes, tracks and pictures.
 timeline.mark(label), timeline.lingering(), timeline.scope(kind, label, fn,
-*args, **kwargs), timeline.tracks(fn, *args, **kwargs).`},
+*args, **kwargs), timeline.tracks(fn, *args, **kwargs), timeline.plot().`},
 	"timeline.mark": {`(label) → int`, `Puts a mark on the timeline; returns its sequence number.`},
 	"timeline.lingering": {`() → lingering`,
 		`The live lingering objects, largest first.
@@ -97,6 +97,16 @@ result, a table by holder.`},
 kind is "layer", "step", "request" or "batch"; the scope ends on every path.`},
 	"timeline.tracks": {`(fn, *args, **kwargs) → struct(verdict, allocated_per_step, reserved_per_step, device_used_per_step, go_heap_per_step, go_heap_grows, allocated, reserved, device_used, go_heap, result)`,
 		`The analyzer's tracks verdict over fn's run alone.`},
+	"timeline.plot": {`(cell=False, width=800, height=300) → plot`,
+		`A picture of the kernel's memory, for notebooks without Linger's timeline.
+Over the session; cell=True: the cell running it; cell=N: the latest run of
+In [N]. Live bytes stacked by category (at each column's peak), the
+allocated, reserved and device-used tracks, cells banded, idle time
+collapsed, lingering objects marked where they were allocated. As a cell's
+result: image/svg+xml, image/png and a summary line; drawn when shown, so
+a plot that ends a cell includes what lingered when it ended.`},
+	"plot": {"", `A picture of the kernel's memory, made by timeline.plot().
+As a cell's result an SVG, a PNG and its summary line; str() is the summary.`},
 
 	"Engine": {"", `A model on a device with its weights allocated, made by engine().
 Methods: generate, forward, tokenize, kv_cache, batch, scheduler, close;

@@ -18,6 +18,7 @@ import (
 	"linger/notebooks/msg"
 	"linger/timeline/analyze"
 	"linger/timeline/event"
+	"linger/timeline/plot"
 )
 
 // kernelProc is one kernel process's state.
@@ -122,6 +123,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 		go k.shutdown() // not under the sink's lock: an interrupt may emit
 	}}
 	k.sink.an = analyze.New(analyze.Options{MaxObjects: 1 << 16, OnLinger: k.sink.lingers})
+	k.sink.series = plot.NewSeries()
 	k.em = event.NewEmitter(k.sink, event.EmitterOptions{SiteHook: k.siteHook})
 	k.budget = newBudget(memoryBudget(opts.Memory))
 	k.s = newSession(k.em, k.sink, opts.Devices, k.budget)

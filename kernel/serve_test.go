@@ -143,6 +143,8 @@ func TestRequests(t *testing.T) {
 			func(r map[string]any) bool { return fmt.Sprint(r["matches"]) == "[causal_mask]" }},
 		{"complete attr", "complete_request", map[string]any{"code": "alphabet.gen", "cursor_pos": 12},
 			func(r map[string]any) bool { return fmt.Sprint(r["matches"]) == "[alphabet.generate]" }},
+		{"complete module", "complete_request", map[string]any{"code": "timeline.pl", "cursor_pos": 11},
+			func(r map[string]any) bool { return fmt.Sprint(r["matches"]) == "[timeline.plot]" }},
 		{"inspect", "inspect_request", map[string]any{"code": "alphabet", "cursor_pos": 3},
 			func(r map[string]any) bool {
 				return r["found"] == true && strings.Contains(fmt.Sprint(r["data"]), "Engine#1")

@@ -8,6 +8,7 @@ import (
 	"linger/timeline"
 	"linger/timeline/analyze"
 	"linger/timeline/event"
+	"linger/timeline/plot"
 )
 
 // flushInterval is how often buffered events go to the server; flushSize
@@ -20,7 +21,8 @@ const (
 // pipeSink is the kernel Emitter's sink: it batches events into
 // FrameEvents payloads for the server and feeds the kernel's own
 // Analyzer, which timeline.lingering() and the server's lingering query
-// read, and the analyzers of timeline.tracks calls in progress.
+// read, the analyzers of timeline.tracks calls in progress, and the
+// memory history timeline.plot() draws.
 type pipeSink struct {
 	mu    sync.Mutex
 	buf   wire.EventBuffer
@@ -39,6 +41,10 @@ type pipeSink struct {
 	// no longer report anything.
 	err   error
 	onErr func(error)
+
+	// series is the kernel's own memory history, bounded, that
+	// timeline.plot() draws; nil keeps none.
+	series *plot.Series
 }
 
 // failed returns the write error that stopped the sink, or nil.
@@ -78,6 +84,9 @@ func (s *pipeSink) DefineString(id event.StringID, str string) {
 	s.buf.DefineString(id, str)
 	s.dict.DefineString(id, str)
 	s.an.DefineString(id, str)
+	if s.series != nil {
+		s.series.Define(id, str)
+	}
 	for _, w := range s.watchers {
 		w.DefineString(id, str)
 	}
@@ -95,6 +104,9 @@ func (s *pipeSink) Emit(e event.Event) {
 	s.mu.Lock()
 	s.buf.Emit(e)
 	s.an.Add(e)
+	if s.series != nil {
+		s.series.Add(&e)
+	}
 	for _, w := range s.watchers {
 		w.Add(e)
 	}
@@ -155,4 +167,31 @@ func (s *pipeSink) unwatch(w *analyze.Analyzer) *analyze.Report {
 	defer s.mu.Unlock()
 	s.watchers = without(s.watchers, w)
 	return w.Report(&s.dict)
+}
+
+// openCell returns the cell running now, as the series saw it begin.
+func (s *pipeSink) openCell() (plot.Cell, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.series.OpenCell()
+}
+
+// findCell returns the latest run of In [n].
+func (s *pipeSink) findCell(n uint64) (plot.Cell, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.series.FindCell(n, 0)
+}
+
+// picture draws the series over the session, or over the latest run of
+// the cell whose scope is given (to its end, or to now while it runs).
+func (s *pipeSink) picture(o plot.Options, cell bool, scope event.ScopeID) *plot.Picture {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cell {
+		if c, ok := s.series.FindCell(0, scope); ok {
+			o.T0, o.T1, o.Cell = c.T0, c.T1, scope
+		}
+	}
+	return s.series.Picture(o)
 }

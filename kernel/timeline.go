@@ -17,6 +17,8 @@ import (
 //	                       with .groups, .count, .size, .requested; a table by holder as a result
 //	timeline.scope(kind, label, fn, *args, **kwargs) → fn(*args, **kwargs)
 //	timeline.tracks(fn, *args, **kwargs) → struct(verdict, ..., result)
+//	timeline.plot(cell=False, width=800, height=300) → plot: memory over the session or a cell,
+//	                       an SVG, a PNG and a summary line as a result
 var timelineModule = &starlarkstruct.Module{
 	Name: "timeline",
 	Members: starlark.StringDict{
@@ -24,6 +26,7 @@ var timelineModule = &starlarkstruct.Module{
 		"lingering": starlark.NewBuiltin("timeline.lingering", timelineLingering),
 		"scope":     starlark.NewBuiltin("timeline.scope", timelineScope),
 		"tracks":    starlark.NewBuiltin("timeline.tracks", timelineTracks),
+		"plot":      starlark.NewBuiltin("timeline.plot", timelinePlot),
 	},
 }
 

@@ -195,6 +195,9 @@ func notebookView(pg web.Page, p string, nb *nbformat.Notebook) web.NotebookView
 			if png, ok := o.Data.Text("image/png"); ok {
 				ov.PNG = png
 			}
+			if svg, ok := o.Data.Text("image/svg+xml"); ok {
+				ov.SVG = svg
+			}
 			cv.Outputs = append(cv.Outputs, ov)
 		}
 		v.Cells = append(v.Cells, cv)

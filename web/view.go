@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -246,6 +247,10 @@ type OutputView struct {
 	// PNG is the base64 of an image/png result or display; when set it is
 	// shown instead of Text.
 	PNG string
+	// SVG is the document of an image/svg+xml result or display; when set
+	// it is shown, before PNG, as an image (a data URL, never inlined into
+	// the page), with Text as its alt text.
+	SVG string
 	// EName, EValue and Traceback describe an error; the traceback's ANSI
 	// escapes are removed when rendered.
 	EName, EValue string
@@ -307,6 +312,20 @@ func pngURL(b64 string) string {
 		return ""
 	}
 	return "data:image/png;base64," + strings.Join(strings.Fields(b64), "")
+}
+
+// svgURL is an SVG document as an img's data URL: base64, so that no
+// byte of it is read as the page's markup.
+func svgURL(doc string) string {
+	return "data:image/svg+xml;base64," + base64.StdEncoding.EncodeToString([]byte(doc))
+}
+
+// imageAlt is an image output's alt text: its text/plain, else what it is.
+func imageAlt(o OutputView) string {
+	if t := strings.TrimSpace(stripANSI(o.Text)); t != "" {
+		return t
+	}
+	return "image output"
 }
 
 func escapePath(p string) string {

@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -71,6 +72,10 @@ func text(n *html.Node) string {
 	return b.String()
 }
 
+// plotSVG is an image/svg+xml output, with what must never reach the
+// page's DOM.
+const plotSVG = `<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"><title>mémoire</title><script>alert(1)</script><rect width="8" height="8" fill="#fff"/></svg>`
+
 func TestNotebook(t *testing.T) {
 	v := NotebookView{
 		Page: Page{Base: "/base/"},
@@ -87,6 +92,9 @@ func TestNotebook(t *testing.T) {
 			{ID: "c3", Type: CellCode, Source: "plot()", Outputs: []OutputView{
 				{Type: OutputDisplayData, PNG: "iVBORw0KGgo=", Text: "<Figure>"},
 				{Type: OutputDisplayData, PNG: "javascript:alert(1)", Text: "fallback"},
+			}},
+			{ID: "c4", Type: CellCode, Source: "timeline.plot()", ExecutionCount: 5, Outputs: []OutputView{
+				{Type: OutputExecuteResult, SVG: plotSVG, PNG: "iVBORw0KGgo=", Text: "memory over the session: peak 20.0 MiB allocated, no lingering objects"},
 			}},
 		},
 	}
@@ -112,8 +120,8 @@ func TestNotebook(t *testing.T) {
 	})
 
 	cells := byTestID(doc, "cell")
-	if len(cells) != 4 {
-		t.Fatalf("got %d cells, want 4", len(cells))
+	if len(cells) != 5 {
+		t.Fatalf("got %d cells, want 5", len(cells))
 	}
 	t.Run("markdown", func(t *testing.T) {
 		c := cells[0]
@@ -177,6 +185,23 @@ func TestNotebook(t *testing.T) {
 		// Not base64: shown as its text, never as a URL.
 		if got := text(one(t, c, "output-text")); got != "fallback" {
 			t.Errorf("fallback = %q", got)
+		}
+	})
+	t.Run("svg", func(t *testing.T) {
+		c := cells[4]
+		img := one(t, c, "output-image")
+		src, _ := attr(img, "src")
+		b64, ok := strings.CutPrefix(src, "data:image/svg+xml;base64,")
+		if got, err := base64.StdEncoding.DecodeString(b64); !ok || err != nil || string(got) != plotSVG {
+			t.Errorf("src = %q, want the SVG as a base64 data URL", src)
+		}
+		if alt, _ := attr(img, "alt"); alt != "memory over the session: peak 20.0 MiB allocated, no lingering objects" {
+			t.Errorf("alt = %q, want the text/plain", alt)
+		}
+		for d := range c.Descendants() {
+			if d.Type == html.ElementNode && (d.Data == "svg" || d.Data == "script") {
+				t.Errorf("the SVG was inlined into the page: <%s>", d.Data)
+			}
 		}
 	})
 	t.Run("assets", func(t *testing.T) {

@@ -45,10 +45,31 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
-function renderData(data) {
+/**
+ * The image of a mime bundle as an <img> shows it, or null without one:
+ * an SVG before a PNG, as a base64 data URL, never inlined into the page
+ * (an SVG loaded as an image runs no script and follows no link), with
+ * the bundle's text/plain as its alt text ("image output" without one).
+ */
+export function imageOf(data) {
+  const alt = stripANSI(joined(data["text/plain"])).trim() || "image output";
+  if (data["image/svg+xml"]) {
+    let bin = "";
+    for (const b of new TextEncoder().encode(joined(data["image/svg+xml"]))) bin += String.fromCharCode(b);
+    return { src: "data:image/svg+xml;base64," + btoa(bin), alt };
+  }
   if (data["image/png"]) {
-    const img = el("img", { class: "output", "data-testid": "output-image", alt: "image output" });
-    img.src = "data:image/png;base64," + joined(data["image/png"]).replace(/\s/g, "");
+    const b64 = joined(data["image/png"]).replace(/\s/g, "");
+    if (/^[A-Za-z0-9+/=]*$/.test(b64)) return { src: "data:image/png;base64," + b64, alt };
+  }
+  return null;
+}
+
+function renderData(data) {
+  const image = imageOf(data);
+  if (image) {
+    const img = el("img", { class: "output", "data-testid": "output-image", alt: image.alt });
+    img.src = image.src;
     return img;
   }
   if (data["text/html"]) {

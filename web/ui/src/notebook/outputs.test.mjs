@@ -1,7 +1,7 @@
 // node --test web/ui/src/: the DOM-free parts of the output code.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { fold, stripANSI, joined, toOutput, tracebackText } from "./outputs.js";
+import { fold, stripANSI, joined, toOutput, tracebackText, imageOf } from "./outputs.js";
 
 test("fold applies carriage returns and backspaces", () => {
   const cases = [
@@ -45,4 +45,18 @@ test("tracebackText drops the last line that repeats the heading", () => {
   assert.equal(tracebackText({ ...e, traceback: ["Traceback", "  line 1\nNameError: undefined: x\n"] }), "Traceback\n  line 1");
   assert.equal(tracebackText({ ...e, traceback: ["Traceback", "  line 1"] }), "Traceback\n  line 1");
   assert.equal(tracebackText({ ...e }), "");
+});
+
+test("imageOf: an SVG as a base64 data URL before a PNG, text/plain its alt", () => {
+  const svg = '<svg xmlns="http://www.w3.org/2000/svg"><title>mémoire</title><script>alert(1)</script></svg>';
+  const plain = "memory over In [3]: peak 3.1 GiB allocated, 2 lingering objects (228.0 MiB)";
+  const img = imageOf({ "image/svg+xml": svg, "image/png": "iVBORw0KGgo=", "text/plain": plain });
+  assert.equal(img.alt, plain);
+  assert.ok(img.src.startsWith("data:image/svg+xml;base64,"), img.src);
+  // The bytes are the SVG's UTF-8, whole: nothing of it is in the page.
+  const b64 = img.src.slice("data:image/svg+xml;base64,".length);
+  assert.equal(new TextDecoder().decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))), svg);
+  assert.deepEqual(imageOf({ "image/png": ["iVBOR", "w0KGgo=\n"] }), { src: "data:image/png;base64,iVBORw0KGgo=", alt: "image output" });
+  assert.equal(imageOf({ "image/png": "javascript:alert(1)", "text/plain": "x" }), null);
+  assert.equal(imageOf({ "text/plain": "2" }), null);
 });

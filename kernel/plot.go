@@ -1,0 +1,103 @@
+package kernel
+
+import (
+	"encoding/base64"
+	"fmt"
+
+	"go.starlark.net/starlark"
+
+	"linger/timeline/event"
+	"linger/timeline/plot"
+)
+
+// plotValue is what timeline.plot() returns: a picture of the kernel's
+// memory over the session or a cell, drawn from the sink's plot.Series
+// when it is shown, so that a plot that ends a cell includes the cell's
+// end and what lingered when it ended. As a cell's result it is a mime
+// bundle of image/svg+xml, image/png and text/plain (the summary line),
+// for notebook frontends without Linger's timeline.
+type plotValue struct {
+	s             *session
+	cell          bool          // a cell's run, not the session
+	scope         event.ScopeID // that cell's scope
+	title         string
+	width, height int
+}
+
+var _ richValue = (*plotValue)(nil)
+
+// timelinePlot is timeline.plot(cell=False, width=800, height=300):
+// cell=True is the cell running it, cell=N the latest run of In [N];
+// otherwise the session.
+func timelinePlot(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var cell starlark.Value = starlark.False
+	width, height := plot.DefaultWidth, plot.DefaultHeight
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "cell?", &cell, "width?", &width, "height?", &height); err != nil {
+		return nil, err
+	}
+	if width < plot.MinWidth || width > plot.MaxWidth || height < plot.MinHeight || height > plot.MaxHeight {
+		return nil, fmt.Errorf("%s: a size of %d × %d: want a width of %d to %d and a height of %d to %d pixels",
+			b.Name(), width, height, plot.MinWidth, plot.MaxWidth, plot.MinHeight, plot.MaxHeight)
+	}
+	s := sessionOf(thread)
+	p := &plotValue{s: s, title: "the session", width: width, height: height}
+	switch c := cell.(type) {
+	case starlark.Bool:
+		if !c {
+			return p, nil
+		}
+		open, ok := s.sink.openCell()
+		if !ok {
+			return nil, fmt.Errorf("%s: cell=True outside a cell", b.Name())
+		}
+		p.cell, p.scope, p.title = true, open.Scope, cellTitle(open)
+	case starlark.Int:
+		n, ok := c.Uint64()
+		if !ok || n == 0 {
+			return nil, fmt.Errorf("%s: cell=%s: want an execution count, as In [3] shows it", b.Name(), c)
+		}
+		run, ok := s.sink.findCell(n)
+		if !ok {
+			return nil, fmt.Errorf("%s: cell=%d: In [%d] has not run in this kernel", b.Name(), n, n)
+		}
+		p.cell, p.scope, p.title = true, run.Scope, cellTitle(run)
+	default:
+		return nil, fmt.Errorf("%s: cell must be True, False or an execution count, not %s", b.Name(), cell.Type())
+	}
+	return p, nil
+}
+
+func cellTitle(c plot.Cell) string {
+	if c.Count == 0 {
+		return "this cell"
+	}
+	return fmt.Sprintf("In [%d]", c.Count)
+}
+
+// picture draws the plot now: the series' stretch, with the live
+// lingering objects allocated in it marked.
+func (p *plotValue) picture() *plot.Picture {
+	var objs []plot.Object
+	for _, o := range p.s.sink.report().Lingering.Objects {
+		if o.FreeSeq == 0 {
+			objs = append(objs, plot.Object{Time: o.AllocTime, Size: o.Size, Category: o.Category, Label: o.Label})
+		}
+	}
+	return p.s.sink.picture(plot.Options{Width: p.width, Height: p.height, Title: p.title, Lingering: objs}, p.cell, p.scope)
+}
+
+func (p *plotValue) String() string        { return p.picture().Summary() }
+func (p *plotValue) Type() string          { return "plot" }
+func (p *plotValue) Freeze()               {}
+func (p *plotValue) Truth() starlark.Bool  { return starlark.True }
+func (p *plotValue) Hash() (uint32, error) { return unhashable(p) }
+
+// mimeBundle is the picture as SVG and PNG, and its summary.
+func (p *plotValue) mimeBundle() map[string]string {
+	pic := p.picture()
+	out := map[string]string{"text/plain": pic.Summary(), "image/svg+xml": string(pic.SVG())}
+	if b, err := pic.PNG(); err == nil {
+		out["image/png"] = base64.StdEncoding.EncodeToString(b)
+	}
+	return out
+}
