@@ -3,6 +3,7 @@
 // from the file and outputs streaming from the kernel.
 
 import { sanitize } from "./sanitize.js";
+import { FLAME_MIME } from "./flamedata.js";
 
 const ANSI = /\x1b\[[0-9;?]*[ -/]*[@-~]/g;
 
@@ -45,11 +46,30 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// flameRenderer draws a profile's flame tree (flame.js, which bundles
+// d3-flame-graph); the page's entry sets it, so that this module stays
+// free of the DOM libraries for node --test.
+let flameRenderer = null;
+
+/** Sets the function that draws a FLAME_MIME output (or returns null). */
+export function setFlameRenderer(fn) {
+  flameRenderer = fn;
+}
+
 function renderData(data) {
   if (data["image/png"]) {
     const img = el("img", { class: "output", "data-testid": "output-image", alt: "image output" });
     img.src = "data:image/png;base64," + joined(data["image/png"]).replace(/\s/g, "");
     return img;
+  }
+  // A profile (%%prof): its graph drawn interactively, then its HTML,
+  // whose SVG the sanitizer drops, for the download and the table.
+  const flame = data[FLAME_MIME] && flameRenderer && flameRenderer(data[FLAME_MIME]);
+  if (flame) {
+    if (!data["text/html"]) return flame;
+    const div = el("div", { class: "output html-output", "data-testid": "output-html" });
+    div.append(sanitize(joined(data["text/html"])));
+    return el("div", { class: "output profile", "data-testid": "output-profile" }, flame, div);
   }
   if (data["text/html"]) {
     const div = el("div", { class: "output html-output", "data-testid": "output-html" });
