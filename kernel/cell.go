@@ -43,6 +43,7 @@ var predeclared = starlark.StringDict{
 	"mem":         memModule,
 	"timeline":    timelineModule,
 	"host":        hostModule,
+	"prof":        profBuiltin,
 }
 
 // builtinNames are the predeclared and universal names, sorted, for
@@ -184,9 +185,10 @@ type cellError struct {
 // runCell runs code as cell, returning its trailing expression's value.
 func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent bool) (starlark.Value, *cellError) {
 	cell := run.cell
-	f, err := fileOptions.Parse(cell, rewritePinfo(code), 0)
+	src, profiled := cutProfMagic(code)
+	f, err := fileOptions.Parse(cell, rewritePinfo(src), 0)
 	if err != nil {
-		return nil, syntaxError(code, err, k.s.cellCounts)
+		return nil, syntaxError(src, err, k.s.cellCounts)
 	}
 	hasResult := false
 	if n := len(f.Stmts); n > 0 {
@@ -212,7 +214,7 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	thread.SetMaxExecutionSteps(MaxSteps)
 	thread.SetLocal(threadSession, k.s)
 	k.s.ctx = ctx
-	k.s.progress = k.progressBar(m, silent)
+	k.s.progress, k.s.display = k.progressBar(m, silent), k.displayData(m, silent)
 	run.startUse = k.budget.read(false).total()
 	k.mu.Lock()
 	run.thread, run.cancel = thread, cancel
@@ -228,6 +230,9 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	err = func() error {
 		k.s.samp.cell(true) // periodic samples while it runs
 		defer k.s.samp.cell(false)
+		if profiled {
+			defer k.profileCell(run)()
+		}
 		return k.s.exec(f, thread)
 	}()
 	k.mu.Lock()
@@ -238,7 +243,7 @@ func (k *kernelProc) runCell(m *msg.Message, run *cellRun, code string, silent b
 	}
 	k.s.samp.goHeap(1)
 	k.em.End(scope)
-	k.s.ctx, k.s.progress = nil, nil
+	k.s.ctx, k.s.progress, k.s.display = nil, nil, nil
 	var res starlark.Value
 	if hasResult {
 		res = k.s.globals[resultVar]

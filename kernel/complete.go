@@ -14,7 +14,8 @@ func isComplete(code string) map[string]any {
 	if strings.TrimSpace(code) == "" {
 		return map[string]any{"status": "complete"}
 	}
-	_, err := fileOptions.Parse("<input>", code, 0)
+	src, _ := cutProfMagic(code)
+	_, err := fileOptions.Parse("<input>", src, 0)
 	if err == nil {
 		lines := strings.Split(strings.TrimRight(code, "\n"), "\n")
 		last := lines[len(lines)-1]

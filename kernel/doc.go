@@ -154,6 +154,7 @@
 //	struct(**kwargs)
 //	pow(base, exp, mod=None), math.sqrt(x), math.log(x, base), math.floor(x), math.pi, ... (go.starlark.net/lib/math)
 //	help(obj): prints obj's signature and doc; help() lists the bindings
+//	prof(fn, *args, **kwargs) → fn's result, its wall-clock profile shown as it returns (see Profiles)
 //
 // A binding's help (help.go) is laid out as IPython's pinfo: signature,
 // docstring and type for a callable, type, string form and doc for a
@@ -167,6 +168,40 @@
 //
 // A long prefill shows a progress bar: a display_data output with a
 // transient display_id, updated in place with update_display_data.
+//
+// # Profiles
+//
+// A cell whose first line is %%prof (alone on it) runs under fgprof
+// (github.com/felixge/fgprof: every goroutine sampled 99 times a second,
+// running or waiting, so a prefill's wait on its matmul workers counts as
+// its compute does), and so does prof(fn, *args, **kwargs), which
+// returns fn's result. The %%prof line is made blank before the cell is
+// parsed, so tracebacks and allocation sites keep the cell's line
+// numbers. As the cell (or fn) ends, failed or not, one display_data
+// output shows the profile (prof.go, flame.go): text/plain, the wall
+// time, samples, the cell's goroutine time and the share of it waiting,
+// and the top five functions; image/svg+xml, a static icicle flame graph
+// (root on top, 1200 px wide, frames under a pixel or past 2000 left to
+// their caller, each with a <title>: function, file:line, seconds, share)
+// on its own light background; text/html, the same SVG, a link that
+// downloads the .pprof file fgprof wrote (cell-In3.pprof, prof-fn-1.pprof;
+// a data: URL) and a table of the top ten functions; and
+// application/vnd.linger.flamegraph+json, the tree for Linger's page,
+// which draws it with d3-flame-graph (click or Enter zooms, arrow keys
+// move between frames). The .pprof file is fgprof's whole profile; the
+// graph, table and text are the cell's goroutines alone: those whose
+// stack holds Starlark's interpreter, the engine, or the cell loop. The
+// kernel's own (the flusher, the watchdog, the pipe's reader) are left
+// out and their time said; fgprof reads runtime.GoroutineProfile, whose
+// records carry no pprof labels (a goroutine cannot be picked by label)
+// and at most 32 frames. The interpreter's frames are folded into one,
+// "(interpreter frames folded)", as the exports fold them, whose own time
+// is the interpreter running the cell's Starlark; the runtime's parking
+// frames are cut from a waiting stack, so that its time is the waiting
+// function's (sync.(*WaitGroup).Wait, drawn blue), and the preemption's
+// from a running one. A run shorter than fgprof's period (about 10 ms)
+// has no samples and says so. The server's /debug/fgprof profiles the
+// server process, whatever its kernels do.
 //
 // # Lifetimes
 //

@@ -53,6 +53,12 @@ for 10**9.`},
 	"help": {`(obj) → None`,
 		`Prints the signature and doc of obj, as obj? and Shift+Tab show them.
 help() lists the bindings.`},
+	"prof": {`(fn, *args, **kwargs)`,
+		`Runs fn(*args, **kwargs) under fgprof; returns fn's result.
+fn's wall-clock profile (on-CPU and off-CPU time of the cell's goroutines,
+sampled 99 times a second) is shown as it returns, as %%prof on a cell's
+first line shows the cell's: a flame graph, the top functions and the
+.pprof file to download (go tool pprof -http=: FILE).`},
 	"math": {"", `go.starlark.net's math module.
 math.sqrt(x), math.log(x, base), math.floor(x), math.pi, ...`},
 

@@ -157,6 +157,8 @@ func TestRequests(t *testing.T) {
 			func(r map[string]any) bool { return r["status"] == "incomplete" && r["indent"] == "    " }},
 		{"is_complete open bracket", "is_complete_request", map[string]any{"code": "x = [1,\n"},
 			func(r map[string]any) bool { return r["status"] == "incomplete" }},
+		{"is_complete %%prof", "is_complete_request", map[string]any{"code": "%%prof\nx = 1"},
+			func(r map[string]any) bool { return r["status"] == "complete" }},
 		{"is_complete invalid", "is_complete_request", map[string]any{"code": "x = = 1\ny = 2"},
 			func(r map[string]any) bool { return r["status"] == "invalid" }},
 		{"history", "history_request", map[string]any{"hist_access_type": "tail", "n": 10},

@@ -56,6 +56,8 @@ type session struct {
 	// Set for the running cell.
 	ctx      context.Context
 	progress func(done, total int)
+	display  func(data map[string]any) // a display_data output
+	profiles int                       // prof() calls, for their files' names
 }
 
 func newSession(em *event.Emitter, sink *pipeSink, devices []Device, b *budget) *session {

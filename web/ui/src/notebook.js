@@ -1,5 +1,9 @@
 // Entry of the notebook page (/notebooks/{path}).
 import { Notebook } from "./notebook/notebook.js";
+import { setFlameRenderer } from "./notebook/outputs.js";
+import { renderFlame } from "./notebook/flame.js";
+
+setFlameRenderer(renderFlame);
 
 const nb = new Notebook(document.body);
 window.linger = Object.assign(window.linger || {}, { notebook: nb });

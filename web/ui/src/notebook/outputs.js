@@ -3,6 +3,7 @@
 // from the file and outputs streaming from the kernel.
 
 import { sanitize } from "./sanitize.js";
+import { FLAME_MIME } from "./flamedata.js";
 
 const ANSI = /\x1b\[[0-9;?]*[ -/]*[@-~]/g;
 
@@ -45,6 +46,16 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// flameRenderer draws a profile's flame tree (flame.js, which bundles
+// d3-flame-graph); the page's entry sets it, so that this module stays
+// free of the DOM libraries for node --test.
+let flameRenderer = null;
+
+/** Sets the function that draws a FLAME_MIME output (or returns null). */
+export function setFlameRenderer(fn) {
+  flameRenderer = fn;
+}
+
 /**
  * The image of a mime bundle as an <img> shows it, or null without one:
  * an SVG before a PNG, as a base64 data URL, never inlined into the page
@@ -66,6 +77,16 @@ export function imageOf(data) {
 }
 
 function renderData(data) {
+  // A profile (%%prof): its graph drawn interactively (before its static
+  // SVG, which other frontends show), then its HTML, whose SVG the
+  // sanitizer drops, for the download and the table.
+  const flame = data[FLAME_MIME] && flameRenderer && flameRenderer(data[FLAME_MIME]);
+  if (flame) {
+    if (!data["text/html"]) return flame;
+    const div = el("div", { class: "output html-output", "data-testid": "output-html" });
+    div.append(sanitize(joined(data["text/html"])));
+    return el("div", { class: "output profile", "data-testid": "output-profile" }, flame, div);
+  }
   const image = imageOf(data);
   if (image) {
     const img = el("img", { class: "output", "data-testid": "output-image", alt: image.alt });

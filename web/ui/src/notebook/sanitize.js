@@ -12,9 +12,11 @@ const KEEP = new Set(
 const DROP = new Set("script style iframe frame frameset object embed applet form input button select textarea link meta base svg math template noscript".split(" "));
 const ATTRS = new Set("class title alt colspan rowspan align width height value max min open start type lang dir scope aria-label".split(" "));
 
-function safeURL(u, img) {
+function safeURL(u, img, download) {
   const s = u.trim();
   if (img && /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*$/i.test(s)) return true;
+  // A file to save (a profile's .pprof): never shown, so never run.
+  if (download && /^data:application\/octet-stream;base64,[A-Za-z0-9+/=\s]*$/i.test(s)) return true;
   if (s.startsWith("#")) return true;
   try {
     const url = new URL(s, location.href);
@@ -44,9 +46,12 @@ function clean(node) {
     for (const a of Array.from(child.attributes)) {
       const name = a.name.toLowerCase();
       const urlAttr = (name === "href" && tag === "a") || (name === "src" && tag === "img");
-      if (urlAttr ? !safeURL(a.value, tag === "img") : !ATTRS.has(name)) child.removeAttribute(a.name);
+      const download = tag === "a" && child.hasAttribute("download");
+      if (name === "download" && tag === "a") continue;
+      if (urlAttr ? !safeURL(a.value, tag === "img", download) : !ATTRS.has(name)) child.removeAttribute(a.name);
     }
-    if (tag === "a" && child.hasAttribute("href") && !child.getAttribute("href").startsWith("#")) {
+    if (tag === "a" && child.hasAttribute("download") && !child.getAttribute("href")?.startsWith("data:")) child.removeAttribute("download");
+    if (tag === "a" && child.hasAttribute("href") && !child.getAttribute("href").startsWith("#") && !child.hasAttribute("download")) {
       child.setAttribute("target", "_blank");
       child.setAttribute("rel", "noopener noreferrer");
     }
