@@ -340,7 +340,10 @@
 // as they fill: about 1 MiB at most), the cells' spans and the idle
 // stretches; the lingering objects come from the kernel's analyzer. Drawn
 // when the cell's result is sent, after its scope ended, a plot that ends
-// a cell marks what the cell left lingering. It has no text/html link to
-// the trace in linger serve: the kernel knows neither the trace's path
-// (the server or the ZeroMQ bridge writes it) nor a server's URL.
+// a cell marks what the cell left lingering. In a kernel a Jupyter
+// frontend started, whose ZeroMQ bridge writes the trace and tells the
+// kernel where (Options.TracePath), it is also text/html: the picture,
+// its summary and a link to the trace in the timeline of a running linger
+// serve that lists the kernels' traces (wire.FindServer), or where the
+// trace is when none runs.
 package kernel

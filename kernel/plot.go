@@ -3,9 +3,14 @@ package kernel
 import (
 	"encoding/base64"
 	"fmt"
+	"html"
+	"net/url"
+	"path/filepath"
+	"strings"
 
 	"go.starlark.net/starlark"
 
+	"linger/kernel/wire"
 	"linger/timeline/event"
 	"linger/timeline/plot"
 )
@@ -92,12 +97,42 @@ func (p *plotValue) Freeze()               {}
 func (p *plotValue) Truth() starlark.Bool  { return starlark.True }
 func (p *plotValue) Hash() (uint32, error) { return unhashable(p) }
 
-// mimeBundle is the picture as SVG and PNG, and its summary.
+// mimeBundle is the picture as SVG and PNG, and its summary; in a
+// kernel a Jupyter frontend started, also text/html: the picture with a
+// link to its trace in a linger serve that lists it (htmlFigure).
 func (p *plotValue) mimeBundle() map[string]string {
 	pic := p.picture()
-	out := map[string]string{"text/plain": pic.Summary(), "image/svg+xml": string(pic.SVG())}
+	svg := pic.SVG()
+	out := map[string]string{"text/plain": pic.Summary(), "image/svg+xml": string(svg)}
 	if b, err := pic.PNG(); err == nil {
 		out["image/png"] = base64.StdEncoding.EncodeToString(b)
 	}
+	if p.s.tracePath != "" {
+		out["text/html"] = htmlFigure(svg, pic.Summary(), p.width, p.height, p.s.tracePath, wire.ServersDir())
+	}
 	return out
+}
+
+// htmlFigure is the picture as HTML, for the frontends that show
+// text/html before an image (JupyterLab, nbconvert's HTML): the SVG as
+// an image (a data URL: no script, no style of the page's), the summary
+// as its caption, and a link that opens trace in the timeline of the
+// linger serve running on this machine that lists it (wire.FindServer
+// in servers) — or, when none runs, where the trace is and how to open
+// it. The link carries no token: one saved in a notebook would give the
+// server away.
+func htmlFigure(svg []byte, summary string, width, height int, trace, servers string) string {
+	var b strings.Builder
+	esc := html.EscapeString
+	fmt.Fprintf(&b, `<figure class="linger-plot" style="margin:0"><img src="data:image/svg+xml;base64,%s" alt="%s" width="%d" height="%d" style="max-width:100%%;height:auto">`,
+		base64.StdEncoding.EncodeToString(svg), esc(summary), width, height)
+	name := filepath.Base(trace)
+	if srv, ok := wire.FindServer(servers, filepath.Dir(trace)); ok {
+		link := strings.TrimSuffix(srv.URL, "/") + "/timeline/" + url.PathEscape(name)
+		fmt.Fprintf(&b, `<figcaption>%s · <a href="%s" target="_blank" rel="noopener">open %s in Linger's timeline</a></figcaption>`, esc(summary), esc(link), esc(name))
+	} else {
+		fmt.Fprintf(&b, `<figcaption>%s · the trace is <code>%s</code>: <code>linger serve</code> lists it beside its own</figcaption>`, esc(summary), esc(trace))
+	}
+	b.WriteString("</figure>")
+	return b.String()
 }

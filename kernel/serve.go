@@ -83,7 +83,16 @@ type Options struct {
 	// SIGINTs here (a Jupyter kernelspec's interrupt_mode "signal", a
 	// terminal's Ctrl-C).
 	Interrupt <-chan struct{}
+	// TracePath is the file the kernel's events are written to when a
+	// Jupyter frontend started it (linger kernel --connection-file, whose
+	// bridge writes it): timeline.plot() links to it in a linger serve
+	// that lists it. "": the server's kernel, whose page has the
+	// timeline beside it.
+	TracePath string
 }
+
+// TracePathEnv tells a kernel process its Options.TracePath.
+const TracePathEnv = "LINGER_KERNEL_TRACE"
 
 // A Device is a device a kernel offers its cells: New makes it, once per
 // kernel, when a cell first names it, with the capacity in bytes that
@@ -127,6 +136,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	k.em = event.NewEmitter(k.sink, event.EmitterOptions{SiteHook: k.siteHook})
 	k.budget = newBudget(memoryBudget(opts.Memory))
 	k.s = newSession(k.em, k.sink, opts.Devices, k.budget)
+	k.s.tracePath = opts.TracePath
 	preferOOMKill()
 	hello, _ := json.Marshal(wire.Hello{Protocol: wire.Protocol, Implementation: "linger", PID: os.Getpid(), Session: k.sessionID})
 	if err := k.writeFrame(wire.FrameHello, hello); err != nil {

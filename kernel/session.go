@@ -32,6 +32,9 @@ type session struct {
 	samp    *sampler
 	devices []Device
 	budget  *budget
+	// tracePath is Options.TracePath: the trace a Jupyter frontend's
+	// kernel writes, for timeline.plot()'s link; "" under linger serve.
+	tracePath string
 
 	// globals are the cells' globals; only the executor goroutine (cells
 	// and lingering queries, one at a time) touches them.

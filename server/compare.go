@@ -163,24 +163,32 @@ func (s *Server) savedTraces() ([]string, error) {
 	return names, err
 }
 
-// savedTraceList lists the saved traces, newest first (ties by name).
+// savedTraceList lists the saved traces, newest first (ties by name):
+// TraceDir's, then KernelTraceDir's of other names (Kernel set).
 func (s *Server) savedTraceList() ([]web.TraceView, error) {
-	if s.opts.TraceDir == "" {
-		return nil, nil
-	}
-	entries, err := os.ReadDir(s.opts.TraceDir)
-	if err != nil {
-		return nil, fmt.Errorf("list traces: %w", err)
-	}
 	var ts []web.TraceView
-	for _, e := range entries {
-		name := e.Name()
-		if e.Type().IsRegular() && strings.HasSuffix(name, ".ltrace") && !strings.HasPrefix(name, ".") {
-			info, err := e.Info()
-			if err != nil {
-				continue // removed meanwhile
+	seen := map[string]bool{}
+	for i, dir := range []string{s.opts.TraceDir, s.opts.KernelTraceDir} {
+		if dir == "" {
+			continue
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			if i == 1 && errors.Is(err, os.ErrNotExist) {
+				continue // no Jupyter kernel has written one yet
 			}
-			ts = append(ts, web.TraceView{Name: name, Modified: info.ModTime(), Size: info.Size()})
+			return nil, fmt.Errorf("list traces: %w", err)
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if e.Type().IsRegular() && strings.HasSuffix(name, ".ltrace") && !strings.HasPrefix(name, ".") && !seen[name] {
+				info, err := e.Info()
+				if err != nil {
+					continue // removed meanwhile
+				}
+				seen[name] = true
+				ts = append(ts, web.TraceView{Name: name, Modified: info.ModTime(), Size: info.Size(), Kernel: i == 1})
+			}
 		}
 	}
 	slices.SortFunc(ts, func(x, y web.TraceView) int {

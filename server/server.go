@@ -79,6 +79,12 @@ type Options struct {
 	// TraceDir holds saved traces (the kernels' own among them), served
 	// by name under /api/timeline/traces/; "" serves none.
 	TraceDir string
+	// KernelTraceDir holds the traces of the kernels Jupyter frontends
+	// started elsewhere (linger kernel --connection-file): listed and
+	// opened beside TraceDir's (a name in TraceDir first), never renamed
+	// or deleted from here, since their writer is not this server. "":
+	// none.
+	KernelTraceDir string
 	// MaxSnapshotBytes bounds a PyTorch snapshot uploaded to
 	// /api/snapshots (streamed to TraceDir, never held in memory); 0
 	// means DefaultMaxSnapshotBytes.

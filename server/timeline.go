@@ -120,11 +120,18 @@ func (s *Server) tracePath(name string) (string, error) {
 	if err := checkTraceName(name); err != nil {
 		return "", err
 	}
-	if s.opts.TraceDir == "" {
+	if s.opts.TraceDir == "" && s.opts.KernelTraceDir == "" {
 		return "", notFound("no trace directory")
 	}
-	p := filepath.Join(s.opts.TraceDir, name)
-	fi, err := os.Lstat(p)
+	var p string
+	var fi os.FileInfo
+	err := os.ErrNotExist
+	for _, dir := range []string{s.opts.TraceDir, s.opts.KernelTraceDir} {
+		if dir != "" && errors.Is(err, os.ErrNotExist) {
+			p = filepath.Join(dir, name)
+			fi, err = os.Lstat(p)
+		}
+	}
 	if err != nil {
 		return "", notFound("trace %q not found", name)
 	}

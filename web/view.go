@@ -121,6 +121,10 @@ type TraceView struct {
 	Size     int64
 	// Live: a running kernel is writing it.
 	Live bool
+	// Kernel: a kernel a Jupyter frontend started wrote it, in the
+	// server's kernel trace directory; the page opens it but neither
+	// renames nor deletes it.
+	Kernel bool
 }
 
 // EntryView is one row of a TreeView.

@@ -25,6 +25,8 @@ import (
 	"linger/engine/device"
 	"linger/internal/units"
 	"linger/kernel"
+	"linger/kernel/wire"
+	"linger/kernel/zmqkernel"
 	"linger/notebooks/contents"
 	"linger/server"
 	"linger/server/hub"
@@ -69,13 +71,16 @@ type serveConfig struct {
 // kernelFlags are the flags serve and singleuser share: the kernels'
 // limits, where traces go and the metrics listener.
 type kernelFlags struct {
-	traceDir     string
-	maxOutput    int
-	msgRate      float64
-	dataRate     float64
-	rateWindow   time.Duration
-	kernelMemory uint64
-	metricsAddr  string
+	traceDir string
+	// kernelTraceDir is where the kernels Jupyter frontends start write
+	// their traces, listed beside traceDir's.
+	kernelTraceDir string
+	maxOutput      int
+	msgRate        float64
+	dataRate       float64
+	rateWindow     time.Duration
+	kernelMemory   uint64
+	metricsAddr    string
 	// The PyTorch snapshots the server imports (server/imports.go).
 	watchSnapshots time.Duration
 	maxSnapshot    uint64
@@ -86,6 +91,7 @@ type kernelFlags struct {
 
 func (k *kernelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&k.traceDir, "trace-dir", "", "where kernel traces go (default: DIR/.linger/traces)")
+	fs.StringVar(&k.kernelTraceDir, "kernel-trace-dir", "", "the traces that kernels started by Jupyter frontends (linger kernelspec) write, listed and opened beside the server's own (default: $LINGER_TRACE_DIR, else ~/.local/share/linger/traces)")
 	fs.IntVar(&k.maxOutput, "max-output", kernel.DefaultMaxOutput, "largest result or display of a cell, in bytes; a larger one is replaced by a notice (print output is streamed whatever its size)")
 	fs.Float64Var(&k.msgRate, "iopub-msg-rate-limit", server.DefaultIOPubMsgRateLimit, "iopub messages per second one client may receive before its output is dropped with a notice (0: no limit)")
 	fs.Float64Var(&k.dataRate, "iopub-data-rate-limit", server.DefaultIOPubDataRateLimit, "stream output bytes per second one client may receive before its output is dropped with a notice (0: no limit)")
@@ -210,6 +216,15 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(c.traceDir, 0o755); err != nil {
 		return fmt.Errorf("trace dir: %w", err)
 	}
+	if c.kernelTraceDir == "" {
+		c.kernelTraceDir = os.Getenv(zmqkernel.TraceDirEnv)
+	}
+	if c.kernelTraceDir == "" {
+		c.kernelTraceDir = zmqkernel.DefaultTraceDir()
+	}
+	if c.kernelTraceDir, err = filepath.Abs(c.kernelTraceDir); err != nil {
+		return fmt.Errorf("kernel trace dir: %w", err)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find the linger binary for kernels: %w", err)
@@ -240,7 +255,7 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := server.Options{
 		Dir: root, Token: c.token, Manager: mgr, Contents: store,
-		Registerer: reg, Gatherer: reg, Logger: log, BaseURL: c.baseURL, TraceDir: c.traceDir,
+		Registerer: reg, Gatherer: reg, Logger: log, BaseURL: c.baseURL, TraceDir: c.traceDir, KernelTraceDir: c.kernelTraceDir,
 		IOPubMsgRateLimit: noLimit(c.msgRate), IOPubDataRateLimit: noLimit(c.dataRate), RateLimitWindow: c.rateWindow,
 		AllowRemote: c.allowRemote, AllowHosts: c.allowHosts,
 		WatchSnapshots: c.watchSnapshots, MaxSnapshotBytes: int64(min(c.maxSnapshot, math.MaxInt64)),
@@ -308,7 +323,18 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
 			log.Warn("listening beyond loopback (--allow-remote): anyone who reaches this address and has the token can run code here", "addr", ln.Addr().String(), "urls", len(urls))
 		}
-		log.Info("serving", "dir", root, "addr", ln.Addr().String(), "traces", c.traceDir)
+		log.Info("serving", "dir", root, "addr", ln.Addr().String(), "traces", c.traceDir, "jupyter_kernel_traces", c.kernelTraceDir)
+		// Kernels that Jupyter frontends started find this server here,
+		// to link their plots to its timeline (wire.ServerInfo).
+		if len(urls) > 0 {
+			u, _, _ := strings.Cut(urls[0], "?token=")
+			u, _, _ = strings.Cut(u, "&token=")
+			if remove, err := wire.WriteServerInfo(wire.ServersDir(), wire.ServerInfo{URL: strings.TrimSuffix(u, c.page), PID: os.Getpid(), KernelTraceDir: c.kernelTraceDir}); err != nil {
+				log.Warn("kernels started by Jupyter frontends will not link to this server", "reason", err.Error())
+			} else {
+				defer remove()
+			}
+		}
 	}
 	return serveUntilDone(ctx, hs, ln, mgr, log, extra...)
 }

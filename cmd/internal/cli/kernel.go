@@ -76,9 +76,12 @@ func (p KernelProgram) RunKernel(ctx context.Context, args []string, stdout, std
 		if *dev != "" {
 			child = append(child, "--device", *dev)
 		}
-		return zmqkernel.Run(ctx, *connFile, kernelProcess(child, stderr), zmqkernel.Options{Log: stderr, Interrupt: interrupts})
+		var trace string // the bridge's, set before the kernel starts
+		return zmqkernel.Run(ctx, *connFile, kernelProcess(child, stderr, func() string { return trace }),
+			zmqkernel.Options{Log: stderr, Interrupt: interrupts, Ready: func(t string) { trace = t }})
 	}
 	opts.Interrupt = interrupts
+	opts.TracePath = os.Getenv(kernel.TracePathEnv)
 	return kernel.Serve(ctx, os.Stdin, stdout, opts)
 }
 
@@ -92,7 +95,10 @@ var ErrKernelDied = errors.New("kernel died")
 // bridge's group reaches the cell once, through the pipe. It ends when
 // its input does (the bridge closes it after a shutdown or on ctx's
 // end) or when the process dies.
-func kernelProcess(args []string, stderr io.Writer) zmqkernel.ServeFunc {
+//
+// The kernel is told where its trace goes (kernel.TracePathEnv, trace's
+// answer as it starts), for timeline.plot()'s link.
+func kernelProcess(args []string, stderr io.Writer, trace func() string) zmqkernel.ServeFunc {
 	return func(ctx context.Context, in io.Reader, out io.Writer) error {
 		self, err := os.Executable()
 		if err != nil {
@@ -100,6 +106,7 @@ func kernelProcess(args []string, stderr io.Writer) zmqkernel.ServeFunc {
 		}
 		cmd := exec.Command(self, args...)
 		cmd.Stderr = stderr
+		cmd.Env = append(os.Environ(), kernel.TracePathEnv+"="+trace())
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		w, err := cmd.StdinPipe()
 		if err != nil {
