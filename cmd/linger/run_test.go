@@ -29,8 +29,18 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "kernel" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// The servers these tests start list no Jupyter kernel's traces of
+	// this machine's user, and say where they are in no directory of
+	// theirs (see serve's --kernel-trace-dir).
+	tmp, err := os.MkdirTemp("", "linger-cmd-test-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("LINGER_TRACE_DIR", filepath.Join(tmp, "kernel-traces"))
+	os.Setenv("XDG_RUNTIME_DIR", filepath.Join(tmp, "runtime"))
 	code := m.Run()
 	testbin.Remove() // the binaries serve_test and gateway_test built
+	os.RemoveAll(tmp)
 	os.Exit(code)
 }
 
