@@ -188,6 +188,19 @@ func TestPlotLinksToServe(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(traces, m[2])); err != nil {
 		t.Errorf("the link names %s, not a trace the kernel wrote: %v", m[2], err)
 	}
+	// nbconvert's HTML shows the figure: the picture and the link.
+	conv := exec.Command(debianPython, "-m", "nbconvert", "--to", "html", "--output-dir", filepath.Join(dir, "html"), filepath.Join(dir, "linked", "executed.ipynb"))
+	conv.Env = env
+	if out, err := conv.CombinedOutput(); err != nil {
+		t.Fatalf("nbconvert --to html: %v\n%s", err, out)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "html", "executed.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), `<figure class="linger-plot"`) || !strings.Contains(string(page), m[1]) {
+		t.Errorf("nbconvert's HTML lacks the plot's figure and link")
+	}
 	get := func(method, u string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, u, nil)
