@@ -16,7 +16,7 @@ import (
 
 // client drives an in-process kernel over pipes.
 type client struct {
-	t       *testing.T
+	t       testing.TB
 	w       *io.PipeWriter
 	mu      sync.Mutex
 	msgs    chan *msg.Message
@@ -43,13 +43,13 @@ func (c *client) heldBy() (map[uint64]string, []string) {
 	return paths, reasons
 }
 
-func startKernel(t *testing.T) *client {
+func startKernel(t testing.TB) *client {
 	t.Helper()
 	return startKernelOpts(t, Options{})
 }
 
 // startKernelOpts is startKernel with these Options.
-func startKernelOpts(t *testing.T, opts Options) *client {
+func startKernelOpts(t testing.TB, opts Options) *client {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()

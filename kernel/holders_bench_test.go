@@ -15,9 +15,7 @@ import (
 // Compare the two in one run: ns/op of "one newly lingers" less "nothing
 // newly lingers" is the walk's cost per cell.
 func BenchmarkHoldersAtCellEnd(b *testing.B) {
-	t := &testing.T{}
-	c := startKernel(t)
-	c.t = t
+	c := startKernel(b)
 	setup := `kept = [tensor([64], label="kept") for i in range(1000)]
 values = [struct(i=i, s="x%d" % i) for i in range(10000)]
 more = []`

@@ -311,9 +311,7 @@ func TestCutProfMagic(t *testing.T) {
 // what fgprof's sampling (a goroutine profile 99 times a second) and the
 // profile's output cost the cell.
 func BenchmarkProfPrefill(b *testing.B) {
-	t := &testing.T{}
-	c := startKernel(t)
-	c.t = t
+	c := startKernel(b)
 	c.exec(`e = engine(model="small", device="cpu")`)
 	for _, magic := range []string{"", "%%prof\n"} {
 		b.Run(fmt.Sprintf("prof=%v", magic != ""), func(b *testing.B) {
