@@ -18,9 +18,7 @@ import (
 // loop (KeyboardInterrupt, the loop's variable kept) and Ctrl-D, on
 // which the console shuts its kernel down and the trace ends cleanly.
 func TestJupyterConsole(t *testing.T) {
-	if out, err := exec.Command(debianPython, "-c", "import jupyter_console, pexpect").CombinedOutput(); err != nil {
-		t.Fatalf("Debian's jupyter-console and pexpect are not installed for %s (%v: %s): apt-get install -y jupyter-console python3-pexpect (.ci/run installs them)", debianPython, err, out)
-	}
+	needPython(t, "jupyter_console, pexpect", "jupyter-console python3-pexpect")
 	bin := testbin.Linger(t)
 	dir := t.TempDir()
 	traces := filepath.Join(dir, "traces")

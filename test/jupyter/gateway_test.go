@@ -27,6 +27,16 @@ import (
 // installed for (a python3 earlier on PATH, pyenv's say, lacks it).
 const debianPython = "/usr/bin/python3"
 
+// needPython fails t unless Debian's Python imports modules (as an
+// import statement lists them), naming the Debian packages that bring
+// them: a peer missing is a red test, never a skipped one.
+func needPython(t *testing.T, modules, packages string) {
+	t.Helper()
+	if out, err := exec.Command(debianPython, "-c", "import "+modules).CombinedOutput(); err != nil {
+		t.Fatalf("%s cannot import %s (%v: %s): apt-get install -y %s (.ci/run installs them)", debianPython, modules, err, out, packages)
+	}
+}
+
 // TestJupyterServerGateway puts Debian's Jupyter Server (1.23) in front
 // of Linger in gateway mode, as a JupyterLab user with kernels on
 // another machine would: Jupyter Server lists Linger's kernelspecs,
@@ -37,9 +47,7 @@ const debianPython = "/usr/bin/python3"
 // sent through it runs in that folder and answers, and so do a
 // complete_request and an inspect_request.
 func TestJupyterServerGateway(t *testing.T) {
-	if err := exec.Command(debianPython, "-c", "import jupyter_server").Run(); err != nil {
-		t.Fatalf("Debian's Jupyter Server is not installed (%v): apt-get install -y python3-jupyter-server (.ci/run does)", err)
-	}
+	needPython(t, "jupyter_server", "python3-jupyter-server")
 	bin := testbin.Linger(t)
 	srv := startServer(t, bin)
 	defer srv.stop(t)

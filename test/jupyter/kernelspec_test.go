@@ -188,9 +188,7 @@ func nbconvertExecute(t *testing.T, env []string, in, outDir string) string {
 // error cell. Then it runs scenario 01 the same way and with `linger
 // run`: the cells' streams are the same.
 func TestKernelspecNbconvert(t *testing.T) {
-	if out, err := exec.Command(debianPython, "-c", "import nbclient, nbconvert").CombinedOutput(); err != nil {
-		t.Fatalf("Debian's nbclient and nbconvert are not installed for %s (%v: %s): apt-get install -y python3-nbclient python3-nbconvert (.ci/run installs them)", debianPython, err, out)
-	}
+	needPython(t, "nbclient, nbconvert", "python3-nbclient python3-nbconvert")
 	bin := testbin.Linger(t)
 	dir := t.TempDir()
 	traces := filepath.Join(dir, "traces")
@@ -252,9 +250,7 @@ func TestKernelspecNbconvert(t *testing.T) {
 // each code cell prints the same, fails the same way and shows the same
 // result.
 func TestScenariosNbconvert(t *testing.T) {
-	if out, err := exec.Command(debianPython, "-c", "import nbclient, nbconvert").CombinedOutput(); err != nil {
-		t.Fatalf("Debian's nbclient and nbconvert are not installed for %s (%v: %s): apt-get install -y python3-nbclient python3-nbconvert (.ci/run installs them)", debianPython, err, out)
-	}
+	needPython(t, "nbclient, nbconvert", "python3-nbclient python3-nbconvert")
 	bin := testbin.Linger(t)
 	dir := t.TempDir()
 	env := installKernelspec(t, bin, dir, filepath.Join(dir, "traces"))

@@ -20,9 +20,7 @@ import (
 // CellTimeoutError and shuts the kernel down. Both kernels' traces end
 // cleanly.
 func TestNbclientTimeout(t *testing.T) {
-	if out, err := exec.Command(debianPython, "-c", "import nbclient").CombinedOutput(); err != nil {
-		t.Fatalf("Debian's nbclient is not installed for %s (%v: %s): apt-get install -y python3-nbclient (.ci/run installs it)", debianPython, err, out)
-	}
+	needPython(t, "nbclient", "python3-nbclient")
 	bin := testbin.Linger(t)
 	dir := t.TempDir()
 	traces := filepath.Join(dir, "traces")

@@ -25,9 +25,7 @@ import (
 // the summary as text/plain, as JupyterLab, VS Code and nbconvert's HTML
 // show them without Linger's timeline.
 func TestNbconvertPlot(t *testing.T) {
-	if out, err := exec.Command(debianPython, "-c", "import nbclient, nbconvert").CombinedOutput(); err != nil {
-		t.Fatalf("Debian's nbclient and nbconvert are not installed for %s (%v: %s): apt-get install -y python3-nbclient python3-nbconvert (.ci/run installs them)", debianPython, err, out)
-	}
+	needPython(t, "nbclient, nbconvert", "python3-nbclient python3-nbconvert")
 	bin := testbin.Linger(t)
 	dir := t.TempDir()
 	env := installKernelspec(t, bin, dir, filepath.Join(dir, "traces"))
@@ -125,9 +123,7 @@ func TestNbconvertPlot(t *testing.T) {
 // timeline; without one, where the trace is. The server lists that trace
 // as a Jupyter kernel's, opens it, and refuses to delete it.
 func TestPlotLinksToServe(t *testing.T) {
-	if out, err := exec.Command(debianPython, "-c", "import nbclient, nbconvert").CombinedOutput(); err != nil {
-		t.Fatalf("Debian's nbclient and nbconvert are not installed for %s (%v: %s): apt-get install -y python3-nbclient python3-nbconvert (.ci/run installs them)", debianPython, err, out)
-	}
+	needPython(t, "nbclient, nbconvert", "python3-nbclient python3-nbconvert")
 	bin := testbin.Linger(t)
 	dir := t.TempDir()
 	traces := filepath.Join(dir, "traces")

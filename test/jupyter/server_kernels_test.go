@@ -24,9 +24,7 @@ import (
 // after the notebook (Jupyter Server sets JPY_SESSION_NAME) and end
 // cleanly.
 func TestJupyterServerKernels(t *testing.T) {
-	if err := exec.Command(debianPython, "-c", "import jupyter_server").Run(); err != nil {
-		t.Fatalf("Debian's Jupyter Server is not installed (%v): apt-get install -y python3-jupyter-server (.ci/run does)", err)
-	}
+	needPython(t, "jupyter_server", "python3-jupyter-server")
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node is not installed: apt-get install -y nodejs npm")

@@ -34,9 +34,7 @@ import (
 // dropped, not run; the kernel ends on shutdown, and its trace holds the
 // cells it ran.
 func TestZMQKernel(t *testing.T) {
-	if out, err := exec.Command(debianPython, "-c", "import jupyter_client").CombinedOutput(); err != nil {
-		t.Fatalf("Debian's jupyter_client is not installed for %s (%v: %s): apt-get install -y python3-jupyter-client (python3-jupyter-server brings it; .ci/run installs it)", debianPython, err, out)
-	}
+	needPython(t, "jupyter_client", "python3-jupyter-client")
 	bin := testbin.Linger(t)
 	dir := t.TempDir()
 	traces := filepath.Join(dir, "traces")

@@ -31,9 +31,7 @@ import (
 // knows nothing of the old) and shutdown. Every kernel's trace ends, and
 // none is written over.
 func TestKernelManager(t *testing.T) {
-	if out, err := exec.Command(debianPython, "-c", "import jupyter_client").CombinedOutput(); err != nil {
-		t.Fatalf("Debian's jupyter_client is not installed for %s (%v: %s): apt-get install -y python3-jupyter-client (.ci/run installs it)", debianPython, err, out)
-	}
+	needPython(t, "jupyter_client", "python3-jupyter-client")
 	bin := testbin.Linger(t)
 	dir := t.TempDir()
 	traces := filepath.Join(dir, "traces")
@@ -224,9 +222,7 @@ func waitGone(t *testing.T, pid int) {
 // its parent is gone and ends, its trace saying why; one sent SIGTERM
 // ends too, its trace saying so.
 func TestKernelEndsAlone(t *testing.T) {
-	if out, err := exec.Command(debianPython, "-c", "import jupyter_client").CombinedOutput(); err != nil {
-		t.Fatalf("Debian's jupyter_client is not installed for %s (%v: %s): apt-get install -y python3-jupyter-client (.ci/run installs it)", debianPython, err, out)
-	}
+	needPython(t, "jupyter_client", "python3-jupyter-client")
 	bin := testbin.Linger(t)
 	dir := t.TempDir()
 	traces := filepath.Join(dir, "traces")
