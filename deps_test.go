@@ -104,7 +104,7 @@ var policy = map[string][]string{
 // leaves may be imported by any package: they import only the standard
 // library (see stdlibOnly). internal/ holds them, and the helpers of
 // tests.
-var leaves = []string{"internal/units"}
+var leaves = []string{"internal/units", "internal/serverinfo"}
 
 // sealed lists packages that other programs import, which may import
 // exactly their policy line, not the leaves: what a Go service links
@@ -134,7 +134,7 @@ var (
 // stdlibOnly lists packages that may import nothing outside the standard
 // library. (web imports templ, and internal/browsertest chromedp, but
 // nothing of Linger.)
-var stdlibOnly = []string{"timeline/event", "probe", "timeline/pickle", "internal/units", "internal/testbin", "internal/redistest", "internal/promtest", "server/httperr", "timeline/event/eventtest", "engine/device/devicetest"}
+var stdlibOnly = []string{"timeline/event", "probe", "timeline/pickle", "internal/units", "internal/serverinfo", "internal/testbin", "internal/redistest", "internal/promtest", "server/httperr", "timeline/event/eventtest", "engine/device/devicetest"}
 
 // testOnly lists the helpers for tests, which no package may import
 // outside its _test.go files.

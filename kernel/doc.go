@@ -344,6 +344,6 @@
 // frontend started, whose ZeroMQ bridge writes the trace and tells the
 // kernel where (Options.TracePath), it is also text/html: the picture,
 // its summary and a link to the trace in the timeline of a running linger
-// serve that lists the kernels' traces (wire.FindServer), or where the
+// serve that lists the kernels' traces (package serverinfo), or where the
 // trace is when none runs.
 package kernel

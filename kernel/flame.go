@@ -14,6 +14,7 @@ import (
 
 	"linger/timeline/event"
 	"linger/timeline/export"
+	"linger/timeline/plot"
 )
 
 // A flame is a wall-clock profile as a cell shows it: the tree of the
@@ -345,7 +346,7 @@ func (f *flame) svg() string {
 	if f.root.total == 0 {
 		return fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img"><title>%s</title>`+
 			`<rect width="100%%" height="100%%" fill="#fcfcfa"/><text x="8" y="22" font-family="sans-serif" font-size="13" fill="#222">%s</text></svg>`,
-			w, flameHead, w, flameHead, html.EscapeString(f.root.name), html.EscapeString(f.root.name+": no samples of the cell's goroutines"))
+			w, flameHead, w, flameHead, plot.Escape(f.root.name), plot.Escape(f.root.name+": no samples of the cell's goroutines"))
 	}
 	minTotal := f.minDrawn(w)
 	type placed struct {
@@ -370,13 +371,13 @@ func (f *flame) svg() string {
 	place(f.root, 0, 0)
 	h := flameHead + (depth+1)*flameRow + 6
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-labelledby="flame-title" style="max-width:100%%;height:auto">`, w, h, w, h)
-	fmt.Fprintf(&b, `<title id="flame-title">Wall-clock flame graph of %s</title>`, html.EscapeString(f.root.name))
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s" style="max-width:100%%;height:auto">`, w, h, w, h, plot.Escape("Wall-clock flame graph of "+f.root.name))
+	fmt.Fprintf(&b, `<title>Wall-clock flame graph of %s</title>`, plot.Escape(f.root.name))
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#fcfcfa" stroke="#c8c8c8"/>`)
 	fmt.Fprintf(&b, `<text x="8" y="16" font-family="sans-serif" font-size="13" font-weight="600" fill="#222">%s</text>`,
-		html.EscapeString(fmt.Sprintf("Wall-clock profile of %s (fgprof)", f.root.name)))
+		plot.Escape(fmt.Sprintf("Wall-clock profile of %s (fgprof)", f.root.name)))
 	fmt.Fprintf(&b, `<text x="8" y="31" font-family="sans-serif" font-size="11" fill="#444">%s</text>`,
-		html.EscapeString(fmt.Sprintf("%.3f s wall, %d samples; the cell's goroutines %s, %.0f%% of it waiting (blue); interpreter grey, engine orange, kernel yellow, Go red. Hover a frame for its time.",
+		plot.Escape(fmt.Sprintf("%.3f s wall, %d samples; the cell's goroutines %s, %.0f%% of it waiting (blue); interpreter grey, engine orange, kernel yellow, Go red. Hover a frame for its time.",
 			f.wall.Seconds(), f.samples, seconds(f.root.total), percent(f.offCPU, f.root.total))))
 	b.WriteString(`<g font-family="ui-monospace,Menlo,Consolas,monospace" font-size="11">`)
 	for _, p := range frames {
@@ -386,14 +387,14 @@ func (f *flame) svg() string {
 			where = "\n" + where
 		}
 		fmt.Fprintf(&b, `<g><title>%s%s&#10;%s, %.1f%% (self %s)</title><rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="#fcfcfa" stroke-width="0.5"/>`,
-			html.EscapeString(p.n.name), html.EscapeString(where), seconds(p.n.total), percent(p.n.total, f.root.total), seconds(p.n.self),
+			plot.Escape(p.n.name), plot.Escape(where), seconds(p.n.total), percent(p.n.total, f.root.total), seconds(p.n.self),
 			p.x, y, p.dx, flameRow-1, p.n.color())
 		if chars := int((p.dx - 6) / flameCharWidth); chars >= 3 {
 			label := shortName(p.n.name)
 			if r := []rune(label); len(r) > chars {
 				label = string(r[:chars-1]) + "…"
 			}
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#111">%s</text>`, p.x+3, y+12, html.EscapeString(label))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#111">%s</text>`, p.x+3, y+12, plot.Escape(label))
 		}
 		b.WriteString("</g>")
 	}

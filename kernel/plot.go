@@ -10,7 +10,7 @@ import (
 
 	"go.starlark.net/starlark"
 
-	"linger/kernel/wire"
+	"linger/internal/serverinfo"
 	"linger/timeline/event"
 	"linger/timeline/plot"
 )
@@ -108,7 +108,7 @@ func (p *plotValue) mimeBundle() map[string]string {
 		out["image/png"] = base64.StdEncoding.EncodeToString(b)
 	}
 	if p.s.tracePath != "" {
-		out["text/html"] = htmlFigure(svg, pic.Summary(), p.width, p.height, p.s.tracePath, wire.ServersDir())
+		out["text/html"] = htmlFigure(svg, pic.Summary(), p.width, p.height, p.s.tracePath, serverinfo.Dir())
 	}
 	return out
 }
@@ -117,9 +117,9 @@ func (p *plotValue) mimeBundle() map[string]string {
 // text/html before an image (JupyterLab, nbconvert's HTML): the SVG as
 // an image (a data URL: no script, no style of the page's), the summary
 // as its caption, and a link that opens trace in the timeline of the
-// linger serve running on this machine that lists it (wire.FindServer
-// in servers) — or, when none runs, where the trace is and how to open
-// it. The link carries no token: one saved in a notebook would give the
+// linger serve running on this machine that lists it (serverinfo.Find
+// in servers) — or, when none runs, where the trace is (~ for the home
+// directory) and how to open it. The link carries no token: one saved in a notebook would give the
 // server away.
 func htmlFigure(svg []byte, summary string, width, height int, trace, servers string) string {
 	var b strings.Builder
@@ -127,11 +127,11 @@ func htmlFigure(svg []byte, summary string, width, height int, trace, servers st
 	fmt.Fprintf(&b, `<figure class="linger-plot" style="margin:0"><img src="data:image/svg+xml;base64,%s" alt="%s" width="%d" height="%d" style="max-width:100%%;height:auto">`,
 		base64.StdEncoding.EncodeToString(svg), esc(summary), width, height)
 	name := filepath.Base(trace)
-	if srv, ok := wire.FindServer(servers, filepath.Dir(trace)); ok {
+	if srv, ok := serverinfo.Find(servers, filepath.Dir(trace)); ok {
 		link := strings.TrimSuffix(srv.URL, "/") + "/timeline/" + url.PathEscape(name)
 		fmt.Fprintf(&b, `<figcaption>%s · <a href="%s" target="_blank" rel="noopener">open %s in Linger's timeline</a></figcaption>`, esc(summary), esc(link), esc(name))
 	} else {
-		fmt.Fprintf(&b, `<figcaption>%s · the trace is <code>%s</code>: <code>linger serve</code> lists it beside its own</figcaption>`, esc(summary), esc(trace))
+		fmt.Fprintf(&b, `<figcaption>%s · the trace is <code>%s</code>: <code>linger serve</code> lists it beside its own</figcaption>`, esc(summary), esc(serverinfo.TrimHome(trace)))
 	}
 	b.WriteString("</figure>")
 	return b.String()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -60,7 +61,10 @@ func startProfile() func() (*wallProfile, error) {
 		wall := time.Since(start)
 		defer func() {
 			if r := recover(); r != nil {
-				wp, err = nil, errNoSamples
+				wp, err = nil, fmt.Errorf("fgprof failed: %v", r)
+				if e, ok := r.(runtime.Error); ok && strings.Contains(e.Error(), "divide by zero") {
+					err = errNoSamples
+				}
 			}
 		}()
 		if err := stop(); err != nil {

@@ -94,6 +94,7 @@ func serverPaths(opts Options) httperr.Paths {
 	return httperr.NewPaths(
 		httperr.Root{Dir: opts.Dir},
 		httperr.Root{Dir: opts.TraceDir},
+		httperr.Root{Dir: opts.KernelTraceDir},
 		httperr.Root{Dir: os.TempDir(), Name: "$TMPDIR"},
 	)
 }

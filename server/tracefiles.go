@@ -34,7 +34,7 @@ func (s *Server) savedTracePath(name string) (string, error) {
 		return "", err
 	}
 	if s.opts.KernelTraceDir != "" && filepath.Dir(p) == filepath.Clean(s.opts.KernelTraceDir) {
-		return "", httperr.New(httperr.Forbidden, "trace %q was written by a Jupyter kernel in %s: rename or delete it there", name, s.opts.KernelTraceDir)
+		return "", httperr.New(httperr.Forbidden, "trace %q was written by a kernel a Jupyter frontend started: rename or delete it in the Jupyter kernels' trace directory", name)
 	}
 	if s.liveTraces()[name] {
 		return "", httperr.New(httperr.Conflict, "trace %q is still being written: shut down the kernel (or stop the source) that writes it first", name)

@@ -23,9 +23,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"linger/engine/device"
+	"linger/internal/serverinfo"
 	"linger/internal/units"
 	"linger/kernel"
-	"linger/kernel/wire"
 	"linger/kernel/zmqkernel"
 	"linger/notebooks/contents"
 	"linger/server"
@@ -225,6 +225,13 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	if c.kernelTraceDir, err = filepath.Abs(c.kernelTraceDir); err != nil {
 		return fmt.Errorf("kernel trace dir: %w", err)
 	}
+	// Where kernels' plots find this server's traces (serverinfo); one
+	// directory for both is the server's own, whose traces it renames and
+	// deletes.
+	kernelTraces := c.kernelTraceDir
+	if sameDir(c.kernelTraceDir, c.traceDir) {
+		c.kernelTraceDir = ""
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find the linger binary for kernels: %w", err)
@@ -325,11 +332,11 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 		}
 		log.Info("serving", "dir", root, "addr", ln.Addr().String(), "traces", c.traceDir, "jupyter_kernel_traces", c.kernelTraceDir)
 		// Kernels that Jupyter frontends started find this server here,
-		// to link their plots to its timeline (wire.ServerInfo).
+		// to link their plots to its timeline (package serverinfo).
 		if len(urls) > 0 {
 			u, _, _ := strings.Cut(urls[0], "?token=")
 			u, _, _ = strings.Cut(u, "&token=")
-			if remove, err := wire.WriteServerInfo(wire.ServersDir(), wire.ServerInfo{URL: strings.TrimSuffix(u, c.page), PID: os.Getpid(), KernelTraceDir: c.kernelTraceDir}); err != nil {
+			if remove, err := serverinfo.Write(serverinfo.Dir(), serverinfo.Info{URL: strings.TrimSuffix(u, c.page), PID: os.Getpid(), KernelTraceDir: kernelTraces}); err != nil {
 				log.Warn("kernels started by Jupyter frontends will not link to this server", "reason", err.Error())
 			} else {
 				defer remove()
@@ -472,4 +479,21 @@ func serveUntilDone(ctx context.Context, hs *http.Server, ln net.Listener, mgr *
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// sameDir says whether a and b are one directory, links resolved.
+func sameDir(a, b string) bool {
+	ra, err := filepath.EvalSymlinks(a)
+	if err != nil {
+		ra = filepath.Clean(a)
+	}
+	rb, err := filepath.EvalSymlinks(b)
+	if err != nil {
+		rb = filepath.Clean(b)
+	}
+	if !filepath.IsAbs(ra) || !filepath.IsAbs(rb) {
+		ra, _ = filepath.Abs(ra)
+		rb, _ = filepath.Abs(rb)
+	}
+	return ra == rb
 }

@@ -1,10 +1,7 @@
 // Package wire is the pipe protocol between the notebook server and a
 // kernel process: the frames each side writes, the kernel's Hello, the
 // Control operations, and the event batches the kernel's Emitter fills.
-// Both sides import it; it knows neither the engine nor Starlark. It also
-// holds the one thing a kernel started by a Jupyter frontend and a
-// server it never met share: ServerInfo, the file by which a running
-// `linger serve` says where it is and which kernels' traces it lists.
+// Both sides import it; it knows neither the engine nor Starlark.
 //
 // The server writes frames to the kernel's stdin and reads frames from its
 // stdout; stderr is left alone for panics and logs. A frame is

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -175,8 +176,9 @@ func Run(ctx context.Context, connFile string, serve ServeFunc, opts Options) er
 	if opts.Interrupt != nil {
 		go b.interrupts(ctx, opts.Interrupt)
 	}
-	if os.Getenv("JPY_PARENT_PID") != "" {
-		go watchParent(ctx, opts.ParentPoll, cancel)
+	if v := os.Getenv("JPY_PARENT_PID"); v != "" {
+		pid, _ := strconv.Atoi(v)
+		go watchParent(ctx, opts.ParentPoll, pid, cancel)
 	}
 	go b.receive(b.shell, msg.Shell)
 	go b.receive(b.ctrl, msg.Control)
@@ -235,26 +237,29 @@ var ErrParentGone = errors.New("the frontend that started the kernel ended witho
 
 // watchParent ends the kernel (cancel) when its parent process is gone,
 // as ipykernel's parent poller does: a frontend's kernel manager sets
-// $JPY_PARENT_PID, and when it dies the kernel is handed to another
-// parent (init, or a subreaper), so the parent's pid changes.
-func watchParent(ctx context.Context, every time.Duration, cancel context.CancelCauseFunc) {
+// $JPY_PARENT_PID (pid), and when it dies the kernel is handed to
+// another parent (init, or a subreaper), so the parent's pid changes; a
+// manager that died before the kernel began to watch is seen by its pid,
+// which no process has any more. (The parent may be a wrapper of the
+// kernelspec's argv rather than pid itself.)
+func watchParent(ctx context.Context, every time.Duration, pid int, cancel context.CancelCauseFunc) {
 	if every <= 0 {
 		every = time.Second
 	}
 	ppid := os.Getppid()
+	gone := func() bool {
+		return os.Getppid() != ppid || pid > 0 && errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
+	for !gone() {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if p := os.Getppid(); p != ppid {
-				cancel(fmt.Errorf("%w (pid %d)", ErrParentGone, ppid))
-				return
-			}
 		}
 	}
+	cancel(fmt.Errorf("%w (pid %d)", ErrParentGone, max(pid, ppid)))
 }
 
 // receive feeds the messages of one ROUTER socket to the kernel.

@@ -331,6 +331,42 @@ func TestKernelProcessDies(t *testing.T) {
 	}
 }
 
+// TestBridgeKilled kills the bridge's process group with SIGKILL, as a
+// frontend's kernel manager does on shutdown_kernel(now=True) or after
+// an unanswered SIGTERM: the kernel process behind it, in a group of its
+// own, goes too. (An idle kernel would end on its input's end anyway;
+// the Pdeathsig the bridge sets also ends one deep in a computation,
+// which this test does not make.)
+func TestBridgeKilled(t *testing.T) {
+	bin := testbin.Linger(t)
+	dir := t.TempDir()
+	connFile, _ := writeConnFile(t, dir)
+	k := exec.Command(bin, "kernel", "--connection-file", connFile)
+	k.Env = append(os.Environ(), "LINGER_TRACE_DIR="+filepath.Join(dir, "traces"))
+	k.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- k.Wait() }()
+	t.Cleanup(func() { _ = k.Process.Kill() })
+	var child int
+	deadline := time.Now().Add(15 * time.Second)
+	for child == 0 {
+		child = childOf(k.Process.Pid)
+		if time.Now().After(deadline) {
+			t.Fatal("the bridge started no kernel process")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	if err := syscall.Kill(-k.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	waitGone(t, child)
+}
+
 // childOf is a child process of pid, 0 if it has none.
 func childOf(pid int) int {
 	ents, _ := os.ReadDir("/proc")

@@ -1,6 +1,7 @@
 package plot
 
 import (
+	"encoding/xml"
 	"testing"
 
 	"linger/timeline/event"
@@ -97,5 +98,20 @@ func TestPictureIdle(t *testing.T) {
 	}
 	if got := p.Summary(); got != "memory over the session: peak 3.0 MiB allocated, no lingering objects" {
 		t.Errorf("summary %q", got)
+	}
+}
+
+// TestEscape: a label with characters XML forbids (a notebook's string
+// may hold any) still makes a picture every frontend reads.
+func TestEscape(t *testing.T) {
+	doc := `<svg xmlns="http://www.w3.org/2000/svg"><title>` + Escape("kept \x01<cache>\x7f & \ufffe日本") + `</title></svg>`
+	var v struct {
+		Title string `xml:"title"`
+	}
+	if err := xml.Unmarshal([]byte(doc), &v); err != nil {
+		t.Fatalf("%q does not parse: %v", doc, err)
+	}
+	if v.Title != "kept <cache>\x7f & 日本" {
+		t.Errorf("title %q", v.Title)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // its accessible name.
 func (p *Picture) SVG() []byte {
 	var b strings.Builder
-	e := html.EscapeString
+	e := Escape
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s" font-family="DejaVu Sans Mono,Menlo,Consolas,monospace" font-size="12">`,
 		p.Width, p.Height, p.Width, p.Height, e(p.Summary()))
 	fmt.Fprintf(&b, "<title>%s</title>\n", e(p.Summary()))
@@ -102,3 +102,16 @@ func pathData(pts []pt) string {
 func num(v float64) string { return strconv.FormatFloat(round1(v), 'f', -1, 64) }
 
 func hex(c color.RGBA) string { return fmt.Sprintf("#%02x%02x%02x", c.R, c.G, c.B) }
+
+// Escape is s for XML text or an attribute: escaped as HTML is, and
+// without the characters XML 1.0 forbids (most control characters, which
+// a label from a notebook may hold), which would make the whole picture
+// unreadable.
+func Escape(s string) string {
+	return html.EscapeString(strings.Map(func(r rune) rune {
+		if r == '\t' || r == '\n' || r == '\r' || r >= 0x20 && r < 0xfffe && !(r >= 0xd800 && r < 0xe000) || r >= 0x10000 && r <= 0x10ffff {
+			return r
+		}
+		return -1
+	}, s))
+}

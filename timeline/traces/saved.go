@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"linger/timeline"
 	"linger/timeline/event"
@@ -49,7 +50,17 @@ func (s *Set) entry(path string) (*Trace, error) {
 	}
 	current := func() (*Trace, bool) {
 		t, ok := s.files.Get(path)
-		return t, ok && t.modTime.Equal(fi.ModTime()) && t.size == fi.Size()
+		if !ok {
+			return nil, false
+		}
+		// A file another process is still writing (a Jupyter kernel's
+		// trace, see server's KernelTraceDir) grows with every flush:
+		// a pass begun within regrowth answers for it, rather than a
+		// new pass over the whole file for every request of its page.
+		// One whose pass met its end frame was written whole, and a
+		// larger file is another version.
+		grown := fi.Size() > t.size && time.Since(t.passed) < regrowth && !t.endedWhole()
+		return t, grown || t.modTime.Equal(fi.ModTime()) && t.size == fi.Size()
 	}
 	s.mu.Lock()
 	if t, ok := current(); ok {
@@ -64,7 +75,7 @@ func (s *Set) entry(path string) (*Trace, error) {
 	// reads (Progress). Read without the Set's lock, which every route
 	// takes.
 	t := newTrace(s.opts.Index)
-	t.file, t.modTime, t.size = true, fi.ModTime(), fi.Size()
+	t.file, t.modTime, t.size, t.passed = true, fi.ModTime(), fi.Size(), time.Now()
 	if p, err := timeline.StoredPyramid(path, t.ix.PyramidOptions()); err == nil {
 		t.ix.UseStored(p)
 	}
@@ -83,6 +94,10 @@ func (s *Set) entry(path string) (*Trace, error) {
 	})
 	return t, nil
 }
+
+// regrowth is how long a pass over a file answers for it as the file
+// grows.
+const regrowth = 2 * time.Second
 
 // readBatch is how many events a pass hands the analysis and the index at
 // a time, as a kernel's subscription does.

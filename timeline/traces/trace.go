@@ -39,6 +39,8 @@ type Trace struct {
 	// The version of the file a saved trace was read from.
 	size    int64
 	modTime time.Time
+	// passed is when the pass over the file began (see regrowth).
+	passed time.Time
 
 	mu      sync.Mutex
 	src     Source        // a live trace's while its pass goes on; then nil, as for a file's
@@ -76,6 +78,16 @@ type Ending struct {
 	Reason   string // the end's reason; "" for a clean close
 	Ended    bool   // whether the trace has an end (a file: an end frame)
 	Trailing int64  // bytes after a file's end frame, which were ignored
+}
+
+// endedWhole says whether t's pass is over and met the trace's end.
+func (t *Trace) endedWhole() bool {
+	select {
+	case <-t.done:
+		return t.end.Ended
+	default:
+		return false
+	}
 }
 
 func newTrace(opts lod.Options) *Trace {

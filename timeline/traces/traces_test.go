@@ -608,3 +608,75 @@ func TestSavedStored(t *testing.T) {
 		t.Errorf("a counter named after its label's first use: stored %v (%v); want none", err == nil && tr.Index().Stored(), err)
 	}
 }
+
+// TestSavedGrowing: a trace another process is still writing (no end
+// frame yet) is read once for the requests of a moment, not once each as
+// it grows; a moment later, or once a pass has met its end, a larger
+// file is read again.
+func TestSavedGrowing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "growing.ltrace")
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 10; i++ {
+		w.Emit(event.Event{Seq: i, Time: int64(i) * 1000, Kind: event.KindAlloc, Addr: i, Size: 64, Category: event.CategoryKVCache})
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	set := New(Options{OnRead: func(string) { reads++ }})
+	defer set.Close()
+	first, err := set.Saved(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(11); i <= 20; i++ {
+		w.Emit(event.Event{Seq: i, Time: int64(i) * 1000, Kind: event.KindAlloc, Addr: i, Size: 64, Category: event.CategoryKVCache})
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := set.Saved(context.Background(), path); err != nil || again != first {
+		t.Errorf("a request within a moment of the first read the growing file again (%v)", err)
+	}
+	first.passed = first.passed.Add(-2 * regrowth)
+	later, err := set.Saved(context.Background(), path)
+	if err != nil || later == first {
+		t.Fatalf("a moment later the grown file was not read again (%v)", err)
+	}
+	if n := len(later.Objects(0, 0, 100)); n != 20 {
+		t.Errorf("the second pass holds %d objects, want 20", n)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	later.passed = later.passed.Add(-2 * regrowth)
+	whole, err := set.Saved(context.Background(), path)
+	if err != nil || whole == later {
+		t.Fatalf("the file, ended, was not read again (%v)", err)
+	}
+	// Written whole, the trace is replaced by a larger one at once (an
+	// import done again): read again, however soon.
+	w, err = timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 30; i++ {
+		w.Emit(event.Event{Seq: i, Time: int64(i) * 1000, Kind: event.KindAlloc, Addr: i, Size: 64, Category: event.CategoryKVCache})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	replaced, err := set.Saved(context.Background(), path)
+	if err != nil || replaced == whole {
+		t.Fatalf("a larger trace in place of one read whole was not read (%v)", err)
+	}
+	if n := len(replaced.Objects(0, 0, 100)); n != 30 {
+		t.Errorf("the replacement's pass holds %d objects, want 30", n)
+	}
+	if reads != 4 {
+		t.Errorf("%d passes over the file, want 4", reads)
+	}
+}

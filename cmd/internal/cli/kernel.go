@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -94,12 +95,19 @@ var ErrKernelDied = errors.New("kernel died")
 // ours, in a process group of its own: a frontend's SIGINT to the
 // bridge's group reaches the cell once, through the pipe. It ends when
 // its input does (the bridge closes it after a shutdown or on ctx's
-// end) or when the process dies.
+// end), when the process dies, or with the bridge.
 //
 // The kernel is told where its trace goes (kernel.TracePathEnv, trace's
 // answer as it starts), for timeline.plot()'s link.
 func kernelProcess(args []string, stderr io.Writer, trace func() string) zmqkernel.ServeFunc {
 	return func(ctx context.Context, in io.Reader, out io.Writer) error {
+		// The child dies with the bridge (Pdeathsig): a frontend's
+		// SIGKILL to the bridge's group (shutdown_kernel(now=True), a
+		// restart, a SIGTERM unanswered) does not reach the child's own
+		// group. Pdeathsig follows the thread that started the child, so
+		// this goroutine keeps its thread until the child is waited for.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		self, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("the kernel binary: %w", err)
@@ -107,7 +115,7 @@ func kernelProcess(args []string, stderr io.Writer, trace func() string) zmqkern
 		cmd := exec.Command(self, args...)
 		cmd.Stderr = stderr
 		cmd.Env = append(os.Environ(), kernel.TracePathEnv+"="+trace())
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		w, err := cmd.StdinPipe()
 		if err != nil {
 			return err
@@ -123,14 +131,16 @@ func kernelProcess(args []string, stderr io.Writer, trace func() string) zmqkern
 			_, _ = io.Copy(w, in)
 			w.Close() // the kernel's end of input: it ends its session
 		}()
-		// A kernel that does not end within 10 s of its input's end is
-		// killed: the trace must end.
+		// A kernel that does not end within 2 s of its input's end (a
+		// cell deep in an engine call) is killed, so that the bridge ends
+		// the trace before a frontend's manager, which sends SIGKILL a
+		// few seconds after its SIGTERM, kills the bridge.
 		done := make(chan struct{})
 		go func() {
 			select {
 			case <-ctx.Done():
 				select {
-				case <-time.After(10 * time.Second):
+				case <-time.After(2 * time.Second):
 					_ = cmd.Process.Kill()
 				case <-done:
 				}
