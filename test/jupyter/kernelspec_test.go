@@ -185,8 +185,7 @@ func nbconvertExecute(t *testing.T, env []string, in, outDir string) string {
 // kernelspec install --prefix` and has Debian's nbconvert (nbclient's
 // ExecutePreprocessor) find it through JUPYTER_PATH, start the kernel
 // and execute a notebook: an engine on meta generating, a print, an
-// error cell. Then it runs scenario 01 the same way and with `linger
-// run`: the cells' streams are the same.
+// error cell, a %%prof cell whose profile is a display_data.
 func TestKernelspecNbconvert(t *testing.T) {
 	needPython(t, "nbclient, nbconvert", "python3-nbclient python3-nbconvert")
 	bin := testbin.Linger(t)
@@ -205,6 +204,8 @@ func TestKernelspecNbconvert(t *testing.T) {
 				"source": src("print(\"tokens\", 64 + 4)")},
 			map[string]any{"cell_type": "code", "id": "c", "metadata": map[string]any{}, "outputs": []any{}, "execution_count": nil,
 				"source": src("fail(\"on purpose\")")},
+			map[string]any{"cell_type": "code", "id": "d", "metadata": map[string]any{}, "outputs": []any{}, "execution_count": nil,
+				"source": src("%%prof\nc = engine(model=\"small\", device=\"cpu\")\nr = c.generate(prompt_tokens=128, chunk_size=64)")},
 		},
 	}
 	b, _ := json.Marshal(nb)
@@ -213,8 +214,8 @@ func TestKernelspecNbconvert(t *testing.T) {
 		t.Fatal(err)
 	}
 	cells := readNotebookCells(t, nbconvertExecute(t, env, in, filepath.Join(dir, "out")))
-	if len(cells) != 3 {
-		t.Fatalf("%d cells, want 3", len(cells))
+	if len(cells) != 4 {
+		t.Fatalf("%d cells, want 4", len(cells))
 	}
 	for i, c := range cells {
 		if c.ExecutionCount == nil || *c.ExecutionCount != i+1 {
@@ -240,6 +241,22 @@ func TestKernelspecNbconvert(t *testing.T) {
 	}
 	if names, _ := filepath.Glob(filepath.Join(traces, "*.ltrace")); len(names) == 0 {
 		t.Errorf("no trace in LINGER_TRACE_DIR %s", traces)
+	}
+	// A %%prof cell's profile is a display_data: the flame graph as SVG
+	// and HTML (with the .pprof to download) for frontends without
+	// Linger's page.
+	var prof map[string]any
+	for _, o := range cells[3].Outputs {
+		if o.OutputType == "display_data" {
+			prof = o.Data
+		}
+		if o.OutputType == "error" {
+			t.Errorf("the %%%%prof cell failed: %s: %s", o.Ename, o.Evalue)
+		}
+	}
+	if svg, h := joinText(prof["image/svg+xml"]), joinText(prof["text/html"]); !strings.Contains(svg, "matmul") || !strings.Contains(h, `download="cell-In4.pprof"`) {
+		t.Errorf("the %%%%prof cell's display_data: SVG %d bytes (matmul in it: %v), HTML %d bytes (the .pprof link: %v)",
+			len(svg), strings.Contains(svg, "matmul"), len(h), strings.Contains(h, `download="cell-In4.pprof"`))
 	}
 
 	t.Logf("the error cell's %s: %s", ename, evalue)
