@@ -35,11 +35,12 @@ function withTimeout(promise, ms, what) {
 
 // execute runs code and returns the reply's content and what the cell
 // printed on stdout.
-async function execute(kernel, code) {
+async function execute(kernel, code, onInput) {
   let stdout = '';
   const future = kernel.requestExecute({ code, stop_on_error: false });
   future.onIOPub = m => {
     if (m.header.msg_type === 'stream' && m.content.name === 'stdout') stdout += m.content.text;
+    if (m.header.msg_type === 'execute_input' && onInput) onInput();
   };
   const reply = await withTimeout(future.done, STEP, `execute ${JSON.stringify(code)}`);
   return { content: reply.content, stdout };
@@ -81,7 +82,11 @@ test('execute, complete and inspect', { timeout: STEP }, async () => {
 
 test('interrupt stops an endless cell; the kernel goes on', { timeout: STEP }, async () => {
   const k = session.kernel;
-  const running = execute(k, 'n = 0\nwhile True:\n    n += 1\n');
+  // Interrupted a second after the kernel said it began the cell.
+  let interrupting;
+  const began = new Promise(ok => (interrupting = ok));
+  const running = execute(k, 'n = 0\nwhile True:\n    n += 1\n', () => interrupting());
+  await began;
   await new Promise(ok => setTimeout(ok, 1000));
   await withTimeout(k.interrupt(), STEP, 'interrupt');
   const r = await running;
