@@ -101,7 +101,7 @@ var ErrKernelDied = errors.New("kernel died")
 // answer as it starts), for timeline.plot()'s link.
 func kernelProcess(args []string, stderr io.Writer, trace func() string) zmqkernel.ServeFunc {
 	return func(ctx context.Context, in io.Reader, out io.Writer) error {
-		// The child dies with the bridge (Pdeathsig): a frontend's
+		// The child dies with the bridge (Pdeathsig, on Linux): a frontend's
 		// SIGKILL to the bridge's group (shutdown_kernel(now=True), a
 		// restart, a SIGTERM unanswered) does not reach the child's own
 		// group. Pdeathsig follows the thread that started the child, so
@@ -115,7 +115,7 @@ func kernelProcess(args []string, stderr io.Writer, trace func() string) zmqkern
 		cmd := exec.Command(self, args...)
 		cmd.Stderr = stderr
 		cmd.Env = append(os.Environ(), kernel.TracePathEnv+"="+trace())
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd.SysProcAttr = kernelProcAttr()
 		w, err := cmd.StdinPipe()
 		if err != nil {
 			return err
