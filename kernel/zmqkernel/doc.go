@@ -6,9 +6,12 @@
 //
 // Run reads the connection file, binds a ROUTER socket for shell,
 // control and stdin, a PUB socket for iopub and a REP socket that echoes
-// heartbeats, and runs the kernel (kernel.Serve, handed in by cmd, so
-// this package reaches neither the engine nor Starlark) behind Linger's
-// framed pipe, as the server's kernel manager does. Each received
+// heartbeats, and runs the kernel behind Linger's framed pipe, as the
+// server's kernel manager does: a ServeFunc handed in by cmd, which
+// starts the kernel as a child process (so this package reaches neither
+// the engine nor Starlark, and the kernel's Go heap holds no trace
+// writer; a kernel process that dies leaves the trace's end saying so).
+// Options.Interrupt's receives go to it as interrupts. Each received
 // message's HMAC-SHA256 signature (over header, parent_header, metadata
 // and content) is checked: one signed wrongly, or malformed, is dropped
 // and logged, never run. The kernel's replies go back to the identities
@@ -25,5 +28,7 @@
 // kernel manager sets $JPY_PARENT_PID, and the kernel watches its parent
 // as ipykernel's parent poller does (ErrParentGone). Several clients may
 // share the kernel: replies go to the identities that asked, iopub to
-// all. Cells never ask for input: nothing is sent on stdin.
+// all. Cells never ask for input: nothing is sent on stdin. A quiet
+// heartbeat ends nothing: Jupyter Server holds kernels without pinging
+// them, and a client that stopped pinging may come back.
 package zmqkernel
