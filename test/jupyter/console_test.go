@@ -1,15 +1,10 @@
 package jupyter_test
 
 import (
-	"bytes"
-	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"linger/internal/testbin"
 )
 
 // TestJupyterConsole runs Debian's `jupyter console --kernel linger
@@ -19,20 +14,8 @@ import (
 // which the console shuts its kernel down and the trace ends cleanly.
 func TestJupyterConsole(t *testing.T) {
 	needPython(t, "jupyter_console, pexpect", "jupyter-console python3-pexpect")
-	bin := testbin.Linger(t)
-	dir := t.TempDir()
-	traces := filepath.Join(dir, "traces")
-	env := installKernelspec(t, bin, dir, traces)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, debianPython, "testdata/console.py", "linger")
-	cmd.Env = env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("jupyter console: %v\n%s%s", err, out, stderr.String())
-	}
+	_, _, traces, env := installedKernel(t)
+	out := runPeer(t, env, 3*time.Minute, "console.py", "linger")
 	transcript := strings.ReplaceAll(string(out), "\r", "")
 	for _, want := range []string{"In [1]: print(6 * 7)\n42\n", "Out[3]: 42", "ZeroDivisionError", "Cell In[4], line 1", "KeyboardInterrupt", "In [7]: print(n > 0)\nTrue\n"} {
 		if !strings.Contains(transcript, want) {

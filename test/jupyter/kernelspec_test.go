@@ -1,6 +1,8 @@
 package jupyter_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"linger/internal/testbin"
 )
@@ -131,6 +134,36 @@ func cellOutputs(cells []nbCell) []string {
 	return out
 }
 
+// installedKernel builds linger and installs its kernelspec in a fresh
+// directory: the binary, that directory, where the kernels' traces go
+// and the environment that makes Jupyter find the kernelspec (see
+// installKernelspec).
+func installedKernel(t *testing.T) (bin, dir, traces string, env []string) {
+	t.Helper()
+	bin = testbin.Linger(t)
+	dir = t.TempDir()
+	traces = filepath.Join(dir, "traces")
+	return bin, dir, traces, installKernelspec(t, bin, dir, traces)
+}
+
+// runPeer runs testdata/script with Debian's Python in env, within
+// timeout, and returns what it printed; it fails t with what it printed
+// and its stderr when it fails.
+func runPeer(t *testing.T, env []string, timeout time.Duration, script string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, debianPython, append([]string{filepath.Join("testdata", script)}, args...)...)
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s%s", script, err, out, stderr.String())
+	}
+	return out
+}
+
 // installKernelspec runs linger kernelspec install --prefix into a
 // temporary directory and returns the environment that makes Jupyter
 // find it (JUPYTER_PATH) and the kernel write its trace in traces.
@@ -188,10 +221,7 @@ func nbconvertExecute(t *testing.T, env []string, in, outDir string) string {
 // error cell, a %%prof cell whose profile is a display_data.
 func TestKernelspecNbconvert(t *testing.T) {
 	needPython(t, "nbclient, nbconvert", "python3-nbclient python3-nbconvert")
-	bin := testbin.Linger(t)
-	dir := t.TempDir()
-	traces := filepath.Join(dir, "traces")
-	env := installKernelspec(t, bin, dir, traces)
+	_, dir, traces, env := installedKernel(t)
 
 	src := func(s string) []string { return strings.SplitAfter(s, "\n") }
 	nb := map[string]any{
@@ -268,9 +298,7 @@ func TestKernelspecNbconvert(t *testing.T) {
 // result.
 func TestScenariosNbconvert(t *testing.T) {
 	needPython(t, "nbclient, nbconvert", "python3-nbclient python3-nbconvert")
-	bin := testbin.Linger(t)
-	dir := t.TempDir()
-	env := installKernelspec(t, bin, dir, filepath.Join(dir, "traces"))
+	bin, dir, _, env := installedKernel(t)
 	scenarios, _ := filepath.Glob(filepath.Join("..", "..", "examples", "*.ipynb"))
 	if len(scenarios) < 10 {
 		t.Fatalf("%d scenario notebooks in examples/, want the 10 or more of SCENARIOS.md", len(scenarios))

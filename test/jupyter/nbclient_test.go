@@ -1,16 +1,11 @@
 package jupyter_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"linger/internal/testbin"
 )
 
 // TestNbclientTimeout runs an endless cell through Debian's nbclient
@@ -21,20 +16,8 @@ import (
 // cleanly.
 func TestNbclientTimeout(t *testing.T) {
 	needPython(t, "nbclient", "python3-nbclient")
-	bin := testbin.Linger(t)
-	dir := t.TempDir()
-	traces := filepath.Join(dir, "traces")
-	env := installKernelspec(t, bin, dir, traces)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, debianPython, "testdata/nbclient_timeout.py", "linger")
-	cmd.Env = env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("nbclient: %v\n%s", err, stderr.String())
-	}
+	_, _, traces, env := installedKernel(t)
+	out := runPeer(t, env, 3*time.Minute, "nbclient_timeout.py", "linger")
 	var got struct {
 		Interrupted struct {
 			Seconds float64

@@ -26,9 +26,7 @@ import (
 // show them without Linger's timeline.
 func TestNbconvertPlot(t *testing.T) {
 	needPython(t, "nbclient, nbconvert", "python3-nbclient python3-nbconvert")
-	bin := testbin.Linger(t)
-	dir := t.TempDir()
-	env := installKernelspec(t, bin, dir, filepath.Join(dir, "traces"))
+	_, dir, _, env := installedKernel(t)
 
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "01-kv-cache-reference.ipynb"))
 	if err != nil {

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"linger/internal/testbin"
 )
 
 // TestJupyterServerKernels has Debian's Jupyter Server (1.23) start
@@ -32,10 +30,7 @@ func TestJupyterServerKernels(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("node_modules", "@jupyterlab", "services", "package.json")); err != nil {
 		t.Fatalf("the npm packages are not installed (%v): run `make test`, or `npm ci --prefix test/jupyter`", err)
 	}
-	bin := testbin.Linger(t)
-	dir := t.TempDir()
-	traces := filepath.Join(dir, "traces")
-	env := installKernelspec(t, bin, dir, traces)
+	_, dir, traces, env := installedKernel(t)
 	root := filepath.Join(dir, "root")
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		t.Fatal(err)

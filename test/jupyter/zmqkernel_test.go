@@ -85,17 +85,7 @@ func TestZMQKernel(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	py := exec.Command(debianPython, "testdata/zmq_client.py", connFile)
-	var pyErr bytes.Buffer
-	py.Stderr = &pyErr
-	pyCtx, pyCancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer pyCancel()
-	py = exec.CommandContext(pyCtx, py.Path, py.Args[1:]...)
-	py.Stderr = &pyErr
-	pyOut, err := py.Output()
-	if err != nil {
-		t.Fatalf("jupyter_client failed: %v\n%s", err, pyErr.String())
-	}
+	pyOut := runPeer(t, os.Environ(), 3*time.Minute, "zmq_client.py", connFile)
 	type run struct {
 		Reply map[string]any `json:"reply"`
 		IOPub []struct {

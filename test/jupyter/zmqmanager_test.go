@@ -2,7 +2,6 @@ package jupyter_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -32,22 +31,9 @@ import (
 // none is written over.
 func TestKernelManager(t *testing.T) {
 	needPython(t, "jupyter_client", "python3-jupyter-client")
-	bin := testbin.Linger(t)
-	dir := t.TempDir()
-	traces := filepath.Join(dir, "traces")
-	env := installKernelspec(t, bin, dir, traces)
+	_, dir, traces, env := installedKernel(t)
 	signalSpec(t, dir)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, debianPython, "testdata/zmq_manager.py", "linger", "linger-signal")
-	cmd.Env = env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("jupyter_client: %v\n%s", err, stderr.String())
-	}
+	out := runPeer(t, env, 4*time.Minute, "zmq_manager.py", "linger", "linger-signal")
 	type iopub struct {
 		MsgType string         `json:"msg_type"`
 		Content map[string]any `json:"content"`
@@ -223,19 +209,8 @@ func waitGone(t *testing.T, pid int) {
 // ends too, its trace saying so.
 func TestKernelEndsAlone(t *testing.T) {
 	needPython(t, "jupyter_client", "python3-jupyter-client")
-	bin := testbin.Linger(t)
-	dir := t.TempDir()
-	traces := filepath.Join(dir, "traces")
-	env := installKernelspec(t, bin, dir, traces)
-
-	cmd := exec.Command(debianPython, "testdata/zmq_orphan.py", "linger")
-	cmd.Env = env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("zmq_orphan.py: %v\n%s", err, stderr.String())
-	}
+	bin, dir, traces, env := installedKernel(t)
+	out := runPeer(t, env, 2*time.Minute, "zmq_orphan.py", "linger")
 	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil {
 		t.Fatalf("zmq_orphan.py printed %q", out)
@@ -252,28 +227,19 @@ func TestKernelEndsAlone(t *testing.T) {
 
 	// SIGTERM, as a kernel manager sends when a shutdown goes unanswered.
 	sigTraces := filepath.Join(dir, "sigterm")
-	connFile, _ := writeConnFile(t, dir)
-	k := exec.Command(bin, "kernel", "--connection-file", connFile)
-	k.Env = append(os.Environ(), "LINGER_TRACE_DIR="+sigTraces)
-	if err := k.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- k.Wait() }()
+	k := startBridge(t, bin, sigTraces)
 	deadline := time.Now().Add(15 * time.Second)
 	for names, _ = filepath.Glob(filepath.Join(sigTraces, "*.ltrace")); len(names) == 0; names, _ = filepath.Glob(filepath.Join(sigTraces, "*.ltrace")) {
 		if time.Now().After(deadline) {
-			_ = k.Process.Kill()
 			t.Fatal("the kernel wrote no trace")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond) // the sockets bound, the session begun
-	_ = k.Process.Signal(syscall.SIGTERM)
+	_ = k.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-exited:
+	case <-k.exited:
 	case <-time.After(15 * time.Second):
-		_ = k.Process.Kill()
 		t.Fatal("the kernel did not end on SIGTERM")
 	}
 	if reason := traceEnd(t, names[0]); reason != "ended by SIGTERM" {
@@ -287,35 +253,15 @@ func TestKernelEndsAlone(t *testing.T) {
 // kernel manager sees a dead kernel (and restarts it) rather than one
 // that never answers.
 func TestKernelProcessDies(t *testing.T) {
-	bin := testbin.Linger(t)
-	dir := t.TempDir()
-	traces := filepath.Join(dir, "traces")
-	connFile, _ := writeConnFile(t, dir)
-	k := exec.Command(bin, "kernel", "--connection-file", connFile)
-	k.Env = append(os.Environ(), "LINGER_TRACE_DIR="+traces)
-	var stderr lockedBuffer
-	k.Stderr = &stderr
-	if err := k.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- k.Wait() }()
-	t.Cleanup(func() { _ = k.Process.Kill() })
-	var child int
-	deadline := time.Now().Add(15 * time.Second)
-	for child == 0 {
-		child = childOf(k.Process.Pid)
-		if time.Now().After(deadline) {
-			t.Fatal("the bridge started no kernel process")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	traces := filepath.Join(t.TempDir(), "traces")
+	k := startBridge(t, testbin.Linger(t), traces)
+	child := k.child(t)
 	time.Sleep(300 * time.Millisecond)
 	if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
+	case err := <-k.exited:
 		if err == nil {
 			t.Error("the bridge exited 0 after its kernel was killed")
 		}
@@ -327,7 +273,7 @@ func TestKernelProcessDies(t *testing.T) {
 		t.Fatalf("traces %v", names)
 	}
 	if reason := traceEnd(t, names[0]); reason != "kernel died: signal: killed" {
-		t.Errorf("the trace ended with %q, want kernel died: signal: killed\n%s", reason, stderr.String())
+		t.Errorf("the trace ended with %q, want kernel died: signal: killed\n%s", reason, k.stderr.String())
 	}
 }
 
@@ -338,33 +284,53 @@ func TestKernelProcessDies(t *testing.T) {
 // the Pdeathsig the bridge sets also ends one deep in a computation,
 // which this test does not make.)
 func TestBridgeKilled(t *testing.T) {
-	bin := testbin.Linger(t)
-	dir := t.TempDir()
-	connFile, _ := writeConnFile(t, dir)
-	k := exec.Command(bin, "kernel", "--connection-file", connFile)
-	k.Env = append(os.Environ(), "LINGER_TRACE_DIR="+filepath.Join(dir, "traces"))
-	k.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := k.Start(); err != nil {
+	k := startBridge(t, testbin.Linger(t), filepath.Join(t.TempDir(), "traces"))
+	child := k.child(t)
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	if err := syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- k.Wait() }()
-	t.Cleanup(func() { _ = k.Process.Kill() })
-	var child int
+	<-k.exited
+	waitGone(t, child)
+}
+
+// bridge is `linger kernel --connection-file` started as a kernel manager
+// starts it (in a process group of its own), its trace in traces.
+type bridge struct {
+	cmd    *exec.Cmd
+	exited chan error // its Wait's answer, once
+	stderr *lockedBuffer
+}
+
+func startBridge(t *testing.T, bin, traces string) *bridge {
+	t.Helper()
+	connFile, _ := writeConnFile(t, t.TempDir())
+	b := &bridge{cmd: exec.Command(bin, "kernel", "--connection-file", connFile), exited: make(chan error, 1), stderr: new(lockedBuffer)}
+	b.cmd.Env = append(os.Environ(), "LINGER_TRACE_DIR="+traces)
+	b.cmd.Stderr = b.stderr
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { b.exited <- b.cmd.Wait() }()
+	t.Cleanup(func() { _ = b.cmd.Process.Kill() })
+	return b
+}
+
+// child waits for the kernel process the bridge starts and returns its
+// pid.
+func (b *bridge) child(t *testing.T) int {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
-	for child == 0 {
-		child = childOf(k.Process.Pid)
+	for {
+		if c := childOf(b.cmd.Process.Pid); c != 0 {
+			return c
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("the bridge started no kernel process")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
-	if err := syscall.Kill(-k.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
-	waitGone(t, child)
 }
 
 // childOf is a child process of pid, 0 if it has none.
