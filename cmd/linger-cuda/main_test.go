@@ -441,10 +441,7 @@ func TestKernelspec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var spec struct {
-		Argv        []string `json:"argv"`
-		DisplayName string   `json:"display_name"`
-	}
+	var spec cli.Kernelspec
 	if err := json.Unmarshal(b, &spec); err != nil {
 		t.Fatal(err)
 	}

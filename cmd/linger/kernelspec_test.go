@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"linger/cmd/internal/cli"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,13 +24,7 @@ func TestKernelspecCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var spec struct {
-		Argv          []string          `json:"argv"`
-		DisplayName   string            `json:"display_name"`
-		Language      string            `json:"language"`
-		InterruptMode string            `json:"interrupt_mode"`
-		Env           map[string]string `json:"env"`
-	}
+	var spec cli.Kernelspec
 	if err := json.Unmarshal(b, &spec); err != nil {
 		t.Fatal(err)
 	}

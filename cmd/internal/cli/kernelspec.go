@@ -44,6 +44,16 @@ func (p KernelProgram) RunKernelspec(ctx context.Context, args []string, stdout,
 	return fmt.Errorf("%w: unknown kernelspec command %q (install or list)", ErrUsage, args[0])
 }
 
+// A Kernelspec is the kernel.json that Jupyter reads to start a kernel.
+type Kernelspec struct {
+	Argv          []string          `json:"argv"`
+	DisplayName   string            `json:"display_name"`
+	Language      string            `json:"language"`
+	InterruptMode string            `json:"interrupt_mode"`
+	Env           map[string]string `json:"env"`
+	Metadata      map[string]any    `json:"metadata,omitempty"`
+}
+
 var kernelspecName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 func (p KernelProgram) kernelspecInstall(args []string, stdout, stderr io.Writer, help string) error {
@@ -100,11 +110,8 @@ func (p KernelProgram) kernelspecInstall(args []string, stdout, stderr io.Writer
 	if *dev != "" {
 		argv = append(argv, "--device", *dev)
 	}
-	spec := map[string]any{
-		"argv": argv, "display_name": p.DisplayName, "language": "starlark",
-		"interrupt_mode": "message", "env": map[string]string{},
-		"metadata": map[string]any{"linger": map[string]any{"device": *dev}},
-	}
+	spec := Kernelspec{Argv: argv, DisplayName: p.DisplayName, Language: "starlark", InterruptMode: "message", Env: map[string]string{},
+		Metadata: map[string]any{"linger": map[string]any{"device": *dev}}}
 	b, _ := json.MarshalIndent(spec, "", "  ")
 	dir := filepath.Join(root, *name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -187,10 +194,7 @@ func kernelspecList(stdout io.Writer) error {
 			if err != nil {
 				continue
 			}
-			var spec struct {
-				Argv        []string `json:"argv"`
-				DisplayName string   `json:"display_name"`
-			}
+			var spec Kernelspec
 			if json.Unmarshal(b, &spec) != nil || !isLingerArgv(spec.Argv) {
 				continue
 			}
