@@ -229,7 +229,7 @@ func serve(ctx context.Context, c serveConfig, stdout, stderr io.Writer) error {
 	// directory for both is the server's own, whose traces it renames and
 	// deletes.
 	kernelTraces := c.kernelTraceDir
-	if sameDir(c.kernelTraceDir, c.traceDir) {
+	if serverinfo.SameDir(c.kernelTraceDir, c.traceDir) {
 		c.kernelTraceDir = ""
 	}
 	exe, err := os.Executable()
@@ -479,21 +479,4 @@ func serveUntilDone(ctx context.Context, hs *http.Server, ln net.Listener, mgr *
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// sameDir says whether a and b are one directory, links resolved.
-func sameDir(a, b string) bool {
-	ra, err := filepath.EvalSymlinks(a)
-	if err != nil {
-		ra = filepath.Clean(a)
-	}
-	rb, err := filepath.EvalSymlinks(b)
-	if err != nil {
-		rb = filepath.Clean(b)
-	}
-	if !filepath.IsAbs(ra) || !filepath.IsAbs(rb) {
-		ra, _ = filepath.Abs(ra)
-		rb, _ = filepath.Abs(rb)
-	}
-	return ra == rb
 }

@@ -95,7 +95,7 @@ func Find(dir, traceDir string) (Info, bool) {
 			continue
 		}
 		var s Info
-		if json.Unmarshal(b, &s) != nil || s.URL == "" || !sameDir(s.KernelTraceDir, want) || !held(f) {
+		if json.Unmarshal(b, &s) != nil || s.URL == "" || !SameDir(s.KernelTraceDir, want) || !held(f) {
 			continue
 		}
 		fi, err := os.Stat(f)
@@ -131,17 +131,22 @@ func held(path string) bool {
 	return false
 }
 
-func sameDir(a, b string) bool {
-	if a == "" {
+// SameDir says whether a and b name one directory, links resolved and
+// relative names taken from the working directory; "" is none.
+func SameDir(a, b string) bool {
+	if a == "" || b == "" {
 		return false
 	}
-	if ra, err := filepath.EvalSymlinks(a); err == nil {
-		a = ra
+	abs := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return filepath.Clean(p)
 	}
-	if rb, err := filepath.EvalSymlinks(b); err == nil {
-		b = rb
-	}
-	return filepath.Clean(a) == filepath.Clean(b)
+	return abs(a) == abs(b)
 }
 
 // TrimHome is path with the user's home directory written ~, as a

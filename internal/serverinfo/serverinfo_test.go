@@ -57,3 +57,28 @@ func TestTrimHome(t *testing.T) {
 		}
 	}
 }
+
+// TestSameDir: one directory by a link or a relative name is the same;
+// another, or none, is not.
+func TestSameDir(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Dir(dir))
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{dir, link, true},
+		{dir, filepath.Base(dir), true},
+		{dir + "/.", dir, true},
+		{dir, t.TempDir(), false},
+		{"", dir, false},
+	} {
+		if got := SameDir(c.a, c.b); got != c.want {
+			t.Errorf("SameDir(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
