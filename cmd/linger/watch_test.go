@@ -263,7 +263,7 @@ func TestWatchClean(t *testing.T) {
 		}
 	}
 	if g := s.Goroutines; g == nil || !g.Within {
-		t.Errorf("goroutines %+v: want back within the tolerance of the baseline", g)
+		t.Errorf("goroutines %+v: want back within the tolerance of the baseline\n%s", g, log)
 	}
 	if s.Samples != 13 || strings.Contains(log.String(), "OVER") || !strings.Contains(log.String(), "final sample (after a forced GC) 13") {
 		t.Errorf("%d samples (12 and the final one); terminal:\n%s", s.Samples, log)
@@ -276,11 +276,49 @@ type fakeService struct {
 	mode  atomic.Value // string
 	alloc atomic.Int64 // the heap profile's alloc_space so far
 	start atomic.Int64 // process_start_time_seconds
+	// wake, closed by setMode, ends the hanging requests of the mode
+	// before.
+	mu   sync.Mutex
+	wake chan struct{}
+	// In mode "slow" each answer takes delay, whatever the request's
+	// context says (as net/http/pprof's heap profile does: it forces a
+	// GC and writes the profile before it writes a byte); running counts
+	// the requests being answered, most the largest count.
+	delay         time.Duration
+	running, most atomic.Int64
+}
+
+// setMode makes the service misbehave as mode says from its next
+// request on, and ends the requests still hanging in the mode before.
+func (f *fakeService) setMode(mode string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.wake != nil {
+		close(f.wake)
+	}
+	f.wake = make(chan struct{})
+	f.mode.Store(mode)
+}
+
+func (f *fakeService) woken() chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.wake == nil {
+		f.wake = make(chan struct{})
+	}
+	return f.wake
 }
 
 func (f *fakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mode, _ := f.mode.Load().(string)
+	wake := f.woken()
 	switch mode {
+	case "slow":
+		n := f.running.Add(1)
+		for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
+		}
+		time.Sleep(f.delay)
+		f.running.Add(-1)
 	case "404":
 		http.NotFound(w, r)
 		return
@@ -288,7 +326,10 @@ func (f *fakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "who are you", http.StatusUnauthorized)
 		return
 	case "hang":
-		<-r.Context().Done()
+		select {
+		case <-r.Context().Done():
+		case <-wake:
+		}
 		return
 	case "no-gc":
 		if r.URL.Query().Get("gc") != "" {
@@ -298,7 +339,10 @@ func (f *fakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "slow-body":
 		w.Write([]byte("x"))
 		w.(http.Flusher).Flush()
-		<-r.Context().Done()
+		select {
+		case <-r.Context().Done():
+		case <-wake:
+		}
 		return
 	}
 	switch r.URL.Path {
@@ -375,6 +419,9 @@ func TestWatchBadInput(t *testing.T) {
 		{"", ""},
 		{"401", "401 Unauthorized (who are you): the service refused the watcher"},
 		{"hang", "no answer within 300ms (--timeout)"},
+		// Still hanging: not asked again while it works on the request
+		// the watch gave up on.
+		{"hang", "the request of an earlier sample has not been answered yet; not asked again until it is"},
 		{"slow-body", "did not end within 300ms (--timeout)"},
 		{"truncated", "heap: a malformed heap profile"},
 		{"malformed", "heap: a malformed heap profile"},
@@ -383,7 +430,10 @@ func TestWatchBadInput(t *testing.T) {
 		{"restart", "restarted: "},
 		{"", ""},
 	} {
-		fake.mode.Store(c.mode)
+		if m, _ := fake.mode.Load().(string); m != c.mode {
+			fake.setMode(c.mode)
+			settle(t, tg)
+		}
 		if c.mode == "restart" {
 			fake.start.Store(2000)
 			fake.alloc.Store(0)
@@ -407,14 +457,15 @@ func TestWatchBadInput(t *testing.T) {
 	}
 	rep := traceReport(t, tg)
 	s := rep.Service
-	if s.RestartCount != 1 || s.Samples != 5 || s.Failed != 15 || s.Goroutines == nil || s.Goroutines.Baseline != 7 {
-		t.Errorf("service: %d samples, %d failed, %d restarts; want 5 samples (a heap read), 15 failures, 1 restart", s.Samples, s.Failed, s.RestartCount)
+	if s.RestartCount != 1 || s.Samples != 5 || s.Failed != 18 || s.Goroutines == nil || s.Goroutines.Baseline != 7 {
+		t.Errorf("service: %d samples, %d failed, %d restarts; want 5 samples (a heap read), 18 failures, 1 restart", s.Samples, s.Failed, s.RestartCount)
 	}
 	var texts []string
 	for _, f := range s.Failures {
 		texts = append(texts, f.Text)
 	}
-	if all := strings.Join(texts, "\n"); !strings.Contains(all, "404 Not Found") || !strings.Contains(all, "--max-body") || strings.Contains(all, srv.URL+"?") {
+	// The latest 16: the 404's are before them.
+	if all := strings.Join(texts, "\n"); !strings.Contains(all, "401 Unauthorized") || !strings.Contains(all, "has not been answered yet") || !strings.Contains(all, "--max-body") || strings.Contains(all, srv.URL+"?") {
 		t.Errorf("failures marked on the timeline:\n%s", all)
 	}
 
@@ -430,6 +481,53 @@ func TestWatchBadInput(t *testing.T) {
 	}
 	if _, err := parseTarget("ftp://x"); !errors.Is(err, errUsage) {
 		t.Errorf("an ftp URL: %v", err)
+	}
+}
+
+// settle waits for the requests the target gave up on to end, as the
+// service answered them (at most a few seconds).
+func settle(t *testing.T, tg *target) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tg.fetch.settle(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("the requests the watch gave up on did not end once the service answered them")
+	}
+}
+
+// A service too slow for the watch's --timeout (its heap profile takes
+// longer, whatever the request's context says, as net/http/pprof's
+// does) is asked once at a time: a sample that gives up on a request
+// leaves it to end, and the samples after it do not ask again until it
+// has, so the watch never adds a second request to the work the
+// service is already behind on. Once the service is fast again, the
+// next sample reads it.
+func TestWatchSlowServiceAskedOnce(t *testing.T) {
+	fake := &fakeService{delay: time.Second}
+	fake.start.Store(1000)
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	set := testSettings()
+	set.timeout, set.gcEvery = 200*time.Millisecond, false
+	tg, log := newTestTarget(t, srv.URL, set)
+	fake.setMode("slow")
+	for range 8 {
+		tg.sample(context.Background())
+		time.Sleep(50 * time.Millisecond)
+	}
+	said := log.String()
+	if most := fake.most.Load(); most > 3 { // one request an endpoint: heap, goroutines, /metrics
+		t.Errorf("the slow service was answering %d requests at once; want at most one an endpoint (3)", most)
+	}
+	if !strings.Contains(said, "no answer within 200ms (--timeout)") || !strings.Contains(said, "has not been answered yet; not asked again until it is") {
+		t.Errorf("the terminal says\n%s\nwant the requests given up on and the samples that did not ask again", said)
+	}
+	fake.setMode("")
+	settle(t, tg)
+	was := log.String()
+	if r := tg.sample(context.Background()); !r.Stepped || strings.Contains(strings.TrimPrefix(log.String(), was), "failed") {
+		t.Errorf("the service fast again, the next sample: %s", strings.TrimPrefix(log.String(), was))
 	}
 }
 
@@ -452,7 +550,7 @@ func TestWatchMemoryBounded(t *testing.T) {
 	modes := []string{"", "", "", "404", "truncated", "bad-metrics", "restart"}
 	retained := func(n int) uint64 {
 		for i := range n {
-			fake.mode.Store(modes[i%len(modes)])
+			fake.setMode(modes[i%len(modes)])
 			if modes[i%len(modes)] == "restart" {
 				fake.alloc.Store(0)
 			}

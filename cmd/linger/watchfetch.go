@@ -11,6 +11,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/pprof/profile"
@@ -43,13 +45,93 @@ type statusError struct {
 func (e *statusError) Error() string { return e.msg }
 
 // fetcher gets a service's endpoints, each answer at most maxBody bytes
-// and within timeout.
+// and within timeout. Each endpoint has a connection of its own, kept
+// between samples, and at most one request outstanding: a request not
+// answered within timeout fails its sample but is left to end (up to
+// hardLimit times timeout, then cancelled), and the endpoint is not
+// asked again until it has. A service too slow for the watch's pace is
+// then asked once at a time, not once more every sample while it still
+// works on the requests the watch gave up on (each a forced GC and a
+// profile).
 type fetcher struct {
 	base    *url.URL // the service's URL, its credentials and query kept
-	client  *http.Client
 	headers http.Header
 	timeout time.Duration
 	maxBody int64
+
+	mu        sync.Mutex
+	endpoints map[string]*endpoint // by path
+}
+
+// hardLimit is how many times --timeout a request is left to end after
+// its sample gave up on it, before it is cancelled.
+const hardLimit = 10
+
+// endpoint is one of a service's endpoints: its connection (a client of
+// its own, one connection, kept between samples: what the watcher adds
+// to the service's goroutines is then the same at every sample) and its
+// outstanding request.
+type endpoint struct {
+	client *http.Client
+	busy   chan struct{} // closed when the outstanding request ends; nil: none
+}
+
+func newFetcher(base *url.URL, headers http.Header, timeout time.Duration, maxBody int64) *fetcher {
+	return &fetcher{base: base, headers: headers, timeout: timeout, maxBody: maxBody, endpoints: map[string]*endpoint{}}
+}
+
+// take returns p's endpoint and its request slot (closed when the
+// request ends), or false when
+// the request before is still outstanding.
+func (f *fetcher) take(p string) (*endpoint, chan struct{}, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.endpoints[p]
+	if e == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = 1, 1
+		e = &endpoint{client: &http.Client{Transport: tr}}
+		f.endpoints[p] = e
+	}
+	if e.busy != nil {
+		select {
+		case <-e.busy:
+		default:
+			return e, nil, false
+		}
+	}
+	e.busy = make(chan struct{})
+	return e, e.busy, true
+}
+
+// settle waits, at most until ctx is done, for the requests still
+// outstanding to end (the final sample's, once the watch's context is
+// cancelled and with it theirs).
+func (f *fetcher) settle(ctx context.Context) {
+	f.mu.Lock()
+	var busy []chan struct{}
+	for _, e := range f.endpoints {
+		if e.busy != nil {
+			busy = append(busy, e.busy)
+		}
+	}
+	f.mu.Unlock()
+	for _, b := range busy {
+		select {
+		case <-b:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// close closes the endpoints' idle connections.
+func (f *fetcher) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.endpoints {
+		e.client.CloseIdleConnections()
+	}
 }
 
 // get fetches the endpoint p of the service with the query q added to
@@ -57,8 +139,6 @@ type fetcher struct {
 // or time that differs from one sample to the next): each is a mark's
 // text, which a trace keeps once.
 func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
 	u := *f.base
 	u.Path = path.Join("/", u.Path, p)
 	u.RawPath = ""
@@ -68,7 +148,43 @@ func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string
 	}
 	u.RawQuery = query.Encode()
 	shown := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	e, busy, ok := f.take(p)
+	if !ok {
+		return nil, fmt.Errorf("GET %s: the request of an earlier sample has not been answered yet; not asked again until it is (or %d times --timeout has passed)", shown, hardLimit)
+	}
+	type answer struct {
+		b   []byte
+		err error
+	}
+	done := make(chan answer, 1)
+	var headers atomic.Bool // the answer's status and headers came
+	reqCtx, cancel := context.WithTimeout(ctx, hardLimit*f.timeout)
+	go func() {
+		defer close(busy)
+		defer cancel()
+		b, err := f.do(reqCtx, e.client, u.String(), shown, p, accept, &headers)
+		done <- answer{b, err}
+	}()
+	timer := time.NewTimer(f.timeout)
+	defer timer.Stop()
+	select {
+	case a := <-done:
+		return a.b, a.err
+	case <-ctx.Done():
+		cancel()
+		return nil, fmt.Errorf("GET %s: %w", shown, ctx.Err())
+	case <-timer.C:
+		if headers.Load() {
+			return nil, fmt.Errorf("GET %s: the answer did not end within %v (--timeout)", shown, f.timeout)
+		}
+		return nil, fmt.Errorf("GET %s: no answer within %v (--timeout)", shown, f.timeout)
+	}
+}
+
+// do makes the request and reads its answer, whatever it takes until ctx
+// is done; headers is set when the answer's status and headers came.
+func (f *fetcher) do(ctx context.Context, client *http.Client, u, shown, p, accept string, headers *atomic.Bool) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", shown, err)
 	}
@@ -78,10 +194,10 @@ func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
-	resp, err := f.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("GET %s: no answer within %v (--timeout)", shown, f.timeout)
+			return nil, fmt.Errorf("GET %s: no answer within %v (%d times --timeout)", shown, hardLimit*f.timeout, hardLimit)
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -90,6 +206,7 @@ func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string
 		return nil, fmt.Errorf("GET %s: %w", shown, err)
 	}
 	defer resp.Body.Close()
+	headers.Store(true)
 	if resp.StatusCode != http.StatusOK {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 		why := ""
@@ -112,7 +229,7 @@ func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string
 	b, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBody+1))
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("GET %s: the answer did not end within %v (--timeout)", shown, f.timeout)
+			return nil, fmt.Errorf("GET %s: the answer did not end within %v (%d times --timeout)", shown, hardLimit*f.timeout, hardLimit)
 		}
 		return nil, fmt.Errorf("GET %s: reading the answer: %w", shown, err)
 	}

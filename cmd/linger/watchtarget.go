@@ -110,13 +110,8 @@ func newTarget(u *url.URL, id, dir string, set watchSettings, m *watchMetrics, l
 	if err != nil {
 		return nil, err
 	}
-	// One connection to the service, kept between samples: what the
-	// watcher adds to the service's goroutines (its connection's) is
-	// then the same at every sample, the baseline's and the last's.
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = 1, 1
 	t := &target{id: id, name: shown(u), every: set.every, rec: rec, trace: file, metrics: m, log: log, gcEvery: set.gcEvery,
-		fetch: &fetcher{base: u, client: &http.Client{Transport: tr}, headers: set.headers, timeout: set.timeout, maxBody: set.maxBody}}
+		fetch: newFetcher(u, set.headers, set.timeout, set.maxBody)}
 	opts := set.limits
 	opts.Target = t.name
 	t.conv = goheap.New(rec, now, opts)
@@ -154,20 +149,25 @@ func (t *target) sample(ctx context.Context) goheap.Result {
 	fetchHeap := func() {
 		s.Heap, heapErr = t.fetch.heap(ctx, gc)
 	}
-	if gc {
-		fetchHeap()
-	} else {
-		wg.Go(fetchHeap)
-	}
-	wg.Go(func() { s.Goroutines, gorErr = t.fetch.goroutines(ctx) })
-	wg.Go(func() {
+	fetchMetrics := func() {
 		f, err := t.fetch.metrics(ctx)
 		if err == nil {
 			s.Metrics = t.gc.read(f)
 		}
 		mErr = err
-	})
-	wg.Wait()
+	}
+	if gc {
+		fetchHeap()
+		fetchMetrics()
+	} else {
+		wg.Go(fetchHeap)
+		wg.Go(fetchMetrics)
+		wg.Wait()
+	}
+	// The goroutines last, alone: a request of the watch's own that runs
+	// in the service meanwhile (and, for /metrics, the collectors'
+	// goroutines) would be counted with the service's.
+	s.Goroutines, gorErr = t.fetch.goroutines(ctx)
 	s.End = time.Now()
 	if ctx.Err() != nil && !t.final {
 		return goheap.Result{} // stopped mid-sample: the final sample follows
@@ -244,9 +244,10 @@ func (t *target) stop(timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	t.final = true
+	t.fetch.settle(ctx) // a request the watch gave up on, cancelled with it
 	t.sample(ctx)
 	if err := t.rec.Close(); err != nil {
 		fmt.Fprintf(t.log, "%s: closing its trace: %v\n", t.name, err)
 	}
-	t.fetch.client.CloseIdleConnections()
+	t.fetch.close()
 }

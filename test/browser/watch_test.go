@@ -21,11 +21,15 @@ import (
 )
 
 // startWatched starts goheaptest's service (this test binary again:
-// TestMain), its leak on, and returns its URL.
+// TestMain), its leak on, and returns its URL. It samples its
+// allocations at Go's default rate, as a service in production does: a
+// heap profile then costs it a few milliseconds, not the tens that
+// recording every allocation costs (the watch's own tests read exact
+// bytes).
 func startWatched(t *testing.T) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), goheaptest.Env+"=leak")
+	cmd.Env = append(os.Environ(), goheaptest.Env+"=leak", goheaptest.RateEnv+"=524288")
 	stdin, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -53,7 +57,7 @@ func TestWatchView(t *testing.T) {
 	t.Parallel()
 	svc := startWatched(t)
 	dir := t.TempDir()
-	cmd := exec.Command(testbin.Linger(t), "watch", "--every", "200ms", "--timeout", "190ms", "--gc", "--max-heap", "16MiB",
+	cmd := exec.Command(testbin.Linger(t), "watch", "--every", "400ms", "--timeout", "380ms", "--gc", "--max-heap", "16MiB",
 		"--no-browser", "--addr", "127.0.0.1:0", "--dir", dir, "--trace-dir", dir, svc)
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr

@@ -117,12 +117,21 @@ func UseChunk(s *Service) {
 // Env is the environment variable that makes a test binary Main.
 const Env = "LINGER_GOHEAPTEST_SERVICE"
 
+// RateEnv is the environment variable that sets the service's
+// runtime.MemProfileRate: 1 (every allocation, exact bytes by site)
+// unless it says otherwise, e.g. 524288, Go's default, which a service
+// in production runs with (and which costs far less a profile).
+const RateEnv = "LINGER_GOHEAPTEST_MEMPROFILERATE"
+
 // Main serves a Service on 127.0.0.1 (port 0), prints its URL on stdout,
 // and exits on SIGTERM or SIGINT, or when stdin closes. Its leak starts
 // on when the environment's Env is "leak". A test's TestMain calls it
 // when Env is set.
 func Main() {
 	runtime.MemProfileRate = 1
+	if r, err := strconv.Atoi(os.Getenv(RateEnv)); err == nil && r > 0 {
+		runtime.MemProfileRate = r
+	}
 	s := New()
 	s.leak.Store(os.Getenv(Env) == "leak")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
