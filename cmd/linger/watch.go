@@ -48,7 +48,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// targets cost little each.
 	set := watchSettings{headers: http.Header{}, recorder: timeline.RecorderOptions{RingSize: 1024, TailSize: 4096}}
 	fs.DurationVar(&set.every, "every", 30*time.Second, "sample every `D`")
-	fs.DurationVar(&set.timeout, "timeout", 0, "give up a request after `D` (default: half of --every, at most 10s; less than --every)")
+	fs.DurationVar(&set.timeout, "timeout", 0, "wait at most `D` for each answer (default: half of --every, at most 10s; less than --every); a request given up on is not sent again until it is answered")
 	maxBody := uint64(64 << 20)
 	fs.Func("max-body", "the largest answer read from a service (`SIZE`, default 64MiB): a larger one fails that part of the sample", func(s string) error {
 		n, err := units.Parse(s)
@@ -107,7 +107,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		set.timeout = min(set.every/2, 10*time.Second)
 	}
 	if set.timeout <= 0 || set.timeout >= set.every {
-		return fmt.Errorf("%w: --timeout %v must be positive and less than --every %v: a sample must end before the next", errUsage, set.timeout, set.every)
+		return fmt.Errorf("%w: --timeout %v must be positive and less than --every %v: an answer is waited for less than an interval", errUsage, set.timeout, set.every)
 	}
 	if maxBody == 0 {
 		return fmt.Errorf("%w: --max-body must be positive", errUsage)
@@ -166,7 +166,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			wg.Wait()
 			var fin sync.WaitGroup
 			for _, t := range targetsRun {
-				fin.Go(func() { t.stop(3 * set.timeout) }) // the heap after a GC, then the rest
+				fin.Go(func() { t.stop(set.timeout) })
 			}
 			fin.Wait()
 		}, nil

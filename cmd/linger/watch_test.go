@@ -251,7 +251,7 @@ func TestWatchClean(t *testing.T) {
 		tg.sample(context.Background())
 	}
 	time.Sleep(100 * time.Millisecond) // the load's connections close
-	tg.stop(5 * time.Second)
+	tg.stop(set.timeout)
 	rep := traceReport(t, tg)
 	for _, g := range rep.Growth {
 		t.Errorf("growth %s at %s in a clean run", g.Category, rep.CellNames().Short(rep.Site(g.SiteID)))
@@ -286,6 +286,16 @@ type fakeService struct {
 	// the requests being answered, most the largest count.
 	delay         time.Duration
 	running, most atomic.Int64
+	// inflight counts the requests being answered; atGoroutines is the
+	// most others there were as a goroutine profile was asked for;
+	// heapAsked counts the heap profiles asked for.
+	inflight, atGoroutines, heapAsked atomic.Int64
+}
+
+// raise sets m to n when n is larger.
+func raise(m *atomic.Int64, n int64) {
+	for old := m.Load(); n > old && !m.CompareAndSwap(old, n); old = m.Load() {
+	}
 }
 
 // setMode makes the service misbehave as mode says from its next
@@ -312,13 +322,25 @@ func (f *fakeService) woken() chan struct{} {
 func (f *fakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mode, _ := f.mode.Load().(string)
 	wake := f.woken()
+	others := f.inflight.Add(1) - 1
+	defer f.inflight.Add(-1)
+	switch r.URL.Path {
+	case "/debug/pprof/goroutine":
+		raise(&f.atGoroutines, others)
+	case "/debug/pprof/heap":
+		f.heapAsked.Add(1)
+	}
 	switch mode {
-	case "slow":
-		n := f.running.Add(1)
-		for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
+	case "slow", "slow-heap":
+		if mode == "slow-heap" && r.URL.Path != "/debug/pprof/heap" {
+			break
 		}
+		raise(&f.most, f.running.Add(1))
 		time.Sleep(f.delay)
 		f.running.Add(-1)
+	case "hang-forever": // until the watch cancels the request
+		<-r.Context().Done()
+		return
 	case "404":
 		http.NotFound(w, r)
 		return
@@ -523,11 +545,71 @@ func TestWatchSlowServiceAskedOnce(t *testing.T) {
 	if !strings.Contains(said, "no answer within 200ms (--timeout)") || !strings.Contains(said, "has not been answered yet; not asked again until it is") {
 		t.Errorf("the terminal says\n%s\nwant the requests given up on and the samples that did not ask again", said)
 	}
+	// Its goroutines are not counted while it still answers the watch's
+	// requests: they would be counted as its own.
+	if n := fake.atGoroutines.Load(); n != 0 {
+		t.Errorf("the goroutines were asked for while %d other requests ran in the service; want none", n)
+	}
+	if !strings.Contains(said, "goroutines: not counted while a request the watch gave up on still runs in the service") {
+		t.Errorf("the terminal says\n%s\nwant the goroutines not counted while the heap's request runs", said)
+	}
 	fake.setMode("")
 	settle(t, tg)
 	was := log.String()
 	if r := tg.sample(context.Background()); !r.Stepped || strings.Contains(strings.TrimPrefix(log.String(), was), "failed") {
 		t.Errorf("the service fast again, the next sample: %s", strings.TrimPrefix(log.String(), was))
+	}
+}
+
+// A request the service never answers is cancelled after ten times
+// --timeout, and the endpoint is asked again; until then it is not.
+func TestWatchHungRequestCancelled(t *testing.T) {
+	fake := &fakeService{}
+	fake.start.Store(1000)
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	set := testSettings()
+	set.timeout, set.gcEvery = 50*time.Millisecond, false
+	tg, log := newTestTarget(t, srv.URL, set)
+	defer tg.fetch.close() // the hung requests cancelled before the server closes, whatever failed
+	fake.setMode("hang-forever")
+	tg.sample(context.Background())
+	tg.sample(context.Background())
+	if n := fake.heapAsked.Load(); n != 1 {
+		t.Errorf("the heap profile was asked for %d times in two samples while the first request hung; want once", n)
+	}
+	time.Sleep(hardLimit*set.timeout + 200*time.Millisecond)
+	tg.sample(context.Background())
+	if n := fake.heapAsked.Load(); n != 2 {
+		t.Errorf("the heap profile was asked for %d times; want again once the hung request was cancelled (2)\n%s", n, log)
+	}
+	if c := strings.Count(log.String(), "heap: GET "+srv.URL+"/debug/pprof/heap: no answer within 50ms (--timeout)"); c != 2 {
+		t.Errorf("the terminal says %d times that the heap was not answered in time; want 2 (the first and third samples)\n%s", c, log)
+	}
+}
+
+// A watch stopped while a request it gave up on still runs waits for its
+// answer, then takes its final sample whole: the heap after a GC and
+// the goroutines, counted alone.
+func TestWatchStopWaitsForOutstanding(t *testing.T) {
+	fake := &fakeService{delay: 350 * time.Millisecond}
+	fake.start.Store(1000)
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	set := testSettings()
+	set.timeout, set.gcEvery = 200*time.Millisecond, false
+	tg, log := newTestTarget(t, srv.URL, set)
+	fake.setMode("slow-heap")
+	tg.sample(context.Background()) // the heap given up on at 200 ms, answered at 350
+	fake.setMode("")
+	was := log.String()
+	tg.stop(set.timeout)
+	said := strings.TrimPrefix(log.String(), was)
+	if !strings.Contains(said, "final sample (after a forced GC) 2: heap in use") || !strings.Contains(said, "goroutines 7") || strings.Contains(said, "failed") {
+		t.Errorf("the final sample, the heap's request of the sample before still running as the watch stopped:\n%s", said)
+	}
+	if n := fake.atGoroutines.Load(); n != 0 {
+		t.Errorf("the goroutines were asked for while %d other requests ran in the service; want none", n)
 	}
 }
 

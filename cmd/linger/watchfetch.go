@@ -45,78 +45,95 @@ type statusError struct {
 func (e *statusError) Error() string { return e.msg }
 
 // fetcher gets a service's endpoints, each answer at most maxBody bytes
-// and within timeout. Each endpoint has a connection of its own, kept
-// between samples, and at most one request outstanding: a request not
-// answered within timeout fails its sample but is left to end (up to
-// hardLimit times timeout, then cancelled), and the endpoint is not
-// asked again until it has. A service too slow for the watch's pace is
-// then asked once at a time, not once more every sample while it still
-// works on the requests the watch gave up on (each a forced GC and a
-// profile).
+// and waited for at most timeout. A sample asks one endpoint after
+// another over one connection, kept between samples (HTTP/1.1 alone: the
+// service reads the next request only once it has finished the one
+// before, so what the watcher adds to the service's goroutines is its
+// one connection's, the same at every sample). Each endpoint has at most
+// one request outstanding: one not answered within timeout fails its
+// sample but is left to end, on a connection of its own (cancelled after
+// hardLimit times timeout, or when the watch ends), and the endpoint is
+// not asked again until it has. A service too slow for the watch's pace
+// is then asked once at a time, not once more every sample while it
+// still works on the requests the watch gave up on (each a forced GC
+// and a profile).
 type fetcher struct {
 	base    *url.URL // the service's URL, its credentials and query kept
+	client  *http.Client
 	headers http.Header
 	timeout time.Duration
 	maxBody int64
+	// ctx is the requests' context: they outlive the sample that gave
+	// up on them, and end with the watch (close).
+	ctx    context.Context
+	cancel context.CancelFunc
 
-	mu        sync.Mutex
-	endpoints map[string]*endpoint // by path
+	mu   sync.Mutex
+	busy map[string]chan struct{} // by endpoint: closed when its outstanding request ends
 }
+
+// errNextSampleDue is the cause of a sample's context's end when the
+// next sample is due.
+var errNextSampleDue = errors.New("the next sample is due")
 
 // hardLimit is how many times --timeout a request is left to end after
 // its sample gave up on it, before it is cancelled.
 const hardLimit = 10
 
-// endpoint is one of a service's endpoints: its connection (a client of
-// its own, one connection, kept between samples: what the watcher adds
-// to the service's goroutines is then the same at every sample) and its
-// outstanding request.
-type endpoint struct {
-	client *http.Client
-	busy   chan struct{} // closed when the outstanding request ends; nil: none
-}
-
 func newFetcher(base *url.URL, headers http.Header, timeout time.Duration, maxBody int64) *fetcher {
-	return &fetcher{base: base, headers: headers, timeout: timeout, maxBody: maxBody, endpoints: map[string]*endpoint{}}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// One idle connection kept; a request given up on keeps its own
+	// meanwhile, and the next request dials another.
+	tr.MaxIdleConnsPerHost = 1
+	var h1 http.Protocols // an HTTP/2 stream's handler can outlive its answer
+	h1.SetHTTP1(true)
+	tr.Protocols = &h1
+	ctx, cancel := context.WithCancel(context.Background())
+	return &fetcher{base: base, client: &http.Client{Transport: tr}, headers: headers, timeout: timeout, maxBody: maxBody,
+		ctx: ctx, cancel: cancel, busy: map[string]chan struct{}{}}
 }
 
-// take returns p's endpoint and its request slot (closed when the
-// request ends), or false when
-// the request before is still outstanding.
-func (f *fetcher) take(p string) (*endpoint, chan struct{}, bool) {
+// take takes endpoint p's request slot (a channel to close when the
+// request ends), or says false when the request before is outstanding.
+func (f *fetcher) take(p string) (chan struct{}, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	e := f.endpoints[p]
-	if e == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = 1, 1
-		e = &endpoint{client: &http.Client{Transport: tr}}
-		f.endpoints[p] = e
-	}
-	if e.busy != nil {
+	if b := f.busy[p]; b != nil {
 		select {
-		case <-e.busy:
+		case <-b:
 		default:
-			return e, nil, false
+			return nil, false
 		}
 	}
-	e.busy = make(chan struct{})
-	return e, e.busy, true
+	b := make(chan struct{})
+	f.busy[p] = b
+	return b, true
 }
 
-// settle waits, at most until ctx is done, for the requests still
-// outstanding to end (the final sample's, once the watch's context is
-// cancelled and with it theirs).
-func (f *fetcher) settle(ctx context.Context) {
+// outstanding says whether a request the watch gave up on has not ended.
+func (f *fetcher) outstanding() bool {
+	return len(f.pending()) > 0
+}
+
+func (f *fetcher) pending() []chan struct{} {
 	f.mu.Lock()
-	var busy []chan struct{}
-	for _, e := range f.endpoints {
-		if e.busy != nil {
-			busy = append(busy, e.busy)
+	defer f.mu.Unlock()
+	var out []chan struct{}
+	for _, b := range f.busy {
+		select {
+		case <-b:
+		default:
+			out = append(out, b)
 		}
 	}
-	f.mu.Unlock()
-	for _, b := range busy {
+	return out
+}
+
+// settle waits, at most until ctx is done, for the requests outstanding
+// to be answered: the final sample's GC and goroutine count then run
+// alone in the service.
+func (f *fetcher) settle(ctx context.Context) {
+	for _, b := range f.pending() {
 		select {
 		case <-b:
 		case <-ctx.Done():
@@ -125,13 +142,11 @@ func (f *fetcher) settle(ctx context.Context) {
 	}
 }
 
-// close closes the endpoints' idle connections.
+// close cancels the requests still outstanding and closes the idle
+// connection.
 func (f *fetcher) close() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, e := range f.endpoints {
-		e.client.CloseIdleConnections()
-	}
+	f.cancel()
+	f.client.CloseIdleConnections()
 }
 
 // get fetches the endpoint p of the service with the query q added to
@@ -148,7 +163,7 @@ func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string
 	}
 	u.RawQuery = query.Encode()
 	shown := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
-	e, busy, ok := f.take(p)
+	busy, ok := f.take(p)
 	if !ok {
 		return nil, fmt.Errorf("GET %s: the request of an earlier sample has not been answered yet; not asked again until it is (or %d times --timeout has passed)", shown, hardLimit)
 	}
@@ -158,11 +173,11 @@ func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string
 	}
 	done := make(chan answer, 1)
 	var headers atomic.Bool // the answer's status and headers came
-	reqCtx, cancel := context.WithTimeout(ctx, hardLimit*f.timeout)
 	go func() {
-		defer close(busy)
-		defer cancel()
-		b, err := f.do(reqCtx, e.client, u.String(), shown, p, accept, &headers)
+		reqCtx, cancel := context.WithTimeout(f.ctx, hardLimit*f.timeout)
+		b, err := f.do(reqCtx, u.String(), shown, p, accept, &headers)
+		cancel()
+		close(busy) // before the answer: its caller may ask again at once (?gc=1 refused)
 		done <- answer{b, err}
 	}()
 	timer := time.NewTimer(f.timeout)
@@ -171,8 +186,12 @@ func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string
 	case a := <-done:
 		return a.b, a.err
 	case <-ctx.Done():
-		cancel()
-		return nil, fmt.Errorf("GET %s: %w", shown, ctx.Err())
+		// The next sample is due, or the watch ends: the request is left
+		// to end (the final sample waits for it a while), not cancelled.
+		if errors.Is(context.Cause(ctx), errNextSampleDue) {
+			return nil, fmt.Errorf("GET %s: not answered before the next sample was due (--every)", shown)
+		}
+		return nil, fmt.Errorf("GET %s: not answered before the watch's end", shown)
 	case <-timer.C:
 		if headers.Load() {
 			return nil, fmt.Errorf("GET %s: the answer did not end within %v (--timeout)", shown, f.timeout)
@@ -181,9 +200,10 @@ func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string
 	}
 }
 
-// do makes the request and reads its answer, whatever it takes until ctx
-// is done; headers is set when the answer's status and headers came.
-func (f *fetcher) do(ctx context.Context, client *http.Client, u, shown, p, accept string, headers *atomic.Bool) ([]byte, error) {
+// do makes the request and reads its answer, however long it takes until
+// ctx is done (its errors then reach no sample: get has given up on it);
+// headers is set when the answer's status and headers came.
+func (f *fetcher) do(ctx context.Context, u, shown, p, accept string, headers *atomic.Bool) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", shown, err)
@@ -194,11 +214,8 @@ func (f *fetcher) do(ctx context.Context, client *http.Client, u, shown, p, acce
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
-	resp, err := client.Do(req)
+	resp, err := f.client.Do(req)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("GET %s: no answer within %v (%d times --timeout)", shown, hardLimit*f.timeout, hardLimit)
-		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL again, with its credentials, says nothing more
@@ -228,9 +245,6 @@ func (f *fetcher) do(ctx context.Context, client *http.Client, u, shown, p, acce
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBody+1))
 	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("GET %s: the answer did not end within %v (%d times --timeout)", shown, hardLimit*f.timeout, hardLimit)
-		}
 		return nil, fmt.Errorf("GET %s: reading the answer: %w", shown, err)
 	}
 	if int64(len(b)) > f.maxBody {

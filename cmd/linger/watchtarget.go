@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"linger/internal/units"
@@ -142,32 +141,30 @@ func (t *target) run(ctx context.Context) {
 func (t *target) sample(ctx context.Context) goheap.Result {
 	s := goheap.Sample{Start: time.Now(), Goroutines: -1}
 	gc := t.conv.Baseline() < 0 || t.final || t.gcEvery
-	var (
-		wg                    sync.WaitGroup
-		heapErr, gorErr, mErr error
-	)
-	fetchHeap := func() {
-		s.Heap, heapErr = t.fetch.heap(ctx, gc)
+	var heapErr, gorErr, mErr error
+	// A sample ends before the next is due: what it has not read by then
+	// fails (the final sample has its own time).
+	sctx := ctx
+	if !t.final {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithDeadlineCause(ctx, s.Start.Add(t.every), errNextSampleDue)
+		defer cancel()
 	}
-	fetchMetrics := func() {
-		f, err := t.fetch.metrics(ctx)
-		if err == nil {
-			s.Metrics = t.gc.read(f)
-		}
-		mErr = err
+	// One request after another, over the one connection: what runs in
+	// the service besides its own work is one request of the watch's.
+	s.Heap, heapErr = t.fetch.heap(sctx, gc)
+	f, mErr := t.fetch.metrics(sctx)
+	if mErr == nil {
+		s.Metrics = t.gc.read(f)
 	}
-	if gc {
-		fetchHeap()
-		fetchMetrics()
+	// The goroutines last, and not while a request the watch gave up on
+	// still runs in the service: its goroutines would be counted with
+	// the service's (and, at the first count, as its baseline).
+	if t.fetch.outstanding() {
+		gorErr = errors.New("not counted while a request the watch gave up on still runs in the service (it would be counted with the service's goroutines)")
 	} else {
-		wg.Go(fetchHeap)
-		wg.Go(fetchMetrics)
-		wg.Wait()
+		s.Goroutines, gorErr = t.fetch.goroutines(sctx)
 	}
-	// The goroutines last, alone: a request of the watch's own that runs
-	// in the service meanwhile (and, for /metrics, the collectors'
-	// goroutines) would be counted with the service's.
-	s.Goroutines, gorErr = t.fetch.goroutines(ctx)
 	s.End = time.Now()
 	if ctx.Err() != nil && !t.final {
 		return goheap.Result{} // stopped mid-sample: the final sample follows
@@ -238,13 +235,18 @@ func (t *target) say(r goheap.Result, errs []string) {
 	}
 }
 
-// stop takes the final sample (after a forced GC, within timeout) and
-// ends the trace.
+// stop takes the final sample (after a forced GC) and ends the trace:
+// it waits up to a request's timeout for the requests the watch gave up
+// on to be answered, then gives the final sample four (the heap, asked
+// again without ?gc=1 when a proxy refuses it, /metrics, the
+// goroutines).
 func (t *target) stop(timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	settle, cancelSettle := context.WithTimeout(context.Background(), timeout)
+	t.fetch.settle(settle)
+	cancelSettle()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*timeout)
 	defer cancel()
 	t.final = true
-	t.fetch.settle(ctx) // a request the watch gave up on, cancelled with it
 	t.sample(ctx)
 	if err := t.rec.Close(); err != nil {
 		fmt.Fprintf(t.log, "%s: closing its trace: %v\n", t.name, err)
