@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,7 +94,9 @@ func hit(t *testing.T, base, path string, n int) {
 }
 
 func testSettings() watchSettings {
-	return watchSettings{every: time.Second, timeout: 5 * time.Second, maxBody: 64 << 20, headers: http.Header{}, gcEvery: true,
+	// As the command allows: a timeout under the interval. The tests
+	// take their samples one after another, not at the interval.
+	return watchSettings{every: 10 * time.Second, timeout: 5 * time.Second, maxBody: 64 << 20, headers: http.Header{}, gcEvery: true,
 		limits: goheap.Options{GoroutineTolerance: 0.05}}
 }
 
@@ -290,6 +294,7 @@ type fakeService struct {
 	// most others there were as a goroutine profile was asked for;
 	// heapAsked counts the heap profiles asked for.
 	inflight, atGoroutines, heapAsked atomic.Int64
+	gcAsked, http2                    atomic.Int64 // heap profiles after a forced GC; requests over HTTP/2
 }
 
 // raise sets m to n when n is larger.
@@ -322,6 +327,9 @@ func (f *fakeService) woken() chan struct{} {
 func (f *fakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mode, _ := f.mode.Load().(string)
 	wake := f.woken()
+	if r.ProtoMajor == 2 {
+		f.http2.Add(1)
+	}
 	others := f.inflight.Add(1) - 1
 	defer f.inflight.Add(-1)
 	switch r.URL.Path {
@@ -329,10 +337,14 @@ func (f *fakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		raise(&f.atGoroutines, others)
 	case "/debug/pprof/heap":
 		f.heapAsked.Add(1)
+		if r.URL.Query().Get("gc") != "" {
+			f.gcAsked.Add(1)
+		}
 	}
 	switch mode {
-	case "slow", "slow-heap":
-		if mode == "slow-heap" && r.URL.Path != "/debug/pprof/heap" {
+	case "slow", "slow-heap", "slow-gc":
+		if mode == "slow-heap" && r.URL.Path != "/debug/pprof/heap" ||
+			mode == "slow-gc" && (r.URL.Path != "/debug/pprof/heap" || r.URL.Query().Get("gc") == "") {
 			break
 		}
 		raise(&f.most, f.running.Add(1))
@@ -463,8 +475,8 @@ func TestWatchBadInput(t *testing.T) {
 		was := log.String()
 		start := time.Now()
 		r := tg.sample(context.Background())
-		if took := time.Since(start); took > set.every {
-			t.Errorf("mode %q: the sample took %v, over the interval", c.mode, took)
+		if took := time.Since(start); took > 3*set.timeout {
+			t.Errorf("mode %q: the sample took %v, over three requests' timeout", c.mode, took)
 		}
 		said := strings.TrimPrefix(log.String(), was)
 		if c.say != "" && !strings.Contains(said, c.say) {
@@ -585,6 +597,56 @@ func TestWatchHungRequestCancelled(t *testing.T) {
 	}
 	if c := strings.Count(log.String(), "heap: GET "+srv.URL+"/debug/pprof/heap: no answer within 50ms (--timeout)"); c != 2 {
 		t.Errorf("the terminal says %d times that the heap was not answered in time; want 2 (the first and third samples)\n%s", c, log)
+	}
+}
+
+// A service whose forced GC takes longer than --timeout: the watch asks
+// for it once, then, once the service has done it, reads the heap and
+// takes the goroutines' baseline (it asked again and again before).
+func TestWatchSlowGC(t *testing.T) {
+	fake := &fakeService{delay: 300 * time.Millisecond}
+	fake.start.Store(1000)
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	set := testSettings()
+	set.timeout, set.gcEvery = 200*time.Millisecond, false
+	tg, log := newTestTarget(t, srv.URL, set)
+	fake.setMode("slow-gc")
+	var r goheap.Result
+	for range 4 {
+		r = tg.sample(context.Background())
+		time.Sleep(150 * time.Millisecond)
+	}
+	if r.Baseline != 7 || !r.Stepped || fake.gcAsked.Load() != 1 {
+		t.Errorf("after a forced GC slower than --timeout, four samples: baseline %d, the last stepped %v, %d forced GCs asked for; want the baseline (7), the heap read, one GC\n%s",
+			r.Baseline, r.Stepped, fake.gcAsked.Load(), log)
+	}
+}
+
+// A service over TLS that offers HTTP/2 is watched over HTTP/1.1, its
+// samples whole.
+func TestWatchTLS(t *testing.T) {
+	fake := &fakeService{}
+	fake.start.Store(1000)
+	srv := httptest.NewUnstartedServer(fake)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	tg, log := newTestTarget(t, srv.URL, testSettings())
+	tr := tg.fetch.client.Transport.(*http.Transport)
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{}
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	tr.TLSClientConfig.RootCAs = roots
+	for range 2 {
+		if r := tg.sample(context.Background()); !r.Stepped || r.Goroutines != 7 || strings.Contains(log.String(), "failed") {
+			t.Fatalf("a TLS service offering HTTP/2:\n%s", log)
+		}
+	}
+	if n := fake.http2.Load(); n != 0 {
+		t.Errorf("%d requests came over HTTP/2; want HTTP/1.1, whose connection the service reads one request at a time", n)
 	}
 }
 

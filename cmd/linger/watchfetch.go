@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -72,6 +73,12 @@ type fetcher struct {
 	busy map[string]chan struct{} // by endpoint: closed when its outstanding request ends
 }
 
+// gaveUp is a request not answered within --timeout: left to end, under
+// way in the service.
+type gaveUp struct{ msg string }
+
+func (e *gaveUp) Error() string { return e.msg }
+
 // errNextSampleDue is the cause of a sample's context's end when the
 // next sample is due.
 var errNextSampleDue = errors.New("the next sample is due")
@@ -88,6 +95,9 @@ func newFetcher(base *url.URL, headers http.Header, timeout time.Duration, maxBo
 	var h1 http.Protocols // an HTTP/2 stream's handler can outlive its answer
 	h1.SetHTTP1(true)
 	tr.Protocols = &h1
+	if tr.TLSClientConfig != nil {
+		tr.TLSClientConfig.NextProtos = nil // not h2 offered in TLS's handshake either
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &fetcher{base: base, client: &http.Client{Transport: tr}, headers: headers, timeout: timeout, maxBody: maxBody,
 		ctx: ctx, cancel: cancel, busy: map[string]chan struct{}{}}
@@ -163,6 +173,9 @@ func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string
 	}
 	u.RawQuery = query.Encode()
 	shown := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	if ctx.Err() != nil { // the sample's time is up: nothing sent that no one waits for
+		return nil, unanswered(ctx, shown)
+	}
 	busy, ok := f.take(p)
 	if !ok {
 		return nil, fmt.Errorf("GET %s: the request of an earlier sample has not been answered yet; not asked again until it is (or %d times --timeout has passed)", shown, hardLimit)
@@ -188,16 +201,37 @@ func (f *fetcher) get(ctx context.Context, p string, q url.Values, accept string
 	case <-ctx.Done():
 		// The next sample is due, or the watch ends: the request is left
 		// to end (the final sample waits for it a while), not cancelled.
-		if errors.Is(context.Cause(ctx), errNextSampleDue) {
-			return nil, fmt.Errorf("GET %s: not answered before the next sample was due (--every)", shown)
-		}
-		return nil, fmt.Errorf("GET %s: not answered before the watch's end", shown)
+		return nil, unanswered(ctx, shown)
 	case <-timer.C:
 		if headers.Load() {
-			return nil, fmt.Errorf("GET %s: the answer did not end within %v (--timeout)", shown, f.timeout)
+			return nil, &gaveUp{fmt.Sprintf("GET %s: the answer did not end within %v (--timeout)", shown, f.timeout)}
 		}
-		return nil, fmt.Errorf("GET %s: no answer within %v (--timeout)", shown, f.timeout)
+		return nil, &gaveUp{fmt.Sprintf("GET %s: no answer within %v (--timeout)", shown, f.timeout)}
 	}
+}
+
+// sameEach is err without what differs from one request to the next:
+// the URL again (with its credentials) and a connection's local address
+// and port ("read tcp 127.0.0.1:41234->…: connection reset by peer" is
+// "read: connection reset by peer").
+func sameEach(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return fmt.Errorf("%s: %w", oe.Op, oe.Err)
+	}
+	return err
+}
+
+// unanswered says why a sample whose context is done has not the answer.
+func unanswered(ctx context.Context, shown string) error {
+	if errors.Is(context.Cause(ctx), errNextSampleDue) {
+		return fmt.Errorf("GET %s: not answered before the next sample was due (--every)", shown)
+	}
+	return fmt.Errorf("GET %s: not answered before the watch's end", shown)
 }
 
 // do makes the request and reads its answer, however long it takes until
@@ -216,16 +250,16 @@ func (f *fetcher) do(ctx context.Context, u, shown, p, accept string, headers *a
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL again, with its credentials, says nothing more
-		}
-		return nil, fmt.Errorf("GET %s: %w", shown, err)
+		return nil, fmt.Errorf("GET %s: %w", shown, sameEach(err))
 	}
 	defer resp.Body.Close()
 	headers.Store(true)
 	if resp.StatusCode != http.StatusOK {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		// The rest read too (up to a bound), so that the connection is
+		// kept, not closed and dialled again before the goroutines are
+		// counted.
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		why := ""
 		switch resp.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden:
@@ -245,7 +279,7 @@ func (f *fetcher) do(ctx context.Context, u, shown, p, accept string, headers *a
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBody+1))
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: reading the answer: %w", shown, err)
+		return nil, fmt.Errorf("GET %s: reading the answer: %w", shown, sameEach(err))
 	}
 	if int64(len(b)) > f.maxBody {
 		return nil, fmt.Errorf("GET %s: the answer is over %s (--max-body)", shown, units.Format(uint64(f.maxBody)))

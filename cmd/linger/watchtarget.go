@@ -47,6 +47,9 @@ type target struct {
 	noMetrics bool
 	// final is set once the final sample is taken.
 	final bool
+	// gcSent is set once a heap profile after a forced GC has been
+	// asked for and answered, or given up on while the service does it.
+	gcSent bool
 }
 
 // parseTarget reads a target's URL: http or https (a bare host:port is
@@ -140,7 +143,11 @@ func (t *target) run(ctx context.Context) {
 // made).
 func (t *target) sample(ctx context.Context) goheap.Result {
 	s := goheap.Sample{Start: time.Now(), Goroutines: -1}
-	gc := t.conv.Baseline() < 0 || t.final || t.gcEvery
+	// A forced GC until one has been asked for (the baseline's, whose
+	// count comes once no request of the watch's runs in the service),
+	// then for the final sample, and for every one with --gc.
+	gc := !t.gcSent || t.final || t.gcEvery
+	busyAtStart := t.fetch.outstanding()
 	var heapErr, gorErr, mErr error
 	// A sample ends before the next is due: what it has not read by then
 	// fails (the final sample has its own time).
@@ -153,6 +160,9 @@ func (t *target) sample(ctx context.Context) goheap.Result {
 	// One request after another, over the one connection: what runs in
 	// the service besides its own work is one request of the watch's.
 	s.Heap, heapErr = t.fetch.heap(sctx, gc)
+	if g := (*gaveUp)(nil); gc && (heapErr == nil || errors.As(heapErr, &g)) {
+		t.gcSent = true // asked for, and done or under way in the service
+	}
 	f, mErr := t.fetch.metrics(sctx)
 	if mErr == nil {
 		s.Metrics = t.gc.read(f)
@@ -160,7 +170,7 @@ func (t *target) sample(ctx context.Context) goheap.Result {
 	// The goroutines last, and not while a request the watch gave up on
 	// still runs in the service: its goroutines would be counted with
 	// the service's (and, at the first count, as its baseline).
-	if t.fetch.outstanding() {
+	if busyAtStart || t.fetch.outstanding() { // one ended meanwhile may have left its connection closing
 		gorErr = errors.New("not counted while a request the watch gave up on still runs in the service (it would be counted with the service's goroutines)")
 	} else {
 		s.Goroutines, gorErr = t.fetch.goroutines(sctx)
