@@ -19,8 +19,6 @@ import (
 
 	"linger/internal/units"
 	"linger/server/httperr"
-	"linger/timeline"
-	"linger/timeline/event"
 	"linger/timeline/torchsnap"
 )
 
@@ -507,27 +505,6 @@ func (s *Server) watchSnapshots(ctx context.Context, every time.Duration) {
 	}
 }
 
-// sessionTrace reports whether the trace at path was written by a
-// kernel or linger run, not imported: its session scope begins among its
-// first events (an import of a PyTorch snapshot has none).
-func sessionTrace(path string) bool {
-	r, err := timeline.OpenRegular(path)
-	if err != nil {
-		return false
-	}
-	defer r.Close()
-	for range 16 {
-		e, err := r.ReadEvent()
-		if err != nil {
-			return false
-		}
-		if e.Kind == event.KindScopeBegin && e.Expect == event.ScopeSession {
-			return true
-		}
-	}
-	return false
-}
-
 func (s *Server) lookForSnapshots(seen map[string]string) {
 	entries, err := os.ReadDir(s.opts.TraceDir)
 	if err != nil {
@@ -552,11 +529,12 @@ func (s *Server) lookForSnapshots(seen map[string]string) {
 		if was != stamp || fi.Size() == 0 {
 			continue // new or still growing: looked at again next time
 		}
-		// A run's own trace of the same name (its export downloaded
-		// beside it, "01.pickle" next to "01.ltrace") is never replaced:
+		// A trace of the same name that is not an import of it (a run's
+		// own, its export downloaded beside it, "01.pickle" next to
+		// "01.ltrace"; linger generate's or watch's) is never replaced:
 		// the import goes beside it, as NAME.snapshot.ltrace.
 		dst := filepath.Join(s.opts.TraceDir, trace)
-		if sessionTrace(dst) {
+		if _, err := os.Lstat(dst); err == nil && !torchsnap.IsImport(dst) {
 			trace = strings.TrimSuffix(trace, ".ltrace") + ".snapshot.ltrace"
 			dst = filepath.Join(s.opts.TraceDir, trace)
 		}

@@ -512,6 +512,59 @@ func TestSnapshotUploadDeviceMemory(t *testing.T) {
 	}
 }
 
+// A watched snapshot's import replaces only an import: a trace of the
+// same name without a session (as linger generate and linger watch write
+// them) is kept and the import goes beside it, while the import of a
+// snapshot written again replaces the import before.
+func TestSnapshotWatchReplacesOnlyImports(t *testing.T) {
+	dir := t.TempDir()
+	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
+	gen := filepath.Join(dir, "02-gen.ltrace")
+	w, err := timeline.Create(gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Emit(event.Event{Seq: 1, Kind: event.KindAlloc, Addr: 4096, Size: 1 << 20})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(gen)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(gen, old, old)
+	snap := snapshotFile(t, "steps.leak.p4.pickle")
+	os.WriteFile(filepath.Join(dir, "02-gen.pickle"), snap, 0o644)
+	os.WriteFile(filepath.Join(dir, "03-snap.pickle"), snap, 0o644)
+	older := time.Now().Add(-30 * time.Minute)
+	os.Chtimes(filepath.Join(dir, "03-snap.pickle"), older, older)
+	seen := map[string]string{}
+	ts.s.lookForSnapshots(seen)
+	ts.s.lookForSnapshots(seen)
+	if after, _ := os.ReadFile(gen); !bytes.Equal(after, before) {
+		t.Fatal("a trace without a session (linger generate's) was replaced by the snapshot's import")
+	}
+	for _, name := range []string{"02-gen.snapshot.ltrace", "03-snap.ltrace"} {
+		if !torchsnap.IsImport(filepath.Join(dir, name)) {
+			t.Errorf("%s is not the snapshot's import", name)
+		}
+	}
+	if torchsnap.IsImport(gen) {
+		t.Errorf("linger generate's trace reads as an import")
+	}
+	// 03's snapshot written again: its import is replaced, not put beside.
+	first, _ := os.Stat(filepath.Join(dir, "03-snap.ltrace"))
+	os.WriteFile(filepath.Join(dir, "03-snap.pickle"), snap, 0o644)
+	later := first.ModTime().Add(time.Minute)
+	os.Chtimes(filepath.Join(dir, "03-snap.pickle"), later, later)
+	ts.s.lookForSnapshots(seen)
+	ts.s.lookForSnapshots(seen)
+	if _, err := os.Stat(filepath.Join(dir, "03-snap.snapshot.ltrace")); err == nil {
+		t.Error("the import of a snapshot written again went beside its import before, not in its place")
+	}
+	if again, err := os.Stat(filepath.Join(dir, "03-snap.ltrace")); err != nil || !again.ModTime().After(first.ModTime()) {
+		t.Errorf("the import of the snapshot written again did not replace the one before: %v", err)
+	}
+}
+
 // A run's trace is never replaced by the import of a snapshot of the
 // same name dropped beside it later (its pickle export, downloaded into
 // the trace directory): the import goes to NAME.snapshot.ltrace.

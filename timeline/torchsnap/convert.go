@@ -340,14 +340,34 @@ func overlap(rs []rng, r rng) uint64 {
 	return n
 }
 
+// ImportMarker is the first string every import defines (ID 1), used by
+// no event: what tells an import from a trace a kernel, linger generate
+// or linger watch wrote (IsImport).
+const ImportMarker = "linger: imported from a PyTorch memory snapshot"
+
+// IsImport reports whether the trace at path is an import of a PyTorch
+// snapshot: its first string is ImportMarker. A watched directory's
+// import of a snapshot replaces only such a trace of the same name.
+func IsImport(path string) bool {
+	r, err := timeline.OpenRegular(path)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	r.ReadEvent() // the definitions before the first event, or all of them
+	return r.String(1) == ImportMarker
+}
+
 func newConverter(body *timeline.Writer, rules *RuleSet) *converter {
 	if rules == nil {
 		rules = DefaultRules()
 	}
-	return &converter{body: body, rules: rules, strings: map[string]event.StringID{}, sites: map[string]event.SiteID{}, frameIDs: map[Frame]uint32{}, bySlice: map[*Frame]siteInfo{},
+	c := &converter{body: body, rules: rules, strings: map[string]event.StringID{}, sites: map[string]event.SiteID{}, frameIDs: map[Frame]uint32{}, bySlice: map[*Frame]siteInfo{},
 		entryRules: len(rules.entryRules()) > 0, byEntry: map[[2]string]uint64{},
 		alive: map[uint64]block{}, segs: map[uint64]block{}, seen: map[uint64]bool{},
 		preBlock: map[uint64]block{}, preSeg: map[uint64]block{}, freed: map[uint64]bool{}}
+	c.str(ImportMarker)
+	return c
 }
 
 func (c *converter) str(s string) event.StringID {
