@@ -35,14 +35,22 @@ func Dir() string {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
 		return filepath.Join(d, "linger")
 	}
+	return filepath.Join(DataHome(), "runtime")
+}
+
+// DataHome is Linger's directory under the user's data directory:
+// $XDG_DATA_HOME/linger, else ~/.local/share/linger (in the temporary
+// directory without a home). Kernels that Jupyter frontends start write
+// their traces in its traces/.
+func DataHome() string {
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "linger", "runtime")
+		return filepath.Join(d, "linger")
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return filepath.Join(os.TempDir(), "linger", "runtime")
+		return filepath.Join(os.TempDir(), "linger")
 	}
-	return filepath.Join(home, ".local", "share", "linger", "runtime")
+	return filepath.Join(home, ".local", "share", "linger")
 }
 
 // Write writes info as serve-PID-*.json in dir, locked for as long as

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"linger/internal/serverinfo"
 	"linger/kernel/wire"
 	"linger/notebooks/msg"
 	"linger/timeline"
@@ -54,14 +55,7 @@ type Options struct {
 // DefaultTraceDir is the traces directory under the user's data
 // directory: $XDG_DATA_HOME/linger/traces, or ~/.local/share/linger/traces.
 func DefaultTraceDir() string {
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "linger", "traces")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), "linger", "traces")
-	}
-	return filepath.Join(home, ".local", "share", "linger", "traces")
+	return filepath.Join(serverinfo.DataHome(), "traces")
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
