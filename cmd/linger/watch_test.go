@@ -518,6 +518,22 @@ func TestWatchBadInput(t *testing.T) {
 	}
 }
 
+// fakeTarget serves fake and watches it as a target whose requests are
+// waited for timeout, without --gc; it returns the target, its terminal
+// and the service's URL. The requests the watch gave up on are
+// cancelled before the service closes, whatever the test found.
+func fakeTarget(t *testing.T, fake *fakeService, timeout time.Duration) (*target, *syncLog, string) {
+	t.Helper()
+	fake.start.Store(1000)
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	set := testSettings()
+	set.timeout, set.gcEvery = timeout, false
+	tg, log := newTestTarget(t, srv.URL, set)
+	t.Cleanup(tg.fetch.close)
+	return tg, log, srv.URL
+}
+
 // settle waits for the requests the target gave up on to end, as the
 // service answered them (at most a few seconds).
 func settle(t *testing.T, tg *target) {
@@ -539,12 +555,7 @@ func settle(t *testing.T, tg *target) {
 // next sample reads it.
 func TestWatchSlowServiceAskedOnce(t *testing.T) {
 	fake := &fakeService{delay: time.Second}
-	fake.start.Store(1000)
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-	set := testSettings()
-	set.timeout, set.gcEvery = 200*time.Millisecond, false
-	tg, log := newTestTarget(t, srv.URL, set)
+	tg, log, _ := fakeTarget(t, fake, 200*time.Millisecond)
 	fake.setMode("slow")
 	for range 8 {
 		tg.sample(context.Background())
@@ -577,25 +588,19 @@ func TestWatchSlowServiceAskedOnce(t *testing.T) {
 // --timeout, and the endpoint is asked again; until then it is not.
 func TestWatchHungRequestCancelled(t *testing.T) {
 	fake := &fakeService{}
-	fake.start.Store(1000)
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-	set := testSettings()
-	set.timeout, set.gcEvery = 50*time.Millisecond, false
-	tg, log := newTestTarget(t, srv.URL, set)
-	defer tg.fetch.close() // the hung requests cancelled before the server closes, whatever failed
+	tg, log, base := fakeTarget(t, fake, 50*time.Millisecond)
 	fake.setMode("hang-forever")
 	tg.sample(context.Background())
 	tg.sample(context.Background())
 	if n := fake.heapAsked.Load(); n != 1 {
 		t.Errorf("the heap profile was asked for %d times in two samples while the first request hung; want once", n)
 	}
-	time.Sleep(hardLimit*set.timeout + 200*time.Millisecond)
+	time.Sleep(hardLimit*tg.fetch.timeout + 200*time.Millisecond)
 	tg.sample(context.Background())
 	if n := fake.heapAsked.Load(); n != 2 {
 		t.Errorf("the heap profile was asked for %d times; want again once the hung request was cancelled (2)\n%s", n, log)
 	}
-	if c := strings.Count(log.String(), "heap: GET "+srv.URL+"/debug/pprof/heap: no answer within 50ms (--timeout)"); c != 2 {
+	if c := strings.Count(log.String(), "heap: GET "+base+"/debug/pprof/heap: no answer within 50ms (--timeout)"); c != 2 {
 		t.Errorf("the terminal says %d times that the heap was not answered in time; want 2 (the first and third samples)\n%s", c, log)
 	}
 }
@@ -605,12 +610,7 @@ func TestWatchHungRequestCancelled(t *testing.T) {
 // takes the goroutines' baseline (it asked again and again before).
 func TestWatchSlowGC(t *testing.T) {
 	fake := &fakeService{delay: 300 * time.Millisecond}
-	fake.start.Store(1000)
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-	set := testSettings()
-	set.timeout, set.gcEvery = 200*time.Millisecond, false
-	tg, log := newTestTarget(t, srv.URL, set)
+	tg, log, _ := fakeTarget(t, fake, 200*time.Millisecond)
 	fake.setMode("slow-gc")
 	var r goheap.Result
 	for range 4 {
@@ -655,17 +655,12 @@ func TestWatchTLS(t *testing.T) {
 // the goroutines, counted alone.
 func TestWatchStopWaitsForOutstanding(t *testing.T) {
 	fake := &fakeService{delay: 350 * time.Millisecond}
-	fake.start.Store(1000)
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-	set := testSettings()
-	set.timeout, set.gcEvery = 200*time.Millisecond, false
-	tg, log := newTestTarget(t, srv.URL, set)
+	tg, log, _ := fakeTarget(t, fake, 200*time.Millisecond)
 	fake.setMode("slow-heap")
 	tg.sample(context.Background()) // the heap given up on at 200 ms, answered at 350
 	fake.setMode("")
 	was := log.String()
-	tg.stop(set.timeout)
+	tg.stop(tg.fetch.timeout)
 	said := strings.TrimPrefix(log.String(), was)
 	if !strings.Contains(said, "final sample (after a forced GC) 2: heap in use") || !strings.Contains(said, "goroutines 7") || strings.Contains(said, "failed") {
 		t.Errorf("the final sample, the heap's request of the sample before still running as the watch stopped:\n%s", said)
