@@ -512,6 +512,30 @@ func TestSnapshotUploadDeviceMemory(t *testing.T) {
 	}
 }
 
+// hourOldTrace writes the trace at path with write's events, dated an
+// hour ago (before any snapshot the test drops beside it), and returns
+// its bytes.
+func hourOldTrace(t *testing.T, path string, write func(*timeline.Writer)) []byte {
+	t.Helper()
+	w, err := timeline.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // A watched snapshot's import replaces only an import: a trace of the
 // same name without a session (as linger generate and linger watch write
 // them) is kept and the import goes beside it, while the import of a
@@ -520,17 +544,9 @@ func TestSnapshotWatchReplacesOnlyImports(t *testing.T) {
 	dir := t.TempDir()
 	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
 	gen := filepath.Join(dir, "02-gen.ltrace")
-	w, err := timeline.Create(gen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Emit(event.Event{Seq: 1, Kind: event.KindAlloc, Addr: 4096, Size: 1 << 20})
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	before, _ := os.ReadFile(gen)
-	old := time.Now().Add(-time.Hour)
-	os.Chtimes(gen, old, old)
+	before := hourOldTrace(t, gen, func(w *timeline.Writer) {
+		w.Emit(event.Event{Seq: 1, Kind: event.KindAlloc, Addr: 4096, Size: 1 << 20})
+	})
 	snap := snapshotFile(t, "steps.leak.p4.pickle")
 	os.WriteFile(filepath.Join(dir, "02-gen.pickle"), snap, 0o644)
 	os.WriteFile(filepath.Join(dir, "03-snap.pickle"), snap, 0o644)
@@ -572,19 +588,10 @@ func TestSnapshotWatchKeepsRunTrace(t *testing.T) {
 	dir := t.TempDir()
 	ts := newTestServer(t, func(o *Options) { o.TraceDir = dir })
 	run := filepath.Join(dir, "01-run.ltrace")
-	w, err := timeline.Create(run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	em := event.NewEmitter(w, event.EmitterOptions{})
-	sess := em.Begin(event.ScopeSession, "session")
-	em.End(sess)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	before, _ := os.ReadFile(run)
-	old := time.Now().Add(-time.Hour)
-	os.Chtimes(run, old, old)
+	before := hourOldTrace(t, run, func(w *timeline.Writer) {
+		em := event.NewEmitter(w, event.EmitterOptions{})
+		em.End(em.Begin(event.ScopeSession, "session"))
+	})
 	os.WriteFile(filepath.Join(dir, "01-run.pickle"), snapshotFile(t, "steps.leak.p4.pickle"), 0o644)
 	seen := map[string]string{}
 	ts.s.lookForSnapshots(seen)
