@@ -619,12 +619,17 @@ func TestSavedGrowing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := uint64(1); i <= 10; i++ {
-		w.Emit(event.Event{Seq: i, Time: int64(i) * 1000, Kind: event.KindAlloc, Addr: i, Size: 64, Category: event.CategoryKVCache})
+	// grow writes allocations from..to and flushes them, as a writer
+	// that has not ended does.
+	grow := func(from, to uint64) {
+		for i := from; i <= to; i++ {
+			w.Emit(event.Event{Seq: i, Time: int64(i) * 1000, Kind: event.KindAlloc, Addr: i, Size: 64, Category: event.CategoryKVCache})
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	grow(1, 10)
 	reads := 0
 	set := New(Options{OnRead: func(string) { reads++ }})
 	defer set.Close()
@@ -632,12 +637,7 @@ func TestSavedGrowing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := uint64(11); i <= 20; i++ {
-		w.Emit(event.Event{Seq: i, Time: int64(i) * 1000, Kind: event.KindAlloc, Addr: i, Size: 64, Category: event.CategoryKVCache})
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	grow(11, 20)
 	if again, err := set.Saved(context.Background(), path); err != nil || again != first {
 		t.Errorf("a request within a moment of the first read the growing file again (%v)", err)
 	}
@@ -663,9 +663,7 @@ func TestSavedGrowing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := uint64(1); i <= 30; i++ {
-		w.Emit(event.Event{Seq: i, Time: int64(i) * 1000, Kind: event.KindAlloc, Addr: i, Size: 64, Category: event.CategoryKVCache})
-	}
+	grow(1, 30) // w is the new writer
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
