@@ -201,6 +201,21 @@ func TestFollowFramesTheRun(t *testing.T) {
 		t.Fatalf("the engine's cell ran %.1f ms; the test wants a run of some length", (run.End-run.Begin)/1e6)
 	}
 	f := settled("after the run", run)
+	// The run's last events may still be on their way (the stream is
+	// paced, and the cell's closing heap sample is activity too): the view
+	// may grow to take them in. Once it has held still for half a second
+	// the stream has caught up; from then on, idle, it must not move.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+		g := get()
+		if g == f {
+			break
+		}
+		if !frames(g, run) {
+			t.Fatalf("catching up with the run's last events, the view is [%.6f, %.6f] s, no longer the run [%.6f, %.6f] s", g.T0/1e9, g.T1/1e9, run.Begin/1e9, run.End/1e9)
+		}
+		f = g
+	}
 	// Idle for 3 s: the view stays on the run.
 	time.Sleep(3 * time.Second)
 	if g := get(); g != f {
